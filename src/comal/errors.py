@@ -1,0 +1,130 @@
+"""Every error comal raises, rooted at :class:`ComalError`.
+
+The tree::
+
+    ComalError                      root; ``code`` is a stable machine-readable string
+    ├── UserError                   misuse of the API or CLI (bad option, unknown session)
+    │   └── ScopeError              a read or write whose (tenant, agent, session) is incomplete
+    ├── InputError                  bad input data; names the file, line and field
+    │   └── ImportFormatError       a transcript that cannot be imported as the given format
+    ├── LedgerError                 the store refused or found a fault
+    │   ├── LedgerIntegrityError    a stored entry fails its digest or a step is not whole
+    │   └── SchemaVersionError      the database was written by a newer comal
+    ├── TokenizerUnavailable        the requested encoding cannot be loaded offline
+    └── BudgetError                 the budget algebra cannot be satisfied
+        ├── ContextOverhead         CONTEXT_OVERHEAD: instructions + tool schemas alone do not fit
+        ├── ContextLength           CONTEXT_LENGTH: the provider rejected the input as too long
+        ├── OutputLength            OUTPUT_LENGTH: the response did not finish
+        └── ContextPressureLoop     CONTEXT_PRESSURE_LOOP: derivations stopped saving enough
+
+Messages say what was wrong, where, and end with what to do about it.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BudgetError",
+    "ComalError",
+    "ContextLength",
+    "ContextOverhead",
+    "ContextPressureLoop",
+    "ImportFormatError",
+    "InputError",
+    "LedgerError",
+    "LedgerIntegrityError",
+    "OutputLength",
+    "SchemaVersionError",
+    "ScopeError",
+    "TokenizerUnavailable",
+    "UserError",
+]
+
+
+class ComalError(Exception):
+    """Root of every comal error. ``code`` is stable across releases."""
+
+    code: str = "COMAL_ERROR"
+
+
+class UserError(ComalError):
+    code = "USER_ERROR"
+
+
+class ScopeError(UserError):
+    """A ledger access whose tenant, agent or session is missing (LED-2: fail closed)."""
+
+    code = "SCOPE_INCOMPLETE"
+
+
+class InputError(ComalError):
+    """Bad input data. ``path``, ``line`` and ``field`` locate the fault when known."""
+
+    code = "INPUT_ERROR"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        line: int | None = None,
+        field: str | None = None,
+    ) -> None:
+        self.path = path
+        self.line = line
+        self.field = field
+        where = []
+        if path is not None:
+            where.append(path if line is None else f"{path}:{line}")
+        if field is not None:
+            where.append(f"field {field!r}")
+        prefix = f"{', '.join(where)}: " if where else ""
+        super().__init__(prefix + message)
+        self.reason = message
+
+
+class ImportFormatError(InputError):
+    code = "IMPORT_FORMAT"
+
+
+class LedgerError(ComalError):
+    code = "LEDGER_ERROR"
+
+
+class LedgerIntegrityError(LedgerError):
+    code = "LEDGER_INTEGRITY"
+
+
+class SchemaVersionError(LedgerError):
+    code = "SCHEMA_VERSION"
+
+
+class TokenizerUnavailable(ComalError):
+    code = "TOKENIZER_UNAVAILABLE"
+
+
+class BudgetError(ComalError):
+    code = "BUDGET_ERROR"
+
+
+class ContextOverhead(BudgetError):
+    """TOK-5: the fixed part of the prompt does not fit; no request may be sent."""
+
+    code = "CONTEXT_OVERHEAD"
+
+
+class ContextLength(BudgetError):
+    """OUT-1: the provider rejected the input as too long."""
+
+    code = "CONTEXT_LENGTH"
+
+
+class OutputLength(BudgetError):
+    """OUT-1: the response stopped because it ran out of output tokens."""
+
+    code = "OUTPUT_LENGTH"
+
+
+class ContextPressureLoop(BudgetError):
+    """LIM-5: repeated derivations each saved too little; the engine stopped."""
+
+    code = "CONTEXT_PRESSURE_LOOP"
