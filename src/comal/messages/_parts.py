@@ -8,6 +8,7 @@ is the exact output.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Literal, TypeAlias
@@ -111,7 +112,8 @@ class EvidenceRef:
     lines: int
     preview: str
     session: str | None = None
-    kind: Literal["evidence_ref"] = field(default="evidence_ref", init=False)
+    # ``field`` names the referenced field here, so the dataclasses helper is spelt out.
+    kind: Literal["evidence_ref"] = dataclasses.field(default="evidence_ref", init=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +137,9 @@ class Checkpoint:
     kind: Literal["checkpoint"] = field(default="checkpoint", init=False)
 
 
-Part: TypeAlias = Text | Reasoning | ToolCall | ToolResult | Media | EvidenceRef | Summary | Checkpoint
+Part: TypeAlias = (
+    Text | Reasoning | ToolCall | ToolResult | Media | EvidenceRef | Summary | Checkpoint
+)
 
 PART_TYPES: dict[str, type[Part]] = {
     "text": Text,

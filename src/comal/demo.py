@@ -1,0 +1,136 @@
+"""``make demo``: build a real session from real tool calls, then show what comal knows of it.
+
+Runs with nothing but the clone: no network, no API key, no ../shared. The "model" here is a
+fixed script of tool calls; every tool really runs (files are read, grep and git really execute,
+one command really fails) and every output is stored byte for byte in a fresh temporary ledger.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from rich.console import Console
+from rich.rule import Rule
+
+from .cli import app
+from .ledger import Scope, SQLiteLedger, open_ledger
+from .messages import Message, ToolCall
+
+ROOT = Path(__file__).resolve().parents[2]
+console = Console(highlight=False)
+
+
+def _read(args: dict[str, str]) -> tuple[str, bool]:
+    path = ROOT / args["path"]
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return "\n".join(f"{i:>5}\t{line}" for i, line in enumerate(lines, 1)), False
+
+
+def _grep(args: dict[str, str]) -> tuple[str, bool]:
+    pattern = re.compile(args["pattern"])
+    hits = []
+    for path in sorted((ROOT / "src").rglob("*.py")):
+        for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if pattern.search(line):
+                hits.append(f"{path.relative_to(ROOT)}:{i}:{line}")
+    return "\n".join(hits), False
+
+
+def _bash(args: dict[str, str]) -> tuple[str, bool]:
+    proc = subprocess.run(
+        args["command"], shell=True, cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    return f"{proc.stdout}{proc.stderr}[exit code {proc.returncode}]", proc.returncode != 0
+
+
+TOOLS: dict[str, Callable[[dict[str, str]], tuple[str, bool]]] = {
+    "Read": _read,
+    "Grep": _grep,
+    "Bash": _bash,
+}
+
+SCRIPT: list[tuple[str, list[tuple[str, dict[str, str]]]]] = [
+    (
+        "I'll start with the message model, since everything else is built on it.",
+        [("Read", {"path": "src/comal/messages/_parts.py"})],
+    ),
+    (
+        "Now the ledger schema and where steps are appended.",
+        [
+            ("Read", {"path": "src/comal/ledger/_schema.py"}),
+            ("Grep", {"pattern": r"def (append|tail|verify)"}),
+        ],
+    ),
+    ("What changed recently?", [("Bash", {"command": "git log --oneline -10 || true"})]),
+    (
+        "Let me check the tests import cleanly.",
+        [("Bash", {"command": f"{sys.executable} -c 'import comal.nonexistent_module'"})],
+    ),
+    (
+        "That module does not exist, as expected. One more look at the verifier.",
+        [("Read", {"path": "src/comal/ledger/_verify.py"})],
+    ),
+]
+
+
+def build_session(led: SQLiteLedger) -> Scope:
+    scope = led.create_session("demo", "scripted", title="demo: tour the comal sources")
+    led.append(
+        scope,
+        [
+            Message.system("You are a careful coding agent working in the comal repository."),
+        ],
+    )
+    led.append(scope, [Message.user("Give me a tour of how comal stores a session.")])
+    for n, (thought, calls) in enumerate(SCRIPT):
+        tool_calls = [
+            ToolCall(f"call_{n}_{k}", name, json.dumps(args))
+            for k, (name, args) in enumerate(calls)
+        ]
+        results = []
+        for call, (name, args) in zip(tool_calls, calls, strict=True):
+            output, failed = TOOLS[name](args)
+            results.append(Message.tool(call.id, output, is_error=failed))
+            console.print(f"  ran {name}({next(iter(args.values()))}) → {len(output):,} chars")
+        # One step, one transaction: the proposal and all its results land together.
+        led.append(scope, [Message.assistant(thought, *tool_calls), *results])
+    led.append(
+        scope,
+        [Message.assistant("The ledger keeps every step whole; outputs are stored exactly.")],
+    )
+    led.set_status(scope, "finished")
+    return scope
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory(prefix="comal-demo-") as tmp:
+        db = Path(tmp) / "ledger.db"
+        console.print(Rule("comal demo: a real session from real tool calls"))
+        with open_ledger(db) as led:
+            scope = build_session(led)
+        for title, args in (
+            ("comal sessions", ["sessions"]),
+            ("comal show --tail 6", ["show", scope.session, "--tail", "6"]),
+            ("comal context", ["context", scope.session]),
+            (
+                "comal context --context-window 8000",
+                ["context", scope.session, "--context-window", "8000"],
+            ),
+            ("comal verify", ["verify"]),
+        ):
+            console.print(Rule(title))
+            try:
+                app(["--ledger", str(db), *args], standalone_mode=False)
+            except SystemExit as exc:  # typer.Exit inside standalone_mode=False
+                if exc.code:
+                    raise
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,143 @@
+"""Append imported sessions to the ledger: one file, one transaction."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..ledger import Scope, SQLiteLedger, StepInput, UsageInput
+from ..messages import group_messages
+from ..tokens import normalize_usage
+from ._base import ImportedSession
+
+# Session ids derive from the file's bytes and the session key, so importing a file twice finds
+# the sessions already there instead of duplicating them.
+_NAMESPACE = uuid.UUID("6f1c1f64-5a38-4c8e-9a57-1c2f0c6b9d10")
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSession:
+    path: str
+    session: str
+    format: str
+    entries: int
+    tool_calls: int
+    tool_results: int
+    usages: int
+    created: bool  # False: it was already in the ledger
+    warnings: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "path": self.path,
+            "session": self.session,
+            "format": self.format,
+            "entries": self.entries,
+            "tool_calls": self.tool_calls,
+            "tool_results": self.tool_results,
+            "usages": self.usages,
+            "created": self.created,
+            "warnings": list(self.warnings),
+        }
+
+
+def file_digest(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def session_id_for(digest: str, imported: ImportedSession) -> str:
+    return str(uuid.uuid5(_NAMESPACE, f"{digest}:{imported.format}:{imported.key}"))
+
+
+def store(
+    ledger: SQLiteLedger,
+    sessions: Sequence[ImportedSession],
+    *,
+    tenant: str = "local",
+    agent: str | None = None,
+    digest: str | None = None,
+) -> list[StoredSession]:
+    """Write every session parsed from one file atomically; parents before children."""
+    if not sessions:
+        return []
+    digest = digest or file_digest(sessions[0].source)
+    ids = {s.key: session_id_for(digest, s) for s in sessions}
+    ordered = sorted(sessions, key=lambda s: s.parent_key is not None)
+    results: list[StoredSession] = []
+    with ledger.atomic():
+        for imp in ordered:
+            sid = ids[imp.key]
+            calls = sum(len(m.tool_calls) for m in imp.messages)
+            res = sum(1 for m in imp.messages if m.tool_result is not None)
+            if ledger.session(Scope(tenant, agent or imp.format, sid)) is not None:
+                results.append(
+                    StoredSession(
+                        imp.source,
+                        sid,
+                        imp.format,
+                        len(imp.messages),
+                        calls,
+                        res,
+                        len(imp.usages),
+                        False,
+                        imp.warnings,
+                    )
+                )
+                continue
+            meta = dict(imp.meta) | {
+                "format": imp.format,
+                "key": imp.key,
+                "file_sha256": digest,
+                "warnings": list(imp.warnings),
+            }
+            scope = ledger.create_session(
+                tenant,
+                agent or imp.format,
+                session_id=sid,
+                parent=ids.get(imp.parent_key) if imp.parent_key else None,
+                title=imp.title,
+                source=str(imp.source),
+                meta=meta,
+            )
+            written = ledger.append_steps(scope, _steps(imp))
+            results.append(
+                StoredSession(
+                    imp.source,
+                    sid,
+                    imp.format,
+                    written,
+                    calls,
+                    res,
+                    len(imp.usages),
+                    True,
+                    imp.warnings,
+                )
+            )
+    return results
+
+
+def _steps(imp: ImportedSession) -> list[StepInput]:
+    by_index: dict[int, list[UsageInput]] = {}
+    for rec in imp.usages:
+        by_index.setdefault(rec.message_index, []).append(
+            UsageInput(
+                normalize_usage(rec.protocol, rec.raw),
+                model=rec.model,
+                protocol=rec.protocol,
+                meta={"raw": dict(rec.raw)},
+            )
+        )
+    steps: list[StepInput] = []
+    for group in group_messages(imp.messages):
+        usages: list[UsageInput] = []
+        for i in range(group.start, group.start + len(group.messages)):
+            usages.extend(by_index.get(i, ()))
+        steps.append(StepInput(group.messages, tuple(usages)))
+    return steps

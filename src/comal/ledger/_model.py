@@ -1,0 +1,157 @@
+"""Values the ledger hands out: scopes, sessions, entries, and the records beside them."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import ScopeError
+from ..messages import Message
+
+log = logging.getLogger("comal.ledger")
+
+STATUSES = ("active", "finished")
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """(tenant, agent, session): every read and write names all three (LED-2)."""
+
+    tenant: str
+    agent: str
+    session: str
+
+    def __post_init__(self) -> None:
+        missing = [n for n in ("tenant", "agent", "session") if not getattr(self, n)]
+        if missing:
+            raise ScopeError(
+                f"incomplete ledger scope: {', '.join(missing)} missing; "
+                "pass tenant, agent and session (reads fail closed without them)"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    id: str
+    tenant: str
+    agent: str
+    parent: str | None
+    status: str
+    title: str | None
+    source: str | None
+    created_at: str
+    entries: int
+    tokens: int
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def scope(self) -> Scope:
+        return Scope(self.tenant, self.agent, self.id)
+
+
+@dataclass(frozen=True, slots=True)
+class EntryHead:
+    """The small columns of an entry: enough to budget without reading bodies."""
+
+    id: int
+    seq: int
+    step: int
+    role: str
+    tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One stored message. ``step`` is the ``seq`` of the first entry of its step; ``digest`` is
+    the sha256 of the canonical body, ``output_digest`` that of a tool result's exact text."""
+
+    id: int
+    session: str
+    seq: int
+    step: int
+    role: str
+    tokens: int
+    size: int
+    created_at: str
+    digest: str
+    output_digest: str | None
+    message: Message
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRecord:
+    """Usage measured for one model call, anchored to the entry it produced (TOK-2)."""
+
+    id: int
+    session: str
+    entry_id: int | None
+    model: str | None
+    protocol: str | None
+    new_input: int | None
+    cache_read: int | None
+    cache_write: int | None
+    output: int | None
+    reasoning: int | None
+    meta: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointRecord:
+    id: int
+    session: str
+    first_seq: int
+    last_seq: int
+    tokens: int
+    digest: str
+    created_at: str
+    message: Message
+    meta: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """A receipt, summary or event: a JSON body with a kind, a digest and a time."""
+
+    id: int
+    session: str
+    kind: str
+    created_at: str
+    digest: str
+    body: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    entry_id: int
+    seq: int
+    role: str
+    snippet: str
+    offsets: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    session: str
+    seq: int | None
+    kind: str
+    detail: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"session": self.session, "seq": self.seq, "kind": self.kind, "detail": self.detail}
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyReport:
+    ok: bool
+    entries: int
+    faults: tuple[Fault, ...]
+    paused: tuple[str, ...] = ()  # sessions ending in open tool calls (not a fault)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "entries": self.entries,
+            "faults": [f.as_dict() for f in self.faults],
+            "paused": list(self.paused),
+        }

@@ -1,0 +1,352 @@
+"""Reads of the SQLite ledger: entries, tails, search, checkpoints and records."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from collections.abc import Iterator, Sequence
+from typing import Any, Literal
+
+from ..errors import UserError
+from ..messages import (
+    Message,
+    canonical_json,
+    message_from_json,
+    message_to_json,
+    sha256_hex,
+)
+from ..tokens import count_message
+from ._model import (
+    CheckpointRecord,
+    Entry,
+    EntryHead,
+    Record,
+    RequestRecord,
+    Scope,
+    SearchHit,
+)
+from ._sqlite_base import _Base, _now
+
+Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
+
+_ENTRY_COLS = (
+    "id, session_id, seq, step, role, tokens, size, created_at, digest, output_digest, body"
+)
+
+
+class _Reads(_Base):
+    """Every read takes a Scope and reads nothing when it does not resolve (LED-2)."""
+
+    # -- reads --------------------------------------------------------------------------------
+    def _entries(self, sql: str, args: Sequence[Any]) -> list[Entry]:
+        with self._lock:
+            rows = self._conn.execute(sql, tuple(args)).fetchall()
+        return [
+            Entry(
+                r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], message_from_json(r[10])
+            )
+            for r in rows
+        ]
+
+    def entries(
+        self, scope: Scope, *, start_seq: int = 0, end_seq: int | None = None
+    ) -> list[Entry]:
+        """Entries with ``start_seq <= seq <= end_seq`` in order."""
+        if not self._visible(scope):
+            return []
+        end = end_seq if end_seq is not None else 2**62
+        return self._entries(
+            f"SELECT {_ENTRY_COLS} FROM entries WHERE session_id = ? AND seq BETWEEN ? AND ?"
+            " ORDER BY seq",
+            (scope.session, start_seq, end),
+        )
+
+    def iter_entries(self, scope: Scope, *, batch: int = 500) -> Iterator[Entry]:
+        """Stream a whole session in batches, so memory stays bounded on huge sessions."""
+        seq = 0
+        while True:
+            chunk = self.entries(scope, start_seq=seq, end_seq=seq + batch - 1)
+            if not chunk:
+                # Sequences are dense, but a session may be empty or end exactly on a boundary.
+                return
+            yield from chunk
+            seq = chunk[-1].seq + 1
+
+    def heads(self, scope: Scope, *, start_seq: int = 0) -> list[EntryHead]:
+        """Small columns only, read from the covering index (no bodies)."""
+        if not self._visible(scope):
+            return []
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT id, seq, step, role, tokens FROM entries INDEXED BY entries_budget"
+                " WHERE session_id = ? AND seq >= ? ORDER BY seq",
+                (scope.session, start_seq),
+            ).fetchall()
+        return [EntryHead(*r) for r in rows]
+
+    def tail(self, scope: Scope, *, n: int | None = None, tokens: int | None = None) -> list[Entry]:
+        """The newest entries: the last ``n``, or as many whole steps as fit in ``tokens``.
+
+        Cost is proportional to the tail, not the session: token sums walk the covering index
+        backwards and stop at the budget; only the chosen bodies are read and decoded.
+        """
+        if not self._visible(scope):
+            return []
+        if n is None and tokens is None:
+            raise UserError("tail needs n or tokens")
+        if n is not None:
+            return list(
+                reversed(
+                    self._entries(
+                        f"SELECT {_ENTRY_COLS} FROM entries WHERE session_id = ?"
+                        " ORDER BY seq DESC LIMIT ?",
+                        (scope.session, n),
+                    )
+                )
+            )
+        assert tokens is not None
+        start = self._tail_start(scope, tokens)
+        if start is None:
+            return []
+        return self.entries(scope, start_seq=start)
+
+    def _tail_start(self, scope: Scope, budget: int) -> int | None:
+        """Seq of the first entry of the longest run of whole steps that fits ``budget``."""
+        used = 0
+        start: int | None = None
+        step_tokens = 0
+        with self._lock:
+            cur = self._conn.execute(
+                "SELECT seq, step, tokens FROM entries INDEXED BY entries_budget"
+                " WHERE session_id = ? ORDER BY seq DESC",
+                (scope.session,),
+            )
+            for seq, step, tok in cur:
+                step_tokens += tok
+                if seq == step:  # reached the first entry of a step: the whole step is counted
+                    if used + step_tokens > budget:
+                        break
+                    used += step_tokens
+                    step_tokens = 0
+                    start = seq
+            cur.close()
+        return start
+
+    def entry(self, scope: Scope, entry_id: int) -> Entry | None:
+        if not self._visible(scope):
+            return None
+        rows = self._entries(
+            f"SELECT {_ENTRY_COLS} FROM entries WHERE session_id = ? AND id = ?",
+            (scope.session, entry_id),
+        )
+        return rows[0] if rows else None
+
+    def entry_by_call(self, scope: Scope, call_id: str) -> Entry | None:
+        if not self._visible(scope):
+            return None
+        rows = self._entries(
+            f"SELECT {_ENTRY_COLS} FROM entries WHERE session_id = ? AND call_id = ?"
+            " ORDER BY seq LIMIT 1",
+            (scope.session, call_id),
+        )
+        return rows[0] if rows else None
+
+    def index_text(self, *, batch: int = 2000) -> int:
+        """Bring the full-text index up to date; returns how many entries were indexed.
+
+        Each batch is one transaction with its high-water mark, so a crash mid-way leaves the
+        index consistent with ``fts_state`` and the next search resumes where it stopped.
+        """
+        done = 0
+        while True:
+            with self.atomic() as c:
+                upto = c.execute("SELECT upto FROM fts_state WHERE name = 'entries'").fetchone()[0]
+                rows = c.execute(
+                    "SELECT id, body FROM entries WHERE id > ? ORDER BY id LIMIT ?", (upto, batch)
+                ).fetchall()
+                if not rows:
+                    return done
+                c.executemany(
+                    "INSERT INTO entries_fts (rowid, text) VALUES (?, ?)",
+                    [(i, t) for i, body in rows if (t := message_from_json(body).text)],
+                )
+                c.execute("UPDATE fts_state SET upto = ? WHERE name = 'entries'", (rows[-1][0],))
+            done += len(rows)
+
+    def search(
+        self, scope: Scope, query: str, *, regex: bool = False, limit: int = 50
+    ) -> list[SearchHit]:
+        """Full-text (FTS5 query syntax) or regex search over a session's messages (LED-5)."""
+        if not self._visible(scope):
+            return []
+        if not regex:
+            self.index_text()
+            with self._lock:
+                try:
+                    ids = [
+                        r[0]
+                        for r in self._conn.execute(
+                            "SELECT rowid FROM entries_fts WHERE entries_fts MATCH ?"
+                            " AND rowid IN (SELECT id FROM entries WHERE session_id = ?)"
+                            " ORDER BY rank LIMIT ?",
+                            (query, scope.session, limit),
+                        )
+                    ]
+                except sqlite3.OperationalError as exc:
+                    raise UserError(f"bad full-text query {query!r}: {exc}") from exc
+            hits = []
+            for entry_id in ids:
+                e = self.entry(scope, entry_id)
+                if e is not None:
+                    hits.append(_hit(e, _words(query)))
+            return hits
+        try:
+            pattern = re.compile(query)
+        except re.error as exc:
+            raise UserError(f"bad regular expression {query!r}: {exc}") from exc
+        hits = []
+        for e in self.iter_entries(scope):
+            text = e.message.text
+            found = [m.start() for m in pattern.finditer(text)]
+            if found:
+                hits.append(_hit(e, None, tuple(found)))
+                if len(hits) >= limit:
+                    break
+        return hits
+
+    def requests(self, scope: Scope) -> list[RequestRecord]:
+        if not self._visible(scope):
+            return []
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT id, session_id, entry_id, model, protocol, new_input, cache_read,"
+                " cache_write, output, reasoning, meta FROM requests WHERE session_id = ?"
+                " ORDER BY id",
+                (scope.session,),
+            ).fetchall()
+        return [
+            RequestRecord(
+                r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], json.loads(r[10])
+            )
+            for r in rows
+        ]
+
+    # -- checkpoints, receipts, summaries, events ---------------------------------------------
+    def add_checkpoint(
+        self,
+        scope: Scope,
+        message: Message,
+        *,
+        first_seq: int,
+        last_seq: int,
+        meta: dict[str, Any] | None = None,
+    ) -> CheckpointRecord:
+        body = message_to_json(message)
+        tokens = count_message(self.counter, message)
+        created = _now()
+        with self.atomic() as c:
+            row = self._session_row(scope)
+            if row is None:
+                raise UserError(f"no session {scope.session} in this tenant/agent")
+            if not 0 <= first_seq <= last_seq < int(row[0]):
+                raise UserError(
+                    f"checkpoint range {first_seq}..{last_seq} is outside the session's "
+                    f"entries 0..{int(row[0]) - 1}"
+                )
+            cur = c.execute(
+                "INSERT INTO checkpoints (session_id, first_seq, last_seq, tokens, created_at,"
+                " digest, body, meta) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    scope.session,
+                    first_seq,
+                    last_seq,
+                    tokens,
+                    created,
+                    sha256_hex(body),
+                    body,
+                    canonical_json(meta or {}),
+                ),
+            )
+        return CheckpointRecord(
+            int(cur.lastrowid or 0),
+            scope.session,
+            first_seq,
+            last_seq,
+            tokens,
+            sha256_hex(body),
+            created,
+            message,
+            meta or {},
+        )
+
+    def checkpoints(self, scope: Scope) -> list[CheckpointRecord]:
+        if not self._visible(scope):
+            return []
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT id, session_id, first_seq, last_seq, tokens, digest, created_at, body,"
+                " meta FROM checkpoints WHERE session_id = ? ORDER BY last_seq, id",
+                (scope.session,),
+            ).fetchall()
+        return [
+            CheckpointRecord(
+                r[0], r[1], r[2], r[3], r[4], r[5], r[6], message_from_json(r[7]), json.loads(r[8])
+            )
+            for r in rows
+        ]
+
+    def latest_checkpoint(self, scope: Scope) -> CheckpointRecord | None:
+        cps = self.checkpoints(scope)
+        return cps[-1] if cps else None
+
+    def add_record(
+        self,
+        scope: Scope,
+        table: Literal["receipt", "summary", "event"],
+        kind: str,
+        body: dict[str, Any],
+    ) -> Record:
+        text = canonical_json(body)
+        digest = sha256_hex(text)
+        created = _now()
+        with self.atomic() as c:
+            if self._session_row(scope) is None:
+                raise UserError(f"no session {scope.session} in this tenant/agent")
+            cur = c.execute(
+                "INSERT INTO records (session_id, table_name, kind, created_at, digest, body)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (scope.session, table, kind, created, digest, text),
+            )
+            rid = int(cur.lastrowid or 0)
+            if table == "summary" and isinstance(body.get("text"), str):
+                c.execute(
+                    "INSERT INTO summaries_fts (rowid, text) VALUES (?, ?)", (rid, body["text"])
+                )
+        return Record(rid, scope.session, kind, created, digest, body)
+
+    def records(self, scope: Scope, table: Literal["receipt", "summary", "event"]) -> list[Record]:
+        if not self._visible(scope):
+            return []
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT id, session_id, kind, created_at, digest, body FROM records"
+                " WHERE session_id = ? AND table_name = ? ORDER BY id",
+                (scope.session, table),
+            ).fetchall()
+        return [Record(r[0], r[1], r[2], r[3], r[4], json.loads(r[5])) for r in rows]
+
+
+def _words(query: str) -> list[str]:
+    return [w for w in re.findall(r"\w+", query) if w.upper() not in {"AND", "OR", "NOT", "NEAR"}]
+
+
+def _hit(e: Entry, words: list[str] | None, offsets: tuple[int, ...] = ()) -> SearchHit:
+    text = e.message.text
+    if not offsets and words:
+        lowered = text.lower()
+        offsets = tuple(i for w in words if (i := lowered.find(w.lower())) >= 0)
+    first = min(offsets) if offsets else 0
+    lo = max(0, first - 80)
+    snippet = text[lo : first + 160].replace("\n", " ")
+    return SearchHit(e.id, e.seq, e.role, snippet, tuple(sorted(offsets)))

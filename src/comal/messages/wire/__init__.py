@@ -1,0 +1,61 @@
+"""Lossless converters between canonical messages and provider wire formats.
+
+Three formats, each as a pair ``to_X(messages)`` / ``from_X(wire)``:
+
+- OpenAI Chat Completions ``messages`` (:func:`to_openai_chat`, :func:`from_openai_chat`);
+- OpenAI Responses ``input`` items (:func:`to_openai_responses`, :func:`from_openai_responses`);
+- Anthropic Messages requests (:func:`to_anthropic`, :func:`from_anthropic`, and
+  :func:`from_anthropic_message` for one response).
+
+For every canonical sequence in a format's *normal form*, ``from_X(to_X(msgs)) == msgs``; for wire
+data in normal form, ``to_X(from_X(wire)) == wire`` as JSON values. Tool output strings, reasoning
+signatures, encrypted reasoning and cache hints survive byte for byte. Each module's docstring
+lists its normal form and every normalisation applied outside it.
+
+Engine parts (evidence references, summaries, checkpoints) have no wire counterpart and are sent
+as text rendered by :func:`render_engine_part`. Reasoning is sent only to the provider that wrote
+it (``Reasoning.provider`` is one of the ``PROVIDER_*`` tags, or ``None`` for any). Malformed wire
+input raises :class:`~comal.errors.InputError` naming the offending path; canonical content a
+format cannot carry raises :class:`~comal.errors.UserError`.
+"""
+
+from ._anthropic import (
+    RAW_ARGUMENTS_KEY,
+    AnthropicBlock,
+    AnthropicMessage,
+    AnthropicRequest,
+    from_anthropic,
+    from_anthropic_message,
+    to_anthropic,
+)
+from ._openai_chat import ChatMessage, from_openai_chat, to_openai_chat
+from ._openai_responses import ResponsesItem, from_openai_responses, to_openai_responses
+from ._render import evidence_read_call, render_engine_part
+from ._shared import (
+    PROVIDER_ANTHROPIC,
+    PROVIDER_OPENAI_CHAT,
+    PROVIDER_OPENAI_RESPONSES,
+    URL_MEDIA_MIME,
+)
+
+__all__ = [
+    "PROVIDER_ANTHROPIC",
+    "PROVIDER_OPENAI_CHAT",
+    "PROVIDER_OPENAI_RESPONSES",
+    "RAW_ARGUMENTS_KEY",
+    "URL_MEDIA_MIME",
+    "AnthropicBlock",
+    "AnthropicMessage",
+    "AnthropicRequest",
+    "ChatMessage",
+    "ResponsesItem",
+    "evidence_read_call",
+    "from_anthropic",
+    "from_anthropic_message",
+    "from_openai_chat",
+    "from_openai_responses",
+    "render_engine_part",
+    "to_anthropic",
+    "to_openai_chat",
+    "to_openai_responses",
+]

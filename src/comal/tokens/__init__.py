@@ -1,0 +1,80 @@
+"""Tokens: usage, counting, windows and the budget (SPEC TOK-1..5).
+
+- :func:`normalize_usage` turns a provider's usage report into :class:`Usage`, where an unknown
+  count is ``None`` and never 0 (TOK-1).
+- :class:`TiktokenCounter` counts exactly with a BPE file read from disk (never the network);
+  :class:`EstimatingCounter` estimates per :class:`ContentKind` without one;
+  :func:`default_counter` picks the best available; :func:`count_message` prices a message.
+- :func:`estimate_input` combines a provider-measured :class:`Anchor` with the estimate of what
+  was appended since, as long as the anchor's key still matches (TOK-2).
+- :func:`resolve_window` finds the effective window from the model catalog, an explicit override
+  and ``COMAL_CONTEXT_WINDOW`` by minimum, or :data:`FALLBACK_WINDOW` (TOK-3).
+- :class:`Budget` is the budget algebra, its compaction threshold and the CONTEXT_OVERHEAD check
+  (TOK-4, TOK-5).
+"""
+
+from ._anchor import Anchor, AnchorKey, InputEstimate, estimate_input
+from ._budget import Budget
+from ._counting import (
+    IMAGE_TOKENS,
+    IMAGE_TOKENS_LOW_DETAIL,
+    MESSAGE_OVERHEAD,
+    REPLY_PRIMING,
+    TOOL_CALL_OVERHEAD,
+    TOOL_RESULT_OVERHEAD,
+    TokenCounter,
+    count_message,
+    count_messages,
+    count_part,
+    default_counter,
+)
+from ._estimate import ContentKind, EstimatingCounter, classify
+from ._models import (
+    CONTEXT_WINDOW_ENV,
+    FALLBACK_WINDOW,
+    MODELS_FILE_ENV,
+    ModelInfo,
+    WindowResolution,
+    load_catalog,
+    lookup_model,
+    resolve_window,
+    user_models_file,
+)
+from ._tiktoken import TIKTOKEN_FILE_ENV, TiktokenCounter
+from ._usage import PROTOCOLS, Usage, normalize_usage
+
+__all__ = [
+    "CONTEXT_WINDOW_ENV",
+    "FALLBACK_WINDOW",
+    "IMAGE_TOKENS",
+    "IMAGE_TOKENS_LOW_DETAIL",
+    "MESSAGE_OVERHEAD",
+    "MODELS_FILE_ENV",
+    "PROTOCOLS",
+    "REPLY_PRIMING",
+    "TIKTOKEN_FILE_ENV",
+    "TOOL_CALL_OVERHEAD",
+    "TOOL_RESULT_OVERHEAD",
+    "Anchor",
+    "AnchorKey",
+    "Budget",
+    "ContentKind",
+    "EstimatingCounter",
+    "InputEstimate",
+    "ModelInfo",
+    "TiktokenCounter",
+    "TokenCounter",
+    "Usage",
+    "WindowResolution",
+    "classify",
+    "count_message",
+    "count_messages",
+    "count_part",
+    "default_counter",
+    "estimate_input",
+    "load_catalog",
+    "lookup_model",
+    "normalize_usage",
+    "resolve_window",
+    "user_models_file",
+]

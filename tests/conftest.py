@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from comal.ledger import SQLiteLedger, open_ledger
+
+REPO = Path(__file__).resolve().parent.parent
+CORPUS = REPO.parent / "shared" / "corpus"
+
+
+def corpus_dir() -> Path:
+    """The shared corpus; missing is a skip locally but a failure under CI=true."""
+    if not CORPUS.is_dir():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"corpus missing at {CORPUS} (CI must run beside ../shared)")
+        pytest.skip(f"corpus not found at {CORPUS}")
+    return CORPUS
+
+
+@pytest.fixture(autouse=True)
+def _isolated_user_dirs(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No test may touch the real per-user ledger or config.
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("COMAL_LEDGER", str(home / "ledger.db"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / "data"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "config"))
+    monkeypatch.delenv("COMAL_CONTEXT_WINDOW", raising=False)
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Iterator[SQLiteLedger]:
+    led = open_ledger(tmp_path / "ledger.db")
+    yield led
+    led.close()

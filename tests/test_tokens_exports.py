@@ -1,0 +1,55 @@
+# covers: TOK-1, TOK-2, TOK-3, TOK-4, TOK-5
+"""The public API of comal.tokens is exactly what __all__ says (others code against it)."""
+
+from __future__ import annotations
+
+import comal.tokens
+
+EXPECTED = {
+    # TOK-1
+    "PROTOCOLS",
+    "Usage",
+    "normalize_usage",
+    # counting
+    "TokenCounter",
+    "TiktokenCounter",
+    "TIKTOKEN_FILE_ENV",
+    "EstimatingCounter",
+    "ContentKind",
+    "classify",
+    "count_part",
+    "count_message",
+    "count_messages",
+    "default_counter",
+    "MESSAGE_OVERHEAD",
+    "REPLY_PRIMING",
+    "TOOL_CALL_OVERHEAD",
+    "TOOL_RESULT_OVERHEAD",
+    "IMAGE_TOKENS",
+    "IMAGE_TOKENS_LOW_DETAIL",
+    # TOK-2
+    "Anchor",
+    "AnchorKey",
+    "InputEstimate",
+    "estimate_input",
+    # TOK-3
+    "FALLBACK_WINDOW",
+    "CONTEXT_WINDOW_ENV",
+    "MODELS_FILE_ENV",
+    "ModelInfo",
+    "WindowResolution",
+    "load_catalog",
+    "lookup_model",
+    "resolve_window",
+    "user_models_file",
+    # TOK-4, TOK-5
+    "Budget",
+}
+
+
+def test_exported_members() -> None:
+    assert set(comal.tokens.__all__) == EXPECTED
+    for name in EXPECTED:
+        assert hasattr(comal.tokens, name), name
+    public = {n for n in vars(comal.tokens) if not n.startswith("_")}
+    assert public - {"annotations"} <= EXPECTED
