@@ -15,6 +15,7 @@ result's ``content`` is a string or a list of ``text`` / ``media`` parts.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 from typing import Any, cast
@@ -44,21 +45,25 @@ def sha256_hex(data: str | bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+@functools.cache
+def _fields(cls: type) -> tuple[tuple[str, Any], ...]:
+    """(name, default) of a part class's fields, computed once: this runs on every append."""
+    return tuple((f.name, f.default) for f in dataclasses.fields(cls) if f.name != "kind")
+
+
 def part_to_dict(part: Part | Text | Media) -> dict[str, Any]:
     out: dict[str, Any] = {"kind": part.kind}
-    for f in dataclasses.fields(part):
-        if f.name == "kind":
-            continue
-        value = getattr(part, f.name)
-        if f.default is not dataclasses.MISSING and value == f.default:
+    for name, default in _fields(type(part)):
+        value = getattr(part, name)
+        if default is not dataclasses.MISSING and value == default:
             continue
         if isinstance(value, CacheHint):
             value = {"type": value.type} | ({"ttl": value.ttl} if value.ttl else {})
-        elif isinstance(part, ToolResult) and f.name == "content" and not isinstance(value, str):
+        elif isinstance(part, ToolResult) and name == "content" and not isinstance(value, str):
             value = [part_to_dict(p) for p in value]
         elif isinstance(value, tuple):
             value = list(value)
-        out[f.name] = value
+        out[name] = value
     return out
 
 

@@ -5,8 +5,9 @@ base64 blobs cost more tokens per character than English, indented code and Engl
 fewer, and non-Latin scripts cost about one token per character (0.5 for Cyrillic, 1.3 for
 Hebrew). The estimator
 
-1. cuts the text into pieces of :data:`CHUNK` characters, so a tool output that mixes a log, a
-   JSON dump and a base64 blob is priced piece by piece;
+1. cuts the text into pieces of :data:`SPAN` characters, so a tool output that mixes a log, a
+   JSON dump and a base64 blob is priced piece by piece (the fit itself was made on
+   :data:`CHUNK`-character pieces; the counts are additive, so only the kind guess is coarser);
 2. classifies each piece (:func:`classify`, which on longer text looks only at three 1 KiB
    windows, so it costs the same for any length);
 3. prices the piece as a weighted sum of seven character counts (:data:`FEATURES`), every one
@@ -69,6 +70,8 @@ COEFFICIENTS: dict[ContentKind, tuple[float, ...]] = {
 }
 
 CHUNK = 2048
+# Pricing span: one classification (of a 3 KiB sample) per this many characters.
+SPAN = 16_384
 _WINDOW = 1024
 
 _PUNCTUATION = string.punctuation.encode()
@@ -162,9 +165,12 @@ class EstimatingCounter:
     def count(self, text: str) -> int:
         if not text:
             return 0
+        # Features are additive counts, so a piece of one kind is priced in a single pass; the
+        # kind is re-guessed every SPAN characters so that mixed outputs (a JSON blob inside a
+        # log) are priced piece by piece.
         total = 0.0
-        for start in range(0, len(text), CHUNK):
-            piece = text[start : start + CHUNK]
+        for start in range(0, len(text), SPAN):
+            piece = text[start : start + SPAN]
             total += estimate_features(features(piece), classify(piece))
         # A fit can dip below zero on pathological input (pure whitespace); a non-empty text
         # always costs at least one token.
