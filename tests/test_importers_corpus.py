@@ -174,13 +174,17 @@ def test_lenient_on_a_sound_file_only_closes_the_final_open_calls(path: Path | N
 
 
 def test_public_api_is_pinned() -> None:
+    # covers: LED-1
     assert sorted(importers.__all__) == [
         "FORMATS",
         "INTERRUPTED",
         "ImportedSession",
+        "StoredSession",
         "UsageRecord",
         "detect_format",
+        "file_digest",
         "load",
+        "store",
     ]
     assert set(FORMATS) == {
         "claude-code",

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import json
 import shutil
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from comal.errors import ImportFormatError
 from comal.importers import INTERRUPTED, ImportedSession, load
@@ -386,3 +389,47 @@ def test_unreadable_file_is_reported_in_both_modes(tmp_path: Path) -> None:
     for lenient in (False, True):
         with pytest.raises(ImportFormatError):
             load(path, "swe-agent", lenient=lenient)
+
+
+# --- any tear, anywhere -------------------------------------------------------------------
+
+FUZZ = [
+    "claude-code/ccviewer_1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl",
+    "swe-agent/function_calling_simple.traj",
+    "openhands/runtime_trajs_wrong_initial_state.json",
+]
+
+
+@pytest.mark.parametrize("rel", FUZZ)
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(cut=st.floats(0.0, 1.0), nul_at=st.none() | st.floats(0.0, 1.0))
+def test_any_tear_or_nul_run_is_reported_never_mangled(
+    rel: str, cut: float, nul_at: float | None
+) -> None:
+    # covers: LED-1
+    src = corpus_dir() / rel
+    raw = src.read_bytes()
+    outputs = {
+        sha256_hex(m.tool_result.text) for s in load(src) for m in s.messages if m.tool_result
+    }
+    damaged = raw[: int(len(raw) * cut)]
+    if nul_at is not None:
+        k = int(len(damaged) * nul_at)
+        damaged = damaged[:k] + b"\0" * 64 + damaged[k:]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / src.name
+        path.write_bytes(damaged)
+        fmt = "claude-code" if rel.startswith("claude-code/") else rel.split("/")[0]
+        for lenient in (False, True):
+            try:
+                sessions = load(path, fmt, lenient=lenient)
+            except ImportFormatError as err:
+                assert err.path == str(path)
+                continue
+            for s in sessions:
+                for m in s.messages:
+                    r = m.tool_result
+                    # A kept output is whole; anything cut is closed explicitly instead.
+                    assert r is None or r.content == INTERRUPTED or sha256_hex(r.text) in outputs
+                if not lenient:
+                    assert s.warnings == ()

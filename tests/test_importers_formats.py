@@ -114,6 +114,7 @@ def test_claude_code_merges_split_lines_and_keeps_the_final_usage(tmp_path: Path
 
 
 def test_claude_code_follows_the_live_branch_after_a_rewind(tmp_path: Path) -> None:
+    # covers: LED-1
     path = _jsonl(
         tmp_path / "s.jsonl",
         [
@@ -142,6 +143,7 @@ def test_claude_code_follows_the_live_branch_after_a_rewind(tmp_path: Path) -> N
 
 
 def test_claude_code_sidechains_become_child_sessions(tmp_path: Path) -> None:
+    # covers: LED-1
     prompt = "Create the components"
     path = _jsonl(
         tmp_path / "s.jsonl",
@@ -164,6 +166,7 @@ def test_claude_code_sidechains_become_child_sessions(tmp_path: Path) -> None:
 
 
 def test_claude_code_web_export(tmp_path: Path) -> None:
+    # covers: LED-1
     path = _json(
         tmp_path / "export.json",
         {
@@ -205,6 +208,7 @@ def _count(last_in: int, total_in: int) -> dict[str, Any]:
 
 
 def test_codex_usage_goes_to_the_response_it_counts(tmp_path: Path) -> None:
+    # covers: LED-1
     output = '{"output":"a\\n","metadata":{"exit_code":2,"duration_seconds":0.1}}'
     path = _jsonl(
         tmp_path / "rollout.jsonl",
@@ -320,6 +324,7 @@ def _response(rid: str, text: str, calls: list[tuple[str, str, str]]) -> dict[st
 
 
 def test_openhands_groups_one_response_and_counts_its_usage_once(tmp_path: Path) -> None:
+    # covers: LED-1
     resp = _response(
         "r1",
         "Two commands.",
@@ -384,6 +389,7 @@ def test_openhands_groups_one_response_and_counts_its_usage_once(tmp_path: Path)
 
 
 def test_swe_agent_text_actions_pair_by_position(tmp_path: Path) -> None:
+    # covers: LED-1
     path = _json(
         tmp_path / "task.traj",
         {
@@ -425,6 +431,7 @@ def test_swe_agent_text_actions_pair_by_position(tmp_path: Path) -> None:
 
 
 def test_mini_swe_agent_exit_and_usage(tmp_path: Path) -> None:
+    # covers: LED-1
     path = _json(
         tmp_path / "run.traj.json",
         {
@@ -462,6 +469,7 @@ def test_mini_swe_agent_exit_and_usage(tmp_path: Path) -> None:
 
 
 def test_mini_swe_agent_v1_format_errors_stay_user_messages(tmp_path: Path) -> None:
+    # covers: LED-1
     path = _json(
         tmp_path / "old.traj.json",
         [
@@ -490,6 +498,7 @@ def test_mini_swe_agent_v1_format_errors_stay_user_messages(tmp_path: Path) -> N
 
 
 def test_openai_list_with_legacy_function_call(tmp_path: Path) -> None:
+    # covers: LED-1
     path = _json(
         tmp_path / "chat.json",
         {
@@ -534,6 +543,7 @@ def test_openai_list_with_legacy_function_call(tmp_path: Path) -> None:
 
 
 def test_anthropic_request_with_system_and_cache_hints(tmp_path: Path) -> None:
+    # covers: LED-1
     path = _json(
         tmp_path / "req.json",
         {
@@ -562,6 +572,7 @@ def test_anthropic_request_with_system_and_cache_hints(tmp_path: Path) -> None:
 
 
 def test_detection_is_by_content_not_name(tmp_path: Path) -> None:
+    # covers: LED-1
     src = (
         corpus_dir()
         / "codex"
@@ -575,6 +586,7 @@ def test_detection_is_by_content_not_name(tmp_path: Path) -> None:
 
 
 def test_locomo_sessions_keep_turn_ids() -> None:
+    # covers: LED-1
     sessions = load(corpus_dir() / "locomo" / "locomo10_conv41.json")
     first = sessions[0]
     assert first.key == "locomo10_conv41:session_1" and first.meta["dia_ids"][0] == "D1:1"
@@ -588,6 +600,7 @@ def test_locomo_sessions_keep_turn_ids() -> None:
     [(b"", "empty"), (b'{"hello": "world"}', "no known transcript format"), (b"nope", "empty")],
 )
 def test_unknown_files_say_what_is_supported(tmp_path: Path, content: bytes, needle: str) -> None:
+    # covers: LED-1
     path = tmp_path / "x.json"
     path.write_bytes(content)
     with pytest.raises(ImportFormatError, match=needle) as info:
@@ -596,11 +609,13 @@ def test_unknown_files_say_what_is_supported(tmp_path: Path, content: bytes, nee
 
 
 def test_unknown_format_name_is_a_user_error(tmp_path: Path) -> None:
+    # covers: LED-1
     with pytest.raises(UserError, match="unknown import format"):
         load(tmp_path / "x.json", "whatever")
 
 
 def test_missing_required_field_names_it(tmp_path: Path) -> None:
+    # covers: LED-1
     path = _jsonl(
         tmp_path / "s.jsonl",
         [_cc("u1", None, "user", "hi"), {"type": "assistant", "uuid": "a1", "message": "oops"}],
@@ -640,3 +655,38 @@ def test_call_ids_are_unique_per_session() -> None:
                 ids = [c.id for m in s.messages for c in m.tool_calls]
                 assert len(ids) == len(set(ids)), (path.name, s.key)
                 assert all(isinstance(c, ToolCall) for m in s.messages for c in m.tool_calls)
+
+
+def test_openhands_resolver_output_is_refused_clearly(tmp_path: Path) -> None:
+    # covers: LED-1
+    path = _jsonl(
+        tmp_path / "output.jsonl",
+        [{"issue": {"title": "t"}, "history": [{"action": "run", "command": "ls"}]}],
+    )
+    with pytest.raises(ImportFormatError, match="resolver output is not supported"):
+        detect_format(path)
+
+
+def test_openhands_arguments_fall_back_to_the_action_args(tmp_path: Path) -> None:
+    # covers: LED-1
+    events = [
+        {
+            "id": 1,
+            "source": "agent",
+            "action": "run",
+            "args": {"command": "ls", "is_input": False, "thought": "look", "blocking": False},
+            "tool_call_metadata": {"function_name": "execute_bash", "tool_call_id": "t1"},
+        },
+        {"id": 2, "source": "agent", "observation": "run", "cause": 1, "content": "a"},
+    ]
+    (s,) = load(_json(tmp_path / "events.json", events))
+    assert s.messages[0].parts[0] == Text("look")
+    assert s.messages[0].tool_calls[0].arguments == '{"command":"ls","is_input":false}'
+    assert s.meta["arguments_from_args"] == 1 and s.usages == ()
+
+
+def test_a_forced_format_that_does_not_fit_says_what_the_file_looks_like() -> None:
+    # covers: LED-1
+    path = corpus_dir() / "codex" / "ccusage_codex_session-alpha.jsonl"
+    with pytest.raises(ImportFormatError, match="looks like 'codex', not 'swe-agent'"):
+        load(path, "swe-agent")

@@ -9,8 +9,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..errors import ComalError
-from ..importers import FORMATS, load
-from ..importers._store import store
+from ..importers import FORMATS, load, store
 from ._common import JsonOpt, emit_json, err, ledger, out
 
 app = typer.Typer()

@@ -15,7 +15,6 @@ result's ``content`` is a string or a list of ``text`` / ``media`` parts.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import json
 from typing import Any, cast
@@ -45,10 +44,16 @@ def sha256_hex(data: str | bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-@functools.cache
+_FIELDS: dict[type, tuple[tuple[str, Any], ...]] = {}
+
+
 def _fields(cls: type) -> tuple[tuple[str, Any], ...]:
     """(name, default) of a part class's fields, computed once: this runs on every append."""
-    return tuple((f.name, f.default) for f in dataclasses.fields(cls) if f.name != "kind")
+    found = _FIELDS.get(cls)
+    if found is None:
+        found = tuple((f.name, f.default) for f in dataclasses.fields(cls) if f.name != "kind")
+        _FIELDS[cls] = found
+    return found
 
 
 def part_to_dict(part: Part | Text | Media) -> dict[str, Any]:
