@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from ..messages import Message
 from ..tokens import TokenCounter
@@ -13,14 +13,13 @@ from ._model import (
     Entry,
     EntryHead,
     Record,
+    RecordTable,
     RequestRecord,
     Scope,
     SearchHit,
     SessionInfo,
 )
 from ._sqlite_base import StepInput, UsageInput
-
-RecordTable = Literal["receipt", "summary", "event"]
 
 
 class LedgerBackend(Protocol):

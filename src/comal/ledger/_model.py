@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from ..errors import ScopeError
 from ..messages import Message
@@ -12,6 +12,10 @@ from ..messages import Message
 log = logging.getLogger("comal.ledger")
 
 STATUSES = ("active", "finished")
+
+# Receipts (OPS-3), summaries (DAG), events (OBS-2) and durable write preparations (RES-3) share
+# one table: a kind, a canonical JSON body and its digest.
+RecordTable = Literal["receipt", "summary", "event", "preparation"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -89,7 +89,8 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         CREATE TABLE records (
             id INTEGER PRIMARY KEY,
             session_id TEXT NOT NULL REFERENCES sessions(id),
-            table_name TEXT NOT NULL CHECK (table_name IN ('receipt', 'summary', 'event')),
+            table_name TEXT NOT NULL
+                CHECK (table_name IN ('receipt', 'summary', 'event', 'preparation')),
             kind TEXT NOT NULL,
             created_at TEXT NOT NULL,
             digest TEXT NOT NULL,

@@ -22,6 +22,7 @@ from ._model import (
     Entry,
     EntryHead,
     Record,
+    RecordTable,
     RequestRecord,
     Scope,
     SearchHit,
@@ -303,7 +304,7 @@ class _Reads(_Base):
     def add_record(
         self,
         scope: Scope,
-        table: Literal["receipt", "summary", "event"],
+        table: RecordTable,
         kind: str,
         body: dict[str, Any],
     ) -> Record:
@@ -325,7 +326,7 @@ class _Reads(_Base):
                 )
         return Record(rid, scope.session, kind, created, digest, body)
 
-    def records(self, scope: Scope, table: Literal["receipt", "summary", "event"]) -> list[Record]:
+    def records(self, scope: Scope, table: RecordTable) -> list[Record]:
         if not self._visible(scope):
             return []
         with self._lock:
