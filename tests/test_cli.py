@@ -27,7 +27,8 @@ def db(tmp_path: Path) -> Path:
     path = tmp_path / "cli.db"
     with open_ledger(path) as led:
         scope = led.create_session("t", "a", session_id="sess-1", title="cli test")
-        led.append(scope, [Message.system("be brief"), Message.user("list files")])
+        led.append(scope, [Message.system("be brief")])
+        led.append(scope, [Message.user("list files")])
         led.append(
             scope,
             [

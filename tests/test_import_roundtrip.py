@@ -92,7 +92,7 @@ def test_a_failing_file_stores_nothing(tmp_path: Path) -> None:
     broken = Message(Role.USER, (Text(b"raw bytes"),))  # type: ignore[arg-type]
     bad = ImportedSession("f.json", "openai", "b", None, (Message.user("x"), broken), (), {})
     with open_ledger(tmp_path / "a.db") as led:
-        with pytest.raises(TypeError):
+        with pytest.raises(ValueError, match="canonical JSON"):
             store(led, [good, bad], digest="0" * 64)
         assert led.sessions() == []
         assert verify(led).entries == 0

@@ -215,3 +215,29 @@ def test_resolve_prefix(ledger: SQLiteLedger) -> None:
         ledger.resolve("ab")
     with pytest.raises(UserError):
         ledger.resolve("zzz")
+
+
+def test_lone_surrogates_and_control_bytes_round_trip(ledger: SQLiteLedger) -> None:
+    # covers: LED-1, LED-6
+    scope = ledger.create_session("t", "a")
+    weird = "bad \udc80\udcff bytes\x00\x1b[31m 🐍 \u2028 end"
+    ledger.append(scope, [Message.user("x")])
+    ledger.append(scope, _step(0, weird))
+    back = ledger.entries(scope)[2].message.tool_result
+    assert back is not None and back.text == f"{weird} 0"
+    assert ledger.entries(scope)[2].output_digest == sha256_hex(f"{weird} 0")
+    assert [h.seq for h in ledger.search(scope, "bytes")] == [2]
+    assert verify(ledger).ok
+
+
+def test_a_step_is_whole_by_construction(ledger: SQLiteLedger) -> None:
+    # covers: LIM-4, LED-1
+    scope = ledger.create_session("t", "a")
+    with pytest.raises(UserError, match="2 steps"):
+        ledger.append(scope, [Message.user("x"), *_step(0)])
+    with pytest.raises(UserError, match="2 steps"):
+        ledger.append(scope, [*_step(0), Message.tool("c9", "orphan")])
+    first = ledger.append(scope, [_step(1)[0]])
+    with pytest.raises(UserError, match="only tool results"):
+        ledger.append(scope, [Message.user("no")], join_step=first[0].step)
+    assert len(ledger.entries(scope)) == 1

@@ -13,6 +13,7 @@ from ..messages import (
     Message,
     Role,
     canonical_json,
+    group_messages,
     message_to_json,
     sha256_hex,
 )
@@ -170,6 +171,7 @@ class SQLiteLedger(_Reads):
     ) -> list[Entry]:
         if not step.messages:
             raise UserError("a step needs at least one message")
+        _check_step_shape(step.messages, joining=join_step is not None)
         row = self._session_row(scope)
         if row is None:
             raise UserError(f"no session {scope.session} in this tenant/agent; create it first")
@@ -188,8 +190,6 @@ class SQLiteLedger(_Reads):
         out: list[Entry] = []
         total_tokens = 0
         for offset, msg in enumerate(step.messages):
-            if not isinstance(msg, Message):
-                raise UserError(f"step item {offset} is {type(msg).__name__}, not a Message")
             seq = next_seq + offset
             body = message_to_json(msg)
             result = msg.tool_result
@@ -272,3 +272,23 @@ class SQLiteLedger(_Reads):
     def token_total(self, scope: Scope) -> int:
         info = self.session(scope)
         return info.tokens if info else 0
+
+
+def _check_step_shape(messages: Sequence[Message], *, joining: bool) -> None:
+    """A step is whole by construction: one group (a message, or an assistant message and the
+    results of its calls). Results joining an open step are tool messages only."""
+    for i, msg in enumerate(messages):
+        if not isinstance(msg, Message):
+            raise UserError(f"step item {i} is {type(msg).__name__}, not a Message")
+    if joining:
+        if any(m.role is not Role.TOOL for m in messages):
+            raise UserError("only tool results can join an open step")
+        return
+    groups = group_messages(messages)
+    if len(groups) != 1:
+        starts = ", ".join(messages[g.start].role.value for g in groups)
+        raise UserError(
+            f"these messages form {len(groups)} steps ({starts}); a step is one message, or one "
+            "assistant message and the results of its calls: append each step separately "
+            "(or use append_steps)"
+        )

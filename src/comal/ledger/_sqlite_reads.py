@@ -170,7 +170,7 @@ class _Reads(_Base):
                     return done
                 c.executemany(
                     "INSERT INTO entries_fts (rowid, text) VALUES (?, ?)",
-                    [(i, t) for i, body in rows if (t := message_from_json(body).text)],
+                    [(i, _fts_text(t)) for i, body in rows if (t := message_from_json(body).text)],
                 )
                 c.execute("UPDATE fts_state SET upto = ? WHERE name = 'entries'", (rows[-1][0],))
             done += len(rows)
@@ -351,3 +351,11 @@ def _hit(e: Entry, words: list[str] | None, offsets: tuple[int, ...] = ()) -> Se
     lo = max(0, first - 80)
     snippet = text[lo : first + 160].replace("\n", " ")
     return SearchHit(e.id, e.seq, e.role, snippet, tuple(sorted(offsets)))
+
+
+def _fts_text(text: str) -> str:
+    # SQLite needs valid UTF-8; a lone surrogate (from surrogateescape-decoded output) becomes
+    # U+FFFD in the index only. The stored body keeps it exactly.
+    if text.isascii():
+        return text
+    return text.encode("utf-8", "replace").decode("utf-8")
