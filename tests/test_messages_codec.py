@@ -44,13 +44,23 @@ def test_canonical_json_is_json_dumps_sorted_compact(value: Any) -> None:
 # Any text at all, lone surrogates included: bodies must survive what tools really print.
 _any = st.text()
 _cache = st.none() | st.builds(CacheHint, st.sampled_from(["ephemeral"]), st.none() | _any)
-_media = st.builds(Media, _any, st.none() | _any, st.none() | _any, st.none() | st.integers(0, 2**63 - 1))
+_media = st.builds(
+    Media, _any, st.none() | _any, st.none() | _any, st.none() | st.integers(0, 2**63 - 1)
+)
 _parts = st.one_of(
     st.builds(Text, _any, _cache),
     st.builds(Reasoning, _any, st.none() | _any, st.none() | _any, st.booleans()),
     st.builds(ToolCall, _any, _any, _any),
     _media,
-    st.builds(EvidenceRef, st.integers(0, 2**62), _any, _any, st.integers(0, 2**62), st.integers(0, 2**62), _any),
+    st.builds(
+        EvidenceRef,
+        st.integers(0, 2**62),
+        _any,
+        _any,
+        st.integers(0, 2**62),
+        st.integers(0, 2**62),
+        _any,
+    ),
     st.builds(Summary, _any, st.integers(0, 5)),
     st.builds(Checkpoint, _any, st.integers(0, 9), st.integers(10, 20)),
 )
