@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import sqlite3
 from collections.abc import Iterator, Sequence
@@ -12,6 +11,7 @@ from ..errors import UserError
 from ..messages import (
     Message,
     canonical_json,
+    load_json,
     message_from_json,
     message_to_json,
     sha256_hex,
@@ -228,7 +228,7 @@ class _Reads(_Base):
             ).fetchall()
         return [
             RequestRecord(
-                r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], json.loads(r[10])
+                r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], load_json(r[10])
             )
             for r in rows
         ]
@@ -292,7 +292,7 @@ class _Reads(_Base):
             ).fetchall()
         return [
             CheckpointRecord(
-                r[0], r[1], r[2], r[3], r[4], r[5], r[6], message_from_json(r[7]), json.loads(r[8])
+                r[0], r[1], r[2], r[3], r[4], r[5], r[6], message_from_json(r[7]), load_json(r[8])
             )
             for r in rows
         ]
@@ -326,6 +326,18 @@ class _Reads(_Base):
                 )
         return Record(rid, scope.session, kind, created, digest, body)
 
+    def record(self, scope: Scope, table: RecordTable, record_id: int) -> Record | None:
+        """One record of this session by id (None if it is not this session's)."""
+        if not self._visible(scope):
+            return None
+        with self._lock:
+            r = self._conn.execute(
+                "SELECT id, session_id, kind, created_at, digest, body FROM records"
+                " WHERE id = ? AND session_id = ? AND table_name = ?",
+                (record_id, scope.session, table),
+            ).fetchone()
+        return None if r is None else Record(r[0], r[1], r[2], r[3], r[4], load_json(r[5]))
+
     def records(self, scope: Scope, table: RecordTable) -> list[Record]:
         if not self._visible(scope):
             return []
@@ -335,7 +347,7 @@ class _Reads(_Base):
                 " WHERE session_id = ? AND table_name = ? ORDER BY id",
                 (scope.session, table),
             ).fetchall()
-        return [Record(r[0], r[1], r[2], r[3], r[4], json.loads(r[5])) for r in rows]
+        return [Record(r[0], r[1], r[2], r[3], r[4], load_json(r[5])) for r in rows]
 
 
 def _words(query: str) -> list[str]:

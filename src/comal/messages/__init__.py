@@ -6,6 +6,7 @@ Wire converters live in :mod:`comal.messages.wire` (OpenAI Chat, OpenAI Response
 from ._codec import (
     MESSAGE_SCHEMA,
     canonical_json,
+    load_json,
     message_from_dict,
     message_from_json,
     message_to_dict,
@@ -50,6 +51,7 @@ __all__ = [
     "ToolResult",
     "canonical_json",
     "group_messages",
+    "load_json",
     "message_from_dict",
     "message_from_json",
     "message_to_dict",

@@ -1,0 +1,131 @@
+"""House commands: the operation catalog, receipts, and reconciliation after a crash.
+
+Register with ``for command in _ops.app.registered_commands: app.registered_commands.append(...)``
+like the other command groups; the commands are ``tools``, ``receipts`` and ``reconcile``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import typer
+from rich.table import Table
+
+from ..ops import Workspace, default_registry, receipts, reconcile
+from ._common import JsonOpt, coded_errors, emit_json, ledger, out
+
+app = typer.Typer()
+
+SurfaceOpt = Annotated[
+    Literal["model", "cli", "tui", "api"],
+    typer.Option("--surface", help="Whose catalog: model | cli | tui | api."),
+]
+FormatOpt = Annotated[
+    Literal["anthropic", "openai"],
+    typer.Option("--format", "-f", help="Wire format of the catalog: anthropic | openai."),
+]
+
+
+@app.command()
+def tools(
+    surface: SurfaceOpt = "model",
+    format: FormatOpt = "anthropic",
+    as_json: JsonOpt = False,
+) -> None:
+    """Print the operation catalog one surface offers; --json prints its exact bytes.
+
+    The model's catalog omits the human controls (model, effort, mode, name, login).
+
+    Example: comal tools --surface model --format anthropic --json
+    """
+    with coded_errors(as_json):
+        catalog = default_registry().catalog(surface)
+        text = catalog.json(format)
+    if as_json:
+        sys.stdout.write(text + "\n")
+        return
+    table = Table("operation", "effects", "audience", "surfaces", "contract", "description")
+    for op in catalog.operations:
+        table.add_row(
+            op.name,
+            ", ".join(e.kind for e in op.effects),
+            op.audience,
+            ", ".join(sorted(op.surfaces)),
+            op.contract.split("@", 1)[1],
+            op.description[:60],
+        )
+    out.print(table)
+    out.print(f"catalog sha256 {catalog.digest} ({len(catalog.operations)} operations)")
+
+
+def _judgment_line(body: dict[str, Any]) -> str:
+    j = body["judgment"]
+    return f"{j['decision']} by {j['rule']}"
+
+
+@app.command("receipts")
+def receipts_cmd(
+    session: Annotated[str, typer.Argument(help="Session id (a unique prefix is enough).")],
+    as_json: JsonOpt = False,
+) -> None:
+    """List a session's receipts: operation, actor, judgment and rule, status, disposition.
+
+    Example: comal receipts 3f2a --json
+    """
+    with coded_errors(as_json), ledger() as led:
+        rows = [r.as_dict() for r in receipts(led, led.resolve(session))]
+    if as_json:
+        emit_json(rows)
+        return
+    table = Table("record", "operation", "call", "actor", "judgment", "status", "disposition")
+    for r in rows:
+        actor = f"{r['actor']['kind']} {r['actor']['id']}"
+        table.add_row(
+            str(r["record"]),
+            r["operation"],
+            r["call_id"],
+            actor,
+            _judgment_line(r),
+            r["status"],
+            r["disposition"],
+        )
+    out.print(table)
+
+
+@app.command("reconcile")
+def reconcile_cmd(
+    session: Annotated[str, typer.Argument(help="Session id (a unique prefix is enough).")],
+    workspace: Annotated[
+        Path, typer.Option("--workspace", "-w", help="Workspace root the writes were made in.")
+    ] = Path("."),
+    as_json: JsonOpt = False,
+) -> None:
+    """Receipt the calls a crash left without one: postcondition_observed or uncertain.
+
+    Nothing is written to the workspace; uncertain calls are blocked from automatic repetition.
+
+    Example: comal reconcile 3f2a --workspace ~/src/project --json
+    """
+    with coded_errors(as_json), ledger() as led:
+        report = reconcile(
+            led, led.resolve(session), workspace=Workspace(workspace), registry=default_registry()
+        )
+    rows = [
+        {
+            "call_id": i.call_id,
+            "operation": i.operation,
+            "status": i.status,
+            "reason": i.reason,
+            "receipt": i.receipt,
+            "preparation": i.preparation,
+        }
+        for i in report.items
+    ]
+    if as_json:
+        emit_json({"reconciled": rows, "pending": list(report.pending)})
+        return
+    for row in rows:
+        out.print(f"{row['call_id']} {row['operation']}: {row['status']} {row['reason']}")
+    out.print(f"{len(rows)} reconciled, {len(report.pending)} pending (never started)")

@@ -1,0 +1,157 @@
+"""The house: operations, judgment, receipts and the native tools (OPS-1..7, RES-3/4, PIP-3).
+
+The model proposes; the house judges, executes and leaves a receipt::
+
+    registry = default_registry()                        # one registry, every surface
+    house = House(ledger, scope, registry, Policy.from_config({"allow": ["Bash(git *)"]}),
+                  workspace=Workspace("."), approver=PromptApprover(Actor.user("ana")))
+    tools = house.catalog("model").tools("anthropic")    # what the model is offered
+    outcome, receipt = house.handle(call, Actor.user("ana"), join_step=step)
+
+After a crash, :func:`reconcile` turns preparations without receipts into
+``postcondition_observed`` or ``uncertain`` receipts, and :func:`may_retry` says whether a call
+may be repeated automatically (never when uncertain).
+"""
+
+from typing import TYPE_CHECKING, Any
+
+from ._approval import Approval, ApprovalRequest, Approver, CallbackApprover, PromptApprover
+from ._bash import BashArgs, BashRun, run_bash
+from ._controls import HUMAN_CONTROLS, human_controls, is_human_control
+from ._errors import (
+    McpServerError,
+    OperationDeclarationError,
+    OperationTimeout,
+    OpsError,
+    ToolFailure,
+    WorkspaceEscape,
+)
+from ._evidence_op import EvidenceReadInput
+from ._files import EditArgs, GlobArgs, GrepArgs, ReadArgs, WriteArgs
+from ._guard import OUTPUT_KIND, StoredOutput, guard_output, read_output
+from ._house import House, Outcome, Probe, atomic_write
+from ._judge import IDENTITY_KEYS, Judge, Judgment
+from ._model import (
+    READ_ONLY_EFFECTS,
+    SURFACES,
+    Actor,
+    Audience,
+    CallContext,
+    Decision,
+    Disposition,
+    Effect,
+    EffectKind,
+    HostSettings,
+    Mode,
+    PlannedWrite,
+    Status,
+    Surface,
+    ToolOutput,
+)
+from ._native import default_registry, native_operations
+from ._operation import (
+    DEFAULT_CAP,
+    HARD_CAP,
+    LARGE_CAP,
+    Catalog,
+    CatalogFormat,
+    Handler,
+    Operation,
+    Planner,
+    Registry,
+)
+from ._policy import Limits, Policy, Rule
+from ._receipt import RECEIPT_SCHEMA, OutputInfo, Receipt, RetryVerdict, may_retry, receipts
+from ._reconcile import Reconciled, ReconcileReport, reconcile
+from ._workspace import Workspace
+
+if TYPE_CHECKING:
+    from ._mcp import McpServer, model_from_schema
+
+
+def __getattr__(name: str) -> Any:
+    # The MCP SDK takes half a second to import; only hosts that use MCP servers pay for it.
+    if name in ("McpServer", "model_from_schema"):
+        from . import _mcp
+
+        return getattr(_mcp, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = [
+    "DEFAULT_CAP",
+    "HARD_CAP",
+    "HUMAN_CONTROLS",
+    "IDENTITY_KEYS",
+    "LARGE_CAP",
+    "OUTPUT_KIND",
+    "READ_ONLY_EFFECTS",
+    "RECEIPT_SCHEMA",
+    "SURFACES",
+    "Actor",
+    "Approval",
+    "ApprovalRequest",
+    "Approver",
+    "Audience",
+    "BashArgs",
+    "BashRun",
+    "CallContext",
+    "CallbackApprover",
+    "Catalog",
+    "CatalogFormat",
+    "Decision",
+    "Disposition",
+    "EditArgs",
+    "Effect",
+    "EffectKind",
+    "EvidenceReadInput",
+    "GlobArgs",
+    "GrepArgs",
+    "Handler",
+    "HostSettings",
+    "House",
+    "Judge",
+    "Judgment",
+    "Limits",
+    "McpServer",
+    "McpServerError",
+    "Mode",
+    "Operation",
+    "OperationDeclarationError",
+    "OperationTimeout",
+    "OpsError",
+    "Outcome",
+    "OutputInfo",
+    "PlannedWrite",
+    "Planner",
+    "Policy",
+    "Probe",
+    "PromptApprover",
+    "ReadArgs",
+    "Receipt",
+    "ReconcileReport",
+    "Reconciled",
+    "Registry",
+    "RetryVerdict",
+    "Rule",
+    "Status",
+    "StoredOutput",
+    "Surface",
+    "ToolFailure",
+    "ToolOutput",
+    "Workspace",
+    "WorkspaceEscape",
+    "WriteArgs",
+    "atomic_write",
+    "default_registry",
+    "guard_output",
+    "human_controls",
+    "is_human_control",
+    "may_retry",
+    "model_from_schema",
+    "native_operations",
+    "read_output",
+    "receipts",
+    "reconcile",
+    "run_bash",
+]

@@ -1,0 +1,338 @@
+"""The house: judge, execute only if authorised, and leave a receipt (OPS-3).
+
+:meth:`House.run` judges a proposal and, when allowed, executes it. Before anything with effects
+runs, a preparation is recorded durably (RES-3): for native writes the path, the digest before
+and the intended digest after; for everything else (shell, MCP) that the call started. The
+result is then guarded (PIP-3) and returned with its receipt as an :class:`Outcome`, which
+:meth:`House.record` writes (result message and receipt) in one ledger transaction.
+
+A ``probe(phase, call_id)`` callback, when given, is called at ``judged``, ``prepared``,
+``written`` and ``executed``, so fault tests can stop a process exactly between two phases.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from ..errors import UserError
+from ..ledger import LedgerBackend, Scope
+from ..messages import Message, Role, ToolCall, ToolResult, sha256_hex
+from ._approval import Approver
+from ._errors import OperationTimeout, ToolFailure
+from ._guard import guard_output
+from ._judge import Judge, Judgment
+from ._model import (
+    Actor,
+    CallContext,
+    HostSettings,
+    PlannedWrite,
+    Status,
+    Surface,
+    ToolOutput,
+    now,
+)
+from ._operation import Catalog, Operation, Registry
+from ._policy import Policy
+from ._receipt import OutputInfo, Receipt, disposition_for
+from ._workspace import Workspace
+
+__all__ = ["House", "Outcome", "Probe", "atomic_write"]
+
+Probe = Callable[[str, str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """A judged proposal: its judgment, the tool message for the ledger, and its receipt."""
+
+    judgment: Judgment
+    message: Message
+    receipt: Receipt
+
+    @property
+    def result(self) -> ToolResult:
+        result = self.message.tool_result
+        assert result is not None
+        return result
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` all at once: a crash leaves the old or the new bytes."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.comal-{os.getpid()}.tmp")
+    mode = path.stat().st_mode & 0o7777 if path.exists() else None
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    if mode is not None:
+        os.chmod(tmp, mode)
+    os.replace(tmp, path)
+
+
+def _digest_of(path: Path) -> str | None:
+    try:
+        return sha256_hex(path.read_bytes())
+    except FileNotFoundError:
+        return None
+
+
+class House:
+    """One house per session: a registry, a policy, a workspace and the session's ledger."""
+
+    def __init__(
+        self,
+        ledger: LedgerBackend,
+        scope: Scope,
+        registry: Registry,
+        policy: Policy | None = None,
+        *,
+        workspace: Workspace | None = None,
+        approver: Approver | None = None,
+        settings: HostSettings | None = None,
+        probe: Probe | None = None,
+    ) -> None:
+        policy = policy if policy is not None else Policy()
+        self.ledger = ledger
+        self.scope = scope
+        self.registry = registry
+        self.workspace = workspace
+        self.settings = settings if settings is not None else HostSettings(mode=policy.mode)
+        self.judge = Judge(registry, policy, self.settings, workspace=workspace, approver=approver)
+        self._probe = probe
+
+    @property
+    def policy(self) -> Policy:
+        return self.judge.policy
+
+    @policy.setter
+    def policy(self, policy: Policy) -> None:
+        self.judge.policy = policy
+
+    def catalog(self, surface: Surface = "model") -> Catalog:
+        return self.registry.catalog(surface)
+
+    def _phase(self, phase: str, call_id: str) -> None:
+        if self._probe is not None:
+            self._probe(phase, call_id)
+
+    # -- run ----------------------------------------------------------------------------------
+    def run(
+        self,
+        call: ToolCall,
+        actor: Actor,
+        *,
+        surface: Surface = "model",
+        offered: Catalog | None = None,
+    ) -> Outcome:
+        """Judge ``call`` for ``actor`` on ``surface``; execute it only if allowed."""
+        judgment = self.judge.judge(call, actor, surface, offered=offered)
+        self._phase("judged", call.id)
+        if not judgment.allowed:
+            return self._refused(judgment)
+        op, args = judgment.operation, judgment.args
+        assert op is not None and args is not None
+        ctx = CallContext(
+            call.id,
+            op.name,
+            actor,
+            surface,
+            judgment.timeout or self.judge.policy.limits.default_timeout,
+            self.ledger,
+            self.scope,
+            self.settings,
+            self.workspace,
+        )
+        started = now()
+        prepared: list[int] = []  # filled as soon as a preparation is durable, even on failure
+        try:
+            if op.plan_write is not None:
+                output = self._write(op, op.plan_write(args, ctx), judgment, prepared)
+            else:
+                assert op.handler is not None
+                if not op.read_only:
+                    prepared.append(self._prepare(op, "start", judgment, {}))
+                output = op.handler(args, ctx)
+        except OperationTimeout as exc:
+            output = ToolOutput(str(exc), is_error=True, timed_out=True)
+        except ToolFailure as exc:
+            output = ToolOutput(str(exc), is_error=True)
+        except Exception as exc:  # a handler bug must still leave a receipt, not a hole
+            why = f"{op.name} raised {type(exc).__name__} after it started; effects unknown"
+            output = ToolOutput(
+                f"{op.name} failed: {type(exc).__name__}: {exc}",
+                is_error=True,
+                observations={"exception": type(exc).__name__, "reason": why},
+                # Once something with effects started, a crash in the middle proves nothing.
+                uncertain=bool(prepared),
+            )
+        ended = now()
+        self._phase("executed", call.id)
+        return self._finish(judgment, op, output, started, ended, prepared[0] if prepared else None)
+
+    def _refused(self, j: Judgment) -> Outcome:
+        d = j.decision
+        text = f"[denied by the house: {d.reason} (rule {d.rule})]"
+        receipt = Receipt(
+            operation=j.call.name,
+            call_id=j.call.id,
+            actor=j.actor,
+            surface=j.surface,
+            arguments_digest=j.arguments_digest,
+            judgment=j.as_dict(),
+            status="denied",
+            disposition="repeat",
+            effects=j.effects,
+        )
+        result = ToolResult(j.call.id, text, is_error=True, name=j.call.name)
+        return Outcome(j, Message(Role.TOOL, (result,)), receipt)
+
+    def _finish(
+        self,
+        j: Judgment,
+        op: Operation,
+        output: ToolOutput,
+        started: str,
+        ended: str,
+        preparation: int | None,
+    ) -> Outcome:
+        status: Status = "timeout" if output.timed_out else "error" if output.is_error else "ok"
+        if output.uncertain:
+            status = "uncertain"
+        inline, stored = guard_output(
+            self.ledger,
+            self.scope,
+            call_id=j.call.id,
+            operation=op.name,
+            text=output.text,
+            cap=op.inline_cap,
+        )
+        info = OutputInfo(
+            sha256_hex(output.text),
+            len(output.text.encode("utf-8", "surrogatepass")),
+            len(output.text),
+            stored.as_dict() if stored is not None else None,
+        )
+        receipt = Receipt(
+            operation=op.name,
+            call_id=j.call.id,
+            actor=j.actor,
+            surface=j.surface,
+            arguments_digest=j.arguments_digest,
+            judgment=j.as_dict(),
+            status=status,
+            disposition=disposition_for(status, j.effects),
+            started_at=started,
+            ended_at=ended,
+            output=info,
+            observations=dict(output.observations),
+            effects=j.effects,
+            preparation=preparation,
+        )
+        result = ToolResult(j.call.id, inline, is_error=status != "ok", name=op.name)
+        return Outcome(j, Message(Role.TOOL, (result,)), receipt)
+
+    # -- preparations (RES-3) -----------------------------------------------------------------
+    def _prepare(self, op: Operation, kind: str, j: Judgment, extra: dict[str, Any]) -> int:
+        body = {
+            "v": 1,
+            "call_id": j.call.id,
+            "operation": op.name,
+            "actor": j.actor.as_dict(),
+            "surface": j.surface,
+            "judgment": j.as_dict(),
+            "arguments_digest": j.arguments_digest,
+            "effects": [e.as_dict() for e in j.effects],
+            **extra,
+        }
+        rec = self.ledger.add_record(self.scope, "preparation", kind, body)
+        self._phase("prepared", j.call.id)
+        return rec.id
+
+    def _write(
+        self, op: Operation, plan: PlannedWrite, j: Judgment, prepared: list[int]
+    ) -> ToolOutput:
+        before = sha256_hex(plan.before) if plan.before is not None else None
+        intended = sha256_hex(plan.after)
+        prepared.append(
+            self._prepare(
+                op,
+                "write",
+                j,
+                {"path": plan.rel, "digest_before": before, "intended_digest": intended},
+            )
+        )
+        observed: dict[str, Any] = {
+            "path": plan.rel,
+            "digest_before": before,
+            "intended_digest": intended,
+        }
+        current = _digest_of(plan.path)
+        if current != before:
+            # Someone changed the file between the read and now: writing would clobber it.
+            raise ToolFailure(
+                f"{plan.rel} changed after it was read (sha256 {current}, expected {before}); "
+                "nothing was written. Read it again and make a new proposal"
+            )
+        atomic_write(plan.path, plan.after)
+        self._phase("written", j.call.id)
+        after = _digest_of(plan.path)
+        observed |= {"digest_after": after, "postcondition": after == intended}
+        if after != intended:
+            observed["reason"] = "the file read back differs from the bytes written"
+            text = f"{plan.summary}, but the file read back differs"
+            return ToolOutput(text, is_error=True, observations=observed, uncertain=True)
+        return ToolOutput(plan.summary, observations=observed)
+
+    # -- record -------------------------------------------------------------------------------
+    def record(
+        self,
+        outcome: Outcome,
+        *,
+        join_step: int | None = None,
+        append_result: bool | None = None,
+    ) -> Receipt:
+        """Append the result message (model surface by default) and the receipt atomically."""
+        append = outcome.receipt.surface == "model" if append_result is None else append_result
+        with self.ledger.atomic():
+            entry_id: int | None = None
+            if append:
+                step = join_step if join_step is not None else self._step_of(outcome.result)
+                entry = self.ledger.append(self.scope, [outcome.message], join_step=step)
+                entry_id = entry[0].id
+            receipt = replace(outcome.receipt, result_entry=entry_id)
+            rec = self.ledger.add_record(
+                self.scope, "receipt", receipt.operation, receipt.to_body()
+            )
+        return replace(receipt, record_id=rec.id, created_at=rec.created_at)
+
+    def _step_of(self, result: ToolResult) -> int:
+        """The latest step, which must hold the call this result answers: a result appended
+        anywhere else would be an orphan in the conversation."""
+        heads = self.ledger.heads(self.scope)
+        step = heads[-1].step if heads else None
+        if step is not None:
+            for entry in self.ledger.entries(self.scope, start_seq=step):
+                if any(c.id == result.call_id for c in entry.message.tool_calls):
+                    return step
+        raise UserError(
+            f"call {result.call_id} is not in the session's latest step; append the assistant "
+            "message that proposed it first, or record with append_result=False"
+        )
+
+    def handle(
+        self,
+        call: ToolCall,
+        actor: Actor,
+        *,
+        surface: Surface = "model",
+        offered: Catalog | None = None,
+        join_step: int | None = None,
+    ) -> tuple[Outcome, Receipt]:
+        """:meth:`run` then :meth:`record`."""
+        outcome = self.run(call, actor, surface=surface, offered=offered)
+        return outcome, self.record(outcome, join_step=join_step)

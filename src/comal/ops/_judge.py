@@ -1,0 +1,217 @@
+"""The judge (OPS-2, OPS-7): contract, actor, confinement, permissions and limits.
+
+Every surface calls the same :meth:`Judge.judge`. A proposal is bound to the host actor given by
+the caller; its arguments are only ever data for the operation. Checks run in this order, and the
+first failure decides with its rule:
+
+1. ``audience:human``: a model proposal naming a human control (or guessing one);
+2. ``contract:*``: unknown or not-offered operation, a contract that changed since the catalog
+   was offered, arguments that are not a JSON object or do not validate (extra keys forbidden,
+   so a forged ``actor`` or ``approved`` key is refused);
+3. ``surface:*`` / ``audience:human``: the operation is not on this surface or not for this actor;
+4. ``workspace``: a path argument outside the workspace root;
+5. the policy's rules and mode; "ask" goes to the approver, or becomes a deny when headless.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from ..messages import ToolCall, sha256_hex
+from ._approval import Approval, ApprovalRequest, Approver
+from ._controls import is_human_control
+from ._errors import WorkspaceEscape
+from ._model import Actor, Decision, Effect, HostSettings, Surface
+from ._operation import Catalog, Operation, Registry
+from ._policy import Policy
+from ._workspace import Workspace
+
+__all__ = ["IDENTITY_KEYS", "Judge", "Judgment"]
+
+# Keys a model might use to pass itself off as someone or as already approved.
+IDENTITY_KEYS = frozenset(
+    {"actor", "user", "identity", "as_user", "approved", "approval", "approver", "authorized"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Judgment:
+    """The house's verdict on one proposal; ``allowed`` means the handler may run."""
+
+    call: ToolCall
+    actor: Actor
+    surface: Surface
+    decision: Decision
+    arguments_digest: str
+    operation: Operation | None = None
+    args: BaseModel | None = None
+    approval: Approval | None = None
+    timeout: float | None = None
+    effects: tuple[Effect, ...] = ()
+
+    @property
+    def allowed(self) -> bool:
+        return self.decision.action == "allow" and self.args is not None
+
+    def as_dict(self) -> dict[str, Any]:
+        out = self.decision.as_dict()
+        out["approval"] = self.approval.as_dict() if self.approval is not None else None
+        out["contract"] = self.operation.contract if self.operation is not None else None
+        if self.timeout is not None and self.operation is not None:
+            out["limits"] = {"timeout": self.timeout, "inline_cap": self.operation.inline_cap}
+        return out
+
+
+def _summarise(exc: ValidationError) -> str:
+    bits = []
+    for err in exc.errors()[:8]:
+        where = ".".join(str(p) for p in err["loc"]) or "(arguments)"
+        bits.append(f"{where}: {err['msg']}")
+    return "; ".join(bits)
+
+
+class Judge:
+    def __init__(
+        self,
+        registry: Registry,
+        policy: Policy,
+        settings: HostSettings,
+        *,
+        workspace: Workspace | None = None,
+        approver: Approver | None = None,
+    ) -> None:
+        self.registry = registry
+        self.policy = policy
+        self.settings = settings
+        self.workspace = workspace
+        self.approver = approver
+
+    def judge(
+        self,
+        call: ToolCall,
+        actor: Actor,
+        surface: Surface = "model",
+        *,
+        offered: Catalog | None = None,
+    ) -> Judgment:
+        digest = sha256_hex(call.arguments)
+
+        def refuse(rule: str, reason: str, op: Operation | None = None) -> Judgment:
+            return Judgment(call, actor, surface, Decision.deny(rule, reason), digest, op)
+
+        if surface == "model" and is_human_control(call.name):
+            return refuse(
+                "audience:human",
+                f"{call.name!r} is a human control (model, effort, mode, name, login); "
+                "the model cannot propose it. Ask the user to change it",
+                self.registry.get(call.name),
+            )
+        op = self.registry.get(call.name)
+        if op is None:
+            names = ", ".join(o.name for o in self.registry.for_surface(surface))
+            return refuse(
+                "contract:unknown-operation",
+                f"no operation named {call.name!r}; the {surface} surface offers: {names}",
+            )
+        if surface not in op.surfaces or (surface == "model" and op.audience == "human"):
+            return refuse(f"surface:{surface}", f"{op.name} is not offered on {surface}", op)
+        if op.audience == "human" and not actor.human:
+            return refuse("audience:human", f"only a user or operator may run {op.name}", op)
+        if offered is not None:
+            seen = offered.contract(op.name)
+            if seen is None:
+                return refuse("contract:not-offered", f"{op.name} was not in the catalog", op)
+            if seen != op.contract:
+                return refuse(
+                    "contract:stale",
+                    f"{op.name}'s contract changed since the catalog was offered ({seen} -> "
+                    f"{op.contract}); propose again against the current catalog",
+                    op,
+                )
+        args, problem = self._validate(op, call)
+        if args is None:
+            return refuse("contract:arguments", problem, op)
+        if op.paths is not None:
+            if self.workspace is None:
+                return refuse("workspace", f"{op.name} needs a workspace and none is set", op)
+            try:
+                for raw in op.paths(args):
+                    self.workspace.resolve(raw)
+            except WorkspaceEscape as exc:
+                return refuse("workspace", str(exc), op)
+        effects = op.effects_for(args, self.workspace)
+        requested = getattr(args, "timeout", None)
+        timeout = self.policy.limits.timeout_for(
+            op.name, float(requested) if isinstance(requested, int | float) else None
+        )
+        subject = op.subject(args) if op.subject is not None else None
+        if subject is not None and op.subject_kind == "path" and self.workspace is not None:
+            subject = self.workspace.rel(self.workspace.resolve(subject))
+        decision = self.policy.decide(op, args, self.settings.mode, subject=subject)
+        approval: Approval | None = None
+        if decision.action == "ask":
+            decision, approval = self._ask(call, actor, surface, op, args, digest, decision)
+        return Judgment(
+            call, actor, surface, decision, digest, op, args, approval, timeout, effects
+        )
+
+    def _validate(self, op: Operation, call: ToolCall) -> tuple[BaseModel | None, str]:
+        if call.call_type != "function":
+            return None, f"a {call.call_type!r} call carries raw text, not {op.name}'s arguments"
+        try:
+            raw = json.loads(call.arguments) if call.arguments.strip() else {}
+        except json.JSONDecodeError as exc:
+            return None, f"arguments are not JSON ({exc.msg} at {exc.pos}); send a JSON object"
+        if not isinstance(raw, dict):
+            return None, f"arguments must be a JSON object, not {type(raw).__name__}"
+        forged = sorted(set(raw) & (IDENTITY_KEYS - set(op.input.model_fields)))
+        try:
+            return op.input.model_validate(raw), ""
+        except ValidationError as exc:
+            note = ""
+            if forged:
+                note = (
+                    f" (the keys {', '.join(forged)} cannot carry identity or approval: the "
+                    "house binds the actor and records approvals itself)"
+                )
+            return None, f"{op.name} arguments rejected: {_summarise(exc)}{note}"
+
+    def _ask(
+        self,
+        call: ToolCall,
+        actor: Actor,
+        surface: Surface,
+        op: Operation,
+        args: BaseModel,
+        digest: str,
+        decision: Decision,
+    ) -> tuple[Decision, Approval | None]:
+        if self.approver is None:
+            return (
+                Decision.deny(
+                    decision.rule,
+                    f"{decision.reason or 'approval required'}, but no approver is attached "
+                    "(headless); allow it with a rule or run with an approver",
+                ),
+                None,
+            )
+        request = ApprovalRequest(
+            call.id,
+            op.name,
+            actor,
+            surface,
+            args.model_dump(mode="json"),
+            digest,
+            decision.rule,
+            decision.reason,
+            op.effects_for(args, self.workspace),
+        )
+        approval = self.approver.approve(request)
+        who = f"{approval.by.kind} {approval.by.id}"
+        if approval.granted:
+            return Decision.allow(decision.rule, f"approved by {who}"), approval
+        return Decision.deny(decision.rule, f"refused by {who}"), approval

@@ -1,0 +1,193 @@
+"""Small values of the house: effects, actors, decisions, handler outputs and call contexts."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from ..ledger import LedgerBackend, Scope
+from ._errors import ToolFailure
+from ._workspace import Workspace
+
+__all__ = [
+    "READ_ONLY_EFFECTS",
+    "SURFACES",
+    "Actor",
+    "ActorKind",
+    "Audience",
+    "CallContext",
+    "Decision",
+    "DecisionAction",
+    "Disposition",
+    "Effect",
+    "EffectKind",
+    "HostSettings",
+    "Mode",
+    "PlannedWrite",
+    "Status",
+    "Surface",
+    "ToolOutput",
+    "now",
+]
+
+EffectKind = Literal["none", "read", "write", "exec", "network", "publish", "unknown"]
+# Only these leave the world as it was; everything else is a mutation the policy may gate.
+READ_ONLY_EFFECTS: frozenset[str] = frozenset({"none", "read"})
+Audience = Literal["model", "human", "both"]
+Surface = Literal["model", "cli", "tui", "api"]
+SURFACES: tuple[Surface, ...] = ("model", "cli", "tui", "api")
+Mode = Literal["read-only", "ask", "trusted"]
+Status = Literal["ok", "error", "denied", "timeout", "uncertain", "postcondition_observed"]
+Disposition = Literal["serve", "repeat", "basket"]
+DecisionAction = Literal["allow", "deny", "ask"]
+ActorKind = Literal["user", "operator", "subagent"]
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+@dataclass(frozen=True, slots=True)
+class Effect:
+    """What an operation may do to the world; ``paths``/``hosts`` where they are known."""
+
+    kind: EffectKind
+    paths: tuple[str, ...] = ()
+    hosts: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind}
+        if self.paths:
+            out["paths"] = list(self.paths)
+        if self.hosts:
+            out["hosts"] = list(self.hosts)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Effect:
+        return cls(data["kind"], tuple(data.get("paths", ())), tuple(data.get("hosts", ())))
+
+
+@dataclass(frozen=True, slots=True)
+class Actor:
+    """Who a proposal is bound to. Supplied by the host, never read from a model's arguments
+    (OPS-2): the session's user, an operator, or a sub-agent with its parent."""
+
+    kind: ActorKind
+    id: str
+    parent: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.id:
+            raise ValueError("an actor needs an id")
+        if (self.kind == "subagent") != (self.parent is not None):
+            raise ValueError("a sub-agent actor needs its parent, and only a sub-agent has one")
+
+    @classmethod
+    def user(cls, id: str) -> Actor:
+        return cls("user", id)
+
+    @classmethod
+    def operator(cls, id: str) -> Actor:
+        return cls("operator", id)
+
+    @classmethod
+    def subagent(cls, id: str, parent: str) -> Actor:
+        return cls("subagent", id, parent)
+
+    @property
+    def human(self) -> bool:
+        return self.kind in ("user", "operator")
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind, "id": self.id}
+        if self.parent is not None:
+            out["parent"] = self.parent
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Actor:
+        return cls(data["kind"], data["id"], data.get("parent"))
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """A judgment as a small value, always carrying the rule that decided it."""
+
+    action: DecisionAction
+    rule: str
+    reason: str = ""
+
+    @classmethod
+    def allow(cls, rule: str, reason: str = "") -> Decision:
+        return cls("allow", rule, reason)
+
+    @classmethod
+    def deny(cls, rule: str, reason: str) -> Decision:
+        return cls("deny", rule, reason)
+
+    @classmethod
+    def ask(cls, rule: str, reason: str = "") -> Decision:
+        return cls("ask", rule, reason)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"decision": self.action, "rule": self.rule, "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutput:
+    """What a handler returns: the exact text, whether it failed, and what it observed.
+    ``uncertain`` says the effects could not be established (``observations["reason"]`` says
+    why); such a call is never repeated automatically."""
+
+    text: str
+    is_error: bool = False
+    timed_out: bool = False
+    observations: Mapping[str, Any] = field(default_factory=dict)
+    uncertain: bool = False
+
+
+@dataclass
+class HostSettings:
+    """Human-audience controls (OPS-6): only the human surfaces' operations change these."""
+
+    mode: Mode = "ask"
+    model: str | None = None
+    effort: str | None = None
+    name: str | None = None
+    account: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CallContext:
+    """What the house hands a handler besides its validated arguments."""
+
+    call_id: str
+    operation: str
+    actor: Actor
+    surface: Surface
+    timeout: float
+    ledger: LedgerBackend
+    scope: Scope
+    settings: HostSettings
+    workspace: Workspace | None = None
+
+    def need_workspace(self) -> Workspace:
+        if self.workspace is None:
+            raise ToolFailure(f"{self.operation} needs a workspace root and the house has none")
+        return self.workspace
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedWrite:
+    """A native write computed before it happens, so its preparation can name the intended
+    digest (RES-3). ``before`` is ``None`` when the file does not exist yet."""
+
+    path: Path
+    rel: str
+    before: bytes | None
+    after: bytes
+    summary: str

@@ -1,0 +1,23 @@
+"""The native registry: file tools, the shell, evidence reads and the human controls."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ._bash import bash_operation
+from ._controls import human_controls
+from ._evidence_op import evidence_operation
+from ._files import file_operations
+from ._operation import Operation, Registry
+
+__all__ = ["default_registry", "native_operations"]
+
+
+def native_operations() -> list[Operation]:
+    """Read, Write, Edit, Glob, Grep, Bash and EvidenceRead."""
+    return [*file_operations(), bash_operation(), evidence_operation()]
+
+
+def default_registry(*, login: Callable[[str], str] | None = None) -> Registry:
+    """Native operations plus the human controls (``login`` only with a host login flow)."""
+    return Registry([*native_operations(), *human_controls(login)])

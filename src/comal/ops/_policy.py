@@ -1,0 +1,187 @@
+"""Permissions: allow/ask/deny rules per operation and argument pattern, modes and limits.
+
+A rule reads like ``Bash(git *)``, ``Write(src/**)`` or ``Read(*)``: an operation name (``*``
+wildcards allowed) and an optional pattern matched against the operation's *subject*:
+
+- path subjects (file tools) are workspace-relative POSIX paths; ``*`` stays within one
+  directory, ``**`` crosses directories;
+- command subjects (``Bash``) are split at ``;``, ``&&``, ``||``, ``|``, ``&`` and newlines. An
+  allow rule must match *every* segment and never matches a command with ``$(`` or backticks,
+  so ``Bash(git *)`` does not allow ``git status; rm -rf ~``; deny and ask rules match if *any*
+  segment does;
+- other subjects are matched whole; a missing pattern or ``*`` matches every call.
+
+Precedence: a matching deny rule wins, then the read-only mode's ceiling, then ask, then allow,
+then the mode's default (read-only: reads only; ask: reads allowed, mutations asked; trusted:
+everything allowed). Deny beats allow whatever the order the rules were written in.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..errors import InputError
+from ._model import Decision, Mode
+from ._operation import Operation
+
+__all__ = ["Limits", "Policy", "Rule", "RuleAction"]
+
+RuleAction = Literal["allow", "ask", "deny"]
+_RULE = re.compile(r"^(?P<op>[^()\s]+)(?:\((?P<pattern>.*)\))?$", re.DOTALL)
+_SEGMENTS = re.compile(r"\s*(?:&&|\|\||[;|&\n])\s*")
+
+
+def _path_regex(pattern: str) -> re.Pattern[str]:
+    out: list[str] = []
+    i = 0
+    while i < len(pattern):
+        if pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif pattern[i] == "?":
+            out.append("[^/]")
+            i += 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    return re.compile("".join(out), re.DOTALL)
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    operation: str
+    pattern: str | None
+    action: RuleAction
+
+    @classmethod
+    def parse(cls, text: str, action: RuleAction) -> Rule:
+        match = _RULE.match(text.strip())
+        if match is None:
+            raise InputError(
+                f"cannot read the rule {text!r}; write it as Operation or Operation(pattern)"
+            )
+        return cls(match["op"], match["pattern"], action)
+
+    def __str__(self) -> str:
+        return self.operation if self.pattern is None else f"{self.operation}({self.pattern})"
+
+    def matches(self, op: Operation, subject: str | None) -> bool:
+        if not fnmatch.fnmatchcase(op.name, self.operation):
+            return False
+        if self.pattern is None or self.pattern == "*":
+            return True
+        if subject is None:
+            return False
+        if op.subject_kind == "path":
+            return _path_regex(self.pattern).fullmatch(subject) is not None
+        if op.subject_kind == "command":
+            segments = [s for s in _SEGMENTS.split(subject.strip()) if s]
+            hits = [fnmatch.fnmatchcase(s, self.pattern) for s in segments]
+            if self.action == "allow":
+                substitutes = "$(" in subject or "`" in subject
+                return bool(hits) and all(hits) and not substitutes
+            return any(hits) or fnmatch.fnmatchcase(subject, self.pattern)
+        return fnmatch.fnmatchcase(subject, self.pattern)
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Time limits in seconds. A call may ask for less time, or more up to ``max_timeout``."""
+
+    default_timeout: float = 120.0
+    max_timeout: float = 600.0
+    timeouts: Mapping[str, float] = field(default_factory=dict)
+
+    def timeout_for(self, operation: str, requested: float | None) -> float:
+        base = self.timeouts.get(operation, self.default_timeout)
+        wanted = base if requested is None else requested
+        return max(0.001, min(wanted, self.max_timeout))
+
+
+class _LimitsConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    default_timeout: float = Field(default=120.0, gt=0, le=86_400)
+    max_timeout: float = Field(default=600.0, gt=0, le=86_400)
+    timeouts: dict[str, float] = Field(default_factory=dict)
+
+
+class _PolicyConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    mode: Mode = "ask"
+    allow: list[str] = Field(default_factory=list)
+    ask: list[str] = Field(default_factory=list)
+    deny: list[str] = Field(default_factory=list)
+    limits: _LimitsConfig = Field(default_factory=lambda: _LimitsConfig())
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """Rules, the starting mode and limits. The live mode is a host setting (``/mode``)."""
+
+    mode: Mode = "ask"
+    rules: tuple[Rule, ...] = ()
+    limits: Limits = field(default_factory=Limits)
+
+    @classmethod
+    def from_config(cls, data: Mapping[str, Any]) -> Policy:
+        """Build from ``{"mode", "allow": [...], "ask": [...], "deny": [...], "limits"}``."""
+        try:
+            cfg = _PolicyConfig.model_validate(data)
+        except ValidationError as exc:
+            raise InputError(f"bad policy configuration: {exc}", field="policy") from exc
+        groups: tuple[tuple[RuleAction, list[str]], ...] = (
+            ("deny", cfg.deny),
+            ("ask", cfg.ask),
+            ("allow", cfg.allow),
+        )
+        rules = tuple(Rule.parse(text, action) for action, texts in groups for text in texts)
+        limits = Limits(
+            cfg.limits.default_timeout, cfg.limits.max_timeout, dict(cfg.limits.timeouts)
+        )
+        return cls(cfg.mode, rules, limits)
+
+    def with_rules(self, *rules: Rule) -> Policy:
+        return replace(self, rules=self.rules + rules)
+
+    def decide(
+        self,
+        op: Operation,
+        args: Any,
+        mode: Mode | None = None,
+        *,
+        subject: str | None = None,
+    ) -> Decision:
+        """``subject`` overrides ``op.subject(args)``: the judge passes paths normalised to the
+        workspace, so ``./secret/k`` or an absolute path cannot slip past ``Write(secret/**)``."""
+        mode = mode or self.mode
+        if subject is None and op.subject is not None:
+            subject = op.subject(args)
+        matching = [r for r in self.rules if r.matches(op, subject)]
+        deny = next((r for r in matching if r.action == "deny"), None)
+        if deny is not None:
+            return Decision.deny(str(deny), f"denied by the rule {deny}")
+        if mode == "read-only" and not op.read_only:
+            kinds = ", ".join(sorted({e.kind for e in op.effects}))
+            return Decision.deny(
+                "mode:read-only",
+                f"{op.name} has effects ({kinds}) and the session is read-only; "
+                "a human can change the mode with /mode",
+            )
+        ask = next((r for r in matching if r.action == "ask"), None)
+        if ask is not None:
+            return Decision.ask(str(ask), f"the rule {ask} asks for approval")
+        allow = next((r for r in matching if r.action == "allow"), None)
+        if allow is not None:
+            return Decision.allow(str(allow))
+        if op.read_only or mode == "trusted":
+            return Decision.allow(f"mode:{mode}")
+        return Decision.ask("mode:ask", f"{op.name} changes the world and the mode asks for writes")

@@ -1,0 +1,224 @@
+"""After a crash (RES-3, RES-4): turn preparations without receipts into honest receipts.
+
+For a native write, a fresh read of the file decides: if it now hashes to the intended digest the
+receipt says ``postcondition_observed``; it does not claim the handler returned, nor who wrote the
+bytes, and nothing is written again. A different content, a read that is denied (outside the
+workspace) or fails, or a preparation without a write adapter (shell, MCP: kind ``start``) stays
+``uncertain``, which blocks automatic insistence (:func:`~comal.ops.may_retry` says no, with
+the reason).
+
+Calls still open in the ledger get a result telling the model the same thing, appended to their
+step when it is the session's latest. In a session imported from another harness (its
+``source`` is set), an open call to an operation with effects has no preparation at all: it may
+have started elsewhere, so it is receipted ``uncertain`` too. In a native session an open call
+without a preparation never started here (the house prepares before every effect) and is
+reported as pending, to be judged afresh.
+
+Reconciling twice writes nothing the second time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..ledger import LedgerBackend, Record, Scope
+from ..messages import Message, Role, ToolCall, ToolResult, sha256_hex
+from ._errors import WorkspaceEscape
+from ._model import Actor, Effect, Status, now
+from ._operation import Registry
+from ._receipt import Receipt, disposition_for, receipts
+from ._workspace import Workspace
+
+__all__ = ["ReconcileReport", "Reconciled", "reconcile"]
+
+_NOT_CLAIMED = (
+    "This observation does not say the original handler returned, nor who wrote these bytes."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Reconciled:
+    call_id: str
+    operation: str
+    status: Status
+    reason: str
+    receipt: int
+    preparation: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ReconcileReport:
+    items: tuple[Reconciled, ...]
+    pending: tuple[str, ...]  # open calls never started by this house: judge them afresh
+
+    def status_of(self, call_id: str) -> Status | None:
+        return next((i.status for i in self.items if i.call_id == call_id), None)
+
+
+def _observe_write(
+    body: dict[str, Any], workspace: Workspace | None
+) -> tuple[Status, dict[str, Any]]:
+    path = str(body["path"])
+    seen: dict[str, Any] = {
+        "path": path,
+        "digest_before": body.get("digest_before"),
+        "intended_digest": body["intended_digest"],
+    }
+    if workspace is None:
+        return "uncertain", seen | {"reason": "no workspace to read the file from"}
+    try:
+        data = workspace.resolve(path).read_bytes()
+    except WorkspaceEscape as exc:
+        return "uncertain", seen | {"reason": f"the read was denied: {exc}"}
+    except FileNotFoundError:
+        return "uncertain", seen | {"digest_now": None, "reason": "the file does not exist"}
+    except OSError as exc:
+        return "uncertain", seen | {"reason": f"the file could not be read: {exc.strerror}"}
+    digest = sha256_hex(data)
+    seen["digest_now"] = digest
+    if digest == body["intended_digest"]:
+        return "postcondition_observed", seen | {"postcondition": True, "note": _NOT_CLAIMED}
+    if digest == body.get("digest_before"):
+        why = "the file still has its content from before the write; the write is not proven"
+    else:
+        why = "the file differs from both the intended content and the content before"
+    return "uncertain", seen | {"postcondition": False, "reason": why}
+
+
+def _result_text(status: Status, operation: str, seen: dict[str, Any]) -> str:
+    if status == "postcondition_observed":
+        return (
+            f"[postcondition_observed after an interruption: {seen['path']} has the intended "
+            f"sha256 {seen['intended_digest']}. {_NOT_CLAIMED}]"
+        )
+    return (
+        f"[uncertain after an interruption: {operation} — {seen['reason']}. It will not be "
+        "repeated automatically: inspect its effects and make a new proposal]"
+    )
+
+
+_Work = tuple[str, str, Status, dict[str, Any], Record | None, dict[str, Any]]
+_UNJUDGED = {"decision": None, "rule": "unknown", "reason": "no judgment was recorded"}
+
+
+def _work(
+    ledger: LedgerBackend,
+    scope: Scope,
+    workspace: Workspace | None,
+    registry: Registry | None,
+    open_calls: dict[str, ToolCall],
+) -> tuple[list[_Work], list[str]]:
+    """(call, operation, status, observations, preparation, preparation body) to receipt, and
+    the open calls that are merely pending."""
+    done = receipts(ledger, scope)
+    closed_preps = {r.preparation for r in done if r.preparation is not None}
+    closed_calls = {r.call_id for r in done}
+    all_preps = ledger.records(scope, "preparation")
+    todo: list[_Work] = []
+    for prep in all_preps:
+        body = prep.body
+        if prep.id in closed_preps or body.get("call_id") in closed_calls:
+            continue
+        if prep.kind == "write":
+            status, seen = _observe_write(body, workspace)
+        else:
+            status = "uncertain"
+            seen = {
+                "effects": "unknown",
+                "reason": f"{body['operation']} has no postcondition adapter; its effects are "
+                "unknown",
+            }
+        todo.append((body["call_id"], body["operation"], status, seen, prep, body))
+    prepared_calls = {p.body.get("call_id") for p in all_preps}
+    info = ledger.session(scope)
+    source = info.source if info is not None else None
+    pending: list[str] = []
+    for call in open_calls.values():
+        if call.id in prepared_calls or call.id in closed_calls:
+            continue
+        op = registry.get(call.name) if registry is not None else None
+        if (op is not None and op.read_only) or source is None:
+            pending.append(call.id)
+            continue
+        # Proposed in another harness: whether it ran is unknown, and nobody here judged it.
+        effects = op.effects if op is not None else (Effect("unknown"),)
+        body = {
+            "actor": {"kind": "user", "id": f"imported:{source}"},
+            "effects": [e.as_dict() for e in effects],
+            "judgment": {
+                "decision": None,
+                "rule": "reconcile:imported",
+                "reason": f"proposed in {source}; never judged by this house",
+            },
+        }
+        seen = {"reason": "it was proposed outside this house without a durable preparation"}
+        todo.append((call.id, call.name, "uncertain", seen, None, body))
+    return todo, pending
+
+
+def reconcile(
+    ledger: LedgerBackend,
+    scope: Scope,
+    *,
+    workspace: Workspace | None = None,
+    registry: Registry | None = None,
+) -> ReconcileReport:
+    """Receipt every unreceipted preparation of the session; see the module docstring."""
+    step, open_calls = _open_calls(ledger, scope)
+    todo, pending = _work(ledger, scope, workspace, registry, open_calls)
+    items: list[Reconciled] = []
+    with ledger.atomic():
+        for call_id, operation, status, seen, prepared, body in todo:
+            entry_id = None
+            open_call = open_calls.get(call_id)
+            if open_call is not None and step is not None:
+                text = _result_text(status, operation, seen)
+                failed = status != "postcondition_observed"
+                result = ToolResult(call_id, text, is_error=failed, name=operation)
+                entries = ledger.append(scope, [Message(Role.TOOL, (result,))], join_step=step)
+                entry_id = entries[0].id
+            effects = tuple(Effect.from_dict(e) for e in body.get("effects", ()))
+            args_digest = body.get("arguments_digest") or (
+                sha256_hex(open_call.arguments) if open_call is not None else ""
+            )
+            receipt = Receipt(
+                operation=operation,
+                call_id=call_id,
+                actor=Actor.from_dict(body["actor"]),
+                surface=body.get("surface", "model"),
+                arguments_digest=args_digest,
+                judgment=body.get("judgment", _UNJUDGED),
+                status=status,
+                disposition=disposition_for(status, effects),
+                ended_at=now(),
+                observations=seen,
+                effects=effects,
+                preparation=prepared.id if prepared is not None else None,
+                result_entry=entry_id,
+            )
+            rec = ledger.add_record(scope, "receipt", operation, receipt.to_body())
+            items.append(
+                Reconciled(
+                    call_id,
+                    operation,
+                    status,
+                    str(seen.get("reason", "")),
+                    rec.id,
+                    receipt.preparation,
+                )
+            )
+    return ReconcileReport(tuple(items), tuple(pending))
+
+
+def _open_calls(ledger: LedgerBackend, scope: Scope) -> tuple[int | None, dict[str, ToolCall]]:
+    """The session's latest step and its calls without results (only the latest step may be
+    open in a whole ledger)."""
+    heads = ledger.heads(scope)
+    if not heads:
+        return None, {}
+    step = heads[-1].step
+    entries = ledger.entries(scope, start_seq=step)
+    answered = {e.message.tool_result.call_id for e in entries if e.message.tool_result}
+    calls = [c for e in entries for c in e.message.tool_calls if c.id not in answered]
+    return step, {c.id: c for c in calls}
