@@ -31,6 +31,12 @@ def _isolated_user_dirs(
     monkeypatch.setenv("XDG_DATA_HOME", str(home / "data"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "config"))
     monkeypatch.delenv("COMAL_CONTEXT_WINDOW", raising=False)
+    # Real provider calls are impossible in tests: no keys, and base URLs that go nowhere.
+    # A test that talks to the local fake server passes its own base_url and key.
+    for key in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_COMPAT_API_KEY"):
+        monkeypatch.delenv(key, raising=False)
+    for url in ("ANTHROPIC_BASE_URL", "OPENAI_BASE_URL"):
+        monkeypatch.setenv(url, "http://127.0.0.1:9/unreachable")
 
 
 @pytest.fixture

@@ -250,3 +250,24 @@ def test_from_dict_rejects_unknown_keys_and_bad_values() -> None:
 def test_usage_rejects_negative_values() -> None:
     with pytest.raises(ValueError):
         Usage(-1, None, None, None, None)
+
+
+def test_responses_cache_writes_are_counted_when_reported() -> None:
+    # covers: TOK-1
+    u = normalize_usage(
+        "openai_responses",
+        {
+            "input_tokens": 1000,
+            "input_tokens_details": {"cached_tokens": 600, "cache_write_tokens": 300},
+            "output_tokens": 50,
+            "output_tokens_details": {"reasoning_tokens": 10},
+        },
+    )
+    assert (u.new_input, u.cache_read, u.cache_write, u.output, u.reasoning) == (
+        100,
+        600,
+        300,
+        50,
+        10,
+    )
+    assert u.input_total == 1000

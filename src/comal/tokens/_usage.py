@@ -178,14 +178,21 @@ def _openai_responses(raw: Mapping[str, Any]) -> Usage:
         cached = _count(raw, "cached_input_tokens")
         reasoning = _count(raw, "reasoning_output_tokens")
         cached_field = "cached_input_tokens"
+        written = None
     else:
-        cached = _count(_sub(raw, "input_tokens_details"), "cached_tokens")
+        details = _sub(raw, "input_tokens_details")
+        cached = _count(details, "cached_tokens")
         reasoning = _count(_sub(raw, "output_tokens_details"), "reasoning_tokens")
         cached_field = "input_tokens_details.cached_tokens"
+        # Newer Responses reports count cache writes too; older ones leave them unknown.
+        written = _count(details, "cache_write_tokens") if "cache_write_tokens" in details else None
+    new_input = _minus(prompt, cached, cached_field)
+    if new_input is not None and written is not None:
+        new_input = max(0, new_input - written)
     return Usage(
-        new_input=_minus(prompt, cached, cached_field),
+        new_input=new_input,
         cache_read=cached,
-        cache_write=None,
+        cache_write=written,
         output=_count(raw, "output_tokens"),
         reasoning=reasoning,
     )

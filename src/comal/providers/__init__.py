@@ -1,0 +1,99 @@
+"""Model providers: one seam, three SDK adapters, normalized outcomes (OUT-1..3, TOK-1, CCH-1).
+
+The seam is :class:`Provider` — ``request(ModelRequest) -> ModelResponse`` — with an optional
+``stream(req, on_event)`` (:class:`StreamingProvider`) that reports :class:`TextDelta`,
+:class:`ToolCallStart`, :class:`ToolCallDelta` and :class:`StreamDone` while the answer arrives
+and returns the same :class:`ModelResponse`. :func:`call_model` picks whichever fits.
+
+Adapters over the official SDKs: :class:`AnthropicProvider` (Messages API),
+:class:`OpenAIChatProvider` (Chat Completions, also for vLLM, Ollama, llama.cpp by ``base_url``)
+and :class:`OpenAIResponsesProvider` (Responses API). :func:`provider_from_spec` builds one from a
+``provider:model`` string with keys from the environment.
+
+Outcomes are normalized: ``ModelResponse.stop`` is one of :data:`Stop` (:func:`normalize_stop`),
+usage is :class:`comal.tokens.Usage`; a response that ran out of output is returned with stop
+:data:`OUTPUT_LENGTH` and ``incomplete`` true, so its tool calls are discarded (OUT-2); an input
+the provider rejects as too long raises :class:`ContextLengthExceeded`, a
+:class:`comal.errors.ContextLength`. Transient failures are retried per :class:`RetryPolicy`;
+everything else surfaces as a :class:`ProviderError` (tree in :mod:`comal.providers._errors`).
+
+Fakes for tests — scripted providers and a local HTTP server speaking all three wire formats —
+are in :mod:`comal.testing`.
+"""
+
+from ._anthropic import AnthropicProvider
+from ._base import SDKProvider
+from ._errors import (
+    ContextLengthExceeded,
+    MissingAPIKey,
+    ProviderAuthError,
+    ProviderConfigError,
+    ProviderConnectionError,
+    ProviderError,
+    ProviderProtocolError,
+    ProviderRateLimited,
+    ProviderRequestError,
+    ProviderUnavailable,
+)
+from ._openai_chat import OpenAIChatProvider
+from ._openai_responses import OpenAIResponsesProvider
+from ._retry import RetryPolicy
+from ._spec import ModelSpec, provider_from_spec
+from ._stops import normalize_stop
+from ._types import (
+    CONTEXT_LENGTH,
+    OUTPUT_LENGTH,
+    CachePolicy,
+    ModelRequest,
+    ModelResponse,
+    OnEvent,
+    Provider,
+    Stop,
+    StreamDone,
+    StreamEvent,
+    StreamingProvider,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallStart,
+    ToolSpec,
+    call_model,
+    replay_events,
+)
+
+__all__ = [
+    "CONTEXT_LENGTH",
+    "OUTPUT_LENGTH",
+    "AnthropicProvider",
+    "CachePolicy",
+    "ContextLengthExceeded",
+    "MissingAPIKey",
+    "ModelRequest",
+    "ModelResponse",
+    "ModelSpec",
+    "OnEvent",
+    "OpenAIChatProvider",
+    "OpenAIResponsesProvider",
+    "Provider",
+    "ProviderAuthError",
+    "ProviderConfigError",
+    "ProviderConnectionError",
+    "ProviderError",
+    "ProviderProtocolError",
+    "ProviderRateLimited",
+    "ProviderRequestError",
+    "ProviderUnavailable",
+    "RetryPolicy",
+    "SDKProvider",
+    "Stop",
+    "StreamDone",
+    "StreamEvent",
+    "StreamingProvider",
+    "TextDelta",
+    "ToolCallDelta",
+    "ToolCallStart",
+    "ToolSpec",
+    "call_model",
+    "normalize_stop",
+    "provider_from_spec",
+    "replay_events",
+]
