@@ -1,0 +1,183 @@
+"""How the engine rewrites one stored message: exact references, image notes, token prices.
+
+A referenced tool result keeps its place, call id and name, so its pair stays whole (LIM-4);
+its content becomes the rendering of an :class:`~comal.messages.EvidenceRef` (entry id, field,
+sha256, size, one-line preview and the exact EvidenceRead call). A tool message holds exactly
+one :class:`ToolResult`, so the reference travels as that result's text rather than as a part.
+Each rewrite is a pure function of the entry and the config, so it is byte-identical every turn.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import TypeVar, cast
+
+from ..evidence import line_count, utf16_len
+from ..ledger import Entry
+from ..messages import (
+    Checkpoint,
+    EvidenceRef,
+    Media,
+    Message,
+    Part,
+    Summary,
+    Text,
+    ToolResult,
+    sha256_hex,
+)
+from ..messages.wire import render_engine_part
+from ..tokens import TokenCounter, count_message, count_part
+
+T = TypeVar("T")
+
+__all__ = [
+    "Memo",
+    "media_in",
+    "media_note",
+    "media_tokens",
+    "message_tokens",
+    "preview_line",
+    "priced_reference",
+    "reference",
+    "strip_media",
+]
+
+
+def preview_line(text: str, limit: int) -> str:
+    """The first non-blank line, cut to ``limit`` characters (an ellipsis marks the cut).
+
+    Lines are found one at a time, so a preview costs the length of the lines before it, not
+    of the whole output.
+    """
+    start = 0
+    while start < len(text):
+        end = text.find("\n", start)
+        end = len(text) if end < 0 else end
+        line = text[start:end].strip()
+        if line:
+            return line if len(line) <= limit else line[: max(limit - 1, 0)] + "…"
+        start = end + 1
+    return ""
+
+
+def media_in(message: Message) -> tuple[Media, ...]:
+    """Media parts of the message, including those inside a tool result's content."""
+    out: list[Media] = []
+    for part in message.parts:
+        if isinstance(part, Media):
+            out.append(part)
+        elif isinstance(part, ToolResult) and not isinstance(part.content, str):
+            out += [p for p in part.content if isinstance(p, Media)]
+    return tuple(out)
+
+
+def media_tokens(counter: TokenCounter, message: Message) -> int:
+    return sum(count_part(counter, m) for m in media_in(message))
+
+
+def media_note(media: Media, entry_id: int) -> str:
+    """LIM-6: say what the media was and that its pixels are not in this context."""
+    kind = "image" if media.mime.startswith("image/") else "file"
+    facts = [media.mime]
+    if media.size is not None:
+        facts.append(f"{media.size:,} bytes")
+    if media.ref is not None:
+        facts.append(f"ref {media.ref}")
+    return (
+        f"[{kind} ({', '.join(facts)}) kept in the ledger with entry {entry_id}; its pixels are "
+        "not in this context, so they have not been seen here. Attach it again to look at it]"
+    )
+
+
+def strip_media(message: Message, entry_id: int) -> Message:
+    """The message with every media part replaced by its note; the rest is unchanged."""
+
+    def swap(part: Text | Media) -> Text:
+        return Text(media_note(part, entry_id)) if isinstance(part, Media) else part
+
+    parts: list[Part] = []
+    for part in message.parts:
+        if isinstance(part, Media):
+            parts.append(Text(media_note(part, entry_id)))
+        elif isinstance(part, ToolResult) and not isinstance(part.content, str):
+            content = tuple(swap(p) for p in part.content)
+            parts.append(ToolResult(part.call_id, content, part.is_error, part.name, part.cache))
+        else:
+            parts.append(part)
+    return Message(message.role, tuple(parts), message.name)
+
+
+def reference(entry: Entry, preview_chars: int) -> tuple[Message, EvidenceRef]:
+    """The exact reference standing in for a stored tool result (LIM-2, LED-6)."""
+    result = entry.message.tool_result
+    if result is None:
+        raise ValueError(f"entry {entry.id} is not a tool result")
+    text = result.text
+    ref = EvidenceRef(
+        entry_id=entry.id,
+        field="content",
+        digest=entry.output_digest or sha256_hex(text),
+        size_utf16=utf16_len(text),
+        lines=line_count(text),
+        preview=preview_line(text, preview_chars),
+    )
+    rendered = render_engine_part(ref)
+    notes = [media_note(m, entry.id) for m in media_in(entry.message)]
+    if notes:
+        rendered = "\n".join([rendered, *notes])
+    part = ToolResult(result.call_id, rendered, False, result.name, result.cache)
+    return Message(entry.message.role, (part,), entry.message.name), ref
+
+
+class Memo:
+    """A bounded, thread-safe memo for pure functions of a stored entry.
+
+    Keys name the entry by id and body digest plus every input the value depends on, so
+    remembering changes no byte; it only spares re-reading large outputs on every turn.
+    """
+
+    def __init__(self, size: int = 8_192) -> None:
+        self._size = size
+        self._data: OrderedDict[tuple[object, ...], object] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[object, ...], make: Callable[[], T]) -> T:
+        with self._lock:
+            if key in self._data:
+                self._data.move_to_end(key)
+                return cast("T", self._data[key])
+        value = make()
+        with self._lock:
+            self._data[key] = value
+            while len(self._data) > self._size:
+                self._data.popitem(last=False)
+        return value
+
+
+_references = Memo()
+
+
+def priced_reference(
+    entry: Entry, preview_chars: int, counter: TokenCounter
+) -> tuple[Message, int, EvidenceRef]:
+    """:func:`reference` with its price (remembered: see :class:`Memo`)."""
+
+    def make() -> tuple[Message, int, EvidenceRef]:
+        message, ref = reference(entry, preview_chars)
+        return message, message_tokens(counter, message), ref
+
+    return _references.get((entry.id, entry.digest, preview_chars, counter.name), make)
+
+
+def message_tokens(counter: TokenCounter, message: Message) -> int:
+    """Tokens of a message the engine made: engine parts are priced as the text they render
+    to (what a provider receives), every other part as :func:`count_message` prices it."""
+    engine_types = (EvidenceRef, Summary, Checkpoint)
+    engine = [p for p in message.parts if isinstance(p, engine_types)]
+    if not engine:
+        return count_message(counter, message)
+    rest = tuple(p for p in message.parts if not isinstance(p, engine_types))
+    base = count_message(counter, Message(message.role, rest, message.name))
+    return base + sum(counter.count(render_engine_part(p)) for p in engine)

@@ -1,0 +1,188 @@
+"""Stage 1 (LIM-2) and the image reserve (LIM-6): which entries are sent as references.
+
+Stickiness without state
+------------------------
+Whether an entry is referenced is a function of the *ledger prefix* (the entries since the
+latest checkpoint), the budget and the config, never of what earlier processes remembered.
+:func:`replay` walks the entries in order as if the engine had assembled after each one. Two
+frontiers only ever move forward:
+
+- the *reference frontier*: whenever the history up to entry ``j`` is over the threshold, it
+  advances over the oldest entries, referencing each eligible tool result it passes (never an
+  error, a never-reference tool, a result at most ``min_reference_tokens``, one of the K newest
+  results, or anything in the newest step), until the history is at or under the target;
+- the *image frontier*: whenever images take more than their reserve, it advances over the
+  oldest entries outside the newest step, replacing their media by notes.
+
+The replay of a longer prefix passes through exactly the states of the shorter one, so a
+reference made on one turn is made identically on every later turn until the next checkpoint,
+and a resumed process with no memory makes the same decisions. Cost is linear in the entries
+after the checkpoint, priced with their stored token counts; only references and notes (what
+the engine renders itself) are counted, once each.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+from ..ledger import Entry
+from ..messages import EvidenceRef, Message, group_messages
+from ..tokens import REPLY_PRIMING, TokenCounter
+from ._bound import BoundResult, bound_message, message_chars
+from ._config import EngineConfig, Limits
+from ._render import media_in, media_tokens, message_tokens, priced_reference, strip_media
+
+__all__ = ["Form", "Item", "Replay", "build_items", "replay"]
+
+
+class Form(IntEnum):
+    VERBATIM = 0  # as stored (or bounded, when the message alone is too large)
+    NO_MEDIA = 1  # media replaced by notes
+    REFERENCE = 2  # the whole result replaced by its exact reference
+
+
+@dataclass(slots=True)
+class Item:
+    """One entry on its way into the context, with the variants the engine may send."""
+
+    entry: Entry
+    group: int
+    group_start: int
+    message: Message  # the verbatim form (bounded when over the single-message bound)
+    tokens: int
+    bounded: BoundResult | None
+    image_tokens: int
+    is_result: bool
+    referable: bool
+    form: Form = Form.VERBATIM
+    decided_at: int = -1
+    _ref: tuple[Message, int, EvidenceRef] | None = field(default=None, repr=False)
+    _plain: tuple[Message, int] | None = field(default=None, repr=False)
+
+    def ref(self, counter: TokenCounter, preview_chars: int) -> tuple[Message, int, EvidenceRef]:
+        if self._ref is None:
+            self._ref = priced_reference(self.entry, preview_chars, counter)
+        return self._ref
+
+    def plain(self, counter: TokenCounter) -> tuple[Message, int]:
+        if self._plain is None:
+            msg = strip_media(self.message, self.entry.id)
+            self._plain = (msg, message_tokens(counter, msg))
+        return self._plain
+
+    def current(self, counter: TokenCounter, preview_chars: int) -> tuple[Message, int]:
+        if self.form is Form.REFERENCE:
+            msg, tokens, _ = self.ref(counter, preview_chars)
+            return msg, tokens
+        if self.form is Form.NO_MEDIA:
+            return self.plain(counter)
+        return self.message, self.tokens
+
+
+def _tool_name(entry: Entry, calls: dict[str, str]) -> str | None:
+    result = entry.message.tool_result
+    if result is None:
+        return None
+    return result.name or calls.get(result.call_id)
+
+
+def build_items(
+    entries: tuple[Entry, ...], config: EngineConfig, limits: Limits, counter: TokenCounter
+) -> list[Item]:
+    """Items for ``entries``: grouped into steps (LIM-4) and bounded where one is too large."""
+    groups = group_messages([e.message for e in entries])
+    items: list[Item] = []
+    for g, group in enumerate(groups):
+        calls = {c.id: c.name for m in group.messages for c in m.tool_calls}
+        for offset in range(len(group.messages)):
+            entry = entries[group.start + offset]
+            bounded = None
+            message, tokens = entry.message, entry.tokens
+            too_long = message_chars(message) > config.max_single_message_chars
+            if entry.tokens > limits.single_bound or too_long:
+                bounded = bound_message(
+                    entry, limits.single_bound, config.max_single_message_chars, counter
+                )
+                message, tokens = bounded.message, bounded.tokens
+            result = message.tool_result
+            name = _tool_name(entry, calls)
+            items.append(
+                Item(
+                    entry=entry,
+                    group=g,
+                    group_start=group.start,
+                    message=message,
+                    tokens=tokens,
+                    bounded=bounded,
+                    image_tokens=media_tokens(counter, message) if media_in(message) else 0,
+                    is_result=result is not None,
+                    referable=result is not None
+                    and not result.is_error
+                    and name not in config.never_reference_tools
+                    and entry.tokens > config.min_reference_tokens,
+                )
+            )
+    return items
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    history: int  # tokens of base + items in their decided forms + reply priming
+    images: int  # image tokens still in context
+    ref_frontier: int
+    media_frontier: int
+
+
+def replay(
+    items: list[Item],
+    base_tokens: int,
+    limits: Limits,
+    config: EngineConfig,
+    counter: TokenCounter,
+    *,
+    offset: int = 0,
+) -> Replay:
+    """Decide every item's form; see the module docstring. ``base_tokens`` prices what comes
+    before the items (pinned system entries and the checkpoint message); ``offset`` is the
+    index of ``items[0]`` in the list its ``group_start`` values count from."""
+    preview = config.preview_chars
+    keep = config.keep_recent_results
+    total = base_tokens + REPLY_PRIMING
+    images = 0
+    results: list[int] = []
+    ref_at = media_at = 0
+    for j, item in enumerate(items):
+        item.form, item.decided_at = Form.VERBATIM, -1
+        total += item.tokens
+        images += item.image_tokens
+        if item.is_result:
+            results.append(j)
+        newest = item.group_start - offset
+        seq = item.entry.seq
+        while images > limits.media_reserve and media_at < newest:
+            old = items[media_at]
+            media_at += 1
+            if old.image_tokens and old.form is Form.VERBATIM:
+                _, tokens = old.plain(counter)
+                total += tokens - old.tokens
+                images -= old.image_tokens
+                old.form, old.decided_at = Form.NO_MEDIA, seq
+        if total <= limits.threshold:
+            continue
+        protected = results[max(len(results) - keep, 0)] if results else newest
+        bound = min(newest, protected)
+        while total > limits.target and ref_at < bound:
+            old = items[ref_at]
+            ref_at += 1
+            if not old.referable:
+                continue
+            _, before = old.current(counter, preview)
+            _, after, _ = old.ref(counter, preview)
+            if after >= before:
+                continue  # a reference must save tokens, or the result stays as it is
+            total += after - before
+            if old.form is Form.VERBATIM:
+                images -= old.image_tokens
+            old.form, old.decided_at = Form.REFERENCE, seq
+    return Replay(total, images, ref_at, media_at)
