@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from ..bench import run_ledger_bench
+from ..bench import run_context_bench, run_ledger_bench
 from ..tokens import EstimatingCounter, TokenCounter, default_counter
 from ._common import JsonOpt, emit_json, err, out
 
@@ -64,4 +64,45 @@ def ledger_bench(
         "tail read p50 / p99", f"{result.tail_p50_ms:.2f} ms / {result.tail_p99_ms:.2f} ms"
     )
     table.add_row("token counting", f"{result.counting_mb_per_s:.1f} MB/s")
+    out.print(table)
+
+
+@app.command("context")
+def context_bench(
+    entries: Annotated[
+        str, typer.Option(help="Session sizes to compare, comma-separated.")
+    ] = "2000,20000",
+    window: Annotated[int, typer.Option(help="Window to assemble.", min=1000)] = 128_000,
+    turns: Annotated[int, typer.Option(help="Turns to time per size.", min=10)] = 100,
+    as_json: JsonOpt = False,
+) -> None:
+    """Per-turn time to read the view from the ledger and assemble a window, on sessions grown
+    with the engine running (so they carry the checkpoints an agent would have).
+
+    Example: comal bench context --entries 2000,20000 --window 128000
+    """
+    results = []
+    for size in (int(s) for s in entries.split(",")):
+        with err.status(f"context bench, {size:,} entries") as status:
+            results.append(
+                run_context_bench(
+                    entries=size,
+                    window=window,
+                    measure=turns,
+                    progress=lambda msg: status.update(msg),
+                )
+            )
+    if as_json:
+        emit_json([r.as_dict() for r in results])
+        return
+    table = Table(
+        "entries", "tokens", "checkpoints", "p50 ms", "p99 ms", "last ms", "view p50",
+        "assemble p50", "input", title=f"assembling a {window:,}-token window per turn",
+    )  # fmt: skip
+    for r in results:
+        table.add_row(
+            f"{r.entries:,}", f"{r.session_tokens:,}", str(r.checkpoints), f"{r.p50_ms:.2f}",
+            f"{r.p99_ms:.2f}", f"{r.last_ms:.2f}", f"{r.view_p50_ms:.2f}",
+            f"{r.assemble_p50_ms:.2f}", f"{r.input_tokens_last:,}",
+        )  # fmt: skip
     out.print(table)

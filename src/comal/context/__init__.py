@@ -22,6 +22,16 @@ from ._assembly import (
 )
 from ._config import EngineConfig, Limits
 from ._limit import assemble
+from ._replay import (
+    ReplayTurn,
+    action_dict,
+    compact,
+    proposal_record,
+    render_state,
+    replay,
+    split_view,
+    work_state,
+)
 from ._view import View, store_checkpoint
 
 __all__ = [
@@ -37,7 +47,15 @@ __all__ = [
     "Metrics",
     "ProtectedTailOverflow",
     "Referenced",
+    "ReplayTurn",
     "View",
+    "action_dict",
     "assemble",
+    "compact",
+    "proposal_record",
+    "render_state",
+    "replay",
+    "split_view",
     "store_checkpoint",
+    "work_state",
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -16,12 +17,43 @@ from ..messages import (
 )
 from ..tokens import TokenCounter, Usage, default_counter
 from ._model import (
+    Entry,
     Scope,
     log,
 )
 from ._schema import migrate
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
+
+
+class EntryCache:
+    """Decoded entries by id, bounded by their stored body size (least recently used first).
+
+    Safe because entries are append-only: an id always names the same bytes.
+    """
+
+    def __init__(self, max_bytes: int = 64 << 20) -> None:
+        self.max_bytes = max_bytes
+        self._items: OrderedDict[int, Entry] = OrderedDict()
+        self._bytes = 0
+
+    def get_many(self, ids: list[int]) -> dict[int, Entry]:
+        found: dict[int, Entry] = {}
+        for i in ids:
+            e = self._items.get(i)
+            if e is not None:
+                self._items.move_to_end(i)
+                found[i] = e
+        return found
+
+    def put(self, entry: Entry) -> None:
+        if entry.id in self._items or entry.size > self.max_bytes // 8:
+            return
+        self._items[entry.id] = entry
+        self._bytes += entry.size
+        while self._bytes > self.max_bytes:
+            _, old = self._items.popitem(last=False)
+            self._bytes -= old.size
 
 
 def _now() -> str:
@@ -61,6 +93,7 @@ class _Base:
         self.counter = counter if counter is not None else default_counter()
         self._lock = threading.RLock()
         self._depth = 0
+        self._cache = EntryCache()
         self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self._conn.execute("PRAGMA journal_mode = WAL")
         self._conn.execute(f"PRAGMA synchronous = {synchronous}")

@@ -53,15 +53,35 @@ class _Reads(_Base):
     def entries(
         self, scope: Scope, *, start_seq: int = 0, end_seq: int | None = None
     ) -> list[Entry]:
-        """Entries with ``start_seq <= seq <= end_seq`` in order."""
+        """Entries with ``start_seq <= seq <= end_seq`` in order.
+
+        Entries never change, so decoded ones are kept in a bounded cache: an agent that reads
+        the same tail every turn decodes only what was appended since (ids come from the
+        covering index, bodies are read only for ids not in the cache).
+        """
         if not self._visible(scope):
             return []
         end = end_seq if end_seq is not None else 2**62
-        return self._entries(
-            f"SELECT {_ENTRY_COLS} FROM entries WHERE session_id = ? AND seq BETWEEN ? AND ?"
-            " ORDER BY seq",
-            (scope.session, start_seq, end),
-        )
+        with self._lock:
+            ids = [
+                r[0]
+                for r in self._conn.execute(
+                    "SELECT id FROM entries INDEXED BY entries_budget"
+                    " WHERE session_id = ? AND seq BETWEEN ? AND ? ORDER BY seq",
+                    (scope.session, start_seq, end),
+                )
+            ]
+            found = self._cache.get_many(ids)
+            missing = [i for i in ids if i not in found]
+            for k in range(0, len(missing), 500):
+                chunk = missing[k : k + 500]
+                marks = ",".join("?" * len(chunk))
+                for e in self._entries(
+                    f"SELECT {_ENTRY_COLS} FROM entries WHERE id IN ({marks})", chunk
+                ):
+                    found[e.id] = e
+                    self._cache.put(e)
+        return [found[i] for i in ids]
 
     def iter_entries(self, scope: Scope, *, batch: int = 500) -> Iterator[Entry]:
         """Stream a whole session in batches, so memory stays bounded on huge sessions."""
@@ -298,8 +318,20 @@ class _Reads(_Base):
         ]
 
     def latest_checkpoint(self, scope: Scope) -> CheckpointRecord | None:
-        cps = self.checkpoints(scope)
-        return cps[-1] if cps else None
+        if not self._visible(scope):
+            return None
+        with self._lock:
+            r = self._conn.execute(
+                "SELECT id, session_id, first_seq, last_seq, tokens, digest, created_at, body,"
+                " meta FROM checkpoints WHERE session_id = ? ORDER BY last_seq DESC, id DESC"
+                " LIMIT 1",
+                (scope.session,),
+            ).fetchone()
+        if r is None:
+            return None
+        return CheckpointRecord(
+            r[0], r[1], r[2], r[3], r[4], r[5], r[6], message_from_json(r[7]), load_json(r[8])
+        )
 
     def add_record(
         self,

@@ -1,0 +1,101 @@
+"""``comal bench context``: per-turn assembly time of the limit engine, from the ledger.
+
+A session is grown step by step with the engine running as an agent would (assembling and
+storing the checkpoints it proposes), then ``measure`` more turns are timed end to end: read the
+view from the ledger (``View.from_ledger``) and assemble a window's worth of active memory.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from ..context import EngineConfig, View, assemble, store_checkpoint
+from ..ledger import open_ledger
+from ..tokens import Budget, EstimatingCounter
+from ._ledger import synthetic_steps
+
+
+@dataclass(frozen=True)
+class ContextBench:
+    entries: int
+    session_tokens: int
+    window: int
+    checkpoints: int
+    turns: int
+    p50_ms: float
+    p99_ms: float
+    last_ms: float
+    view_p50_ms: float
+    assemble_p50_ms: float
+    input_tokens_last: int
+
+    def as_dict(self) -> dict[str, float | int]:
+        return asdict(self)
+
+
+def run_context_bench(
+    *,
+    entries: int = 2_000,
+    window: int = 128_000,
+    measure: int = 100,
+    every: int = 8,
+    workdir: Path | None = None,
+    progress: Callable[[str], None] = lambda _: None,
+) -> ContextBench:
+    counter = EstimatingCounter()
+    config = EngineConfig(counter=counter)
+    budget = Budget.for_window(window, system_tokens=0, tools_tokens=0)
+    steps = list(synthetic_steps(11, entries + measure * 4))
+    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        led = open_ledger(Path(tmp) / "ctx.db", counter=counter)
+        scope = led.create_session("bench", "context")
+        made = 0
+        i = 0
+        progress(f"growing a {entries:,}-entry session with the engine running")
+        while made < entries:
+            made += len(led.append(scope, steps[i]))
+            i += 1
+            if i % every == 0:
+                # Growing with the engine in the loop leaves the checkpoints an agent would have.
+                a = assemble(View.from_ledger(led, scope), budget, config)
+                if a.checkpoint_to_store is not None:
+                    store_checkpoint(led, scope, a.checkpoint_to_store)
+        progress(f"timing {measure} turns")
+        total, view_ms, asm_ms = [], [], []
+        last_input = 0
+        for _ in range(measure):
+            led.append(scope, steps[i])
+            i += 1
+            t0 = time.perf_counter()
+            view = View.from_ledger(led, scope)
+            t1 = time.perf_counter()
+            a = assemble(view, budget, config)
+            t2 = time.perf_counter()
+            if a.checkpoint_to_store is not None:
+                store_checkpoint(led, scope, a.checkpoint_to_store)
+            total.append((t2 - t0) * 1000)
+            view_ms.append((t1 - t0) * 1000)
+            asm_ms.append((t2 - t1) * 1000)
+            last_input = budget.fixed + a.history_tokens
+        info = led.session(scope)
+        checkpoints = len(led.checkpoints(scope))
+        led.close()
+    ordered = sorted(total)
+    return ContextBench(
+        entries=info.entries if info else 0,
+        session_tokens=info.tokens if info else 0,
+        window=window,
+        checkpoints=checkpoints,
+        turns=measure,
+        p50_ms=statistics.median(ordered),
+        p99_ms=ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))],
+        last_ms=total[-1],
+        view_p50_ms=statistics.median(view_ms),
+        assemble_p50_ms=statistics.median(asm_ms),
+        input_tokens_last=last_input,
+    )

@@ -1,0 +1,293 @@
+"""Engine commands: replay, state, compact, evidence (LIM-7, EVI-2)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from ..context import (
+    EngineConfig,
+    ReplayTurn,
+    View,
+    action_dict,
+    compact,
+    render_state,
+    replay,
+    store_checkpoint,
+    work_state,
+)
+from ..errors import UserError
+from ..evidence import read_evidence
+from ..importers import load, store
+from ..ledger import Scope, SQLiteLedger
+from ..messages.wire import to_anthropic
+from ..tokens import Budget, resolve_window
+from ._common import JsonOpt, coded_errors, emit_json, err, ledger, out
+
+app = typer.Typer()
+
+WindowOpt = Annotated[
+    int | None,
+    typer.Option("--context-window", help="Cap the window (minimum with the model's).", min=1),
+]
+ModelOpt = Annotated[str | None, typer.Option(help="Model to budget for (provider:model).")]
+EngineOpt = Annotated[str, typer.Option(help="Context engine (limit is the default).")]
+
+
+def _budget(model: str | None, window: int | None) -> Budget:
+    res = resolve_window(model, override=window)
+    return Budget.for_window(res.window, system_tokens=0, tools_tokens=0, max_output=res.max_output)
+
+
+def _check_engine(engine: str) -> None:
+    if engine != "limit":
+        raise UserError(f"unknown engine {engine!r}; this comal has: limit")
+
+
+def _session_for(led: SQLiteLedger, target: str) -> Scope:
+    """A transcript path is imported (once: importing again finds it); else a session id."""
+    path = Path(target)
+    if path.is_file():
+        stored = store(led, load(path))
+        return led.resolve(stored[0].session)
+    return led.resolve(target)
+
+
+def _turn_dict(t: ReplayTurn) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "turn": t.turn,
+        "seq": t.seq,
+        "input_tokens": t.input_tokens,
+        "full_tokens": t.full_tokens,
+        "fits": t.fits,
+        "actions": [action_dict(a) for a in t.actions],
+    }
+    if t.error:
+        out["error"] = t.error
+    if t.assembly is not None:
+        out["utilization"] = t.assembly.metrics.budget_utilization
+        out["assembly_ms"] = round(t.assembly.metrics.duration_ms, 3)
+    return out
+
+
+def _summary(turns: list[ReplayTurn], budget: Budget) -> dict[str, Any]:
+    sent = sum(t.input_tokens for t in turns)
+    full = sum(t.full_tokens for t in turns)
+    times = sorted(t.assembly.metrics.duration_ms for t in turns if t.assembly is not None)
+    return {
+        "turns": len(turns),
+        "window": budget.window,
+        "tokens_sent": sent,
+        "tokens_full": full,
+        "reduction": round(full / sent, 3) if sent else None,
+        "peak_input": max((t.input_tokens for t in turns), default=0),
+        "full_over_window": sum(1 for t in turns if t.full_tokens > budget.input_limit),
+        "over_window": sum(1 for t in turns if not t.fits),
+        "errors": sorted({t.error for t in turns if t.error}),
+        "checkpoints": sum(1 for t in turns if t.checkpoint is not None),
+        "references": sum(1 for t in turns for a in t.actions if type(a).__name__ == "Referenced"),
+        "assembly_ms_p50": times[len(times) // 2] if times else None,
+        "assembly_ms_max": times[-1] if times else None,
+    }
+
+
+def _plot(turns: list[ReplayTurn], budget: Budget, path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    xs = [t.turn for t in turns]
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
+    top.plot(xs, [t.full_tokens for t in turns], label="full history (unmanaged)", color="grey")
+    top.plot(xs, [t.input_tokens for t in turns], label="comal limit engine", color="tab:blue")
+    top.axhline(budget.input_limit, color="tab:red", linestyle="--", label="input limit")
+    for t in turns:
+        if t.checkpoint is not None:
+            top.axvline(t.turn, color="tab:green", alpha=0.3)
+    top.set_ylabel("input tokens per request")
+    top.legend(loc="upper left", fontsize=8)
+    top.set_title(title, fontsize=10)
+    bottom.plot(
+        xs,
+        [t.assembly.metrics.budget_utilization if t.assembly else 0.0 for t in turns],
+        color="tab:blue",
+    )
+    bottom.axhline(1.0, color="tab:red", linestyle="--")
+    bottom.set_ylabel("budget utilization")
+    bottom.set_xlabel("model call (green: checkpoint derived)")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+@app.command("replay")
+def replay_cmd(
+    target: Annotated[str, typer.Argument(help="A transcript file, or an imported session id.")],
+    engine: EngineOpt = "limit",
+    context_window: WindowOpt = None,
+    model: ModelOpt = None,
+    dump: Annotated[
+        Path | None, typer.Option(help="Write each turn's Anthropic request to DIR.")
+    ] = None,
+    plot: Annotated[Path | None, typer.Option(help="Draw tokens and utilization (PNG).")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Replay a session turn by turn as the agent would have experienced it under the engine:
+    at each model call, the active memory assembled from the ledger up to that point.
+
+    Example: comal replay run.traj.json --context-window 45000 --plot replay.png
+    """
+    with coded_errors(as_json), ledger() as led:
+        _check_engine(engine)
+        scope = _session_for(led, target)
+        entries = list(led.iter_entries(scope))
+        budget = _budget(model, context_window)
+        turns: list[ReplayTurn] = []
+        for t in replay(entries, scope.session, budget, EngineConfig()):
+            turns.append(t)
+            if as_json:
+                emit_json(_turn_dict(t))
+            if dump is not None and t.assembly is not None:
+                dump.mkdir(parents=True, exist_ok=True)
+                request = dict(to_anthropic(t.assembly.messages)) | {"tools": []}
+                text = json.dumps(request, ensure_ascii=False, indent=1)
+                (dump / f"turn-{t.turn:04d}.json").write_text(text, encoding="utf-8")
+    summary = _summary(turns, budget) | {"session": scope.session, "engine": engine}
+    if plot is not None:
+        _plot(turns, budget, plot, f"{scope.session[:8]} at {budget.window:,} tokens")
+    if as_json:
+        emit_json({"summary": summary})
+        return
+    table = Table("turn", "full", "sent", "fits", "actions", title=f"replay of {scope.session}")
+    for t in turns:
+        kinds: dict[str, int] = {}
+        for a in t.actions:
+            kinds[type(a).__name__] = kinds.get(type(a).__name__, 0) + 1
+        acts = ", ".join(f"{k}×{n}" for k, n in kinds.items()) or (t.error or "")
+        table.add_row(
+            str(t.turn), f"{t.full_tokens:,}", f"{t.input_tokens:,}", "✓" if t.fits else "✗", acts
+        )
+    out.print(table)
+    out.print(
+        f"window {budget.window:,}: sent {summary['tokens_sent']:,} tokens over "
+        f"{summary['turns']} calls vs {summary['tokens_full']:,} unmanaged "
+        f"(×{summary['reduction']}); {summary['checkpoints']} checkpoint(s), "
+        f"{summary['references']} reference(s); over the window: {summary['over_window']} "
+        f"(unmanaged: {summary['full_over_window']})"
+    )
+    if plot is not None:
+        err.print(f"plot written to {plot}")
+
+
+@app.command("state")
+def state_cmd(
+    session: Annotated[str, typer.Argument(help="Session id (a unique prefix is enough).")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Show the work state a checkpoint would carry now: requests, plan, files with their last
+    digests, commands with exit codes, last errors, open calls (= /state).
+
+    Example: comal state 3f2a
+    """
+    with coded_errors(as_json), ledger() as led:
+        scope = led.resolve(session)
+        config = EngineConfig()
+        state = work_state(View.from_ledger(led, scope), config)
+    if as_json:
+        emit_json(state.to_dict())
+    else:
+        out.print(render_state(state, config.token_counter), markup=False)
+
+
+@app.command("compact")
+def compact_cmd(
+    session: Annotated[str, typer.Argument(help="Session id (a unique prefix is enough).")],
+    context_window: WindowOpt = None,
+    model: ModelOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Derive a checkpoint now, without an LLM, over everything before the protected tail and
+    store it (= /compact). The history stays in the ledger.
+
+    Example: comal compact 3f2a
+    """
+    with coded_errors(as_json), ledger() as led:
+        scope = led.resolve(session)
+        view = View.from_ledger(led, scope)
+        proposal = compact(view, _budget(model, context_window), EngineConfig())
+        record = store_checkpoint(led, scope, proposal) if proposal is not None else None
+    result: dict[str, Any] = {"session": scope.session, "checkpoint": None}
+    if record is not None:
+        result["checkpoint"] = {
+            "id": record.id,
+            "first_seq": record.first_seq,
+            "last_seq": record.last_seq,
+            "tokens": record.tokens,
+            "digest": record.digest,
+        }
+    if as_json:
+        emit_json(result)
+    elif record is None:
+        out.print("nothing to compact: only the protected tail is after the latest checkpoint")
+    else:
+        out.print(
+            f"checkpoint {record.id} stands for seq {record.first_seq}..{record.last_seq} "
+            f"in {record.tokens:,} tokens (sha256 {record.digest[:16]}…)"
+        )
+
+
+@app.command("evidence")
+def evidence_cmd(
+    session: Annotated[str, typer.Argument(help="Session id (a unique prefix is enough).")],
+    entry: Annotated[int, typer.Argument(help="Entry id named by the reference.")],
+    field: Annotated[str, typer.Option(help="content | text | arguments")] = "content",
+    offset: Annotated[int, typer.Option(help="Offset in UTF-16 code units.", min=0)] = 0,
+    limit: Annotated[int, typer.Option(help="Page size (≤ 8,000 units).", min=1)] = 8000,
+    search: Annotated[str | None, typer.Option(help="Substring to find.")] = None,
+    regex: Annotated[bool, typer.Option(help="Treat --search as a regex.")] = False,
+    digest: Annotated[
+        str | None, typer.Option(help="Expected sha256; a mismatch is an error.")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Read stored output exactly, one page at a time (EvidenceRead from the command line).
+
+    Example: comal evidence 3f2a 812 --search Traceback
+    """
+    with coded_errors(as_json), ledger() as led:
+        scope = led.resolve(session)
+        page = read_evidence(
+            led,
+            scope,
+            entry,
+            field=field,
+            offset=offset,
+            limit=limit,
+            search=search,
+            regex=regex,
+            expected_digest=digest,
+        )
+    if as_json:
+        emit_json(
+            {
+                "text": page.text,
+                "digest": page.digest,
+                "offset": page.offset,
+                "end": page.end,
+                "total_utf16": page.total_utf16,
+                "matches": list(page.matches),
+                "next_call": page.next_call,
+            }
+        )
+    else:
+        typer.echo(page.text, nl=False)
+        err.print(
+            f"\n[{page.offset}..{page.end} of {page.total_utf16} UTF-16 units; "
+            f"sha256 {page.digest}]" + (f" next: {page.next_call}" if page.next_call else "")
+        )
