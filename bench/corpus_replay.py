@@ -28,6 +28,9 @@ def main() -> None:
     parser.add_argument("corpus", nargs="?", default=str(ROOT.parent / "shared" / "corpus"))
     parser.add_argument("--windows", default="45000,128000")
     parser.add_argument("--out")
+    parser.add_argument(
+        "--compact", action="store_true", help="One row per transcript, windows as columns."
+    )
     args = parser.parse_args()
     windows = [int(w) for w in args.windows.split(",")]
     files = sorted(
@@ -39,7 +42,8 @@ def main() -> None:
     totals = {w: [0, 0] for w in windows}
     with tempfile.TemporaryDirectory() as tmp, open_ledger(Path(tmp) / "r.db") as led:
         for path in files:
-            for stored in store(led, load(path)):
+            stored_all = store(led, load(path))
+            for k, stored in enumerate(stored_all):
                 scope = led.resolve(stored.session)
                 entries = list(led.iter_entries(scope))
                 calls = sum(1 for e in entries[1:] if e.role == "assistant")
@@ -53,8 +57,8 @@ def main() -> None:
                     totals[window][0] += full
                     totals[window][1] += sent
                     name = f"{path.parent.name}/{path.name[:44]}"
-                    if len(stored.session) and stored.format != path.parent.name:
-                        name += f" ({stored.format})"
+                    if len(stored_all) > 1:
+                        name += f" #{k + 1}"
                     errors = sorted({t.error for t in turns if t.error})
                     rows.append(
                         (
@@ -97,6 +101,8 @@ def main() -> None:
             f"| **all** | {w // 1000}k | | {full:,} | {sent:,} | ×{full / sent:.2f} | | | | |"
         )
     table = "\n".join(lines)
+    if args.compact:
+        table = _compact(rows, windows, totals)
     print(table)
     if args.out:
         Path(args.out).write_text(
@@ -106,6 +112,23 @@ def main() -> None:
             + "\n",
             encoding="utf-8",
         )
+
+
+def _compact(rows: list[tuple[str, ...]], windows: list[int], totals: dict[int, list[int]]) -> str:
+    by_name: dict[str, dict[str, tuple[str, ...]]] = {}
+    for r in rows:
+        by_name.setdefault(r[0], {})[r[1]] = r
+    labels = [f"{w // 1000}k" for w in windows]
+    head = ["transcript", "calls", "unmanaged"] + [f"comal {x}" for x in labels]
+    lines = ["| " + " | ".join(head) + " |", "|---|--:|--:|" + "--:|" * len(labels)]
+    for name, per in by_name.items():
+        first = per[labels[0]]
+        cells = [f"{per[x][4]} ({per[x][5]})" for x in labels]
+        lines.append(f"| {name} | {first[2]} | {first[3]} | " + " | ".join(cells) + " |")
+    full = totals[windows[0]][0]
+    cells = [f"**{totals[w][1]:,} (×{full / totals[w][1]:.2f})**" for w in windows]
+    lines.append(f"| **all** | | **{full:,}** | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

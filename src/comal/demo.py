@@ -23,6 +23,9 @@ from .ledger import Scope, SQLiteLedger, open_ledger
 from .messages import Message, ToolCall
 
 ROOT = Path(__file__).resolve().parents[2]
+PLOT = Path("out") / "demo-replay.png"
+# Small enough that the session crosses the threshold twice: references first, then a checkpoint.
+DEMO_WINDOW = 8_000
 console = Console(highlight=False)
 
 
@@ -76,6 +79,18 @@ SCRIPT: list[tuple[str, list[tuple[str, dict[str, str]]]]] = [
         "That module does not exist, as expected. One more look at the verifier.",
         [("Read", {"path": "src/comal/ledger/_verify.py"})],
     ),
+    (
+        "How are steps grouped, and how does the engine replay them?",
+        [
+            ("Read", {"path": "src/comal/messages/_steps.py"}),
+            ("Grep", {"pattern": r"def (assemble|replay|split_view)"}),
+        ],
+    ),
+    (
+        "And the evidence reader that gets referenced bytes back.",
+        [("Read", {"path": "src/comal/evidence/_read.py"})],
+    ),
+    ("Which tests cover the engine?", [("Bash", {"command": "ls tests | grep -c context"})]),
 ]
 
 
@@ -123,6 +138,17 @@ def main() -> None:
                 ["context", scope.session, "--context-window", "8000"],
             ),
             ("comal verify", ["verify"]),
+            (
+                f"comal replay --context-window {DEMO_WINDOW:,} (both stages fire)",
+                [
+                    "replay",
+                    scope.session,
+                    "--context-window",
+                    str(DEMO_WINDOW),
+                    "--plot",
+                    str(PLOT),
+                ],
+            ),
         ):
             console.print(Rule(title))
             try:
