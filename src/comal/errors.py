@@ -17,6 +17,18 @@ The tree::
         ├── OutputLength            OUTPUT_LENGTH: the response did not finish
         └── ContextPressureLoop     CONTEXT_PRESSURE_LOOP: derivations stopped saving enough
 
+Packages add leaves where they raise them, each also under the class a caller already catches:
+
+- ``comal.evidence``: ``EvidenceError`` → ``EvidenceNotFound`` (UserError),
+  ``EvidenceNotAllowed`` (ScopeError), ``EvidenceFieldError`` / ``EvidenceArgumentError``
+  (UserError), ``EvidenceDigestMismatch`` / ``EvidenceCorrupt`` (LedgerIntegrityError);
+- ``comal.context``: ``ProtectedTailOverflow`` (ContextPressureLoop);
+- ``comal.ops``: ``OpsError`` → ``OperationDeclarationError`` (UserError), ``WorkspaceEscape``
+  (ScopeError), ``ToolFailure`` → ``OperationTimeout`` (UserError), ``McpServerError``;
+- ``comal.providers``: ``ProviderConfigError`` → ``MissingAPIKey`` (UserError);
+  ``ProviderError`` → connection, rate-limited, unavailable, auth, request and protocol errors;
+  ``ContextLengthExceeded`` (ContextLength and ProviderError).
+
 Messages say what was wrong, where, and end with what to do about it.
 """
 
