@@ -2,88 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.table import Table
 
-from ..ledger import EntryHead, RequestRecord, Scope, SQLiteLedger
-from ..tokens import Anchor, AnchorKey, Budget, Usage, estimate_input, resolve_window
+from ..context import budget_report
 from ._common import JsonOpt, coded_errors, emit_json, ledger, out
 
 app = typer.Typer()
-
-_FIXED_ROLES = {"system", "developer"}
-
-
-def budget_report(
-    led: SQLiteLedger, scope: Scope, *, model: str | None, window: int | None
-) -> dict[str, Any]:
-    """Budget of the request that would follow the session's last entry.
-
-    Only small columns are read (token counts from the covering index) plus the request log.
-    """
-    heads: list[EntryHead] = led.heads(scope)
-    requests: list[RequestRecord] = led.requests(scope)
-    info = led.session(scope)
-    meta = info.meta if info else {}
-    last_req = requests[-1] if requests else None
-    chosen = model or (last_req.model if last_req else None) or meta.get("model")
-    res = resolve_window(chosen, override=window)
-    system = sum(h.tokens for h in heads if h.role in _FIXED_ROLES)
-    history = sum(h.tokens for h in heads if h.role not in _FIXED_ROLES)
-    tools = int(meta.get("tools_tokens", 0))
-    budget = Budget.for_window(
-        res.window, system_tokens=system, tools_tokens=tools, max_output=res.max_output
-    )
-    estimated_total = budget.fixed + history
-    anchor = None
-    delta = estimated_total
-    if last_req is not None and last_req.entry_id is not None:
-        usage = Usage(
-            last_req.new_input,
-            last_req.cache_read,
-            last_req.cache_write,
-            last_req.output,
-            last_req.reasoning,
-        )
-        measured = usage.input_total
-        anchor_seq = next((h.seq for h in heads if h.id == last_req.entry_id), None)
-        if measured is not None and anchor_seq is not None:
-            anchor = Anchor(
-                measured_input=measured,
-                last_seq=anchor_seq,
-                model=last_req.model or "",
-                effort=None,
-                catalog_digest="",
-                config_digest="",
-                checkpoint_id=None,
-            )
-            delta = sum(h.tokens for h in heads if h.seq >= anchor_seq)
-    key = AnchorKey(
-        model=chosen or "", effort=None, catalog_digest="", config_digest="", checkpoint_id=None
-    )
-    est = estimate_input(anchor, current=key, delta_tokens=delta, estimated_total=estimated_total)
-    return {
-        "session": scope.session,
-        "model": chosen,
-        "window": res.window,
-        "window_source": res.source,
-        "counter": led.counter.name,
-        "system": system,
-        "tools": tools,
-        "history": history,
-        "output_reserve": budget.output_reserve,
-        "margin": budget.margin,
-        "input_estimated": estimated_total,
-        "input": est.tokens,
-        "measured": est.measured,
-        "basis": est.basis,
-        "utilization": est.tokens / res.window if res.window else 0.0,
-        "threshold": budget.threshold_tokens,
-        "over_threshold": est.tokens >= budget.threshold_tokens,
-        "entries": len(heads),
-    }
 
 
 @app.command()
@@ -122,5 +49,15 @@ def context(
         f"{report['utilization']:.0%}{mark}"
         + ("  [red]over threshold[/]" if report["over_threshold"] else ""),
     )
+    engine = report["engine"]
+    if "error" in engine:
+        table.add_row("engine (limit)", f"[red]{engine['error']}[/]: {engine['message']}")
+    else:
+        acts = ", ".join(f"{k}×{n}" for k, n in engine["actions"].items()) or "nothing to do"
+        table.add_row(
+            "engine (limit) would send",
+            f"{engine['input']:,} — stage {engine['stage']}: {acts}"
+            + (" (derives a checkpoint)" if engine["checkpoint_proposed"] else ""),
+        )
     table.caption = f"counter: {report['counter']}; model: {report['model'] or 'unknown'}"
     out.print(table)

@@ -32,6 +32,7 @@ from ._replay import (
     split_view,
     work_state,
 )
+from ._report import budget_report
 from ._view import View, store_checkpoint
 
 __all__ = [
@@ -51,6 +52,7 @@ __all__ = [
     "View",
     "action_dict",
     "assemble",
+    "budget_report",
     "compact",
     "proposal_record",
     "render_state",
