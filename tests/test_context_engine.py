@@ -231,7 +231,8 @@ def test_checkpoint_carries_requests_plan_files_commands_and_errors(
     ledger, scope = session
     long_request = _checkpoint_session(ledger, scope)
     view = _view(ledger, scope)
-    result = assemble(view, budget(16_000), config())
+    # A cut to 60 % leaves this session's protected tail under the target.
+    result = assemble(view, budget(16_000), config(target_ratio=0.6))
     proposal = result.checkpoint_to_store
     assert proposal is not None
     done = [a for a in result.actions if isinstance(a, Checkpointed)]

@@ -68,7 +68,8 @@ def test_protected_tail_larger_than_target_is_bounded_then_stopped_lossless_claw
 ) -> None:
     # covers: LIM-4, LIM-5, LIM-2
     ledger, scope = new_ledger(tmp_path / "639.db")
-    bud, cfg = budget(16_000), config()
+    # Sized against a 60 % target: five protected results of 40 % of it overflow the threshold.
+    bud, cfg = budget(16_000), config(target_ratio=0.6)
     limits = Limits.of(bud, cfg)
     bounded_turns: list[int] = []
     state: EngineState | None = None

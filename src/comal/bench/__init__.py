@@ -1,12 +1,65 @@
-"""Benchmarks: run by hand (``comal bench ...``), print numbers, never asserted by tests."""
+"""Benchmarks: run by hand (``comal bench ...``), print numbers, never asserted by tests.
 
+``comal bench compare`` (:func:`run_compare`) replays agent transcripts through comal's engine
+and through its peers (:class:`Strategy` implementations) and reports tokens sent, simulated cost
+with prompt caching, pair integrity, retention of tool outputs and assembly speed; see
+docs/bench.md.
+"""
+
+from ._compare import CompareReport, RunResult, TurnStat, run_compare, run_strategy
 from ._context import ContextBench, run_context_bench
+from ._corpus import find_transcripts, load_sessions
+from ._cost import PROVIDERS, CostMeter, Pricer, PriceTable, cached_prefix, load_prices, wire_groups
+from ._integrity import PairCheck, PairLedger
 from ._ledger import LedgerBench, run_ledger_bench, synthetic_steps
+from ._report import markdown_report, totals, write_report
+from ._retention import Fate, classify_retention, read_back, retention_counts
+from ._strategies import (
+    DEFAULT_STRATEGIES,
+    ComalLimit,
+    Full,
+    ObservationMasking,
+    Sent,
+    Session,
+    Strategy,
+    make_strategy,
+)
 
 __all__ = [
+    "DEFAULT_STRATEGIES",
+    "PROVIDERS",
+    "ComalLimit",
+    "CompareReport",
     "ContextBench",
+    "CostMeter",
+    "Fate",
+    "Full",
     "LedgerBench",
+    "ObservationMasking",
+    "PairCheck",
+    "PairLedger",
+    "PriceTable",
+    "Pricer",
+    "RunResult",
+    "Sent",
+    "Session",
+    "Strategy",
+    "TurnStat",
+    "cached_prefix",
+    "classify_retention",
+    "find_transcripts",
+    "load_prices",
+    "load_sessions",
+    "make_strategy",
+    "markdown_report",
+    "read_back",
+    "retention_counts",
+    "run_compare",
     "run_context_bench",
     "run_ledger_bench",
+    "run_strategy",
     "synthetic_steps",
+    "totals",
+    "wire_groups",
+    "write_report",
 ]

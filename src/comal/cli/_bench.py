@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
-from ..bench import run_context_bench, run_ledger_bench
+from ..bench import (
+    PROVIDERS,
+    run_compare,
+    run_context_bench,
+    run_ledger_bench,
+    totals,
+    write_report,
+)
+from ..errors import UserError
 from ..tokens import EstimatingCounter, TokenCounter, default_counter
-from ._common import JsonOpt, emit_json, err, out
+from ._common import JsonOpt, coded_errors, emit_json, err, out
 
 app = typer.Typer(help="Benchmarks (numbers to read, not tests).", no_args_is_help=True)
 
@@ -106,3 +115,91 @@ def context_bench(
             f"{r.assemble_p50_ms:.2f}", f"{r.input_tokens_last:,}",
         )  # fmt: skip
     out.print(table)
+
+
+def _windows(text: str) -> list[int]:
+    try:
+        values = [int(w.replace("_", "")) for w in text.split(",") if w.strip()]
+    except ValueError:
+        raise UserError(f"--windows {text!r}: give token counts, e.g. 32000,128000") from None
+    if not values or min(values) < 1_000:
+        raise UserError(f"--windows {text!r}: give windows of at least 1,000 tokens")
+    return values
+
+
+@app.command("compare")
+def compare_bench(
+    transcripts: Annotated[
+        list[Path] | None, typer.Argument(help="Transcript files, or folders to search.")
+    ] = None,
+    windows: Annotated[
+        str, typer.Option(help="Context windows in tokens, comma-separated.")
+    ] = "32000,128000",
+    strategies: Annotated[
+        str | None,
+        typer.Option(
+            help="Comma-separated: full, comal-limit, masking-N, langchain-trim "
+            "(default: all four; langchain-trim needs comal[bench])."
+        ),
+    ] = None,
+    out_dir: Annotated[
+        Path | None,
+        typer.Option("--out", help="Folder for report.md, report.json and the PNG plots."),
+    ] = None,
+    quick: Annotated[
+        bool,
+        typer.Option("--quick", help="Only the transcript with the most calls, first window."),
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Replay transcripts through comal and its peers side by side: tokens sent, simulated cost
+    with prompt caching, pair integrity, retention of tool outputs, and assembly speed.
+
+    Every strategy is replayed in this process on the same entries; one counter prices them all.
+    See docs/bench.md for how each column is measured.
+
+    Example: comal bench compare ../shared/corpus --windows 32000,128000 --out bench-out
+    """
+    with coded_errors(as_json):
+        if not transcripts:
+            raise UserError("give transcript files or folders, e.g. comal bench compare runs/")
+        sizes = _windows(windows)
+        names = [s.strip() for s in strategies.split(",") if s.strip()] if strategies else None
+        with err.status("comparing") as status:
+            report = run_compare(
+                transcripts,
+                windows=sizes,
+                strategies=names,
+                quick=quick,
+                progress=lambda msg: status.update(msg),
+            )
+        if out_dir is not None:
+            command = " ".join(
+                ["comal bench compare", *map(str, transcripts), "--windows", windows]
+                + (["--strategies", strategies] if strategies else [])
+                + ["--out", str(out_dir)]
+                + (["--quick"] if quick else [])
+            )
+            written = write_report(report, out_dir, command=command)
+            for path in written:
+                err.print(f"wrote {path}", markup=False)
+            if not any(p.suffix == ".png" for p in written):
+                err.print("plots skipped: install matplotlib (comal[bench])", markup=False)
+    if as_json:
+        emit_json(report.summary())
+        return
+    table = Table(
+        "window", "strategy", "calls", "tokens sent", "peak", *(f"$ {p}" for p in PROVIDERS),
+        "cache hit", "split", "over", "empty", "verbatim/ref/recov/lost", "p50 ms",
+        title=f"{len(report.transcripts)} transcript(s), counter {report.counter}",
+    )  # fmt: skip
+    for t in totals(report.runs):
+        table.add_row(
+            f"{t.window:,}", t.strategy, f"{t.calls:,}", f"{t.tokens_sent:,}",
+            f"{t.peak_input:,}", *(f"{t.cost_usd[p]:.2f}" for p in PROVIDERS),
+            f"{t.cache_hit:.1%}", str(t.split_pairs), str(t.over_window), str(t.empty),
+            "/".join(str(v) for v in t.retention.values()), f"{t.p50_ms:.3f}",
+        )  # fmt: skip
+    out.print(table)
+    for note in report.notes:
+        err.print(f"note: {note}", markup=False, highlight=False)

@@ -29,7 +29,7 @@ class EngineConfig(BaseModel):
     threshold_ratio: float = Field(default=0.9, gt=0, le=1, description="Compaction starts above.")
     # Well below the trigger: after a cut the next ~30 % of the window is appended without
     # rewriting the cached prefix again.
-    target_ratio: float = Field(default=0.6, gt=0, lt=1, description="A cut goes down to this.")
+    target_ratio: float = Field(default=0.4, gt=0, lt=1, description="A cut goes down to this.")
     # lossless-claw #1085: with huge instructions, "target − fixed" collapses toward zero and a
     # cut would empty the history; the target never goes below this share of history capacity.
     min_target_ratio: float = Field(default=0.25, gt=0, lt=1)

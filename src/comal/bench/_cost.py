@@ -1,0 +1,285 @@
+"""What a run of requests would cost with prompt caching, measured one way for every strategy.
+
+The measure (docs/bench.md repeats it with a worked example):
+
+1. A request is cut into *wire units* in the order providers cache a prompt: the system prompt,
+   then each Anthropic message. A run of tool messages and the user message right after them are
+   one unit, because :func:`~comal.messages.wire.to_anthropic` sends them as one user message.
+   The transcripts carry no tool schemas, so there is no tools unit.
+2. A unit's *bytes* are the canonical JSON of its Anthropic form; its *tokens* are
+   :func:`~comal.tokens.count_message` of its canonical messages with the one counter (engine
+   parts priced as the text they render to, which is what a provider receives). A request's
+   tokens are the sum over its units plus :data:`~comal.tokens.REPLY_PRIMING`.
+3. The *cached prefix* of a request is measured against the previous request of the same run:
+   the tokens of every leading unit whose bytes equal the unit at the same position before, plus,
+   for the first unit that differs, its tokens times the share of its bytes that the two
+   encodings have in common from the start (rounded down). The rest of the request is uncached.
+4. Each provider's table prices the cached part at its cache-read rate and the rest at its
+   cache-write rate, or at the base input rate where the provider charges no write premium.
+
+Simplifications, the same for every strategy: every request is assumed to mark a cache
+breakpoint at its end (so everything uncached is written), caches never expire between turns,
+and there is no minimum cacheable length.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+from ..errors import UserError
+from ..messages import (
+    Checkpoint,
+    EvidenceRef,
+    Message,
+    Part,
+    Role,
+    Summary,
+    Text,
+    canonical_json,
+    message_to_dict,
+)
+from ..messages.wire import render_engine_part, to_anthropic
+from ..tokens import REPLY_PRIMING, TokenCounter, count_message
+
+__all__ = [
+    "PROVIDERS",
+    "CostMeter",
+    "PriceTable",
+    "Pricer",
+    "RequestCost",
+    "Unit",
+    "cached_prefix",
+    "common_prefix",
+    "load_prices",
+    "wire_groups",
+]
+
+PROVIDERS = ("anthropic", "openai", "gemini")
+_SYSTEM = (Role.SYSTEM, Role.DEVELOPER)
+_ENGINE_PARTS = (EvidenceRef, Summary, Checkpoint)
+
+
+@dataclass(frozen=True, slots=True)
+class PriceTable:
+    """List prices of one model, in dollars per ``per_tokens`` input tokens.
+
+    ``cache_write`` is ``None`` where the provider charges no write premium (uncached input is
+    billed at ``input``). ``long_*`` rates replace the others for a request above ``long_above``
+    input tokens.
+    """
+
+    provider: str
+    model: str
+    input: float
+    cache_read: float
+    cache_write: float | None
+    per_tokens: int = 1_000_000
+    long_above: int | None = None
+    long_input: float | None = None
+    long_cache_read: float | None = None
+    long_cache_write: float | None = None
+    source: str = ""
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PriceTable:
+        long = data.get("long_context") or {}
+        return cls(
+            provider=data["provider"],
+            model=data["model"],
+            input=float(data["input"]),
+            cache_read=float(data["cache_read"]),
+            cache_write=None if data.get("cache_write") is None else float(data["cache_write"]),
+            per_tokens=int(data.get("per_tokens", 1_000_000)),
+            long_above=long.get("above"),
+            long_input=long.get("input"),
+            long_cache_read=long.get("cache_read"),
+            long_cache_write=long.get("cache_write"),
+            source=data.get("source", ""),
+        )
+
+    def _rates(self, total: int) -> tuple[float, float, float | None]:
+        if self.long_above is not None and total > self.long_above and self.long_input:
+            read = self.long_cache_read if self.long_cache_read is not None else self.cache_read
+            return self.long_input, read, self.long_cache_write
+        return self.input, self.cache_read, self.cache_write
+
+    def cost(self, cached: int, total: int) -> float:
+        """Dollars for one request of ``total`` input tokens of which ``cached`` were read."""
+        if not 0 <= cached <= total:
+            raise ValueError(f"cached tokens {cached} outside 0..{total}")
+        base, read, write = self._rates(total)
+        uncached_rate = write if write is not None else base
+        return (cached * read + (total - cached) * uncached_rate) / self.per_tokens
+
+    def uncached(self, total: int) -> float:
+        """Dollars for the same request with no prompt caching at all (base input rate)."""
+        return total * self._rates(total)[0] / self.per_tokens
+
+
+def load_prices() -> dict[str, PriceTable]:
+    """The price tables shipped in ``comal/bench/prices/*.json``, by provider."""
+    folder = resources.files("comal.bench").joinpath("prices")
+    tables = {}
+    for provider in PROVIDERS:
+        data = json.loads(folder.joinpath(f"{provider}.json").read_text(encoding="utf-8"))
+        tables[provider] = PriceTable.from_dict(data)
+    return tables
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """One wire unit of a request: its canonical bytes and its tokens."""
+
+    data: bytes
+    tokens: int
+
+
+def wire_groups(messages: Sequence[Message]) -> list[tuple[Message, ...]]:
+    """The messages of each wire unit, grouped as :func:`to_anthropic` sends them."""
+    groups: list[tuple[Message, ...]] = []
+    i, n = 0, len(messages)
+    while i < n:
+        role = messages[i].role
+        j = i + 1
+        if role in _SYSTEM and not groups:
+            while j < n and messages[j].role in _SYSTEM:
+                j += 1
+        elif role is Role.TOOL:
+            while j < n and messages[j].role is Role.TOOL:
+                j += 1
+            if j < n and messages[j].role is Role.USER:
+                j += 1
+        groups.append(tuple(messages[i:j]))
+        i = j
+    return groups
+
+
+def _rendered(message: Message) -> Message:
+    """The message as a provider receives it: engine parts become their rendered text."""
+    if not any(isinstance(p, _ENGINE_PARTS) for p in message.parts):
+        return message
+    parts: list[Part] = [
+        Text(render_engine_part(p)) if isinstance(p, _ENGINE_PARTS) else p for p in message.parts
+    ]
+    return Message(message.role, tuple(parts), message.name)
+
+
+class Pricer:
+    """Prices requests with one counter.
+
+    Units are remembered by their messages: from one turn to the next a strategy resends mostly
+    the same message values, so each distinct unit is encoded and counted once per session.
+    """
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self.counter = counter
+        self._units: dict[tuple[Message, ...], Unit] = {}
+        self._tokens: dict[Message, int] = {}
+
+    def message_tokens(self, message: Message) -> int:
+        tokens = self._tokens.get(message)
+        if tokens is None:
+            tokens = count_message(self.counter, _rendered(message))
+            self._tokens[message] = tokens
+        return tokens
+
+    def unit(self, group: tuple[Message, ...]) -> Unit:
+        unit = self._units.get(group)
+        if unit is None:
+            unit = Unit(_encode(group), sum(self.message_tokens(m) for m in group))
+            self._units[group] = unit
+        return unit
+
+    def units(self, messages: Sequence[Message]) -> tuple[Unit, ...]:
+        return tuple(self.unit(g) for g in wire_groups(messages))
+
+    @staticmethod
+    def request_tokens(units: Sequence[Unit]) -> int:
+        return REPLY_PRIMING + sum(u.tokens for u in units)
+
+    def clear(self) -> None:
+        """Forget every unit (between sessions, to bound memory)."""
+        self._units.clear()
+        self._tokens.clear()
+
+
+def _encode(group: tuple[Message, ...]) -> bytes:
+    try:
+        wire: Any = to_anthropic(group)
+    except UserError:
+        # Content Anthropic cannot carry (a system message mid-run, media without a source)
+        # still needs deterministic bytes; the canonical message bodies are those.
+        wire = [message_to_dict(m) for m in group]
+    return canonical_json(wire).encode()
+
+
+def common_prefix(a: bytes, b: bytes) -> int:
+    """Length of the longest common prefix of ``a`` and ``b``.
+
+    Binary search over slice comparisons: each is a memcmp of bytes (memoryview comparison is
+    slower, it goes element by element), so a 100 KB unit takes ~17 of them instead of a Python
+    loop over every byte.
+    """
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def cached_prefix(previous: Sequence[Unit], current: Sequence[Unit]) -> int:
+    """Tokens of ``current`` that repeat the start of ``previous`` byte for byte (step 3)."""
+    cached = 0
+    for before, now in zip(previous, current, strict=False):
+        if before.data == now.data:
+            cached += now.tokens
+            continue
+        if now.data:
+            cached += now.tokens * common_prefix(before.data, now.data) // len(now.data)
+        break
+    return cached
+
+
+@dataclass(frozen=True, slots=True)
+class RequestCost:
+    """One request: its tokens, how many were cache reads, dollars with caching and without."""
+
+    tokens: int
+    cached: int
+    usd: dict[str, float]
+    uncached_usd: dict[str, float]
+
+
+@dataclass(slots=True)
+class CostMeter:
+    """Prices the requests of one run in order; each is compared with the one before it."""
+
+    tables: dict[str, PriceTable]
+    previous: tuple[Unit, ...] = ()
+    tokens: int = 0
+    cached: int = 0
+    usd: dict[str, float] = field(default_factory=dict)
+
+    def add(self, units: tuple[Unit, ...]) -> RequestCost:
+        total = Pricer.request_tokens(units)
+        cached = min(cached_prefix(self.previous, units), total)
+        usd = {p: t.cost(cached, total) for p, t in self.tables.items()}
+        plain = {p: t.uncached(total) for p, t in self.tables.items()}
+        self.previous = units
+        self.tokens += total
+        self.cached += cached
+        for p, v in usd.items():
+            self.usd[p] = self.usd.get(p, 0.0) + v
+        return RequestCost(total, cached, usd, plain)
+
+    @property
+    def hit(self) -> float:
+        """Share of all input tokens that were cache reads."""
+        return self.cached / self.tokens if self.tokens else 0.0

@@ -1,0 +1,202 @@
+"""The strategies ``comal bench compare`` replays: one seam, several context managers behind it.
+
+A strategy turns a stored session into the requests an agent using it would have sent: one
+:class:`Sent` per model call of the original run (each assistant entry after the first entry),
+given only the entries before that call. Every strategy sees the same entries, and the harness
+prices, checks and times what each one yields in the same way.
+
+- ``full``: no management; the whole history every time (what the original agent sent).
+- ``comal-limit``: the default engine through :func:`comal.context.replay`;
+  ``comal-limit:<setting>=<value>[:...]`` runs it with :class:`~comal.context.EngineConfig`
+  settings overridden.
+- ``masking-N``: observation masking. The N newest tool results stay; every older one is replaced
+  by a one-line placeholder, rewritten each turn as the window moves (SWE-agent's
+  ``LastNObservations`` history processor; N=5 is the setting studied in arXiv 2508.21433).
+- ``langchain-trim``: ``langchain_core.messages.trim_messages`` (see :mod:`._langchain`).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..context import EngineConfig, replay
+from ..errors import UserError
+from ..evidence import EvidenceSource
+from ..ledger import Entry, Scope
+from ..messages import Message, Role, ToolResult
+from ..tokens import Budget, TokenCounter
+
+__all__ = [
+    "DEFAULT_STRATEGIES",
+    "ComalLimit",
+    "Full",
+    "ObservationMasking",
+    "Sent",
+    "Session",
+    "Strategy",
+    "make_strategy",
+    "masking_placeholder",
+]
+
+DEFAULT_STRATEGIES = ("full", "comal-limit", "masking-5", "langchain-trim")
+
+# Why no openhands-* strategy runs: said once, shown by the CLI and written into the docs.
+OPENHANDS_UNAVAILABLE = (
+    "openhands-sdk cannot run here: every release requires Python >= 3.12 (comal supports 3.11), "
+    "and its condensers are NoOpCondenser, LLMSummarizingCondenser (needs a model) and "
+    "PipelineCondenser only: the observation-masking and recent-events condensers belong to the "
+    "legacy openhands-ai package (also Python >= 3.12). Observation masking is measured by "
+    "masking-N instead."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """One imported session: its entries as stored, the original messages, and the store.
+
+    ``originals`` are the messages as the importer read them from the transcript (same order as
+    ``entries``), so retention compares the store against the source, not against itself.
+    """
+
+    name: str
+    scope: Scope
+    entries: tuple[Entry, ...]
+    originals: tuple[Message, ...]
+    store: EvidenceSource
+
+    @property
+    def turns(self) -> tuple[int, ...]:
+        """Index of each model call: every assistant entry but a leading one."""
+        return tuple(
+            i for i, e in enumerate(self.entries) if i > 0 and e.role == Role.ASSISTANT.value
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """What a strategy sent for one model call; ``messages`` is None when it sent nothing."""
+
+    messages: tuple[Message, ...] | None
+    error: str | None = None
+
+
+class Strategy(Protocol):
+    """``requests`` yields one :class:`Sent` per index in ``session.turns``, in order.
+
+    ``keeps_store``: whether outputs the strategy leaves out stay readable by the model through
+    a store (comal's ledger and EvidenceRead); decides whether retention may call them
+    recoverable.
+    """
+
+    name: str
+    keeps_store: bool
+
+    def requests(self, session: Session, budget: Budget) -> Iterator[Sent]: ...
+
+
+class Full:
+    """No management: the whole history before each call."""
+
+    name = "full"
+    keeps_store = False
+
+    def requests(self, session: Session, budget: Budget) -> Iterator[Sent]:
+        messages = tuple(e.message for e in session.entries)
+        for i in session.turns:
+            yield Sent(messages[:i])
+
+
+class ComalLimit:
+    """The default engine, replayed with checkpoints held in memory (nothing written)."""
+
+    keeps_store = True
+
+    def __init__(self, config: EngineConfig, name: str = "comal-limit") -> None:
+        self.config = config
+        self.name = name
+
+    def requests(self, session: Session, budget: Budget) -> Iterator[Sent]:
+        for turn in replay(session.entries, session.scope.session, budget, self.config):
+            if turn.assembly is None:
+                yield Sent(None, turn.error)
+            else:
+                yield Sent(turn.assembly.messages)
+
+
+def masking_placeholder(result: ToolResult) -> ToolResult:
+    """The stand-in for a masked output: its call id stays, so the pair stays whole."""
+    lines = len(result.text.splitlines())
+    text = f"Old environment output: ({lines} lines omitted)"
+    return ToolResult(result.call_id, text, result.is_error, result.name)
+
+
+class ObservationMasking:
+    """Keep the ``keep`` newest tool results; mask every older one."""
+
+    keeps_store = False
+
+    def __init__(self, keep: int) -> None:
+        if keep < 1:
+            raise UserError(f"masking-{keep}: keep at least one result (masking-5, masking-10)")
+        self.keep = keep
+        self.name = f"masking-{keep}"
+
+    def requests(self, session: Session, budget: Budget) -> Iterator[Sent]:
+        messages = [e.message for e in session.entries]
+        results = [i for i, m in enumerate(messages) if m.tool_result is not None]
+        masked: dict[int, Message] = {}
+        for i in session.turns:
+            out = messages[:i]
+            # Results before this call, oldest first; all but the newest ``keep`` are masked.
+            for j in results[: max(0, bisect_left(results, i) - self.keep)]:
+                if j not in masked:
+                    original = messages[j]
+                    result = original.tool_result
+                    assert result is not None
+                    masked[j] = Message(Role.TOOL, (masking_placeholder(result),), original.name)
+                out[j] = masked[j]
+            yield Sent(tuple(out))
+
+
+def _engine_config(name: str, counter: TokenCounter) -> EngineConfig:
+    """``comal-limit:threshold_ratio=0.97:target_ratio=0.3`` overrides engine settings, so a
+    tuning can be compared with the default in the same run."""
+    settings: dict[str, str] = {}
+    for item in name.split(":")[1:]:
+        key, sep, value = item.partition("=")
+        if not sep or key not in EngineConfig.model_fields or key == "counter":
+            raise UserError(
+                f"{name!r}: write comal-limit:<setting>=<value>[:...] with EngineConfig settings, "
+                "e.g. comal-limit:threshold_ratio=0.97:target_ratio=0.3"
+            )
+        settings[key] = value
+    try:
+        return EngineConfig.model_validate({**settings, "counter": counter})
+    except ValueError as exc:
+        raise UserError(f"{name!r}: {exc}") from None
+
+
+def make_strategy(name: str, counter: TokenCounter) -> Strategy:
+    """The strategy called ``name``; a :class:`~comal.errors.UserError` says what exists."""
+    if name == "full":
+        return Full()
+    if name == "comal-limit" or name.startswith("comal-limit:"):
+        return ComalLimit(_engine_config(name, counter), name)
+    if name.startswith("masking-"):
+        try:
+            keep = int(name.removeprefix("masking-"))
+        except ValueError:
+            raise UserError(f"{name!r}: write masking-N with a number, e.g. masking-5") from None
+        return ObservationMasking(keep)
+    if name == "langchain-trim":
+        from ._langchain import LangchainTrim
+
+        return LangchainTrim(counter)
+    if name.startswith("openhands"):
+        raise UserError(f"{name}: {OPENHANDS_UNAVAILABLE}")
+    raise UserError(
+        f"unknown strategy {name!r}; choose from full, comal-limit, masking-N, langchain-trim"
+    )
