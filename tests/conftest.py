@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from comal.ledger import SQLiteLedger, open_ledger
+from _pg_support import BACKENDS, LedgerStore, open_store
+from comal.ledger import LedgerBackend, SQLiteLedger, open_ledger
 
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO.parent / "shared" / "corpus"
@@ -42,5 +43,19 @@ def _isolated_user_dirs(
 @pytest.fixture
 def ledger(tmp_path: Path) -> Iterator[SQLiteLedger]:
     led = open_ledger(tmp_path / "ledger.db")
+    yield led
+    led.close()
+
+
+@pytest.fixture(params=BACKENDS)
+def ledger_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LedgerStore]:
+    """Each backend in turn (LED-4: same interface, same tests); PostgreSQL in a fresh schema."""
+    with open_store(request.param, tmp_path) as store:
+        yield store
+
+
+@pytest.fixture
+def any_ledger(ledger_store: LedgerStore) -> Iterator[LedgerBackend]:
+    led = ledger_store.open()
     yield led
     led.close()

@@ -1,17 +1,27 @@
-"""The SQLite ledger: scoping, atomic steps, tails, search, verify."""
+"""The ledger on every backend: scoping, atomic steps, tails, search, verify.
+
+Each test runs once against SQLite and once against PostgreSQL (LED-4: same interface, same
+tests); the PostgreSQL run skips without ``COMAL_TEST_PG`` unless ``CI=true``.
+"""
 
 from __future__ import annotations
 
 import logging
-import sqlite3
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
 
+from _pg_support import LedgerStore
 from comal.errors import LedgerError, SchemaVersionError, ScopeError, UserError
-from comal.ledger import Scope, SQLiteLedger, StepInput, UsageInput, open_ledger, verify
+from comal.ledger import LedgerBackend, Scope, StepInput, UsageInput, verify
 from comal.messages import Message, ToolCall, sha256_hex
 from comal.tokens import Usage
+
+
+@pytest.fixture
+def ledger(any_ledger: LedgerBackend) -> Iterator[LedgerBackend]:
+    # Overrides conftest's SQLite-only ``ledger`` for this module: every backend in turn.
+    yield any_ledger
 
 
 def _step(i: int, output: str = "out") -> list[Message]:
@@ -19,7 +29,7 @@ def _step(i: int, output: str = "out") -> list[Message]:
     return [Message.assistant(f"step {i}", call), Message.tool(f"c{i}", f"{output} {i}")]
 
 
-def test_append_and_read_back_exact(ledger: SQLiteLedger) -> None:
+def test_append_and_read_back_exact(ledger: LedgerBackend) -> None:
     # covers: LED-1, LED-6
     scope = ledger.create_session("t", "a", title="demo")
     ledger.append(scope, [Message.user("hello 🌍\r\nworld")])
@@ -35,7 +45,7 @@ def test_append_and_read_back_exact(ledger: SQLiteLedger) -> None:
 
 
 def test_scope_isolation_wrong_tenant_or_agent_sees_nothing(
-    ledger: SQLiteLedger, caplog: pytest.LogCaptureFixture
+    ledger: LedgerBackend, caplog: pytest.LogCaptureFixture
 ) -> None:
     # covers: LED-2
     scope = ledger.create_session("acme", "coder")
@@ -61,7 +71,7 @@ def test_incomplete_scope_fails_closed(missing: str) -> None:
         Scope(**parts)
 
 
-def test_sessions_have_uuid_parent_status(ledger: SQLiteLedger) -> None:
+def test_sessions_have_uuid_parent_status(ledger: LedgerBackend) -> None:
     # covers: LED-3
     parent = ledger.create_session("t", "a")
     child = ledger.create_session("t", "sub", parent=parent.session)
@@ -77,7 +87,7 @@ def test_sessions_have_uuid_parent_status(ledger: SQLiteLedger) -> None:
         ledger.create_session("other-tenant", "a", parent=parent.session)
 
 
-def test_failed_step_writes_nothing(ledger: SQLiteLedger) -> None:
+def test_failed_step_writes_nothing(ledger: LedgerBackend) -> None:
     # covers: LED-1
     scope = ledger.create_session("t", "a")
     ledger.append(scope, _step(0))
@@ -91,7 +101,7 @@ def test_failed_step_writes_nothing(ledger: SQLiteLedger) -> None:
     assert verify(ledger).ok
 
 
-def test_tail_by_count_and_tokens_keeps_whole_steps(ledger: SQLiteLedger) -> None:
+def test_tail_by_count_and_tokens_keeps_whole_steps(ledger: LedgerBackend) -> None:
     # covers: LED-1, LIM-4
     scope = ledger.create_session("t", "a")
     ledger.append(scope, [Message.user("go")])
@@ -107,7 +117,7 @@ def test_tail_by_count_and_tokens_keeps_whole_steps(ledger: SQLiteLedger) -> Non
     assert ledger.tail(scope, tokens=1) == []
 
 
-def test_join_step_only_latest(ledger: SQLiteLedger) -> None:
+def test_join_step_only_latest(ledger: LedgerBackend) -> None:
     # covers: LED-1
     scope = ledger.create_session("t", "a")
     call = ToolCall("c1", "Read", "{}")
@@ -121,7 +131,7 @@ def test_join_step_only_latest(ledger: SQLiteLedger) -> None:
         ledger.append(scope, [Message.tool("c1", "late")], join_step=first[0].step)
 
 
-def test_search_fts_and_regex(ledger: SQLiteLedger) -> None:
+def test_search_fts_and_regex(ledger: LedgerBackend) -> None:
     # covers: LED-5
     scope = ledger.create_session("t", "a")
     ledger.append(scope, [Message.user("please fix the parser bug")])
@@ -136,7 +146,7 @@ def test_search_fts_and_regex(ledger: SQLiteLedger) -> None:
     assert ledger.records(scope, "summary")[0].body["text"] == "summary about parser"
 
 
-def test_usage_and_checkpoints_and_records(ledger: SQLiteLedger) -> None:
+def test_usage_and_checkpoints_and_records(ledger: LedgerBackend) -> None:
     # covers: TOK-2, LIM-3, OPS-3
     scope = ledger.create_session("t", "a")
     usage = Usage(new_input=10, cache_read=90, cache_write=None, output=5, reasoning=None)
@@ -151,7 +161,7 @@ def test_usage_and_checkpoints_and_records(ledger: SQLiteLedger) -> None:
     assert [r.kind for r in ledger.records(scope, "receipt")] == ["Bash"]
 
 
-def test_append_steps_is_all_or_nothing(ledger: SQLiteLedger) -> None:
+def test_append_steps_is_all_or_nothing(ledger: LedgerBackend) -> None:
     # covers: LED-1
     scope = ledger.create_session("t", "a")
     steps = [StepInput(_step(i)) for i in range(5)] + [StepInput([])]
@@ -161,52 +171,67 @@ def test_append_steps_is_all_or_nothing(ledger: SQLiteLedger) -> None:
     assert ledger.append_steps(scope, [StepInput(_step(i)) for i in range(5)]) == 10
 
 
-def test_verify_detects_tampering(tmp_path: Path) -> None:
+def test_verify_detects_tampering(ledger_store: LedgerStore) -> None:
     # covers: LED-6
-    path = tmp_path / "l.db"
-    with open_ledger(path) as led:
+    with ledger_store.open() as led:
         scope = led.create_session("t", "a")
         led.append(scope, _step(0))
         led.append(scope, [Message.user("after")])
         assert verify(led).ok
-    conn = sqlite3.connect(path)
-    conn.execute("UPDATE entries SET body = replace(body, 'out 0', 'OUT 0') WHERE seq = 1")
-    conn.commit()
-    conn.close()
-    with open_ledger(path) as led:
+    ledger_store.execute("UPDATE entries SET body = replace(body, 'out 0', 'OUT 0') WHERE seq = 1")
+    with ledger_store.open() as led:
         report = verify(led)
     assert not report.ok and report.faults[0].kind == "digest" and report.faults[0].seq == 1
 
 
-def test_verify_detects_split_step(tmp_path: Path) -> None:
+def test_verify_detects_split_step(ledger_store: LedgerStore) -> None:
     # covers: LIM-4, LED-1
-    path = tmp_path / "l.db"
-    with open_ledger(path) as led:
+    with ledger_store.open() as led:
         scope = led.create_session("t", "a")
         led.append(scope, _step(0))
         led.append(scope, [Message.user("after")])
-    conn = sqlite3.connect(path)
-    conn.execute("DELETE FROM entries WHERE seq = 1")
-    conn.commit()
-    conn.close()
-    with open_ledger(path) as led:
+    ledger_store.execute("DELETE FROM entries WHERE seq = 1")
+    with ledger_store.open() as led:
         kinds = {f.kind for f in verify(led).faults}
     assert {"gap", "split-step"} <= kinds
 
 
-def test_newer_schema_is_refused(tmp_path: Path) -> None:
+def test_newer_schema_is_refused(ledger_store: LedgerStore) -> None:
     # covers: LED-4
-    path = tmp_path / "l.db"
-    open_ledger(path).close()
-    conn = sqlite3.connect(path)
-    conn.execute("PRAGMA user_version = 999")
-    conn.commit()
-    conn.close()
+    ledger_store.open().close()
+    ledger_store.make_newer()
     with pytest.raises(SchemaVersionError, match="upgrade comal"):
-        open_ledger(path)
+        ledger_store.open()
 
 
-def test_resolve_prefix(ledger: SQLiteLedger) -> None:
+def test_reopening_migrates_nothing_and_keeps_rows(ledger_store: LedgerStore) -> None:
+    # covers: LED-4
+    with ledger_store.open() as led:
+        scope = led.create_session("t", "a")
+        led.append(scope, [Message.user("kept")])
+    with ledger_store.open() as led:
+        assert [e.message for e in led.entries(scope)] == [Message.user("kept")]
+
+
+def test_nested_atomic_rolls_back_only_the_inner_block(ledger: LedgerBackend) -> None:
+    # covers: LED-1
+    scope = ledger.create_session("t", "a")
+    with ledger.atomic():
+        ledger.append(scope, [Message.user("outer")])
+        with pytest.raises(UserError), ledger.atomic():
+            ledger.append(scope, _step(1))
+            ledger.create_session("t", "a", session_id=scope.session)  # clashes: inner undone
+        ledger.append(scope, [Message.user("still outer")])
+    assert [e.message.text for e in ledger.entries(scope)] == ["outer", "still outer"]
+    assert [e.seq for e in ledger.entries(scope)] == [0, 1]
+    with pytest.raises(RuntimeError), ledger.atomic():
+        ledger.append(scope, [Message.user("lost")])
+        raise RuntimeError("abort the whole transaction")
+    info = ledger.session(scope)
+    assert info is not None and info.entries == 2
+
+
+def test_resolve_prefix(ledger: LedgerBackend) -> None:
     # covers: LED-3
     scope = ledger.create_session("t", "a", session_id="abc-123")
     ledger.create_session("t", "a", session_id="abd-456")
@@ -217,7 +242,7 @@ def test_resolve_prefix(ledger: SQLiteLedger) -> None:
         ledger.resolve("zzz")
 
 
-def test_lone_surrogates_and_control_bytes_round_trip(ledger: SQLiteLedger) -> None:
+def test_lone_surrogates_and_control_bytes_round_trip(ledger: LedgerBackend) -> None:
     # covers: LED-1, LED-6
     scope = ledger.create_session("t", "a")
     weird = "bad \udc80\udcff bytes\x00\x1b[31m 🐍 \u2028 end"
@@ -230,7 +255,7 @@ def test_lone_surrogates_and_control_bytes_round_trip(ledger: SQLiteLedger) -> N
     assert verify(ledger).ok
 
 
-def test_a_step_is_whole_by_construction(ledger: SQLiteLedger) -> None:
+def test_a_step_is_whole_by_construction(ledger: LedgerBackend) -> None:
     # covers: LIM-4, LED-1
     scope = ledger.create_session("t", "a")
     with pytest.raises(UserError, match="2 steps"):

@@ -9,15 +9,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
 from ..errors import LedgerError, UserError
-from ..messages import (
-    Message,
-    Role,
-    canonical_json,
-    group_messages,
-    message_to_json,
-    sha256_hex,
-)
-from ..tokens import count_message
+from ..messages import Message, canonical_json
+from ._common import check_step_shape, prepare, usage_anchor
 from ._model import (
     STATUSES,
     Entry,
@@ -171,7 +164,7 @@ class SQLiteLedger(_Reads):
     ) -> list[Entry]:
         if not step.messages:
             raise UserError("a step needs at least one message")
-        _check_step_shape(step.messages, joining=join_step is not None)
+        check_step_shape(step.messages, joining=join_step is not None)
         row = self._session_row(scope)
         if row is None:
             raise UserError(f"no session {scope.session} in this tenant/agent; create it first")
@@ -191,13 +184,8 @@ class SQLiteLedger(_Reads):
         total_tokens = 0
         for offset, msg in enumerate(step.messages):
             seq = next_seq + offset
-            body = message_to_json(msg)
-            result = msg.tool_result
-            out_digest = sha256_hex(result.text) if result is not None else None
-            tokens = count_message(self.counter, msg)
-            total_tokens += tokens
-            digest = sha256_hex(body)
-            size = len(body.encode("utf-8", "surrogatepass"))
+            p = prepare(self.counter, msg)
+            total_tokens += p.tokens
             cur = c.execute(
                 "INSERT INTO entries (session_id, seq, step, role, tokens, size, created_at,"
                 " call_id, digest, output_digest, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -206,33 +194,18 @@ class SQLiteLedger(_Reads):
                     seq,
                     step_seq,
                     msg.role.value,
-                    tokens,
-                    size,
+                    p.tokens,
+                    p.size,
                     created,
-                    result.call_id if result is not None else None,
-                    digest,
-                    out_digest,
-                    body,
+                    p.call_id,
+                    p.digest,
+                    p.output_digest,
+                    p.body,
                 ),
             )
-            entry_id = int(cur.lastrowid or 0)
-            out.append(
-                Entry(
-                    entry_id,
-                    scope.session,
-                    seq,
-                    step_seq,
-                    msg.role.value,
-                    tokens,
-                    size,
-                    created,
-                    digest,
-                    out_digest,
-                    msg,
-                )
-            )
+            out.append(p.entry(int(cur.lastrowid or 0), scope.session, seq, step_seq, created))
         if step.usages:
-            anchor = next((e for e in out if e.role == Role.ASSISTANT.value), out[-1])
+            anchor = usage_anchor(out)
             for usage in step.usages:
                 self._insert_request(c, scope, anchor.id, usage, created)
         c.execute(
@@ -272,23 +245,3 @@ class SQLiteLedger(_Reads):
     def token_total(self, scope: Scope) -> int:
         info = self.session(scope)
         return info.tokens if info else 0
-
-
-def _check_step_shape(messages: Sequence[Message], *, joining: bool) -> None:
-    """A step is whole by construction: one group (a message, or an assistant message and the
-    results of its calls). Results joining an open step are tool messages only."""
-    for i, msg in enumerate(messages):
-        if not isinstance(msg, Message):
-            raise UserError(f"step item {i} is {type(msg).__name__}, not a Message")
-    if joining:
-        if any(m.role is not Role.TOOL for m in messages):
-            raise UserError("only tool results can join an open step")
-        return
-    groups = group_messages(messages)
-    if len(groups) != 1:
-        starts = ", ".join(messages[g.start].role.value for g in groups)
-        raise UserError(
-            f"these messages form {len(groups)} steps ({starts}); a step is one message, or one "
-            "assistant message and the results of its calls: append each step separately "
-            "(or use append_steps)"
-        )

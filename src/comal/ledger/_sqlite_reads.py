@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from collections.abc import Iterator, Sequence
 from typing import Any, Literal
@@ -17,6 +16,7 @@ from ..messages import (
     sha256_hex,
 )
 from ..tokens import count_message
+from ._common import hit, regex_hits, tail_start, words
 from ._model import (
     CheckpointRecord,
     Entry,
@@ -134,23 +134,13 @@ class _Reads(_Base):
 
     def _tail_start(self, scope: Scope, budget: int) -> int | None:
         """Seq of the first entry of the longest run of whole steps that fits ``budget``."""
-        used = 0
-        start: int | None = None
-        step_tokens = 0
         with self._lock:
             cur = self._conn.execute(
                 "SELECT seq, step, tokens FROM entries INDEXED BY entries_budget"
                 " WHERE session_id = ? ORDER BY seq DESC",
                 (scope.session,),
             )
-            for seq, step, tok in cur:
-                step_tokens += tok
-                if seq == step:  # reached the first entry of a step: the whole step is counted
-                    if used + step_tokens > budget:
-                        break
-                    used += step_tokens
-                    step_tokens = 0
-                    start = seq
+            start = tail_start(cur, budget)
             cur.close()
         return start
 
@@ -220,21 +210,9 @@ class _Reads(_Base):
             for entry_id in ids:
                 e = self.entry(scope, entry_id)
                 if e is not None:
-                    hits.append(_hit(e, _words(query)))
+                    hits.append(hit(e, words(query)))
             return hits
-        try:
-            pattern = re.compile(query)
-        except re.error as exc:
-            raise UserError(f"bad regular expression {query!r}: {exc}") from exc
-        hits = []
-        for e in self.iter_entries(scope):
-            text = e.message.text
-            found = [m.start() for m in pattern.finditer(text)]
-            if found:
-                hits.append(_hit(e, None, tuple(found)))
-                if len(hits) >= limit:
-                    break
-        return hits
+        return regex_hits(self.iter_entries(scope), query, limit)
 
     def requests(self, scope: Scope) -> list[RequestRecord]:
         if not self._visible(scope):
@@ -380,21 +358,6 @@ class _Reads(_Base):
                 (scope.session, table),
             ).fetchall()
         return [Record(r[0], r[1], r[2], r[3], r[4], load_json(r[5])) for r in rows]
-
-
-def _words(query: str) -> list[str]:
-    return [w for w in re.findall(r"\w+", query) if w.upper() not in {"AND", "OR", "NOT", "NEAR"}]
-
-
-def _hit(e: Entry, words: list[str] | None, offsets: tuple[int, ...] = ()) -> SearchHit:
-    text = e.message.text
-    if not offsets and words:
-        lowered = text.lower()
-        offsets = tuple(i for w in words if (i := lowered.find(w.lower())) >= 0)
-    first = min(offsets) if offsets else 0
-    lo = max(0, first - 80)
-    snippet = text[lo : first + 160].replace("\n", " ")
-    return SearchHit(e.id, e.seq, e.role, snippet, tuple(sorted(offsets)))
 
 
 def _fts_text(text: str) -> str:

@@ -1,0 +1,134 @@
+"""Pure logic both backends share, so SQLite and PostgreSQL agree byte for byte (LED-4).
+
+What a step may contain, how a message becomes a stored body and its digests, where a token-budget
+tail starts, and how a search hit is cut: none of it touches a database.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from ..errors import UserError
+from ..messages import Message, Role, group_messages, message_to_json, sha256_hex
+from ..tokens import TokenCounter, count_message
+from ._model import Entry, SearchHit
+
+
+def check_step_shape(messages: Sequence[Message], *, joining: bool) -> None:
+    """A step is whole by construction: one group (a message, or an assistant message and the
+    results of its calls). Results joining an open step are tool messages only."""
+    for i, msg in enumerate(messages):
+        if not isinstance(msg, Message):
+            raise UserError(f"step item {i} is {type(msg).__name__}, not a Message")
+    if joining:
+        if any(m.role is not Role.TOOL for m in messages):
+            raise UserError("only tool results can join an open step")
+        return
+    groups = group_messages(messages)
+    if len(groups) != 1:
+        starts = ", ".join(messages[g.start].role.value for g in groups)
+        raise UserError(
+            f"these messages form {len(groups)} steps ({starts}); a step is one message, or one "
+            "assistant message and the results of its calls: append each step separately "
+            "(or use append_steps)"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A message as it is stored: canonical body, its digests, size and token count."""
+
+    message: Message
+    body: str
+    digest: str
+    output_digest: str | None
+    call_id: str | None
+    tokens: int
+    size: int
+
+    def entry(self, entry_id: int, session: str, seq: int, step: int, created: str) -> Entry:
+        return Entry(
+            entry_id,
+            session,
+            seq,
+            step,
+            self.message.role.value,
+            self.tokens,
+            self.size,
+            created,
+            self.digest,
+            self.output_digest,
+            self.message,
+        )
+
+
+def prepare(counter: TokenCounter, message: Message) -> Prepared:
+    body = message_to_json(message)
+    result = message.tool_result
+    return Prepared(
+        message,
+        body,
+        sha256_hex(body),
+        sha256_hex(result.text) if result is not None else None,
+        result.call_id if result is not None else None,
+        count_message(counter, message),
+        len(body.encode("utf-8", "surrogatepass")),
+    )
+
+
+def usage_anchor(entries: Sequence[Entry]) -> Entry:
+    """The entry a step's measured usage belongs to: its assistant message, else its last."""
+    return next((e for e in entries if e.role == Role.ASSISTANT.value), entries[-1])
+
+
+def tail_start(newest_first: Iterable[tuple[int, int, int]], budget: int) -> int | None:
+    """Seq of the first entry of the longest run of whole steps that fits ``budget``.
+
+    ``newest_first`` yields (seq, step, tokens) from the newest entry back; it is consumed only
+    as far as the budget reaches, so a caller streaming from an index pays for the tail alone.
+    """
+    used = 0
+    start: int | None = None
+    step_tokens = 0
+    for seq, step, tok in newest_first:
+        step_tokens += tok
+        if seq == step:  # reached the first entry of a step: the whole step is counted
+            if used + step_tokens > budget:
+                break
+            used += step_tokens
+            step_tokens = 0
+            start = seq
+    return start
+
+
+def regex_hits(entries: Iterable[Entry], pattern: str, limit: int) -> list[SearchHit]:
+    """Python ``re`` over each message's text, so both backends speak one regex dialect."""
+    try:
+        compiled = re.compile(pattern)
+    except re.error as exc:
+        raise UserError(f"bad regular expression {pattern!r}: {exc}") from exc
+    hits: list[SearchHit] = []
+    for e in entries:
+        found = [m.start() for m in compiled.finditer(e.message.text)]
+        if found:
+            hits.append(hit(e, None, tuple(found)))
+            if len(hits) >= limit:
+                break
+    return hits
+
+
+def words(query: str) -> list[str]:
+    return [w for w in re.findall(r"\w+", query) if w.upper() not in {"AND", "OR", "NOT", "NEAR"}]
+
+
+def hit(e: Entry, query_words: list[str] | None, offsets: tuple[int, ...] = ()) -> SearchHit:
+    text = e.message.text
+    if not offsets and query_words:
+        lowered = text.lower()
+        offsets = tuple(i for w in query_words if (i := lowered.find(w.lower())) >= 0)
+    first = min(offsets) if offsets else 0
+    lo = max(0, first - 80)
+    snippet = text[lo : first + 160].replace("\n", " ")
+    return SearchHit(e.id, e.seq, e.role, snippet, tuple(sorted(offsets)))

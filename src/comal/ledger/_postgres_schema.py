@@ -1,0 +1,400 @@
+"""The PostgreSQL ledger's schema and search representation (LED-4, LED-5).
+
+Migrations carry the same names as SQLite's and are recorded in ``schema_migrations`` the same
+way; PostgreSQL has no ``user_version``, so a database is "newer" when it records a migration this
+comal does not know. Bodies and meta stay TEXT holding the canonical JSON (not JSONB, which would
+re-encode them), so digests are identical across backends. Key columns use the "C" collation so
+ordering and prefix ranges compare bytes, as SQLite does, whatever the database's locale.
+
+Full-text search indexes words, not raw text: text is lower-cased, stripped of diacritics and split
+on everything that is not a letter or digit (underscore included), which is what SQLite's
+``unicode61`` tokenizer does, and the words become a ``tsvector`` under a GIN index. Queries in
+SQLite's FTS5 syntax are translated to a ``tsquery`` built from the same words.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from datetime import UTC, datetime
+from typing import Any, NoReturn
+
+import psycopg
+from psycopg import sql
+
+from ..errors import SchemaVersionError, UserError
+
+_ENTRIES = """
+CREATE TABLE sessions (
+    id TEXT COLLATE "C" PRIMARY KEY,
+    tenant TEXT COLLATE "C" NOT NULL,
+    agent TEXT COLLATE "C" NOT NULL,
+    parent TEXT COLLATE "C" REFERENCES sessions(id),
+    status TEXT NOT NULL DEFAULT 'active' CHECK (status IN ('active', 'finished')),
+    created_at TEXT COLLATE "C" NOT NULL,
+    next_seq BIGINT NOT NULL DEFAULT 0,
+    entry_count BIGINT NOT NULL DEFAULT 0,
+    token_total BIGINT NOT NULL DEFAULT 0,
+    title TEXT,
+    source TEXT,
+    meta TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX sessions_scope ON sessions (tenant, agent, created_at);
+CREATE INDEX sessions_parent ON sessions (parent);
+
+-- The unique key doubles as the covering index budgeting reads: tails sum tokens from it alone.
+CREATE TABLE entries (
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    session_id TEXT COLLATE "C" NOT NULL REFERENCES sessions(id),
+    seq BIGINT NOT NULL,
+    step BIGINT NOT NULL,
+    role TEXT NOT NULL,
+    tokens BIGINT NOT NULL,
+    size BIGINT NOT NULL,
+    created_at TEXT NOT NULL,
+    call_id TEXT,
+    digest TEXT NOT NULL,
+    output_digest TEXT,
+    body TEXT NOT NULL,
+    CONSTRAINT entries_budget UNIQUE (session_id, seq) INCLUDE (tokens, step, role, id)
+);
+CREATE INDEX entries_call ON entries (session_id, call_id) WHERE call_id IS NOT NULL;
+
+-- Indexed in the append's own transaction. SQLite trails a high-water mark instead, but here
+-- concurrent writers commit identity ids out of order and a mark could skip an entry forever.
+-- Long texts take several rows (chunks) to stay under the tsvector size and position limits.
+CREATE TABLE entries_fts (
+    entry_id BIGINT NOT NULL REFERENCES entries(id) ON DELETE CASCADE,
+    chunk INTEGER NOT NULL,
+    session_id TEXT COLLATE "C" NOT NULL,
+    tsv TSVECTOR NOT NULL,
+    PRIMARY KEY (entry_id, chunk)
+);
+CREATE INDEX entries_fts_tsv ON entries_fts USING GIN (tsv);
+CREATE INDEX entries_fts_session ON entries_fts (session_id);
+"""
+
+_RECORDS = """
+CREATE TABLE requests (
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    session_id TEXT COLLATE "C" NOT NULL REFERENCES sessions(id),
+    entry_id BIGINT REFERENCES entries(id),
+    model TEXT,
+    protocol TEXT,
+    new_input BIGINT,
+    cache_read BIGINT,
+    cache_write BIGINT,
+    output BIGINT,
+    reasoning BIGINT,
+    created_at TEXT NOT NULL,
+    meta TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX requests_session ON requests (session_id, id);
+
+CREATE TABLE checkpoints (
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    session_id TEXT COLLATE "C" NOT NULL REFERENCES sessions(id),
+    first_seq BIGINT NOT NULL,
+    last_seq BIGINT NOT NULL,
+    tokens BIGINT NOT NULL,
+    created_at TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    body TEXT NOT NULL,
+    meta TEXT NOT NULL DEFAULT '{}',
+    CHECK (first_seq <= last_seq)
+);
+CREATE INDEX checkpoints_session ON checkpoints (session_id, last_seq);
+
+CREATE TABLE records (
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    session_id TEXT COLLATE "C" NOT NULL REFERENCES sessions(id),
+    table_name TEXT NOT NULL
+        CHECK (table_name IN ('receipt', 'summary', 'event', 'preparation')),
+    kind TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    body TEXT NOT NULL
+);
+CREATE INDEX records_session ON records (session_id, table_name, id);
+CREATE TABLE summaries_fts (
+    record_id BIGINT NOT NULL REFERENCES records(id) ON DELETE CASCADE,
+    chunk INTEGER NOT NULL,
+    session_id TEXT COLLATE "C" NOT NULL,
+    tsv TSVECTOR NOT NULL,
+    PRIMARY KEY (record_id, chunk)
+);
+CREATE INDEX summaries_fts_tsv ON summaries_fts USING GIN (tsv);
+"""
+
+MIGRATIONS: tuple[tuple[str, str], ...] = (("0001_initial", _ENTRIES + _RECORDS),)
+SCHEMA_VERSION = len(MIGRATIONS)  # the names match SQLite's one for one (a test pins it)
+
+# Migrations of one schema take turns: two processes opening a fresh ledger must not both run DDL.
+_LOCK_CLASS = 0x636F6D61  # "coma"
+
+
+def prepare_schema(conn: psycopg.Connection[Any], schema: str | None) -> None:
+    """Point the connection at ``schema`` (created if missing) and migrate it."""
+    if schema is not None:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_LOCK_CLASS, schema))
+            # Probe first: CREATE SCHEMA IF NOT EXISTS needs CREATE on the database even when
+            # the schema is there, and a ledger user may only own its schema.
+            found = conn.execute("SELECT to_regnamespace(%s)", (_quoted(conn, schema),))
+            if found.fetchone() == (None,):
+                conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+            # Session-wide (is_local false) and kept because this transaction commits.
+            conn.execute("SELECT set_config('search_path', %s, false)", (_quoted(conn, schema),))
+    _migrate(conn)
+
+
+def _quoted(conn: psycopg.Connection[Any], schema: str) -> str:
+    return sql.Identifier(schema).as_string(conn)
+
+
+def _migrate(conn: psycopg.Connection[Any]) -> None:
+    with conn.transaction():
+        if conn.execute("SELECT current_schema()").fetchone() == (None,):
+            raise UserError(
+                "the PostgreSQL search_path names no existing schema to hold the ledger; "
+                "pass schema=... (it is created) or fix the role's search_path"
+            )
+    for name, ddl in MIGRATIONS:
+        # One transaction per migration, together with its "applied" record, as in SQLite.
+        with conn.transaction():
+            conn.execute(
+                "SELECT pg_advisory_xact_lock(%s, hashtext(current_schema()))", (_LOCK_CLASS,)
+            )
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY,"
+                " applied_at TEXT)"
+            )
+            applied = {r[0] for r in conn.execute("SELECT name FROM schema_migrations")}
+            unknown = applied - {n for n, _ in MIGRATIONS}
+            if unknown:
+                raise SchemaVersionError(
+                    f"ledger schema version {len(applied)} is newer than this comal's "
+                    f"({SCHEMA_VERSION}): it records migrations {sorted(unknown)}; "
+                    "upgrade comal to open it"
+                )
+            if name in applied:
+                continue
+            conn.execute(ddl)  # no parameters: psycopg sends it as one multi-statement query
+            conn.execute(
+                "INSERT INTO schema_migrations (name, applied_at) VALUES (%s, %s)",
+                (name, datetime.now(UTC).isoformat()),
+            )
+
+
+# -- text columns ---------------------------------------------------------------------------------
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def storable(value: str) -> bool:
+    """PostgreSQL TEXT holds neither NUL nor lone surrogates (bodies escape both in JSON)."""
+    return _UNSTORABLE.search(value) is None
+
+
+def check_text(**fields: str | None) -> None:
+    for name, value in fields.items():
+        if value is not None and not storable(value):
+            raise UserError(
+                f"{name} {value!r} contains NUL or a lone surrogate, which PostgreSQL text "
+                "cannot store; remove those characters"
+            )
+
+
+# -- search representation ------------------------------------------------------------------------
+_SEPARATORS = re.compile(r"[\W_]+")
+# A tsvector caps lexemes at 2046 bytes, its size at 1 MB, positions at 16383 and 256 positions
+# per lexeme: chunks stay well inside all of them, so phrases match exactly within a chunk.
+_MAX_WORD_BYTES = 2046
+_CHUNK_WORDS = 16_000
+_CHUNK_CHARS = 120_000
+_MAX_POSITIONS = 256
+
+
+def search_words(text: str) -> list[str]:
+    """The words ``unicode61`` would index: case- and diacritic-folded letters and digits."""
+    folded = text.lower()
+    if not folded.isascii():
+        folded = "".join(
+            c for c in unicodedata.normalize("NFD", folded) if not unicodedata.combining(c)
+        )
+    return [
+        w
+        for w in _SEPARATORS.split(folded)
+        if w and (len(w) <= _MAX_WORD_BYTES // 4 or len(w.encode()) <= _MAX_WORD_BYTES)
+    ]
+
+
+def search_vectors(text: str) -> list[str]:
+    """``tsvector`` literals of the text's words with their positions, one per chunk.
+
+    Built here rather than by ``to_tsvector``: PostgreSQL's parser recognises numbers, hosts and
+    paths and would split some words (``39e5ſ``) differently from the query, which is built from
+    the same :func:`search_words`.
+    """
+    words = search_words(text)
+    vectors: list[str] = []
+    start = 0
+    while start < len(words):
+        end = min(len(words), start + _CHUNK_WORDS)
+        if sum(map(len, words[start:end])) + end - start > _CHUNK_CHARS:
+            # Rare (long words): walk to where the character budget runs out.
+            end, chars = start, 0
+            while end < len(words) and chars < _CHUNK_CHARS:
+                chars += len(words[end]) + 1
+                end += 1
+        positions: dict[str, list[int]] = {}
+        for i, w in enumerate(words[start:end], start=1):
+            positions.setdefault(w, []).append(i)
+        # Words hold only letters and digits, so quoting them needs no escapes.
+        vectors.append(
+            " ".join(
+                f"'{w}':{','.join(map(str, at[:_MAX_POSITIONS]))}" for w, at in positions.items()
+            )
+        )
+        start = end
+    return vectors
+
+
+# Outside quotes FTS5 accepts barewords (ASCII letters, digits, underscore, any non-ASCII) and
+# a few operators; anything else is a syntax error there, so it is one here too.
+_TOKEN = re.compile(
+    r'\s*(?:(?P<string>"(?:[^"]|"")*")|(?P<word>[A-Za-z0-9_\x1a\x80-\U0010ffff]+)|(?P<op>[()*+,]))'
+)
+_KEYWORDS = {"AND", "OR", "NOT"}
+
+
+def fts_query(query: str) -> str | None:
+    """Translate an FTS5 query into ``tsquery`` text; None when it can match nothing.
+
+    Supported: barewords and "quoted phrases" (several words make a phrase), ``word*`` prefixes,
+    ``a + b`` phrase joins, implicit AND, AND / OR / NOT with FTS5 precedence, parentheses, and
+    ``NEAR(a b, n)``, which is read as AND (PostgreSQL phrases have no "within n words").
+    """
+    return _Parser(query).parse()
+
+
+class _Parser:
+    def __init__(self, query: str) -> None:
+        self.query = query
+        self.tokens: list[tuple[str, str]] = []
+        pos = 0
+        while pos < len(query):
+            m = _TOKEN.match(query, pos)
+            if m is None or m.lastgroup is None:
+                if not query[pos:].strip():
+                    break
+                self._fail(f"syntax error near {query[pos:].lstrip()[:12]!r}")
+            self.tokens.append((m.lastgroup, m.group(m.lastgroup)))
+            pos = m.end()
+        self.pos = 0
+
+    def _fail(self, why: str) -> NoReturn:
+        raise UserError(f"bad full-text query {self.query!r}: {why}")
+
+    def _peek(self, kind: str, text: str | None = None) -> bool:
+        if self.pos >= len(self.tokens):
+            return False
+        k, t = self.tokens[self.pos]
+        return k == kind and (text is None or t == text)
+
+    def _take(self, kind: str, text: str | None = None) -> str:
+        if not self._peek(kind, text):
+            self._fail(f"expected {text or kind} at token {self.pos + 1}")
+        self.pos += 1
+        return self.tokens[self.pos - 1][1]
+
+    def parse(self) -> str | None:
+        node = self._or()
+        if self.pos != len(self.tokens):
+            self._fail(f"unexpected {self.tokens[self.pos][1]!r}")
+        return node
+
+    def _or(self) -> str | None:
+        node = self._and()
+        while self._peek("word", "OR"):
+            self.pos += 1
+            right = self._and()
+            node = right if node is None else node if right is None else f"({node} | {right})"
+        return node
+
+    def _and(self) -> str | None:
+        node = self._not()
+        while self._peek("word", "AND"):
+            self.pos += 1
+            right = self._not()
+            node = None if node is None or right is None else f"({node} & {right})"
+        return node
+
+    def _not(self) -> str | None:
+        node = self._unit()
+        while self._peek("word", "NOT"):
+            self.pos += 1
+            right = self._unit()
+            node = node if node is None or right is None else f"({node} & !{right})"
+        return node
+
+    def _unit(self) -> str | None:
+        if self._peek("op", "("):
+            self.pos += 1
+            node = self._or()
+            self._take("op", ")")
+            return node
+        # Implicit AND joins adjacent phrases (not parenthesised groups) and binds tightest;
+        # FTS5 skips an empty phrase here, where an explicit AND with one matches nothing.
+        node = self._nearset()
+        while self._starts_phrase():
+            right = self._nearset()
+            node = right if node is None else node if right is None else f"({node} & {right})"
+        return node
+
+    def _starts_phrase(self) -> bool:
+        if self._peek("string"):
+            return True
+        return self._peek("word") and self.tokens[self.pos][1] not in _KEYWORDS
+
+    def _nearset(self) -> str | None:
+        if self._peek("word", "NEAR") and self.tokens[self.pos + 1 : self.pos + 2] == [("op", "(")]:
+            return self._near()
+        return self._phrase()
+
+    def _near(self) -> str | None:
+        self.pos += 2
+        parts: list[str | None] = []
+        while not self._peek("op", ")") and not self._peek("op", ","):
+            parts.append(self._phrase())
+        if self._peek("op", ","):
+            self.pos += 1
+            if not self._take("word", None).isdigit():
+                self._fail("NEAR distance must be a number")
+        self._take("op", ")")
+        if not parts:
+            self._fail("NEAR needs at least one phrase")
+        if any(p is None for p in parts):
+            return None
+        return "(" + " & ".join(p for p in parts if p is not None) + ")"
+
+    def _phrase(self) -> str | None:
+        lexemes: list[str] = []
+        while True:
+            if not self._starts_phrase():
+                self._fail("expected a word or a phrase")
+            kind, text = self.tokens[self.pos]
+            self.pos += 1
+            found = search_words(text[1:-1].replace('""', '"') if kind == "string" else text)
+            lexemes += [f"'{w}'" for w in found]
+            if self._peek("op", "*"):
+                self.pos += 1
+                if found:
+                    lexemes[-1] += ":*"
+            if not self._peek("op", "+"):
+                break
+            self.pos += 1
+        if not lexemes:
+            return None
+        # Words hold only letters and digits, so quoting them needs no escapes; the parentheses
+        # keep a negation from binding to the phrase's first word alone.
+        return lexemes[0] if len(lexemes) == 1 else "(" + " <-> ".join(lexemes) + ")"
