@@ -25,6 +25,9 @@ Packages add leaves where they raise them, each also under the class a caller al
 - ``comal.context``: ``ProtectedTailOverflow`` (ContextPressureLoop);
 - ``comal.ops``: ``OpsError`` → ``OperationDeclarationError`` (UserError), ``WorkspaceEscape``
   (ScopeError), ``ToolFailure`` → ``OperationTimeout`` (UserError), ``McpServerError``;
+- ``comal.agent``: ``AgentError`` → ``SpendCapExceeded``, ``SessionLocked`` / ``ScriptEnded``
+  (UserError), ``IncompleteResponse``, ``RepeatedOutputLength`` (OutputLength),
+  ``RepeatedContextLength`` (ContextLength);
 - ``comal.providers``: ``ProviderConfigError`` → ``MissingAPIKey`` (UserError);
   ``ProviderError`` → connection, rate-limited, unavailable, auth, request and protocol errors;
   ``ContextLengthExceeded`` (ContextLength and ProviderError).

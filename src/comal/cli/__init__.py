@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -10,10 +11,16 @@ import typer
 from .. import __version__
 from . import _bench, _context, _engine, _import, _ops, _sessions
 from ._common import STATE
+from ._root import agent_app, is_agent_invocation, normalize_argv
 
 app = typer.Typer(
     name="comal",
-    help="comal: a lossless ledger and token-budgeted context engine for LLM agents.",
+    help=(
+        "comal: a lossless ledger and token-budgeted context engine for LLM agents.\n\n"
+        "Run the agent with `comal -p PROMPT --model provider:model` (headless), continue one "
+        "with `comal --resume UUID [-p]`, or open the TUI with `comal`; `comal agent --help` "
+        "lists the agent's options. The commands below work on the ledger."
+    ),
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -49,8 +56,15 @@ for sub in (_import.app, _sessions.app, _context.app, _engine.app, _ops.app):
 app.add_typer(_bench.app, name="bench")
 
 
-def main() -> None:
-    app()
+def main(argv: list[str] | None = None) -> None:
+    """``comal``: the agent (``-p``, ``--resume``, or the TUI) or one of the commands."""
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["agent"]:
+        agent_app(normalize_argv(args[1:]), prog_name="comal agent")
+    elif is_agent_invocation(args):
+        agent_app(normalize_argv(args), prog_name="comal")
+    else:
+        app(args, prog_name="comal")
 
 
 __all__ = ["app", "main"]

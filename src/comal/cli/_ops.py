@@ -102,7 +102,8 @@ def reconcile_cmd(
     ] = Path("."),
     as_json: JsonOpt = False,
 ) -> None:
-    """Receipt the calls a crash left without one: postcondition_observed or uncertain.
+    """Receipt the calls a crash left without one: postcondition_observed, not_applied (the
+    write provably did not land: judged and run again) or uncertain.
 
     Nothing is written to the workspace; uncertain calls are blocked from automatic repetition.
 

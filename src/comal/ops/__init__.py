@@ -9,8 +9,9 @@ The model proposes; the house judges, executes and leaves a receipt::
     outcome, receipt = house.handle(call, Actor.user("ana"), join_step=step)
 
 After a crash, :func:`reconcile` turns preparations without receipts into
-``postcondition_observed`` or ``uncertain`` receipts, and :func:`may_retry` says whether a call
-may be repeated automatically (never when uncertain).
+``postcondition_observed``, ``not_applied`` (a native write proven not to have landed: the call
+is pending again) or ``uncertain`` receipts, and :func:`may_retry` says whether a call may be
+repeated automatically (never when uncertain).
 """
 
 from typing import TYPE_CHECKING, Any

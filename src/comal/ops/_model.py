@@ -40,7 +40,11 @@ Audience = Literal["model", "human", "both"]
 Surface = Literal["model", "cli", "tui", "api"]
 SURFACES: tuple[Surface, ...] = ("model", "cli", "tui", "api")
 Mode = Literal["read-only", "ask", "trusted"]
-Status = Literal["ok", "error", "denied", "timeout", "uncertain", "postcondition_observed"]
+# ``not_applied``: after a crash, a native write proven not to have landed (the file still has
+# its content from before); the only state from which the same call may run again on its own.
+Status = Literal[
+    "ok", "error", "denied", "timeout", "uncertain", "postcondition_observed", "not_applied"
+]
 Disposition = Literal["serve", "repeat", "basket"]
 DecisionAction = Literal["allow", "deny", "ask"]
 ActorKind = Literal["user", "operator", "subagent"]

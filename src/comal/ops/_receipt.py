@@ -5,8 +5,8 @@ how it was judged (decision and deciding rule, approval), when it ran, its statu
 size of the output the handler returned, what was observed, and its disposition:
 
 - ``serve``: the result is the observation of this call (ok, error, postcondition observed);
-- ``repeat``: nothing with effects ran (denied, or a read-only call that timed out), so the
-  same call may be proposed again;
+- ``repeat``: nothing with effects ran (denied, a read-only call that timed out, or a native
+  write proven ``not_applied`` after a crash), so the same call may run again;
 - ``basket``: set aside; the effects are uncertain and a repeat needs inspection and a new
   proposal. There is never an automatic replay and never an implicit rollback (OPS-4).
 
@@ -59,7 +59,7 @@ def disposition_for(status: Status, effects: tuple[Effect, ...]) -> Disposition:
     if status in ("ok", "error", "postcondition_observed"):
         return "serve"
     read_only = all(e.kind in READ_ONLY_EFFECTS for e in effects)
-    if status == "denied" or (status == "timeout" and read_only):
+    if status in ("denied", "not_applied") or (status == "timeout" and read_only):
         return "repeat"
     return "basket"
 
@@ -154,19 +154,29 @@ def may_retry(ledger: LedgerBackend, scope: Scope, call_id: str) -> RetryVerdict
     judged afresh; this answers only for automatic insistence on this very call."""
     found = [r for r in receipts(ledger, scope) if r.call_id == call_id]
     prepared = [p for p in ledger.records(scope, "preparation") if p.body.get("call_id") == call_id]
+    # A call proven not_applied may be prepared again: only a preparation without a receipt of
+    # its own says "it may have run".
+    receipted = {r.preparation for r in found}
+    open_preps = [p for p in prepared if p.id not in receipted]
+    if open_preps:
+        return RetryVerdict(
+            False,
+            f"{call_id} was prepared (record {open_preps[-1].id}) and has no receipt: it may "
+            "have run. Run reconcile, inspect, and make a new proposal",
+        )
     if not found:
-        if prepared:
-            return RetryVerdict(
-                False,
-                f"{call_id} was prepared (record {prepared[-1].id}) and has no receipt: it may "
-                "have run. Run reconcile, inspect, and make a new proposal",
-            )
         return RetryVerdict(
             True, f"{call_id} has no preparation and no receipt: this house never started it"
         )
     last = found[-1]
     if all(e.kind in READ_ONLY_EFFECTS for e in last.effects) and last.status != "uncertain":
         return RetryVerdict(True, f"{last.operation} only reads: repeating it changes nothing")
+    if last.status == "not_applied":
+        return RetryVerdict(
+            True,
+            f"{call_id} was prepared but its write never landed (the file still has its content "
+            "from before); it may run again after a fresh judgment",
+        )
     if last.disposition == "repeat":
         return RetryVerdict(True, f"{call_id} was {last.status}: nothing with effects ran")
     if last.disposition == "serve":

@@ -2,10 +2,14 @@
 
 For a native write, a fresh read of the file decides: if it now hashes to the intended digest the
 receipt says ``postcondition_observed``; it does not claim the handler returned, nor who wrote the
-bytes, and nothing is written again. A different content, a read that is denied (outside the
-workspace) or fails, or a preparation without a write adapter (shell, MCP: kind ``start``) stays
-``uncertain``, which blocks automatic insistence (:func:`~comal.ops.may_retry` says no, with
-the reason).
+bytes, and nothing is written again. If it still hashes to the digest recorded *before* the write
+(or is still absent when the write was to create it), the write provably did not land: native
+writes replace the file by an atomic rename, so a crash leaves the old bytes or the new ones,
+never a mix. That call is receipted ``not_applied``, gets no result, and is reported as pending:
+it is judged afresh and may run again — the only state from which a call is re-executed on its
+own. A different content, a read that is denied (outside the workspace) or fails, or a
+preparation without a write adapter (shell, MCP: kind ``start``) stays ``uncertain``, which
+blocks automatic insistence (:func:`~comal.ops.may_retry` says no, with the reason).
 
 Calls still open in the ledger get a result telling the model the same thing, appended to their
 step when it is the session's latest. In a session imported from another harness (its
@@ -50,7 +54,8 @@ class Reconciled:
 @dataclass(frozen=True, slots=True)
 class ReconcileReport:
     items: tuple[Reconciled, ...]
-    pending: tuple[str, ...]  # open calls never started by this house: judge them afresh
+    # Open calls never started by this house, or proven not_applied: judge them afresh.
+    pending: tuple[str, ...]
 
     def status_of(self, call_id: str) -> Status | None:
         return next((i.status for i in self.items if i.call_id == call_id), None)
@@ -72,7 +77,11 @@ def _observe_write(
     except WorkspaceEscape as exc:
         return "uncertain", seen | {"reason": f"the read was denied: {exc}"}
     except FileNotFoundError:
-        return "uncertain", seen | {"digest_now": None, "reason": "the file does not exist"}
+        seen["digest_now"] = None
+        if body.get("digest_before") is None:
+            why = "the file the write was to create does not exist: the write did not land"
+            return "not_applied", seen | {"postcondition": False, "reason": why}
+        return "uncertain", seen | {"reason": "the file does not exist"}
     except OSError as exc:
         return "uncertain", seen | {"reason": f"the file could not be read: {exc.strerror}"}
     digest = sha256_hex(data)
@@ -80,9 +89,9 @@ def _observe_write(
     if digest == body["intended_digest"]:
         return "postcondition_observed", seen | {"postcondition": True, "note": _NOT_CLAIMED}
     if digest == body.get("digest_before"):
-        why = "the file still has its content from before the write; the write is not proven"
-    else:
-        why = "the file differs from both the intended content and the content before"
+        why = "the file still has its content from before the write: the write did not land"
+        return "not_applied", seen | {"postcondition": False, "reason": why}
+    why = "the file differs from both the intended content and the content before"
     return "uncertain", seen | {"postcondition": False, "reason": why}
 
 
@@ -113,7 +122,10 @@ def _work(
     the open calls that are merely pending."""
     done = receipts(ledger, scope)
     closed_preps = {r.preparation for r in done if r.preparation is not None}
-    closed_calls = {r.call_id for r in done}
+    # A not_applied receipt closes its preparation but not its call: the call runs again.
+    closed_calls = {r.call_id for r in done if r.status != "not_applied"}
+    not_applied_preps = {r.preparation for r in done if r.status == "not_applied"}
+    retried = {r.call_id for r in done if r.status == "not_applied"}
     all_preps = ledger.records(scope, "preparation")
     todo: list[_Work] = []
     for prep in all_preps:
@@ -130,7 +142,7 @@ def _work(
                 "unknown",
             }
         todo.append((body["call_id"], body["operation"], status, seen, prep, body))
-    prepared_calls = {p.body.get("call_id") for p in all_preps}
+    prepared_calls = {p.body.get("call_id") for p in all_preps if p.id not in not_applied_preps}
     info = ledger.session(scope)
     source = info.source if info is not None else None
     pending: list[str] = []
@@ -138,7 +150,7 @@ def _work(
         if call.id in prepared_calls or call.id in closed_calls:
             continue
         op = registry.get(call.name) if registry is not None else None
-        if (op is not None and op.read_only) or source is None:
+        if (op is not None and op.read_only) or source is None or call.id in retried:
             pending.append(call.id)
             continue
         # Proposed in another harness: whether it ran is unknown, and nobody here judged it.
@@ -172,7 +184,11 @@ def reconcile(
         for call_id, operation, status, seen, prepared, body in todo:
             entry_id = None
             open_call = open_calls.get(call_id)
-            if open_call is not None and step is not None:
+            if status == "not_applied":
+                # No result: the call stays open, to be judged and run again by the caller.
+                if open_call is not None:
+                    pending.append(call_id)
+            elif open_call is not None and step is not None:
                 text = _result_text(status, operation, seen)
                 failed = status != "postcondition_observed"
                 result = ToolResult(call_id, text, is_error=failed, name=operation)

@@ -1,0 +1,5 @@
+"""``python -m comal`` is the ``comal`` command."""
+
+from .cli import main
+
+main()

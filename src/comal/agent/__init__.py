@@ -1,0 +1,90 @@
+"""The agent: the turn loop, sessions, locks, crash-safe resume and the spend guard.
+
+::
+
+    scope = start_session(ledger, "local", "comal")
+    house = House(ledger, scope, default_registry(), Policy.from_config({"mode": "trusted"}),
+                  workspace=Workspace("."))
+    agent = Agent(ledger, scope, provider, house, AgentSettings.for_model("claude-sonnet-4-6"))
+    with lock_session(ledger, scope):
+        result = agent.run("fix the failing test")      # RunResult: status, answer, receipts
+
+    # later, in a new process, after a crash or a kill:
+    with lock_session(ledger, scope):
+        Agent(ledger, scope, provider, house, settings).resume()   # no new prompt (RES-1)
+
+The loop is :class:`Agent` (see :mod:`comal.agent._agent`); a proposal — assembly, the spend
+guard (TOK-6), the model call, OUTPUT_LENGTH / CONTEXT_LENGTH handling (OUT-1..3) — is
+:class:`Proposer`; configuration (CFG-1/2) is :func:`load_config` and :class:`Config`;
+``--model script:PATH`` is :class:`ScriptModel`.
+"""
+
+from ._agent import Agent
+from ._config import (
+    OPERATOR_ONLY,
+    AgentProfile,
+    Config,
+    SpendConfig,
+    config_path,
+    load_config,
+    policy_from_config,
+    settings_from_config,
+)
+from ._errors import (
+    AgentError,
+    IncompleteResponse,
+    RepeatedContextLength,
+    RepeatedOutputLength,
+    ScriptEnded,
+    SessionLocked,
+    SpendCapExceeded,
+)
+from ._lengths import CONTEXT_EVENT, INCOMPLETE_EVENT
+from ._lock import SessionLock, lock_path
+from ._propose import Proposal, Proposer
+from ._result import RunResult, answer_of, run_usage
+from ._script import SCRIPT_PREFIX, ScriptModel
+from ._session import Check, lock_session, run_checks, spawn_child, start_session
+from ._settings import DEFAULT_SYSTEM, AgentSettings
+from ._spend import Spend, SpendCaps, check_spend, spent
+
+__all__ = [
+    "CONTEXT_EVENT",
+    "DEFAULT_SYSTEM",
+    "INCOMPLETE_EVENT",
+    "OPERATOR_ONLY",
+    "SCRIPT_PREFIX",
+    "Agent",
+    "AgentError",
+    "AgentProfile",
+    "AgentSettings",
+    "Check",
+    "Config",
+    "IncompleteResponse",
+    "Proposal",
+    "Proposer",
+    "RepeatedContextLength",
+    "RepeatedOutputLength",
+    "RunResult",
+    "ScriptEnded",
+    "ScriptModel",
+    "SessionLock",
+    "SessionLocked",
+    "Spend",
+    "SpendCapExceeded",
+    "SpendCaps",
+    "SpendConfig",
+    "answer_of",
+    "check_spend",
+    "config_path",
+    "load_config",
+    "lock_path",
+    "lock_session",
+    "policy_from_config",
+    "run_checks",
+    "run_usage",
+    "settings_from_config",
+    "spawn_child",
+    "spent",
+    "start_session",
+]

@@ -1,0 +1,328 @@
+"""The turn loop (OPS-3) and its recovery after an abrupt stop (RES-1..6).
+
+One turn::
+
+    intention (a user prompt, appended as a step)
+    → assembly + spend guard + proposal          (Proposer: a complete response or an error)
+    → the assistant message and its usage, appended as a new step
+    → judgment + execution of each runnable call (the house)
+    → result + receipt, appended atomically into that step
+
+and again, until a reply proposes no tool call (the answer) or the run reaches ``max_turns``.
+An answer is not the end: :meth:`Agent.finish` runs the configured checks and only then marks the
+session finished (RES-5); failing checks are told to the model as a new user message.
+
+Every state the loop needs is read back from the ledger, never kept only in memory, so a run can
+stop anywhere and :meth:`Agent.run` (or ``resume``) picks up from what was recorded: reconcile
+preparations without receipts through the house, run the calls that never started (or whose write
+was proven ``not_applied``) after judging them under the current policy (RES-6), leave
+``uncertain`` ones blocked with their result telling the model so, and continue the loop without
+a new prompt. A finished session is not sent to the model again.
+"""
+
+from __future__ import annotations
+
+import getpass
+import uuid
+from collections.abc import Iterable
+from datetime import UTC, datetime
+
+from ..errors import ComalError, UserError
+from ..ledger import Entry, LedgerBackend, Scope
+from ..messages import Message, Role, Text, ToolCall
+from ..ops import Actor, House, Reconciled, reconcile
+from ..providers import OnEvent, Provider
+from ._propose import Probe, Proposal, Proposer, Say
+from ._result import (
+    RunResult,
+    RunStatus,
+    answer_of,
+    receipt_mark,
+    receipts_since,
+    run_usage,
+)
+from ._session import Check, run_checks, spawn_child
+from ._settings import AgentSettings
+
+__all__ = ["Agent"]
+
+RECOVERED_EVENT = "recovered"
+CHECKS_EVENT = "finish_checks"
+_CHECK_OUTPUT_TAIL = 2_000
+
+
+def _quiet(kind: str, text: str) -> None:
+    pass
+
+
+def _no_probe(phase: str, detail: str) -> None:
+    pass
+
+
+class Agent:
+    """The loop for one session. ``house`` judges and executes (its policy is the current
+    process's, RES-6); ``say(kind, text)`` reports progress (kinds ``turn``, ``call``,
+    ``result``, ``note``, ``warn``); ``on_event`` receives streamed deltas; ``probe(phase,
+    detail)`` is called between phases so fault tests can stop the process exactly there."""
+
+    def __init__(
+        self,
+        ledger: LedgerBackend,
+        scope: Scope,
+        provider: Provider,
+        house: House,
+        settings: AgentSettings,
+        *,
+        actor: Actor | None = None,
+        on_event: OnEvent | None = None,
+        say: Say | None = None,
+        probe: Probe | None = None,
+    ) -> None:
+        if house.scope != scope:
+            raise UserError(f"the house serves session {house.scope.session}, not {scope.session}")
+        self.ledger = ledger
+        self.scope = scope
+        self.provider = provider
+        self.house = house
+        self.settings = settings
+        self.actor = actor if actor is not None else Actor.user(_user_name())
+        self.say: Say = say or _quiet
+        self.probe: Probe = probe or _no_probe
+        self.on_event = on_event
+        self.run_id = uuid.uuid4().hex
+        self.catalog = house.catalog("model")
+        self.proposer = Proposer(
+            ledger,
+            scope,
+            provider,
+            settings,
+            self.catalog,
+            self.run_id,
+            on_event=on_event,
+            say=self.say,
+            probe=self.probe,
+        )
+        self.turns = 0
+        self.blocked: tuple[str, ...] = ()
+        self._mark = receipt_mark(ledger, scope)
+
+    # -- the public surface -----------------------------------------------------------------
+    def run(self, prompt: str | None = None) -> RunResult:
+        """Recover whatever an earlier process left, append ``prompt`` if given, and loop.
+
+        Without a prompt a finished session returns its recorded answer and calls nothing."""
+        info = self.ledger.session(self.scope)
+        if info is None:
+            raise UserError(f"no session {self.scope.session} in this tenant/agent")
+        if info.status == "finished":
+            if prompt is None:
+                self.say("note", "the session is finished: nothing to do, the model is not called")
+                return self.result("finished")
+            self.ledger.set_status(self.scope, "active")
+        self.blocked = self._recover()
+        if prompt is not None:
+            self._intend(prompt)
+        return self.result(self._drive())
+
+    def resume(self, prompt: str | None = None) -> RunResult:
+        """``comal --resume UUID [-p PROMPT]``: :meth:`run`, usually without a prompt (RES-1)."""
+        return self.run(prompt)
+
+    def finish(self) -> bool:
+        """Run the configured checks; only when all pass is the session marked finished
+        (RES-5). Failures are appended as a user message so the model can fix them."""
+        checks = run_checks(self.house, self.settings.checks, self.run_id)
+        for check in checks:
+            self.say("result", f"check `{check.command}`: {check.status}")
+        passed = all(c.passed for c in checks)
+        with self.ledger.atomic():
+            if checks:
+                body = {
+                    "v": 1,
+                    "run": self.run_id,
+                    "passed": passed,
+                    "checks": [
+                        {"command": c.command, "status": c.status, "receipt": c.receipt}
+                        for c in checks
+                    ],
+                }
+                self.ledger.add_record(self.scope, "event", CHECKS_EVENT, body)
+            if passed:
+                self.ledger.set_status(self.scope, "finished")
+            else:
+                self.ledger.append(self.scope, [_checks_failed(c for c in checks if not c.passed)])
+        self.probe("checked", "passed" if passed else "failed")
+        return passed
+
+    def spawn_child(
+        self,
+        *,
+        agent: str = "subagent",
+        title: str | None = None,
+        provider: Provider | None = None,
+        settings: AgentSettings | None = None,
+    ) -> Agent:
+        """A sub-agent in a child session (LED-3): same registry, policy, workspace and
+        approver; its proposals are bound to a sub-agent actor whose parent is this session."""
+        child = spawn_child(self.ledger, self.scope, agent=agent, title=title)
+        house = House(
+            self.ledger,
+            child,
+            self.house.registry,
+            self.house.policy,
+            workspace=self.house.workspace,
+            approver=self.house.judge.approver,
+        )
+        return Agent(
+            self.ledger,
+            child,
+            provider if provider is not None else self.provider,
+            house,
+            settings if settings is not None else self.settings,
+            actor=Actor.subagent(child.session, self.scope.session),
+            on_event=self.on_event,
+            say=self.say,
+        )
+
+    def request_compact(self) -> None:
+        """LIM-7 ``/compact``: derive a checkpoint at the start of the next turn, not now."""
+        self.proposer.compact_requested = True
+
+    @property
+    def last_proposal(self) -> Proposal | None:
+        """The latest assembly, budget and estimate, for ``/context`` (LIM-7)."""
+        return self.proposer.last
+
+    def result(self, status: RunStatus, error: ComalError | None = None) -> RunResult:
+        """This run's outcome as the ledger records it (see :class:`RunResult`)."""
+        return RunResult(
+            session=self.scope.session,
+            status=status,
+            answer=answer_of(self.ledger, self.scope),
+            turns=self.turns,
+            receipts=receipts_since(self.ledger, self.scope, self._mark),
+            usage=run_usage(self.ledger, self.scope, self.run_id),
+            blocked=self.blocked,
+            error=None if error is None else {"code": error.code, "message": str(error)},
+        )
+
+    # -- the loop ---------------------------------------------------------------------------
+    def _drive(self) -> RunStatus:
+        turns = 0
+        while True:
+            last = self._last_entry()
+            if last is None:
+                raise UserError(
+                    f"session {self.scope.session} has nothing to answer; give a prompt"
+                )
+            if last.role == Role.ASSISTANT.value and not last.message.tool_calls:
+                if self.finish():
+                    return "finished"
+                continue  # the failed checks are now the newest message
+            if turns >= self.settings.max_turns:
+                self.say("warn", f"stopped after {turns} turns (max_turns); resume to continue")
+                return "max_turns"
+            proposal = self.proposer.propose()
+            step = self._append(proposal)
+            turns += 1
+            self.turns += 1
+            for call in proposal.response.runnable_calls:
+                self._execute(call, step)
+
+    def _intend(self, prompt: str) -> None:
+        parts: tuple[Text, ...] = (Text(prompt),)
+        if self.settings.preamble:
+            # CCH-1: what changes per turn travels with the user message, not in the system
+            # prompt, so the cached prefix (system + tools + history) stays byte-identical.
+            when = datetime.now(UTC).strftime("%Y-%m-%d")
+            root = self.house.workspace.root if self.house.workspace is not None else "(none)"
+            preamble = f"<context>\ndate: {when}\nworkspace: {root}\n</context>"
+            parts = (Text(preamble), Text(prompt))
+        self.ledger.append(self.scope, [Message(Role.USER, parts)])
+        self.probe("intended", self.scope.session)
+
+    def _append(self, proposal: Proposal) -> int:
+        response = proposal.response
+        usage = self.proposer.usage_input(response, proposal.meta)
+        entries = self.ledger.append(self.scope, [response.message], usage=usage)
+        self.probe("appended", str(entries[0].seq))
+        return entries[0].step
+
+    def _execute(self, call: ToolCall, step: int) -> None:
+        self.say("call", f"{call.name} {call.arguments}")
+        outcome = self.house.run(call, self.actor, offered=self.catalog)
+        receipt = self.house.record(outcome, join_step=step)
+        decision = outcome.judgment.decision
+        self.say("result", f"{call.name}: {receipt.status} ({decision.action} by {decision.rule})")
+        self.probe("recorded", call.id)
+
+    def _last_entry(self) -> Entry | None:
+        tail = self.ledger.tail(self.scope, n=1)
+        return tail[-1] if tail else None
+
+    # -- recovery ---------------------------------------------------------------------------
+    def _recover(self) -> tuple[str, ...]:
+        """Reconcile through the house and run what never started; return the blocked calls."""
+        report = reconcile(
+            self.ledger,
+            self.scope,
+            workspace=self.house.workspace,
+            registry=self.house.registry,
+        )
+        for item in report.items:
+            self.say("warn" if item.status == "uncertain" else "note", _recovered(item))
+        blocked = tuple(i.call_id for i in report.items if i.status == "uncertain")
+        pending = set(report.pending)
+        if pending:
+            step, calls = self._open_step()
+            for call in calls:
+                if call.id in pending:
+                    self.say("note", f"{call.name} {call.id} never ran: judging it afresh")
+                    self._execute(call, step)
+        if report.items or pending:
+            body = {
+                "v": 1,
+                "run": self.run_id,
+                "reconciled": [
+                    {"call_id": i.call_id, "status": i.status, "receipt": i.receipt}
+                    for i in report.items
+                ],
+                "pending": sorted(pending),
+                "blocked": list(blocked),
+            }
+            self.ledger.add_record(self.scope, "event", RECOVERED_EVENT, body)
+        return blocked
+
+    def _open_step(self) -> tuple[int, list[ToolCall]]:
+        heads = self.ledger.heads(self.scope)
+        step = heads[-1].step
+        entries = self.ledger.entries(self.scope, start_seq=step)
+        answered = {e.message.tool_result.call_id for e in entries if e.message.tool_result}
+        calls = [c for e in entries for c in e.message.tool_calls if c.id not in answered]
+        return step, calls
+
+
+def _recovered(item: Reconciled) -> str:
+    what = f"{item.operation} {item.call_id}"
+    if item.status == "uncertain":
+        return (
+            f"{what} is uncertain after the interruption ({item.reason}); it is blocked and "
+            "will not be repeated: the model is told, and must inspect first"
+        )
+    if item.status == "not_applied":
+        return f"{what} never landed ({item.reason}); it will be judged and run again"
+    return f"{what}: {item.status} ({item.reason or 'observed'})"
+
+
+def _checks_failed(failed: Iterable[Check]) -> Message:
+    lines = ["[comal] The task is not finished: these checks failed."]
+    lines += [f"$ {c.command}\n{c.output[-_CHECK_OUTPUT_TAIL:]}" for c in failed]
+    lines.append("Fix what they report, then answer again.")
+    return Message(Role.USER, (Text("\n\n".join(lines)),), name="comal")
+
+
+def _user_name() -> str:
+    try:
+        return getpass.getuser() or "user"
+    except (KeyError, OSError):
+        return "user"

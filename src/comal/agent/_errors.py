@@ -1,0 +1,80 @@
+"""Errors of the agent loop (:mod:`comal.agent`), each under the :mod:`comal.errors` class a
+caller would already catch::
+
+    AgentError                              root of this package's errors
+    ├── SpendCapExceeded                    TOK-6: a spend cap would be crossed; nothing was sent
+    ├── SessionLocked (UserError)           another live process holds the session (RES-2)
+    ├── ScriptEnded (UserError)             ``--model script:PATH`` has no reply for this call
+    ├── IncompleteResponse                  the provider stopped for no length reason ("error")
+    ├── RepeatedOutputLength (OutputLength) OUTPUT_LENGTH again after a larger reserve (OUT-3)
+    └── RepeatedContextLength (ContextLength) CONTEXT_LENGTH again after a recalibration
+
+Every message says what happened and ends with what to do. A run that stops at its turn cap is
+not an error: it returns with status ``max_turns`` and can be resumed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import ComalError, ContextLength, OutputLength, UserError
+
+__all__ = [
+    "AgentError",
+    "IncompleteResponse",
+    "RepeatedContextLength",
+    "RepeatedOutputLength",
+    "ScriptEnded",
+    "SessionLocked",
+    "SpendCapExceeded",
+]
+
+
+class AgentError(ComalError):
+    code = "AGENT_ERROR"
+
+
+class SpendCapExceeded(AgentError):
+    """TOK-6: ``tier`` is ``execution``, ``hour`` or ``day``; the call was never sent."""
+
+    code = "SPEND_CAP"
+
+    def __init__(self, message: str, *, tier: str, cap: int, spent: int, projected: int) -> None:
+        super().__init__(message)
+        self.tier = tier
+        self.cap = cap
+        self.spent = spent
+        self.projected = projected
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"tier": self.tier, "cap": self.cap, "spent": self.spent, "next": self.projected}
+
+
+class SessionLocked(AgentError, UserError):
+    """A live process holds the session's lock; ``holder`` is what its lock file says."""
+
+    code = "SESSION_LOCKED"
+
+    def __init__(self, message: str, *, holder: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.holder = holder
+
+
+class ScriptEnded(AgentError, UserError):
+    code = "SCRIPT_EXHAUSTED"
+
+
+class IncompleteResponse(AgentError):
+    code = "INCOMPLETE_RESPONSE"
+
+
+class RepeatedOutputLength(AgentError, OutputLength):
+    """OUT-2/3: twice out of output at the same point; the same request is not sent again."""
+
+    code = "OUTPUT_LENGTH"
+
+
+class RepeatedContextLength(AgentError, ContextLength):
+    """OUT-1: the provider rejected the input again after one recalibrated assembly."""
+
+    code = "CONTEXT_LENGTH"

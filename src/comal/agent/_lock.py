@@ -1,0 +1,176 @@
+"""One process per session: a lock file beside the ledger (RES-2).
+
+The lock is ``<ledger>.locks/<session>.lock``. Its holder writes ``{pid, host, started,
+proc_start, session}`` into it. On POSIX the file is also ``flock``-ed: the kernel drops that lock
+the instant its process dies, however it dies (SIGKILL included), so a process that gets the
+``flock`` knows every earlier holder on this host is gone. The file itself is never deleted —
+deleting a lock file while another process opens it is how two processes end up holding "the"
+lock — it is emptied on a clean release.
+
+Acquiring reports a *stale* holder (a non-empty file from a process that died without releasing)
+so the caller can record it in the ledger: the lock is cleared, history is kept. Where ``flock``
+is missing, the fallback creates the file with ``O_EXCL`` and judges an existing one by its
+holder: same host and a pid that no longer runs (or runs a different process, seen by its start
+time) is stale; anything else is held.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+from ._errors import SessionLocked
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["SessionLock", "lock_path", "process_start"]
+
+
+def lock_path(ledger_path: str | Path, session: str) -> Path:
+    return Path(f"{ledger_path}.locks") / f"{session}.lock"
+
+
+def process_start(pid: int) -> str | None:
+    """The kernel's start time of ``pid`` (clock ticks since boot, Linux), to tell a reused pid
+    from the original process; ``None`` where it cannot be read."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: split after its last ")".
+    fields = stat.rsplit(")", 1)[-1].split()
+    return fields[19] if len(fields) > 19 else None
+
+
+def _alive(holder: dict[str, Any]) -> bool:
+    if holder.get("host") != socket.gethostname():
+        return True  # another host's process cannot be checked from here: assume it runs
+    pid = holder.get("pid")
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # it exists and belongs to someone else
+    start = holder.get("proc_start")
+    return start is None or process_start(pid) in (None, start)
+
+
+@dataclass
+class SessionLock:
+    """``with SessionLock(path, session) as lock: ...``; ``lock.stale`` is the dead holder's
+    record when one was cleared."""
+
+    path: Path
+    session: str
+    stale: dict[str, Any] | None = None
+    _fd: int | None = None
+
+    def acquire(self) -> dict[str, Any] | None:
+        """Take the lock or raise :class:`SessionLocked`; returns the stale holder cleared."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if fcntl is not None:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _read(fd)
+                os.close(fd)
+                raise self._locked(holder) from None
+            previous = _read(fd)
+        else:  # pragma: no cover - not POSIX
+            fd, previous = self._exclusive()
+        self._fd = fd
+        self.stale = previous or None
+        _write(fd, self._me())
+        return self.stale
+
+    def _exclusive(self) -> tuple[int, dict[str, Any]]:  # pragma: no cover - not POSIX
+        try:
+            return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644), {}
+        except FileExistsError:
+            fd = os.open(self.path, os.O_RDWR)
+            holder = _read(fd)
+            if holder and _alive(holder):
+                os.close(fd)
+                raise self._locked(holder) from None
+            return fd, holder
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        fd, self._fd = self._fd, None
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)  # an empty file: released cleanly, nothing stale to report
+        if fcntl is None:  # pragma: no cover - not POSIX
+            with contextlib.suppress(OSError):
+                self.path.unlink()
+        os.close(fd)  # closing drops the flock
+
+    def _me(self) -> dict[str, Any]:
+        pid = os.getpid()
+        return {
+            "pid": pid,
+            "host": socket.gethostname(),
+            "started": datetime.now(UTC).isoformat(timespec="seconds"),
+            "proc_start": process_start(pid),
+            "session": self.session,
+        }
+
+    def _locked(self, holder: dict[str, Any]) -> SessionLocked:
+        who = (
+            f"pid {holder.get('pid')} on {holder.get('host')} since {holder.get('started')}"
+            if holder
+            else "another process"
+        )
+        return SessionLocked(
+            f"session {self.session} is in use by {who} (lock {self.path}); wait for it to "
+            "finish or stop that process, then resume",
+            holder=holder,
+        )
+
+    def __enter__(self) -> Self:
+        if self._fd is None:  # :func:`lock_session` hands out a lock it already holds
+            self.acquire()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()
+
+
+def _read(fd: int) -> dict[str, Any]:
+    os.lseek(fd, 0, os.SEEK_SET)
+    data = b""
+    while chunk := os.read(fd, 65536):
+        data += chunk
+    if not data.strip():
+        return {}
+    try:
+        value = json.loads(data)
+    except ValueError:
+        return {"unreadable": data[:200].decode("utf-8", "replace")}
+    return value if isinstance(value, dict) else {"unreadable": str(value)[:200]}
+
+
+def _write(fd: int, holder: dict[str, Any]) -> None:
+    data = json.dumps(holder, sort_keys=True).encode()
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, data, 0)
+    os.fsync(fd)

@@ -1,0 +1,357 @@
+"""One proposal: assemble, guard the spend, call the model, deal with length outcomes.
+
+:meth:`Proposer.propose` returns a *complete* response — one the loop may append as a step and
+whose tool calls the house may judge. On the way:
+
+1. the engine assembles the active memory from the ledger under a :class:`~comal.tokens.Budget`
+   that prices the system prompt and the tool catalog; a proposed checkpoint is stored in its
+   own transaction before anything is sent;
+2. the spend guard (TOK-6) sums the ledger's request records and refuses a call that would cross
+   a cap, before any HTTP request;
+3. the provider is called (streamed into ``on_event`` when given); every call that reached it
+   leaves a request record with the anchor key of TOK-2 (model, effort, catalog digest, config
+   digest, checkpoint) in its meta;
+4. OUTPUT_LENGTH and CONTEXT_LENGTH are handled as :mod:`comal.agent._lengths` describes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from ..context import (
+    Assembly,
+    Bounded,
+    EngineState,
+    MediaReferenced,
+    Referenced,
+    View,
+    assemble,
+    compact,
+    store_checkpoint,
+)
+from ..errors import ContextLength
+from ..ledger import LedgerBackend, Record, Scope, UsageInput
+from ..messages import Message, canonical_json, sha256_hex
+from ..ops import Catalog
+from ..providers import (
+    CONTEXT_LENGTH,
+    OUTPUT_LENGTH,
+    ModelRequest,
+    ModelResponse,
+    OnEvent,
+    Provider,
+    ProviderError,
+    ToolSpec,
+    call_model,
+)
+from ..tokens import Anchor, AnchorKey, Budget, InputEstimate, Usage, count_message, estimate_input
+from ._errors import IncompleteResponse, RepeatedContextLength, RepeatedOutputLength
+from ._lengths import (
+    CONTEXT_EVENT,
+    INCOMPLETE_EVENT,
+    grown_reserve,
+    incomplete_body,
+    recalibrate,
+    session_scale,
+)
+from ._settings import AgentSettings
+from ._spend import check_spend
+
+__all__ = ["Probe", "Proposal", "Proposer", "Say"]
+
+Say = Callable[[str, str], None]  # (kind, text): progress for a human
+Probe = Callable[[str, str], None]  # (phase, detail): fault tests stop the process here
+
+_REWRITES = (Referenced, Bounded, MediaReferenced)
+
+
+@dataclass(frozen=True, slots=True)
+class Proposal:
+    """A complete response, the request-record meta to store with it, and how it was built."""
+
+    response: ModelResponse
+    meta: dict[str, Any]
+    assembly: Assembly
+    budget: Budget
+    estimate: InputEstimate
+
+
+@dataclass
+class Proposer:
+    ledger: LedgerBackend
+    scope: Scope
+    provider: Provider
+    settings: AgentSettings
+    catalog: Catalog
+    run: str
+    on_event: OnEvent | None = None
+    say: Say = lambda kind, text: None
+    probe: Probe = lambda phase, detail: None
+    state: EngineState | None = None
+    compact_requested: bool = False
+    last: Proposal | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        counter = self.settings.engine.token_counter
+        self.system_text = self.settings.system
+        self.system_message = Message.system(self.settings.system)
+        self.tools = [
+            ToolSpec(name=t["name"], description=t["description"], input_schema=t["input_schema"])
+            for t in self.catalog.tools("anthropic")
+        ]
+        self.system_tokens = count_message(counter, self.system_message)
+        self.tools_tokens = counter.count(self.catalog.json("anthropic")) if self.tools else 0
+        engine = self.settings.engine.model_dump(mode="json")
+        # Sets dump in hash order, which differs per process; sorted, the digest is stable.
+        engine = {k: sorted(v, key=str) if isinstance(v, list) else v for k, v in engine.items()}
+        self._config = sha256_hex(canonical_json({"engine": engine, "system": self.system_text}))
+
+    # -- budget -----------------------------------------------------------------------------
+    def budget(self, scale: float = 1.0) -> Budget:
+        res = self.settings.window
+        max_input = None if res.max_input is None else max(1, int(res.max_input * scale))
+        return Budget.for_window(
+            max(1, int(res.window * scale)),
+            system_tokens=self.system_tokens,
+            tools_tokens=self.tools_tokens,
+            output_reserve=self.settings.output_reserve,
+            max_output=res.max_output,
+            max_input=max_input,
+            threshold_ratio=self.settings.engine.threshold_ratio,
+        )
+
+    def _key(self, assembly: Assembly, upto: int | None, checkpoint: int | None) -> AnchorKey:
+        # Messages rewritten at or below the anchor's last seq (references, bounds) change the
+        # prefix it measured, so they are part of the configuration digest (TOK-2).
+        rewritten = sorted(
+            a.entry_id
+            for a in assembly.actions
+            if isinstance(a, _REWRITES) and (upto is None or a.seq <= upto)
+        )
+        digest = sha256_hex(canonical_json([self._config, rewritten]))
+        s = self.settings
+        return AnchorKey(s.model, s.effort, self.catalog.digest, digest, checkpoint)
+
+    def _estimate(
+        self, view: View, budget: Budget, assembly: Assembly, checkpoint: int | None
+    ) -> tuple[InputEstimate, AnchorKey]:
+        total = budget.fixed + assembly.history_tokens
+        mine = self._key(assembly, None, checkpoint)
+        last = next(
+            (
+                r
+                for r in reversed(self.ledger.requests(self.scope))
+                if r.entry_id is not None
+                and r.new_input is not None
+                and isinstance(r.meta.get("prompt_last_seq"), int)
+            ),
+            None,
+        )
+        if last is None:
+            return estimate_input(None, current=mine, delta_tokens=0, estimated_total=total), mine
+        upto = int(last.meta["prompt_last_seq"])
+        usage = Usage(last.new_input, last.cache_read, last.cache_write, last.output, None)
+        then = AnchorKey(
+            str(last.meta.get("anchor_model", "")),
+            last.meta.get("effort"),
+            str(last.meta.get("catalog_digest", "")),
+            str(last.meta.get("config_digest", "")),
+            last.meta.get("checkpoint_id"),
+        )
+        anchor = Anchor.from_usage(usage, last_seq=upto, key=then)
+        delta = sum(e.tokens for e in view.entries if e.seq > upto)
+        now = self._key(assembly, upto, checkpoint)
+        return estimate_input(anchor, current=now, delta_tokens=delta, estimated_total=total), mine
+
+    # -- the proposal -----------------------------------------------------------------------
+    def propose(self) -> Proposal:
+        while True:
+            view = View.from_ledger(self.ledger, self.scope, system=(self.system_message,))
+            at = view.end_seq  # the seq the next entry takes: the point length streaks count at
+            events = self.ledger.records(self.scope, "event")
+            outs = self._streaks(events, at)
+            budget = self.budget(session_scale(events, self.settings.model))
+            view = self._compact_if_asked(view, budget)
+            assembly = assemble(view, budget, self.settings.engine, state=self.state)
+            if assembly.checkpoint_to_store is not None:
+                stored = store_checkpoint(self.ledger, self.scope, assembly.checkpoint_to_store)
+                self.say("note", f"checkpoint stored for seq {stored.first_seq}..{stored.last_seq}")
+            self.state = assembly.next_state
+            latest = self.ledger.latest_checkpoint(self.scope)
+            checkpoint = latest.id if latest is not None else None
+            estimate, key = self._estimate(view, budget, assembly, checkpoint)
+            max_out = self._reserve(outs, budget, estimate)
+            check_spend(
+                self.ledger,
+                self.scope,
+                self.settings.spend,
+                run=self.run,
+                next_tokens=estimate.tokens + max_out,
+            )
+            meta = self._meta(key, at, max_out, budget, estimate)
+            request = ModelRequest(
+                self.settings.model,
+                assembly.messages[1:],  # the system prompt travels in ``system``
+                system=self.settings.system,
+                tools=self.tools,
+                max_output_tokens=max_out,
+                effort=self.settings.effort,
+            )
+            self.say("turn", f"{estimate.marker} {estimate.tokens:,} → {self.settings.model}")
+            response = self._send(request, at, budget, estimate, meta)
+            if response is not None:
+                self.last = Proposal(response, meta, assembly, budget, estimate)
+                return self.last
+
+    def _streaks(self, events: list[Record], at: int) -> list[Record]:
+        """The OUTPUT_LENGTH events at this point; raise when a streak is over (OUT-3)."""
+        here = [r for r in events if r.body.get("at_seq") == at]
+        outs = [r for r in here if r.kind == INCOMPLETE_EVENT and r.body["stop"] == OUTPUT_LENGTH]
+        if len(outs) >= 2:
+            raise RepeatedOutputLength(
+                f"OUTPUT_LENGTH: two responses in a row ran out of output tokens (reserves "
+                f"{outs[0].body['max_output_tokens']:,} then "
+                f"{outs[1].body['max_output_tokens']:,}); none of their tool calls ran and "
+                "the same request is not sent again. Ask for a shorter step, or raise the "
+                "model's output limit (output_reserve)."
+            )
+        recalibrations = [r for r in here if r.kind == CONTEXT_EVENT]
+        if len(recalibrations) >= 2:
+            raise RepeatedContextLength(
+                f"CONTEXT_LENGTH: the provider rejected the input again after a recalibrated "
+                f"assembly ({recalibrations[-1].body['reason']}). Nothing was lost. Lower "
+                "--context-window, shorten the instructions, or use a model with a larger "
+                "window."
+            )
+        return outs
+
+    def _reserve(self, outs: list[Record], budget: Budget, estimate: InputEstimate) -> int:
+        """The output reserve of this request: the budget's, or grown after an OUTPUT_LENGTH."""
+        if not outs:
+            return budget.output_reserve
+        previous = int(outs[-1].body["max_output_tokens"])
+        max_output = self.settings.window.max_output
+        grown = grown_reserve(previous, budget, estimate.tokens, max_output)
+        if grown is None:
+            raise RepeatedOutputLength(
+                f"OUTPUT_LENGTH: the response ran out of its {previous:,} output tokens and no "
+                f"larger reserve fits the {budget.window:,}-token window over ~{estimate.tokens:,} "
+                "input tokens; none of its tool calls ran. Ask for a shorter step or use a "
+                "model with a larger window."
+            )
+        self.say("note", f"retrying with an output reserve of {grown:,} tokens")
+        return grown
+
+    def _send(
+        self,
+        request: ModelRequest,
+        at: int,
+        budget: Budget,
+        estimate: InputEstimate,
+        meta: dict[str, Any],
+    ) -> ModelResponse | None:
+        """Call the model; ``None`` when the outcome was recorded and the loop goes again."""
+        self.probe("assembled", str(at))
+        try:
+            response = call_model(self.provider, request, self.on_event)
+        except ContextLength as exc:
+            self._rejected(at, budget, estimate, exc, meta, None)
+            return None
+        except ProviderError as exc:
+            self._failed(meta | {"error": exc.code})
+            raise
+        self.probe("proposed", str(at))
+        if response.stop not in (OUTPUT_LENGTH, CONTEXT_LENGTH, "error"):
+            return response
+        self._incomplete(response, at, budget, estimate, meta)
+        if response.stop == "error":
+            raise IncompleteResponse(
+                f"the model's response did not finish (stop {response.raw_stop!r}); it was "
+                "recorded as an event and none of its tool calls ran. Resume to try again."
+            )
+        return None
+
+    def _compact_if_asked(self, view: View, budget: Budget) -> View:
+        """LIM-7: a ``/compact`` asked for while work was running is derived here, at the start
+        of the next turn, never in the middle of one."""
+        if not self.compact_requested:
+            return view
+        self.compact_requested = False
+        proposal = compact(view, budget, self.settings.engine)
+        if proposal is None:
+            return view
+        store_checkpoint(self.ledger, self.scope, proposal)
+        self.say("note", f"compacted seq {proposal.first_seq}..{proposal.last_seq}")
+        return View.from_ledger(self.ledger, self.scope, system=(self.system_message,))
+
+    def _meta(
+        self, key: AnchorKey, at: int, max_out: int, budget: Budget, estimate: InputEstimate
+    ) -> dict[str, Any]:
+        return {
+            "v": 1,
+            "run": self.run,
+            "at": datetime.now(UTC).isoformat(timespec="microseconds"),
+            "anchor_model": key.model,
+            "effort": key.effort,
+            "catalog_digest": key.catalog_digest,
+            "config_digest": key.config_digest,
+            "checkpoint_id": key.checkpoint_id,
+            "prompt_last_seq": at - 1,
+            "max_output_tokens": max_out,
+            "window": budget.window,
+            "estimate": {"tokens": estimate.tokens, "measured": estimate.measured},
+        }
+
+    def usage_input(self, response: ModelResponse, meta: dict[str, Any]) -> UsageInput:
+        return UsageInput(
+            response.usage,
+            model=response.model or self.settings.model,
+            protocol=response.provider or None,
+            meta=meta,
+        )
+
+    def _failed(self, meta: dict[str, Any]) -> None:
+        # The call reached the provider (or may have): it counts as a request, with its usage
+        # unknown, so the spend guard and a script's position both see it.
+        unknown = Usage(None, None, None, None, None)
+        usage = UsageInput(unknown, self.settings.model, None, meta)
+        self.ledger.record_request(self.scope, None, usage)
+
+    def _incomplete(
+        self,
+        response: ModelResponse,
+        at: int,
+        budget: Budget,
+        estimate: InputEstimate,
+        meta: dict[str, Any],
+    ) -> None:
+        body = incomplete_body(response, at, int(meta["max_output_tokens"]))
+        discarded = ", ".join(c["name"] for c in body["discarded_calls"]) or "none"
+        self.say("warn", f"{response.stop}: response discarded (tool calls not run: {discarded})")
+        with self.ledger.atomic():
+            self.ledger.add_record(self.scope, "event", INCOMPLETE_EVENT, body)
+            self.ledger.record_request(
+                self.scope, None, self.usage_input(response, meta | {"incomplete": response.stop})
+            )
+            if response.stop == CONTEXT_LENGTH:
+                self._rejected(at, budget, estimate, None, meta, response)
+
+    def _rejected(
+        self,
+        at: int,
+        budget: Budget,
+        estimate: InputEstimate,
+        exc: ContextLength | None,
+        meta: dict[str, Any],
+        response: ModelResponse | None,
+    ) -> None:
+        body = recalibrate(budget, self.settings.window.window, estimate.tokens, exc)
+        body |= {"v": 1, "at_seq": at, "model": self.settings.model}
+        self.say("warn", f"CONTEXT_LENGTH: {body['reason']}")
+        with self.ledger.atomic():
+            self.ledger.add_record(self.scope, "event", CONTEXT_EVENT, body)
+            if response is None:
+                self._failed(meta | {"error": "CONTEXT_LENGTH"})

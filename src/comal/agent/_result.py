@@ -1,0 +1,84 @@
+"""What a run hands back, rebuilt from ledger facts (RES-5).
+
+The answer is the text of the session's last assistant message as stored — not a buffer of the
+process that produced it — so a run that crashed after the model answered, or a finished session
+that is merely reopened, gives the same answer without calling the model and without touching a
+file. Receipts and usage are those the ledger holds for this run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ..ledger import LedgerBackend, Scope
+from ..messages import Role, Text
+from ..ops import Receipt, receipts
+
+__all__ = ["RunResult", "RunStatus", "answer_of", "receipt_mark", "receipts_since", "run_usage"]
+
+RunStatus = Literal["finished", "max_turns", "error"]
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """``status``: ``finished`` (answered and the checks passed; the session is closed),
+    ``max_turns`` (stopped at the cap; resume continues), ``error`` (a coded error stopped it,
+    see ``error``). ``blocked`` are the calls left uncertain after a crash: never repeated on
+    their own (RES-4)."""
+
+    session: str
+    status: RunStatus
+    answer: str
+    turns: int
+    receipts: tuple[Receipt, ...] = ()
+    usage: dict[str, int | None] = field(default_factory=dict)
+    blocked: tuple[str, ...] = ()
+    error: dict[str, str] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "session": self.session,
+            "status": self.status,
+            "answer": self.answer,
+            "turns": self.turns,
+            "receipts": [r.as_dict() for r in self.receipts],
+            "usage": dict(self.usage),
+            "blocked": list(self.blocked),
+        }
+        if self.error is not None:
+            out["error"] = dict(self.error)
+        return out
+
+
+def answer_of(ledger: LedgerBackend, scope: Scope) -> str:
+    """The text of the session's last assistant message ("" when there is none)."""
+    heads = ledger.heads(scope)
+    last = next((h for h in reversed(heads) if h.role == Role.ASSISTANT.value), None)
+    if last is None:
+        return ""
+    entry = ledger.entry(scope, last.id)
+    if entry is None:
+        return ""
+    return "\n".join(p.text for p in entry.message.parts if isinstance(p, Text) and p.text)
+
+
+def run_usage(ledger: LedgerBackend, scope: Scope, run: str) -> dict[str, int | None]:
+    """Token usage of run ``run``: sums per TOK-1 field, ``None`` where nothing was reported."""
+    fields = ("new_input", "cache_read", "cache_write", "output", "reasoning")
+    sums: dict[str, int | None] = dict.fromkeys(fields)
+    requests = [r for r in ledger.requests(scope) if r.meta.get("run") == run]
+    for r in requests:
+        for name in fields:
+            value = getattr(r, name)
+            if value is not None:
+                sums[name] = (sums[name] or 0) + value
+    return {"requests": len(requests), **sums}
+
+
+def receipts_since(ledger: LedgerBackend, scope: Scope, mark: int) -> tuple[Receipt, ...]:
+    return tuple(r for r in receipts(ledger, scope) if (r.record_id or 0) > mark)
+
+
+def receipt_mark(ledger: LedgerBackend, scope: Scope) -> int:
+    return max((r.id for r in ledger.records(scope, "receipt")), default=0)

@@ -1,0 +1,55 @@
+"""``--model script:PATH``: a scripted model whose position is read from the ledger.
+
+The script is a file of replies in Anthropic Messages form, one JSON object per line (the format
+of :mod:`comal.testing`). The k-th model call of a session gets the k-th reply, where k counts
+the request records the session already holds — the agent writes one for every call that
+reached the model, complete or not, in the same transaction as what the call produced. A session
+resumed after a crash therefore continues the script exactly where the ledger stopped: a reply
+whose effects never reached the ledger is served again, one that did is never served twice.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..ledger import LedgerBackend, Scope
+from ..providers import ModelRequest, ModelResponse, OnEvent, replay_events
+from ..testing import ScriptedProvider, load_script
+from ._errors import ScriptEnded
+
+__all__ = ["SCRIPT_PREFIX", "ScriptModel"]
+
+SCRIPT_PREFIX = "script:"
+
+
+class ScriptModel:
+    """A :class:`~comal.providers.Provider` answering from a script file for one session."""
+
+    name = "scripted"
+
+    def __init__(self, path: str | Path, ledger: LedgerBackend, scope: Scope) -> None:
+        self.path = Path(path)
+        self.replies = load_script(self.path)
+        self.ledger = ledger
+        self.scope = scope
+
+    @classmethod
+    def from_spec(cls, spec: str, ledger: LedgerBackend, scope: Scope) -> ScriptModel:
+        return cls(spec.removeprefix(SCRIPT_PREFIX), ledger, scope)
+
+    def request(self, req: ModelRequest) -> ModelResponse:
+        k = len(self.ledger.requests(self.scope))
+        if k >= len(self.replies):
+            raise ScriptEnded(
+                f"the script {self.path} has {len(self.replies)} replies and session "
+                f"{self.scope.session} asks for reply {k + 1}; add replies to the script (or "
+                "check why the agent did not stop)"
+            )
+        # A one-reply ScriptedProvider renders the entry exactly as the in-process fake does,
+        # errors included.
+        return ScriptedProvider([self.replies[k]], model=req.model).request(req)
+
+    def stream(self, req: ModelRequest, on_event: OnEvent) -> ModelResponse:
+        response = self.request(req)
+        replay_events(response, on_event)
+        return response

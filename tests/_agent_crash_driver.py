@@ -1,0 +1,135 @@
+"""Child process for the agent's crash test: forks agent runs that the test kills with SIGKILL.
+
+It imports comal once, prints ``ready`` and reads one JSON command per line on stdin: ``{"db",
+"session", "root", "script", "prompt", "pause_at", "pause_on", "cli"}``. For each it forks a worker
+and prints ``spawned PID``; when a worker ends it prints ``exit PID CODE`` (``CODE`` is
+``-SIGNAL`` for a killed worker). Forking keeps dozens of kills within seconds, where as many
+fresh interpreters would take a minute.
+
+A worker runs the session the way ``comal -p`` / ``comal --resume`` do: it takes the session's
+lock, then runs the agent with the script model (``--model script:PATH``) — a fresh session gets
+the prompt, a session with history is resumed without one. Every phase of the loop and of the
+house is reported as ``PID phase PHASE DETAIL``; at the ``pause_at``-th phase the worker prints
+``PID paused`` and sleeps, so the test kills it exactly there (``pause_on`` names the phase
+instead: ``"prepared w1"``). Without ``pause_at`` it runs on,
+and the test kills it after a random delay. With ``cli`` true the worker goes through
+:func:`comal.cli._agent.run_prompt` instead (no probes: random delays only).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import time
+from pathlib import Path
+from typing import Any
+
+from _agent_support import FAST, MODEL, TASK_CHECKS
+from comal.agent import Agent, AgentSettings, ScriptModel, lock_session
+from comal.cli import _common
+from comal.cli._agent import run_prompt
+from comal.ledger import Scope, open_ledger
+from comal.ops import House, Policy, Workspace, default_registry
+from comal.tokens import EstimatingCounter
+
+
+def say(text: str) -> None:
+    # One short write per line: lines from concurrent processes never interleave in the pipe.
+    os.write(1, (text + "\n").encode())
+
+
+def work(cmd: dict[str, Any]) -> None:
+    me = os.getpid()
+    if cmd.get("cli"):
+        _common.STATE.ledger_path = Path(cmd["db"])
+        say(f"{me} phase started -")
+        run_prompt(
+            None,
+            resume=cmd["session"],
+            model="script:" + cmd["script"],
+            context_window=None,
+            engine="",
+            mode="trusted",
+            allow=[],
+            deny=[],
+            workspace=Path(cmd["root"]),
+            as_json=True,
+            max_turns=0,
+        )
+        return
+    count = 0
+
+    def probe(phase: str, detail: str) -> None:
+        nonlocal count
+        count += 1
+        say(f"{me} phase {phase} {detail}")
+        if count == cmd.get("pause_at") or f"{phase} {detail}" == cmd.get("pause_on"):
+            say(f"{me} paused")
+            time.sleep(60)
+
+    led = open_ledger(cmd["db"], counter=EstimatingCounter())
+    scope = Scope("t", "a", cmd["session"])
+    house = House(
+        led,
+        scope,
+        default_registry(),
+        Policy(mode="trusted"),
+        workspace=Workspace(cmd["root"]),
+        probe=probe,
+    )
+    settings = AgentSettings.for_model(
+        MODEL, engine=FAST, preamble=False, checks=TASK_CHECKS, max_turns=20
+    )
+    say(f"{me} phase started -")
+    with lock_session(led, scope):
+        provider = ScriptModel(cmd["script"], led, scope)
+        agent = Agent(led, scope, provider, house, settings, probe=probe)
+        fresh = not led.heads(scope)
+        result = agent.run(cmd["prompt"]) if fresh else agent.resume()
+    say(f"{me} result {result.status}")
+
+
+def main() -> None:
+    # Warm what forks share. Not the tiktoken counter: its native thread pool would not survive
+    # a fork, so each worker that needs it loads it after forking.
+    default_registry()
+    say("ready")
+    sel = selectors.DefaultSelector()
+    sel.register(0, selectors.EVENT_READ)
+    buffer = b""
+    children: set[int] = set()
+    open_input = True
+    while open_input or children:
+        if open_input and sel.select(timeout=0.002):
+            chunk = os.read(0, 65536)
+            if not chunk:
+                open_input = False
+                sel.unregister(0)
+            buffer += chunk
+            while b"\n" in buffer:
+                line, buffer = buffer.split(b"\n", 1)
+                pid = os.fork()
+                if pid == 0:
+                    code = 0
+                    try:
+                        work(json.loads(line))
+                    except BaseException as exc:
+                        say(f"{os.getpid()} failed {type(exc).__name__}: {exc}")
+                        code = 1
+                    finally:
+                        os._exit(code)
+                children.add(pid)
+                say(f"spawned {pid}")
+        elif not open_input:
+            time.sleep(0.002)
+        for pid in list(children):
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                children.discard(pid)
+                code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+                say(f"exit {pid} {code}")
+
+
+if __name__ == "__main__":
+    main()
