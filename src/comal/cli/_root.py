@@ -67,8 +67,7 @@ def agent(
     ] = None,
     workspace: Annotated[Path, typer.Option(help="Files the tools may touch.")] = Path("."),
     max_turns: Annotated[
-        int,
-        typer.Option(help="Model calls per run (0: the configuration's, 50 by default).", min=0),
+        int, typer.Option(help="Model calls per run (0: as configured, 50 by default).", min=0)
     ] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable result.")] = False,
     ledger: Annotated[
