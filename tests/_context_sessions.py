@@ -250,8 +250,14 @@ def check_turn(
     referenced = {x.entry_id for x in a.actions if isinstance(x, Referenced)}
     by_id = {e.id: e for e in view.entries}
     results = [e for e in view.entries if e.message.tool_result is not None]
-    # The K newest results and every error are sent as stored (unless too big to send at all).
+    covered = [(x.first_seq, x.last_seq) for x in a.actions if isinstance(x, Checkpointed)]
+    # The K newest results and every error are sent as stored (unless too big to send at all),
+    # or, when they alone overflow the target, the older of them are covered by this turn's
+    # checkpoint (checked below to read back exactly); they are never referenced one by one.
     for e in results[-cfg.keep_recent_results :]:
+        if any(lo <= e.seq <= hi for lo, hi in covered):
+            assert e.id not in sent
+            continue
         assert e.id in sent
         assert e.id in bounded or e.id in masked or sent[e.id] == e.message
         assert e.id not in referenced

@@ -13,6 +13,7 @@ from _context_sessions import COUNTER, SYSTEM, blob, budget, config, new_ledger
 from comal.context import (
     Assembly,
     Bounded,
+    Checkpointed,
     EngineConfig,
     EngineState,
     Limits,
@@ -69,7 +70,9 @@ def test_protected_tail_larger_than_target_is_bounded_then_stopped_lossless_claw
     # covers: LIM-4, LIM-5, LIM-2
     ledger, scope = new_ledger(tmp_path / "639.db")
     # Sized against a 60 % target: five protected results of 40 % of it overflow the threshold.
-    bud, cfg = budget(16_000), config(target_ratio=0.6)
+    # With the yield off, the protected results may only be bounded, never checkpointed.
+    bud = budget(16_000)
+    cfg = config(target_ratio=0.6, yield_protected_to_checkpoint=False)
     limits = Limits.of(bud, cfg)
     bounded_turns: list[int] = []
     state: EngineState | None = None
@@ -89,6 +92,37 @@ def test_protected_tail_larger_than_target_is_bounded_then_stopped_lossless_claw
     assert 1 <= len(bounded_turns) < cfg.pressure_loop_n
     assert bounded_turns == list(range(bounded_turns[0], bounded_turns[0] + len(bounded_turns)))
     assert "lower keep_recent_results" in str(info.value)
+
+
+def test_protected_tail_larger_than_target_yields_to_a_checkpoint_lossless_claw_639(
+    tmp_path: Path,
+) -> None:
+    # covers: LIM-3, LIM-4, LIM-5
+    ledger, scope = new_ledger(tmp_path / "639y.db")
+    bud, cfg = budget(16_000), config(target_ratio=0.6)  # the yield is on by default
+    limits = Limits.of(bud, cfg)
+    state: EngineState | None = None
+    covered_protected = 0
+    for n in range(12):
+        _tool_step(ledger, scope, n, "Read", _sized(limits.target * 2 // 5, n))
+        view, result = _turn(ledger, scope, bud, cfg, state)
+        state = result.next_state
+        # Every turn fits and no run stops: the older protected results go to a checkpoint.
+        assert result.history_tokens <= limits.threshold
+        newest = [e for e in view.entries if e.message.tool_result is not None][-5:]
+        for a in result.actions:
+            if isinstance(a, Checkpointed):
+                for e in newest:
+                    if a.first_seq <= e.seq <= a.last_seq:
+                        covered_protected += 1
+                        out = e.message.tool_result
+                        assert out is not None and e.output_digest is not None
+                        page = read_evidence(
+                            ledger, scope, e.id, expected_digest=e.output_digest, limit=8000
+                        )
+                        assert out.text.startswith(page.text)
+    assert covered_protected > 0
+    assert ledger.latest_checkpoint(scope) is not None
 
 
 def _check_bounded(ledger: SQLiteLedger, scope: Scope, view: View, result: Assembly) -> None:
@@ -151,7 +185,12 @@ def test_never_converging_compaction_stops_with_pressure_loop_268(tmp_path: Path
     # covers: LIM-5
     ledger, scope = new_ledger(tmp_path / "268.db")
     bud = budget(16_000)
-    cfg = config(keep_recent_results=10, never_reference_tools=frozenset({"Grep"}))
+    # With the yield off a checkpoint cannot cover protected outputs, so nothing converges.
+    cfg = config(
+        keep_recent_results=10,
+        never_reference_tools=frozenset({"Grep"}),
+        yield_protected_to_checkpoint=False,
+    )
     limits = Limits.of(bud, cfg)
     # Ten protected outputs sit just under the threshold; each new one pushes it over, and a
     # derivation can only take out the one step that left the protected window (~9 %).

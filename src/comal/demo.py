@@ -8,6 +8,7 @@ one command really fails) and every output is stored byte for byte in a fresh te
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -18,7 +19,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.rule import Rule
 
+from ._demo_agent import prepare
 from .cli import app
+from .cli import main as cli_main
 from .ledger import Scope, SQLiteLedger, open_ledger
 from .messages import Message, ToolCall
 
@@ -26,6 +29,8 @@ ROOT = Path(__file__).resolve().parents[2]
 PLOT = Path("out") / "demo-replay.png"
 # Small enough that the session crosses the threshold twice: references first, then a checkpoint.
 DEMO_WINDOW = 8_000
+# The agent's window: its build-log reads push it over, so the engine has to act mid-run.
+AGENT_WINDOW = 20000
 console = Console(highlight=False)
 
 
@@ -151,11 +156,51 @@ def main() -> None:
             ),
         ):
             console.print(Rule(title))
-            try:
-                app(["--ledger", str(db), *args], standalone_mode=False)
-            except SystemExit as exc:  # typer.Exit inside standalone_mode=False
-                if exc.code:
-                    raise
+            _cli(db, args)
+        agent_demo(Path(tmp), db)
+
+
+def _cli(db: Path, args: list[str]) -> None:
+    try:
+        app(["--ledger", str(db), *args], standalone_mode=False)
+    except SystemExit as exc:  # typer.Exit inside standalone_mode=False
+        if exc.code:
+            raise
+
+
+def agent_demo(root: Path, db: Path) -> None:
+    """A scripted model fixes a real bug; the house judges, runs and receipts every call."""
+    workspace, model = prepare(root)
+    config = root / "config.json"
+    # RES-5: the session may only be marked finished once this check passes.
+    config.write_text(json.dumps({"checks": [f"{sys.executable} check.py"]}))
+    os.environ["COMAL_CONFIG"] = str(config)
+    console.print(Rule("comal -p: a scripted model fixes a bug; the house judges every call"))
+    try:
+        cli_main(
+            [
+                "--ledger", str(db), "-p", "Fix calc.py so that check.py passes.",
+                "--model", f"script:{model}", "--mode", "trusted",
+                "--workspace", str(workspace), "--context-window", str(AGENT_WINDOW),
+            ]
+        )  # fmt: skip
+    except SystemExit as exc:
+        if exc.code:
+            raise
+    with open_ledger(db) as led:
+        session = led.sessions(agent="comal")[-1].id
+    for title, args in (
+        ("comal sessions --agent comal", ["sessions", "--agent", "comal"]),
+        ("comal receipts", ["receipts", session]),
+        (
+            "comal replay (what the engine sent at each call)",
+            ["replay", session, "--context-window", str(AGENT_WINDOW)],
+        ),
+    ):
+        console.print(Rule(title))
+        _cli(db, args)
+    fixed = (workspace / "calc.py").read_text()
+    console.print(f"calc.py now divides by: {fixed.split('/')[-1].strip()}")
 
 
 if __name__ == "__main__":

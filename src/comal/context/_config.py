@@ -38,6 +38,9 @@ class EngineConfig(BaseModel):
     )
     # A result read through EvidenceRead is already a page of stored evidence; referencing it
     # again would only send the model back to read the same page.
+    # When the protected results alone overflow the target, let a checkpoint cover the older
+    # of them (exact references stay) instead of bounding them and stopping the run.
+    yield_protected_to_checkpoint: bool = True
     never_reference_tools: ToolNames = frozenset({"EvidenceRead"})
     min_reference_tokens: int = Field(
         default=200, ge=0, description="Only larger results are referenced."

@@ -126,6 +126,13 @@ def _stage2(
     oldest = results[max(len(results) - keep, 0)] if results else len(items) - 1
     protected = min(items[oldest].group, len(starts) - 1)
     room = limits.target - limits.checkpoint_reserve - pinned - REPLY_PRIMING
+    if config.yield_protected_to_checkpoint:
+        # The K newest results are never referenced one by one, but when they alone overflow
+        # the target, a cut that keeps them all frees nothing and the run would stop with
+        # CONTEXT_PRESSURE_LOOP. The checkpoint may then cover the older of them: their bytes
+        # stay exact in the ledger and the checkpoint references them. The newest step stays.
+        while protected < len(starts) - 1 and sum(sizes[protected:]) > room:
+            protected += 1
     cut, kept = protected, sum(sizes[protected:])
     while cut > 0 and kept + sizes[cut - 1] <= room:
         cut -= 1
