@@ -46,6 +46,10 @@ class EntryCache:
                 found[i] = e
         return found
 
+    def clear(self) -> None:
+        self._items.clear()
+        self._bytes = 0
+
     def put(self, entry: Entry) -> None:
         if entry.id in self._items or entry.size > self.max_bytes // 8:
             return

@@ -72,6 +72,8 @@ COEFFICIENTS: dict[ContentKind, tuple[float, ...]] = {
 CHUNK = 2048
 # Pricing span: one classification (of a 3 KiB sample) per this many characters.
 SPAN = 16_384
+# Below this many characters the estimate is a byte ratio (see EstimatingCounter.count).
+SHORT = 48
 _WINDOW = 1024
 
 _PUNCTUATION = string.punctuation.encode()
@@ -165,6 +167,11 @@ class EstimatingCounter:
     def count(self, text: str) -> int:
         if not text:
             return 0
+        if len(text) < SHORT:
+            # Names, ids and small arguments: a few tokens, where classifying costs more than
+            # it gains. cl100k averages ~3.2 UTF-8 bytes per token on such strings in the corpus
+            # (tool names and arguments: −4 % in total against +6 % for the full estimate).
+            return max(1, round(len(text.encode("utf-8", "surrogatepass")) / 3.2))
         # Features are additive counts, so a piece of one kind is priced in a single pass; the
         # kind is re-guessed every SPAN characters so that mixed outputs (a JSON blob inside a
         # log) are priced piece by piece.
