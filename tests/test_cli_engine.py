@@ -90,3 +90,37 @@ def test_state_and_compact(tmp_path: Path) -> None:
     assert again["checkpoint"] is None or again["checkpoint"]["last_seq"] >= cp["last_seq"]
     ctx = json.loads(_run("--ledger", str(db), "context", session, "--json"))
     assert ctx["entries"] > 0
+
+
+def test_compact_is_queued_while_an_agent_holds_the_session(tmp_path: Path) -> None:
+    # covers: LIM-7, RES-2
+    from comal.agent import (
+        COMPACT_APPLIED,
+        Agent,
+        AgentSettings,
+        lock_session,
+        queued_compactions,
+    )
+    from comal.ledger import open_ledger
+    from comal.ops import House, Policy, Workspace, default_registry
+    from comal.testing import ScriptedProvider
+
+    db = tmp_path / "q.db"
+    _run("--ledger", str(db), "import", str(_transcript()))
+    session = json.loads(_run("--ledger", str(db), "sessions", "--json"))[0]["session"]
+    led = open_ledger(db)
+    scope = led.resolve(session)
+    with lock_session(led, scope):
+        queued = json.loads(_run("--ledger", str(db), "compact", session, "--json"))
+        assert queued["queued"] is True and queued["checkpoint"] is None
+        assert queued_compactions(led, scope) == 1
+        assert led.latest_checkpoint(scope) is None
+        # The agent holding the session applies it at the start of its next turn.
+        reply = {"content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn"}
+        house = House(led, scope, default_registry(), Policy(), workspace=Workspace(tmp_path))
+        settings = AgentSettings.for_model("claude-sonnet-4-6")
+        Agent(led, scope, ScriptedProvider([reply]), house, settings).run("go on")
+    assert queued_compactions(led, scope) == 0
+    assert led.latest_checkpoint(scope) is not None
+    assert [r.kind for r in led.records(scope, "event")].count(COMPACT_APPLIED) == 1
+    led.close()

@@ -41,7 +41,7 @@ from ._errors import (
 )
 from ._lengths import CONTEXT_EVENT, INCOMPLETE_EVENT
 from ._lock import SessionLock, lock_path
-from ._propose import Proposal, Proposer
+from ._propose import COMPACT_APPLIED, COMPACT_REQUESTED, Proposal, Proposer, queued_compactions
 from ._result import RunResult, answer_of, run_usage
 from ._script import SCRIPT_PREFIX, ScriptModel
 from ._session import Check, lock_session, run_checks, spawn_child, start_session
@@ -49,6 +49,8 @@ from ._settings import DEFAULT_SYSTEM, AgentSettings
 from ._spend import Spend, SpendCaps, check_spend, spent
 
 __all__ = [
+    "COMPACT_APPLIED",
+    "COMPACT_REQUESTED",
     "CONTEXT_EVENT",
     "DEFAULT_SYSTEM",
     "INCOMPLETE_EVENT",
@@ -81,6 +83,7 @@ __all__ = [
     "lock_path",
     "lock_session",
     "policy_from_config",
+    "queued_compactions",
     "run_checks",
     "run_usage",
     "settings_from_config",

@@ -79,6 +79,21 @@ class Proposal:
     estimate: InputEstimate
 
 
+COMPACT_REQUESTED = "compact_requested"
+COMPACT_APPLIED = "compact_applied"
+
+
+def queued_compactions(ledger: LedgerBackend, scope: Scope) -> int:
+    """``/compact`` requests recorded by other processes and not yet applied (LIM-7)."""
+    asked = applied = 0
+    for record in ledger.records(scope, "event"):
+        if record.kind == COMPACT_REQUESTED:
+            asked += 1
+        elif record.kind == COMPACT_APPLIED:
+            applied += int(record.body.get("requests", 0))
+    return max(0, asked - applied)
+
+
 @dataclass
 class Proposer:
     ledger: LedgerBackend
@@ -277,13 +292,21 @@ class Proposer:
     def _compact_if_asked(self, view: View, budget: Budget) -> View:
         """LIM-7: a ``/compact`` asked for while work was running is derived here, at the start
         of the next turn, never in the middle of one."""
-        if not self.compact_requested:
+        queued = queued_compactions(self.ledger, self.scope)
+        if not self.compact_requested and not queued:
             return view
         self.compact_requested = False
         proposal = compact(view, budget, self.settings.engine)
+        with self.ledger.atomic():
+            if proposal is not None:
+                store_checkpoint(self.ledger, self.scope, proposal)
+            if queued:
+                # Another process (``comal compact``) asked while this one held the lock.
+                self.ledger.add_record(
+                    self.scope, "event", COMPACT_APPLIED, {"v": 1, "requests": queued}
+                )
         if proposal is None:
             return view
-        store_checkpoint(self.ledger, self.scope, proposal)
         self.say("note", f"compacted seq {proposal.first_seq}..{proposal.last_seq}")
         return View.from_ledger(self.ledger, self.scope, system=(self.system_message,))
 

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from ..agent import COMPACT_REQUESTED, SessionLocked, lock_session
 from ..context import (
     EngineConfig,
     ReplayTurn,
@@ -213,16 +214,31 @@ def compact_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Derive a checkpoint now, without an LLM, over everything before the protected tail and
-    store it (= /compact). The history stays in the ledger.
+    store it (= /compact). If an agent holds the session, the request is queued and applied at
+    the start of its next turn. The history stays in the ledger.
 
     Example: comal compact 3f2a
     """
     with coded_errors(as_json), ledger() as led:
         scope = led.resolve(session)
-        view = View.from_ledger(led, scope)
-        proposal = compact(view, _budget(model, context_window), EngineConfig())
-        record = store_checkpoint(led, scope, proposal) if proposal is not None else None
-    result: dict[str, Any] = {"session": scope.session, "checkpoint": None}
+        try:
+            lock = lock_session(led, scope)
+        except SessionLocked as exc:
+            # LIM-7: work is active; the request waits for the agent's next turn.
+            led.add_record(scope, "event", COMPACT_REQUESTED, {"v": 1, "by": "comal compact"})
+            queued = {"session": scope.session, "checkpoint": None, "queued": True}
+            if as_json:
+                emit_json(queued)
+            else:
+                out.print(f"queued: {exc}; the agent compacts at the start of its next turn")
+            return
+        try:
+            view = View.from_ledger(led, scope)
+            proposal = compact(view, _budget(model, context_window), EngineConfig())
+            record = store_checkpoint(led, scope, proposal) if proposal is not None else None
+        finally:
+            lock.release()
+    result: dict[str, Any] = {"session": scope.session, "checkpoint": None, "queued": False}
     if record is not None:
         result["checkpoint"] = {
             "id": record.id,
