@@ -87,6 +87,26 @@ def _tool_name(entry: Entry, calls: dict[str, str]) -> str | None:
     return result.name or calls.get(result.call_id)
 
 
+# Facts about an entry that every turn needs and that never change (entries are immutable):
+# its length in characters and the tokens of its images. Keyed by the body's digest and the
+# counter, so the cache is right across sessions and processes' ledgers alike.
+_FACTS: dict[tuple[str, str], tuple[int, int]] = {}
+_FACTS_MAX = 200_000
+
+
+def _facts(entry: Entry, counter: TokenCounter) -> tuple[int, int]:
+    key = (entry.digest, counter.name)
+    found = _FACTS.get(key)
+    if found is None:
+        message = entry.message
+        images = media_tokens(counter, message) if media_in(message) else 0
+        found = (message_chars(message), images)
+        if len(_FACTS) >= _FACTS_MAX:
+            _FACTS.clear()
+        _FACTS[key] = found
+    return found
+
+
 def build_items(
     entries: tuple[Entry, ...], config: EngineConfig, limits: Limits, counter: TokenCounter
 ) -> list[Item]:
@@ -99,7 +119,8 @@ def build_items(
             entry = entries[group.start + offset]
             bounded = None
             message, tokens = entry.message, entry.tokens
-            too_long = message_chars(message) > config.max_single_message_chars
+            chars, image_tokens = _facts(entry, counter)
+            too_long = chars > config.max_single_message_chars
             if entry.tokens > limits.single_bound or too_long:
                 bounded = bound_message(
                     entry, limits.single_bound, config.max_single_message_chars, counter
@@ -115,7 +136,11 @@ def build_items(
                     message=message,
                     tokens=tokens,
                     bounded=bounded,
-                    image_tokens=media_tokens(counter, message) if media_in(message) else 0,
+                    image_tokens=(
+                        image_tokens
+                        if bounded is None
+                        else (media_tokens(counter, message) if media_in(message) else 0)
+                    ),
                     is_result=result is not None,
                     referable=result is not None
                     and not result.is_error

@@ -161,6 +161,8 @@ class Message:
     role: Role
     parts: tuple[Part, ...]
     name: str | None = None
+    # Derived once: the engine asks every message for its calls and result on every turn.
+    _calls: tuple[ToolCall, ...] = field(default=(), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.parts, tuple):
@@ -169,6 +171,8 @@ class Message:
             len(self.parts) != 1 or not isinstance(self.parts[0], ToolResult)
         ):
             raise ValueError("a tool message holds exactly one ToolResult part")
+        calls = tuple(p for p in self.parts if isinstance(p, ToolCall))
+        object.__setattr__(self, "_calls", calls)
 
     # Constructors read better than raw dataclass calls at call sites and in tests.
     @classmethod
@@ -207,12 +211,9 @@ class Message:
 
     @property
     def tool_calls(self) -> tuple[ToolCall, ...]:
-        return tuple(p for p in self.parts if isinstance(p, ToolCall))
+        return self._calls
 
     @property
     def tool_result(self) -> ToolResult | None:
-        if self.role is Role.TOOL:
-            part = self.parts[0]
-            assert isinstance(part, ToolResult)
-            return part
-        return None
+        # __post_init__ guarantees a tool message's only part is its result.
+        return self.parts[0] if self.role is Role.TOOL else None  # type: ignore[return-value]
