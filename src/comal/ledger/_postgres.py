@@ -12,9 +12,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..errors import LedgerError, UserError
-from ..messages import Message, canonical_json, load_json, message_to_json, sha256_hex
+from ..messages import Message, canonical_json, message_to_json, sha256_hex
 from ..tokens import count_message
-from ._common import check_step_shape, prepare, usage_anchor
+from ._common import check_step_shape, prepare, session_from_row, usage_anchor
 from ._model import STATUSES, CheckpointRecord, Entry, Record, RecordTable, Scope, SessionInfo
 from ._postgres_reads import Conn, _PgReads
 from ._postgres_schema import check_text, search_vectors, storable
@@ -139,12 +139,7 @@ class PostgresLedger(_PgReads):
                 f" WHERE {where} ORDER BY s.created_at, s.id",
                 tuple(args),
             ).fetchall()
-        return [
-            SessionInfo(
-                r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], load_json(r[10])
-            )
-            for r in rows
-        ]
+        return [session_from_row(r) for r in rows]
 
     # -- appends ------------------------------------------------------------------------------
     def append(

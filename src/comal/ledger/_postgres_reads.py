@@ -17,9 +17,17 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 
 from ..errors import LedgerError, UserError
-from ..messages import load_json, message_from_json
 from ..tokens import TokenCounter, default_counter
-from ._common import hit, regex_hits, tail_start, words
+from ._common import (
+    checkpoint_from_row,
+    entry_from_row,
+    hit,
+    record_from_row,
+    regex_hits,
+    request_from_row,
+    tail_start,
+    words,
+)
 from ._model import (
     CheckpointRecord,
     Entry,
@@ -149,12 +157,7 @@ class _PgReads(_PgBase):
     def _entries(self, query: str, args: Sequence[Any]) -> list[Entry]:
         with self._reading() as c:
             rows = c.execute(query, tuple(args)).fetchall()
-        return [
-            Entry(
-                r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], message_from_json(r[10])
-            )
-            for r in rows
-        ]
+        return [entry_from_row(r) for r in rows]
 
     def _load(self, ids: list[int]) -> dict[int, Entry]:
         """Entries by id: decoded ones from the cache, the rest read in batches."""
@@ -291,12 +294,7 @@ class _PgReads(_PgBase):
                 " ORDER BY id",
                 (scope.session,),
             ).fetchall()
-        return [
-            RequestRecord(
-                r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], load_json(r[10])
-            )
-            for r in rows
-        ]
+        return [request_from_row(r) for r in rows]
 
     def checkpoints(self, scope: Scope) -> list[CheckpointRecord]:
         with self._reading() as c:
@@ -307,7 +305,7 @@ class _PgReads(_PgBase):
                 " ORDER BY last_seq, id",
                 (scope.session,),
             ).fetchall()
-        return [_checkpoint(r) for r in rows]
+        return [checkpoint_from_row(r) for r in rows]
 
     def latest_checkpoint(self, scope: Scope) -> CheckpointRecord | None:
         with self._reading() as c:
@@ -318,7 +316,7 @@ class _PgReads(_PgBase):
                 " ORDER BY last_seq DESC, id DESC LIMIT 1",
                 (scope.session,),
             ).fetchone()
-        return None if r is None else _checkpoint(r)
+        return None if r is None else checkpoint_from_row(r)
 
     def record(self, scope: Scope, table: RecordTable, record_id: int) -> Record | None:
         """One record of this session by id (None if it is not this session's)."""
@@ -330,7 +328,7 @@ class _PgReads(_PgBase):
                 " WHERE id = %s AND session_id = %s AND table_name = %s",
                 (record_id, scope.session, table),
             ).fetchone()
-        return None if r is None else Record(r[0], r[1], r[2], r[3], r[4], load_json(r[5]))
+        return None if r is None else record_from_row(r)
 
     def records(self, scope: Scope, table: RecordTable) -> list[Record]:
         with self._reading() as c:
@@ -341,13 +339,7 @@ class _PgReads(_PgBase):
                 " WHERE session_id = %s AND table_name = %s ORDER BY id",
                 (scope.session, table),
             ).fetchall()
-        return [Record(r[0], r[1], r[2], r[3], r[4], load_json(r[5])) for r in rows]
-
-
-def _checkpoint(r: tuple[Any, ...]) -> CheckpointRecord:
-    return CheckpointRecord(
-        r[0], r[1], r[2], r[3], r[4], r[5], r[6], message_from_json(r[7]), load_json(r[8])
-    )
+        return [record_from_row(r) for r in rows]
 
 
 def _connect(url: str) -> Conn:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import uuid
 from collections.abc import Iterable, Sequence
@@ -10,7 +9,7 @@ from typing import Any, Literal
 
 from ..errors import LedgerError, UserError
 from ..messages import Message, canonical_json
-from ._common import check_step_shape, prepare, usage_anchor
+from ._common import check_step_shape, prepare, session_from_row, usage_anchor
 from ._model import (
     STATUSES,
     Entry,
@@ -127,12 +126,7 @@ class SQLiteLedger(_Reads):
                 f" WHERE {where} ORDER BY s.created_at, s.id",
                 tuple(args),
             ).fetchall()
-        return [
-            SessionInfo(
-                r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], json.loads(r[10])
-            )
-            for r in rows
-        ]
+        return [session_from_row(r) for r in rows]
 
     # -- appends ------------------------------------------------------------------------------
     def append(

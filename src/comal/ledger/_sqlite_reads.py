@@ -10,13 +10,21 @@ from ..errors import UserError
 from ..messages import (
     Message,
     canonical_json,
-    load_json,
     message_from_json,
     message_to_json,
     sha256_hex,
 )
 from ..tokens import count_message
-from ._common import hit, regex_hits, tail_start, words
+from ._common import (
+    checkpoint_from_row,
+    entry_from_row,
+    hit,
+    record_from_row,
+    regex_hits,
+    request_from_row,
+    tail_start,
+    words,
+)
 from ._model import (
     CheckpointRecord,
     Entry,
@@ -43,12 +51,7 @@ class _Reads(_Base):
     def _entries(self, sql: str, args: Sequence[Any]) -> list[Entry]:
         with self._lock:
             rows = self._conn.execute(sql, tuple(args)).fetchall()
-        return [
-            Entry(
-                r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], message_from_json(r[10])
-            )
-            for r in rows
-        ]
+        return [entry_from_row(r) for r in rows]
 
     def entries(
         self, scope: Scope, *, start_seq: int = 0, end_seq: int | None = None
@@ -224,12 +227,7 @@ class _Reads(_Base):
                 " ORDER BY id",
                 (scope.session,),
             ).fetchall()
-        return [
-            RequestRecord(
-                r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], load_json(r[10])
-            )
-            for r in rows
-        ]
+        return [request_from_row(r) for r in rows]
 
     # -- checkpoints, receipts, summaries, events ---------------------------------------------
     def add_checkpoint(
@@ -288,12 +286,7 @@ class _Reads(_Base):
                 " meta FROM checkpoints WHERE session_id = ? ORDER BY last_seq, id",
                 (scope.session,),
             ).fetchall()
-        return [
-            CheckpointRecord(
-                r[0], r[1], r[2], r[3], r[4], r[5], r[6], message_from_json(r[7]), load_json(r[8])
-            )
-            for r in rows
-        ]
+        return [checkpoint_from_row(r) for r in rows]
 
     def latest_checkpoint(self, scope: Scope) -> CheckpointRecord | None:
         if not self._visible(scope):
@@ -307,9 +300,7 @@ class _Reads(_Base):
             ).fetchone()
         if r is None:
             return None
-        return CheckpointRecord(
-            r[0], r[1], r[2], r[3], r[4], r[5], r[6], message_from_json(r[7]), load_json(r[8])
-        )
+        return checkpoint_from_row(r)
 
     def add_record(
         self,
@@ -346,7 +337,7 @@ class _Reads(_Base):
                 " WHERE id = ? AND session_id = ? AND table_name = ?",
                 (record_id, scope.session, table),
             ).fetchone()
-        return None if r is None else Record(r[0], r[1], r[2], r[3], r[4], load_json(r[5]))
+        return None if r is None else record_from_row(r)
 
     def records(self, scope: Scope, table: RecordTable) -> list[Record]:
         if not self._visible(scope):
@@ -357,7 +348,7 @@ class _Reads(_Base):
                 " WHERE session_id = ? AND table_name = ? ORDER BY id",
                 (scope.session, table),
             ).fetchall()
-        return [Record(r[0], r[1], r[2], r[3], r[4], load_json(r[5])) for r in rows]
+        return [record_from_row(r) for r in rows]
 
 
 def _fts_text(text: str) -> str:
