@@ -44,7 +44,7 @@ from ..messages.wire import (
 )
 from ._base import DEFAULT_TIMEOUT, SDKProvider
 from ._cache import cache_control, mark_history, tool_params
-from ._errors import MissingAPIKey
+from ._clients import anthropic_client
 from ._retry import RetryPolicy
 from ._stops import normalize_stop
 from ._types import (
@@ -77,15 +77,9 @@ class AnthropicProvider(SDKProvider):
         timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
         super().__init__(retry or RetryPolicy(), owns_client=client is None)
-        if client is None:
-            if api_key is None:
-                raise MissingAPIKey("ANTHROPIC_API_KEY", self.name)
-            client = anthropic.Anthropic(
-                api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout
-            )
-        else:
-            client = client.with_options(max_retries=0)
-        self.client = client
+        self.client = anthropic_client(
+            client, api_key=api_key, base_url=base_url, timeout=timeout, provider=self.name
+        )
 
     def _close_client(self) -> None:
         self.client.close()

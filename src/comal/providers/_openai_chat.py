@@ -31,7 +31,8 @@ from openai.types.chat.chat_completion_chunk import ChoiceDeltaToolCall
 from ..messages.wire import PROVIDER_OPENAI_CHAT, from_openai_chat, to_openai_chat
 from ._base import DEFAULT_TIMEOUT, SDKProvider, with_refusal
 from ._cache import strip_hints, tool_params
-from ._errors import MissingAPIKey, ProviderProtocolError
+from ._clients import openai_client
+from ._errors import ProviderProtocolError
 from ._retry import RetryPolicy
 from ._stops import normalize_stop
 from ._types import (
@@ -66,15 +67,9 @@ class OpenAIChatProvider(SDKProvider):
         stream_usage: bool = True,
     ) -> None:
         super().__init__(retry or RetryPolicy(), owns_client=client is None)
-        if client is None:
-            if api_key is None:
-                raise MissingAPIKey("OPENAI_API_KEY", self.name)
-            client = openai.OpenAI(
-                api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout
-            )
-        else:
-            client = client.with_options(max_retries=0)
-        self.client = client
+        self.client = openai_client(
+            client, api_key=api_key, base_url=base_url, timeout=timeout, provider=self.name
+        )
         self.max_tokens_param = max_tokens_param
         self.stream_usage = stream_usage
 

@@ -41,7 +41,8 @@ from ..messages import Message, Part, Role
 from ..messages.wire import PROVIDER_OPENAI_RESPONSES, from_openai_responses, to_openai_responses
 from ._base import DEFAULT_TIMEOUT, SDKProvider
 from ._cache import strip_hints, tool_params
-from ._errors import MissingAPIKey, ProviderProtocolError, error_for_status
+from ._clients import openai_client
+from ._errors import ProviderProtocolError, error_for_status
 from ._retry import RetryPolicy
 from ._stops import normalize_stop
 from ._types import (
@@ -77,15 +78,9 @@ class OpenAIResponsesProvider(SDKProvider):
         encrypted_reasoning: bool = True,
     ) -> None:
         super().__init__(retry or RetryPolicy(), owns_client=client is None)
-        if client is None:
-            if api_key is None:
-                raise MissingAPIKey("OPENAI_API_KEY", self.name)
-            client = openai.OpenAI(
-                api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout
-            )
-        else:
-            client = client.with_options(max_retries=0)
-        self.client = client
+        self.client = openai_client(
+            client, api_key=api_key, base_url=base_url, timeout=timeout, provider=self.name
+        )
         self.encrypted_reasoning = encrypted_reasoning
 
     def _close_client(self) -> None:
