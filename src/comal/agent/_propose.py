@@ -86,7 +86,7 @@ COMPACT_APPLIED = "compact_applied"
 def queued_compactions(ledger: LedgerBackend, scope: Scope) -> int:
     """``/compact`` requests recorded by other processes and not yet applied (LIM-7)."""
     asked = applied = 0
-    for record in ledger.records(scope, "event"):
+    for record in ledger.records(scope, "event", kinds=(COMPACT_REQUESTED, COMPACT_APPLIED)):
         if record.kind == COMPACT_REQUESTED:
             asked += 1
         elif record.kind == COMPACT_APPLIED:
@@ -186,7 +186,10 @@ class Proposer:
         while True:
             view = View.from_ledger(self.ledger, self.scope, system=(self.system_message,))
             at = view.end_seq  # the seq the next entry takes: the point length streaks count at
-            events = self.ledger.records(self.scope, "event")
+            # Only the small events the loop needs: stored tool outputs are events too.
+            events = self.ledger.records(
+                self.scope, "event", kinds=(INCOMPLETE_EVENT, CONTEXT_EVENT)
+            )
             outs = self._streaks(events, at)
             budget = self.budget(session_scale(events, self.settings.model))
             view = self._compact_if_asked(view, budget)
