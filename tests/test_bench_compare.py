@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from comal.bench import (
-    ComalLimit,
+    ComalEngine,
     Full,
     ObservationMasking,
     Pricer,
@@ -23,7 +23,7 @@ from comal.bench import (
     run_strategy,
 )
 from comal.cli import app
-from comal.context import EngineConfig
+from comal.context import EngineConfig, get_engine
 from comal.errors import UserError
 from comal.ledger import SQLiteLedger
 from comal.messages import Message, ToolCall
@@ -104,7 +104,11 @@ def test_comal_keeps_pairs_whole_and_fits_where_full_overflows(ledger: SQLiteLed
     # covers: LIM-1, LIM-2, LIM-4
     session = _session(ledger)
     full = _run(Full(), session, 16_000)
-    comal = _run(ComalLimit(EngineConfig(counter=default_counter())), session, 16_000)
+    comal = _run(
+        ComalEngine(get_engine("limit"), EngineConfig(counter=default_counter()), "comal-limit"),
+        session,
+        16_000,
+    )
     assert comal["errors"] == 0
     assert full["over_window"] > 0
     assert comal["over_window"] == comal["split_pairs"] == comal["orphans"] == 0
@@ -160,7 +164,7 @@ def test_unknown_and_unavailable_strategies_say_why() -> None:
         make_strategy("masking-x", counter)
     with pytest.raises(UserError, match="unknown strategy"):
         make_strategy("magic", counter)
-    with pytest.raises(UserError, match="EngineConfig settings"):
+    with pytest.raises(UserError, match="settings of the limit engine"):
         make_strategy("comal-limit:no_such_setting=1", counter)
     with pytest.raises(UserError, match="less than or equal"):
         make_strategy("comal-limit:threshold_ratio=2", counter)

@@ -27,11 +27,13 @@ import uuid
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
+from ..context import get_engine
 from ..errors import ComalError, UserError
 from ..ledger import Entry, LedgerBackend, Scope
 from ..messages import Message, Role, Text, ToolCall
 from ..ops import Actor, House, Reconciled, reconcile
 from ..providers import OnEvent, Provider
+from ._catalog import model_catalog
 from ._propose import Probe, Proposal, Proposer, Say
 from ._result import (
     RunResult,
@@ -90,7 +92,7 @@ class Agent:
         self.probe: Probe = probe or _no_probe
         self.on_event = on_event
         self.run_id = uuid.uuid4().hex
-        self.catalog = house.catalog("model")
+        self.catalog = model_catalog(house.catalog("model"), get_engine(settings.engine_name))
         self.proposer = Proposer(
             ledger,
             scope,
@@ -228,6 +230,8 @@ class Agent:
             self.turns += 1
             for call in proposal.response.runnable_calls:
                 self._execute(call, step)
+            # The turn is whole in the ledger: the engine may now plan its maintenance.
+            self.proposer.maintain()
 
     def _intend(self, prompt: str) -> None:
         parts: tuple[Text, ...] = (Text(prompt),)

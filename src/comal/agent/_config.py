@@ -13,7 +13,8 @@ work — and unknown keys are refused, so a typo does not silently change nothin
     checks: ["pytest -q"]          # must pass before a session is marked finished (RES-5)
     context_window: 128000         # operator-only: combined with the model's by minimum
     spend: {execution: 2000000, hour: 10000000, day: 100000000}    # operator-only
-    engine_settings: {keep_recent_results: 5}                     # operator-only
+    engine: limit                  # operator-only: the context engine (comal.context registry)
+    engine_settings: {keep_recent_results: 5}   # operator-only: that engine's settings
     agents:                        # per-agent settings, by agent name
       reviewer: {engine: {target_ratio: 0.5}, max_turns: 20}
 
@@ -34,12 +35,12 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from platformdirs import user_config_dir
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ..context import EngineConfig
+from ..context import engine_config, engine_names, get_engine
 from ..errors import InputError
 from ..ops import Mode, Policy, Rule, Workspace
 from ..tokens import resolve_window
@@ -105,10 +106,19 @@ class Config(_Strict):
     checks: list[str] = Field(default_factory=list)
     context_window: int | None = Field(default=None, ge=1_024, le=10_000_000)
     output_reserve: int | None = Field(default=None, ge=256, le=1_000_000)
-    engine: Literal["limit"] = "limit"
+    engine: str = Field(default="limit", min_length=1, max_length=40)
     engine_settings: dict[str, Any] = Field(default_factory=dict)
     spend: SpendConfig = Field(default_factory=SpendConfig)
     agents: dict[str, AgentProfile] = Field(default_factory=dict)
+
+    @field_validator("engine")
+    @classmethod
+    def _known_engine(cls, value: str) -> str:
+        if value not in engine_names():
+            raise ValueError(
+                f"unknown engine {value!r}; this comal has: {', '.join(engine_names())}"
+            )
+        return value
 
     @model_validator(mode="after")
     def _engines_valid(self) -> Config:
@@ -118,10 +128,13 @@ class Config(_Strict):
         Policy.from_config(self.policy_dict())
         return self
 
-    def engine_config(self, agent: str | None = None) -> EngineConfig:
+    def engine_config(self, agent: str | None = None) -> BaseModel:
+        """The settings of the configured engine for ``agent``: the top-level
+        ``engine_settings`` with the agent's ``engine`` entries over them, validated with
+        that engine's own ranges."""
         profile = self.agents.get(agent) if agent is not None else None
         merged = {**self.engine_settings, **(profile.engine if profile is not None else {})}
-        return EngineConfig.model_validate(merged)
+        return engine_config(get_engine(self.engine), merged)
 
     def policy_dict(self) -> dict[str, Any]:
         d = {"mode": self.mode, "allow": self.allow, "ask": self.ask, "deny": self.deny}
@@ -224,6 +237,7 @@ def settings_from_config(
         max_turns=profile.max_turns or config.max_turns,
         output_reserve=config.output_reserve,
         engine=config.engine_config(name),
+        engine_name=config.engine,
         spend=config.spend.caps(),
         checks=tuple(checks),
     )

@@ -21,15 +21,17 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from ..compaction import execute
 from ..context import (
     Assembly,
     Bounded,
-    EngineState,
+    EngineCache,
     MediaReferenced,
     Referenced,
+    StoreCheckpoint,
     View,
-    assemble,
-    compact,
+    config_counter,
+    get_engine,
     store_checkpoint,
 )
 from ..errors import ContextLength
@@ -105,14 +107,18 @@ class Proposer:
     on_event: OnEvent | None = None
     say: Say = lambda kind, text: None
     probe: Probe = lambda phase, detail: None
-    state: EngineState | None = None
+    state: object = None
     compact_requested: bool = False
     last: Proposal | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        counter = self.settings.engine.token_counter
-        self.system_text = self.settings.system
-        self.system_message = Message.system(self.settings.system)
+        self.engine = get_engine(self.settings.engine_name)
+        # Owned per agent: facts of stored entries the engine may reuse turn over turn.
+        self.cache = EngineCache()
+        counter = config_counter(self.settings.engine)
+        clause = self.engine.system_clause
+        self.system_text = f"{self.settings.system}\n\n{clause}" if clause else self.settings.system
+        self.system_message = Message.system(self.system_text)
         self.tools = [
             ToolSpec(name=t["name"], description=t["description"], input_schema=t["input_schema"])
             for t in self.catalog.tools("anthropic")
@@ -122,6 +128,7 @@ class Proposer:
         engine = self.settings.engine.model_dump(mode="json")
         # Sets dump in hash order, which differs per process; sorted, the digest is stable.
         engine = {k: sorted(v, key=str) if isinstance(v, list) else v for k, v in engine.items()}
+        engine["name"] = self.settings.engine_name
         self._config = sha256_hex(canonical_json({"engine": engine, "system": self.system_text}))
 
     # -- budget -----------------------------------------------------------------------------
@@ -135,7 +142,7 @@ class Proposer:
             output_reserve=self.settings.output_reserve,
             max_output=res.max_output,
             max_input=max_input,
-            threshold_ratio=self.settings.engine.threshold_ratio,
+            threshold_ratio=self.engine.threshold_ratio(self.settings.engine),
         )
 
     def _key(self, assembly: Assembly, upto: int | None, checkpoint: int | None) -> AnchorKey:
@@ -184,7 +191,7 @@ class Proposer:
     # -- the proposal -----------------------------------------------------------------------
     def propose(self) -> Proposal:
         while True:
-            view = View.from_ledger(self.ledger, self.scope, system=(self.system_message,))
+            view = self._view()
             at = view.end_seq  # the seq the next entry takes: the point length streaks count at
             # Only the small events the loop needs: stored tool outputs are events too.
             events = self.ledger.records(
@@ -193,7 +200,9 @@ class Proposer:
             outs = self._streaks(events, at)
             budget = self.budget(session_scale(events, self.settings.model))
             view = self._compact_if_asked(view, budget)
-            assembly = assemble(view, budget, self.settings.engine, state=self.state)
+            assembly = self.engine.assemble(
+                view, budget, self.settings.engine, state=self.state, cache=self.cache
+            )
             if assembly.checkpoint_to_store is not None:
                 stored = store_checkpoint(self.ledger, self.scope, assembly.checkpoint_to_store)
                 self.say("note", f"checkpoint stored for seq {stored.first_seq}..{stored.last_seq}")
@@ -299,19 +308,35 @@ class Proposer:
         if not self.compact_requested and not queued:
             return view
         self.compact_requested = False
-        proposal = compact(view, budget, self.settings.engine)
+        jobs = self.engine.plan(view, budget, self.settings.engine, force=True)
         with self.ledger.atomic():
-            if proposal is not None:
-                store_checkpoint(self.ledger, self.scope, proposal)
+            execute(self.ledger, self.scope, jobs)
             if queued:
                 # Another process (``comal compact``) asked while this one held the lock.
                 self.ledger.add_record(
                     self.scope, "event", COMPACT_APPLIED, {"v": 1, "requests": queued}
                 )
-        if proposal is None:
+        if not jobs:
             return view
-        self.say("note", f"compacted seq {proposal.first_seq}..{proposal.last_seq}")
-        return View.from_ledger(self.ledger, self.scope, system=(self.system_message,))
+        for job in jobs:
+            if isinstance(job, StoreCheckpoint):
+                p = job.proposal
+                self.say("note", f"compacted seq {p.first_seq}..{p.last_seq}")
+            else:
+                self.say("note", f"compacted: {job.kind}")
+        return self._view()
+
+    def _view(self) -> View:
+        return View.from_ledger(
+            self.ledger, self.scope, system=(self.system_message,), bases=self.engine.bases
+        )
+
+    def maintain(self) -> tuple[object, ...]:
+        """After a turn: run the maintenance the engine plans now (inline); the records made."""
+        view = self._view()
+        budget = self.budget()
+        jobs = self.engine.plan(view, budget, self.settings.engine)
+        return execute(self.ledger, self.scope, jobs) if jobs else ()
 
     def _meta(
         self, key: AnchorKey, at: int, max_out: int, budget: Budget, estimate: InputEstimate

@@ -12,7 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Self
 
-from ..context import EngineConfig
+from pydantic import BaseModel
+
+from ..context import EngineConfig, get_engine
 from ..tokens import WindowResolution, resolve_window
 from ._spend import SpendCaps
 
@@ -36,7 +38,9 @@ DEFAULT_SYSTEM = (
 class AgentSettings:
     """``model`` is the name sent in each request; ``window`` the resolved effective window
     (TOK-3); ``output_reserve`` overrides the budget's default reserve; ``checks`` are the
-    commands :meth:`Agent.finish` runs before a session may be marked finished (RES-5)."""
+    commands :meth:`Agent.finish` runs before a session may be marked finished (RES-5);
+    ``engine_name`` names the context engine in the registry and ``engine`` is its
+    configuration (that engine's ``config_type``)."""
 
     model: str
     window: WindowResolution
@@ -44,7 +48,8 @@ class AgentSettings:
     effort: str | None = None
     max_turns: int = 50
     output_reserve: int | None = None
-    engine: EngineConfig = field(default_factory=EngineConfig)
+    engine: BaseModel = field(default_factory=EngineConfig)
+    engine_name: str = "limit"
     spend: SpendCaps = field(default_factory=SpendCaps)
     checks: tuple[str, ...] = ()
     preamble: bool = True
@@ -52,6 +57,12 @@ class AgentSettings:
     def __post_init__(self) -> None:
         if self.max_turns < 1:
             raise ValueError(f"max_turns must be at least 1, not {self.max_turns}")
+        engine = get_engine(self.engine_name)
+        if not isinstance(self.engine, engine.config_type):
+            raise ValueError(
+                f"engine {self.engine_name!r} takes a {engine.config_type.__name__}, "
+                f"not a {type(self.engine).__name__}"
+            )
 
     @classmethod
     def for_model(cls, model: str, *, context_window: int | None = None, **kw: Any) -> Self:

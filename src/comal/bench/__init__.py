@@ -16,7 +16,7 @@ from ._report import markdown_report, totals, write_report
 from ._retention import Fate, classify_retention, read_back, retention_counts
 from ._strategies import (
     DEFAULT_STRATEGIES,
-    ComalLimit,
+    ComalEngine,
     Full,
     ObservationMasking,
     Sent,
@@ -28,7 +28,7 @@ from ._strategies import (
 __all__ = [
     "DEFAULT_STRATEGIES",
     "PROVIDERS",
-    "ComalLimit",
+    "ComalEngine",
     "CompareReport",
     "ContextBench",
     "CostMeter",

@@ -1,4 +1,4 @@
-"""``comal bench context``: per-turn assembly time of the limit engine, from the ledger.
+"""``comal bench context``: per-turn assembly time of an engine, from the ledger.
 
 A session is grown step by step with the engine running as an agent would (assembling and
 storing the checkpoints it proposes), then ``measure`` more turns are timed end to end: read the
@@ -14,7 +14,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..context import EngineConfig, View, assemble, store_checkpoint
+from ..compaction import execute
+from ..context import EngineCache, View, engine_config, get_engine, store_checkpoint
 from ..ledger import open_ledger
 from ..tokens import Budget, EstimatingCounter
 from ._ledger import synthetic_steps
@@ -45,10 +46,15 @@ def run_context_bench(
     measure: int = 100,
     every: int = 8,
     workdir: Path | None = None,
+    engine: str = "limit",
     progress: Callable[[str], None] = lambda _: None,
 ) -> ContextBench:
     counter = EstimatingCounter()
-    config = EngineConfig(counter=counter)
+    chosen = get_engine(engine)
+    config = engine_config(
+        chosen, {"counter": counter} if "counter" in chosen.config_type.model_fields else {}
+    )
+    cache = EngineCache()
     budget = Budget.for_window(window, system_tokens=0, tools_tokens=0)
     steps = list(synthetic_steps(11, entries + measure * 4))
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
@@ -61,10 +67,13 @@ def run_context_bench(
             made += len(led.append(scope, steps[i]))
             i += 1
             if i % every == 0:
-                # Growing with the engine in the loop leaves the checkpoints an agent would have.
-                a = assemble(View.from_ledger(led, scope), budget, config)
+                # Growing with the engine in the loop leaves the stand-ins an agent would have.
+                view = View.from_ledger(led, scope, bases=chosen.bases)
+                a = chosen.assemble(view, budget, config, cache=cache)
                 if a.checkpoint_to_store is not None:
                     store_checkpoint(led, scope, a.checkpoint_to_store)
+                view = View.from_ledger(led, scope, bases=chosen.bases)
+                execute(led, scope, chosen.plan(view, budget, config))
         progress(f"timing {measure} turns")
         total, view_ms, asm_ms = [], [], []
         last_input = 0
@@ -72,9 +81,9 @@ def run_context_bench(
             led.append(scope, steps[i])
             i += 1
             t0 = time.perf_counter()
-            view = View.from_ledger(led, scope)
+            view = View.from_ledger(led, scope, bases=chosen.bases)
             t1 = time.perf_counter()
-            a = assemble(view, budget, config)
+            a = chosen.assemble(view, budget, config, cache=cache)
             t2 = time.perf_counter()
             if a.checkpoint_to_store is not None:
                 store_checkpoint(led, scope, a.checkpoint_to_store)

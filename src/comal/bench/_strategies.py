@@ -6,9 +6,10 @@ given only the entries before that call. Every strategy sees the same entries, a
 prices, checks and times what each one yields in the same way.
 
 - ``full``: no management; the whole history every time (what the original agent sent).
-- ``comal-limit``: the default engine through :func:`comal.context.replay`;
-  ``comal-limit:<setting>=<value>[:...]`` runs it with :class:`~comal.context.EngineConfig`
-  settings overridden.
+- ``comal-<engine>`` (``comal-limit``, the default): an engine of the registry through
+  :func:`comal.context.replay`, its maintenance executed in memory;
+  ``comal-limit:<setting>=<value>[:...]`` runs it with settings of its configuration
+  overridden.
 - ``masking-N``: observation masking. The N newest tool results stay; every older one is replaced
   by a one-line placeholder, rewritten each turn as the window moves (SWE-agent's
   ``LastNObservations`` history processor; N=5 is the setting studied in arXiv 2508.21433).
@@ -22,7 +23,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..context import EngineConfig, replay
+from pydantic import BaseModel
+
+from ..compaction import memory_executor
+from ..context import Engine, EngineCache, config_counter, engine_names, get_engine, replay
 from ..errors import UserError
 from ..evidence import EvidenceSource
 from ..ledger import Entry, Scope
@@ -31,7 +35,7 @@ from ..tokens import Budget, TokenCounter
 
 __all__ = [
     "DEFAULT_STRATEGIES",
-    "ComalLimit",
+    "ComalEngine",
     "Full",
     "ObservationMasking",
     "Sent",
@@ -109,17 +113,29 @@ class Full:
             yield Sent(messages[:i])
 
 
-class ComalLimit:
-    """The default engine, replayed with checkpoints held in memory (nothing written)."""
+class ComalEngine:
+    """An engine of the registry, replayed with its stand-ins held in memory (nothing
+    written)."""
 
     keeps_store = True
 
-    def __init__(self, config: EngineConfig, name: str = "comal-limit") -> None:
+    def __init__(self, engine: Engine, config: BaseModel, name: str) -> None:
+        self.engine = engine
         self.config = config
         self.name = name
 
     def requests(self, session: Session, budget: Budget) -> Iterator[Sent]:
-        for turn in replay(session.entries, session.scope.session, budget, self.config):
+        run = memory_executor(config_counter(self.config))
+        turns = replay(
+            session.entries,
+            session.scope.session,
+            budget,
+            self.config,
+            engine=self.engine,
+            execute=run,
+            cache=EngineCache(),
+        )
+        for turn in turns:
             if turn.assembly is None:
                 yield Sent(None, turn.error)
             else:
@@ -161,30 +177,36 @@ class ObservationMasking:
             yield Sent(tuple(out))
 
 
-def _engine_config(name: str, counter: TokenCounter) -> EngineConfig:
+def _comal_engine(name: str, counter: TokenCounter) -> ComalEngine:
     """``comal-limit:threshold_ratio=0.97:target_ratio=0.3`` overrides engine settings, so a
     tuning can be compared with the default in the same run."""
-    settings: dict[str, str] = {}
-    for item in name.split(":")[1:]:
+    head, *items = name.split(":")
+    engine = get_engine(head.removeprefix("comal-"))
+    fields = engine.config_type.model_fields
+    settings: dict[str, object] = {}
+    for item in items:
         key, sep, value = item.partition("=")
-        if not sep or key not in EngineConfig.model_fields or key == "counter":
+        if not sep or key not in fields or key == "counter":
             raise UserError(
-                f"{name!r}: write comal-limit:<setting>=<value>[:...] with EngineConfig settings, "
-                "e.g. comal-limit:threshold_ratio=0.97:target_ratio=0.3"
+                f"{name!r}: write {head}:<setting>=<value>[:...] with settings of the "
+                f"{engine.name} engine, e.g. comal-limit:threshold_ratio=0.97:target_ratio=0.3"
             )
         settings[key] = value
+    if "counter" in fields:
+        settings["counter"] = counter
     try:
-        return EngineConfig.model_validate({**settings, "counter": counter})
+        config = engine.config_type.model_validate(settings)
     except ValueError as exc:
         raise UserError(f"{name!r}: {exc}") from None
+    return ComalEngine(engine, config, name)
 
 
 def make_strategy(name: str, counter: TokenCounter) -> Strategy:
     """The strategy called ``name``; a :class:`~comal.errors.UserError` says what exists."""
     if name == "full":
         return Full()
-    if name == "comal-limit" or name.startswith("comal-limit:"):
-        return ComalLimit(_engine_config(name, counter), name)
+    if name.split(":")[0].removeprefix("comal-") in engine_names() and name.startswith("comal-"):
+        return _comal_engine(name, counter)
     if name.startswith("masking-"):
         try:
             keep = int(name.removeprefix("masking-"))
@@ -197,6 +219,7 @@ def make_strategy(name: str, counter: TokenCounter) -> Strategy:
         return LangchainTrim(counter)
     if name.startswith("openhands"):
         raise UserError(f"{name}: {OPENHANDS_UNAVAILABLE}")
+    engines = ", ".join(f"comal-{e}" for e in engine_names())
     raise UserError(
-        f"unknown strategy {name!r}; choose from full, comal-limit, masking-N, langchain-trim"
+        f"unknown strategy {name!r}; choose from full, {engines}, masking-N, langchain-trim"
     )

@@ -88,10 +88,11 @@ def context_bench(
     ] = "2000,20000",
     window: Annotated[int, typer.Option(help="Window to assemble.", min=1000)] = 128_000,
     turns: Annotated[int, typer.Option(help="Turns to time per size.", min=10)] = 100,
+    engine: Annotated[str, typer.Option(help="Context engine from the registry.")] = "limit",
     as_json: JsonOpt = False,
 ) -> None:
     """Per-turn time to read the view from the ledger and assemble a window, on sessions grown
-    with the engine running (so they carry the checkpoints an agent would have).
+    with the engine running (so they carry the stand-ins an agent would have).
 
     Example: comal bench context --entries 2000,20000 --window 128000
     """
@@ -103,6 +104,7 @@ def context_bench(
                     entries=size,
                     window=window,
                     measure=turns,
+                    engine=engine,
                     progress=lambda msg: status.update(msg),
                 )
             )

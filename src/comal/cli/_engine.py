@@ -10,21 +10,22 @@ import typer
 from rich.table import Table
 
 from ..agent import COMPACT_REQUESTED, SessionLocked, lock_session
+from ..compaction import execute, memory_executor
 from ..context import (
+    Engine,
     EngineConfig,
     ReplayTurn,
     View,
     action_dict,
-    compact,
+    config_counter,
+    get_engine,
     render_state,
     replay,
-    store_checkpoint,
     work_state,
 )
-from ..errors import UserError
 from ..evidence import read_evidence
 from ..importers import load, store
-from ..ledger import Scope, SQLiteLedger
+from ..ledger import CheckpointRecord, LedgerBackend, Scope, SQLiteLedger
 from ..messages.wire import to_anthropic
 from ..tokens import Budget, resolve_window
 from ._common import JsonOpt, coded_errors, emit_json, err, ledger, out
@@ -36,17 +37,14 @@ WindowOpt = Annotated[
     typer.Option("--context-window", help="Cap the window (minimum with the model's).", min=1),
 ]
 ModelOpt = Annotated[str | None, typer.Option(help="Model to budget for (provider:model).")]
-EngineOpt = Annotated[str, typer.Option(help="Context engine (limit is the default).")]
+EngineOpt = Annotated[
+    str, typer.Option(help="Context engine from the registry (limit is the default).")
+]
 
 
 def _budget(model: str | None, window: int | None) -> Budget:
     res = resolve_window(model, override=window)
     return Budget.for_window(res.window, system_tokens=0, tools_tokens=0, max_output=res.max_output)
-
-
-def _check_engine(engine: str) -> None:
-    if engine != "limit":
-        raise UserError(f"unknown engine {engine!r}; this comal has: limit")
 
 
 def _session_for(led: SQLiteLedger, target: str) -> Scope:
@@ -96,7 +94,9 @@ def _summary(turns: list[ReplayTurn], budget: Budget) -> dict[str, Any]:
     }
 
 
-def _plot(turns: list[ReplayTurn], budget: Budget, path: Path, title: str) -> None:
+def _plot(
+    turns: list[ReplayTurn], budget: Budget, path: Path, title: str, engine: str = "limit"
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -105,7 +105,7 @@ def _plot(turns: list[ReplayTurn], budget: Budget, path: Path, title: str) -> No
     xs = [t.turn for t in turns]
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
     top.plot(xs, [t.full_tokens for t in turns], label="full history (unmanaged)", color="grey")
-    top.plot(xs, [t.input_tokens for t in turns], label="comal limit engine", color="tab:blue")
+    top.plot(xs, [t.input_tokens for t in turns], label=f"comal {engine}", color="tab:blue")
     top.axhline(budget.input_limit, color="tab:red", linestyle="--", label="input limit")
     for t in turns:
         if t.checkpoint is not None:
@@ -145,12 +145,14 @@ def replay_cmd(
     Example: comal replay run.traj.json --context-window 45000 --plot replay.png
     """
     with coded_errors(as_json), ledger() as led:
-        _check_engine(engine)
+        chosen = get_engine(engine)
         scope = _session_for(led, target)
         entries = list(led.iter_entries(scope))
         budget = _budget(model, context_window)
+        config = chosen.config_type()
+        run = memory_executor(config_counter(config))
         turns: list[ReplayTurn] = []
-        for t in replay(entries, scope.session, budget, EngineConfig()):
+        for t in replay(entries, scope.session, budget, config, engine=chosen, execute=run):
             turns.append(t)
             if as_json:
                 emit_json(_turn_dict(t))
@@ -161,7 +163,8 @@ def replay_cmd(
                 (dump / f"turn-{t.turn:04d}.json").write_text(text, encoding="utf-8")
     summary = _summary(turns, budget) | {"session": scope.session, "engine": engine}
     if plot is not None:
-        _plot(turns, budget, plot, f"{scope.session[:8]} at {budget.window:,} tokens")
+        title = f"{scope.session[:8]} at {budget.window:,} tokens"
+        _plot(turns, budget, plot, title, engine)
     if as_json:
         emit_json({"summary": summary})
         return
@@ -209,6 +212,7 @@ def state_cmd(
 @app.command("compact")
 def compact_cmd(
     session: Annotated[str, typer.Argument(help="Session id (a unique prefix is enough).")],
+    engine: EngineOpt = "limit",
     context_window: WindowOpt = None,
     model: ModelOpt = None,
     as_json: JsonOpt = False,
@@ -220,6 +224,7 @@ def compact_cmd(
     Example: comal compact 3f2a
     """
     with coded_errors(as_json), ledger() as led:
+        chosen = get_engine(engine)
         scope = led.resolve(session)
         try:
             lock = lock_session(led, scope)
@@ -233,9 +238,7 @@ def compact_cmd(
                 out.print(f"queued: {exc}; the agent compacts at the start of its next turn")
             return
         try:
-            view = View.from_ledger(led, scope)
-            proposal = compact(view, _budget(model, context_window), EngineConfig())
-            record = store_checkpoint(led, scope, proposal) if proposal is not None else None
+            record = _compact(led, scope, chosen, _budget(model, context_window))
         finally:
             lock.release()
     result: dict[str, Any] = {"session": scope.session, "checkpoint": None, "queued": False}
@@ -256,6 +259,15 @@ def compact_cmd(
             f"checkpoint {record.id} stands for seq {record.first_seq}..{record.last_seq} "
             f"in {record.tokens:,} tokens (sha256 {record.digest[:16]}…)"
         )
+
+
+def _compact(
+    led: LedgerBackend, scope: Scope, engine: Engine, budget: Budget
+) -> CheckpointRecord | None:
+    view = View.from_ledger(led, scope, bases=engine.bases)
+    config = engine.config_type()
+    made = execute(led, scope, engine.plan(view, budget, config, force=True))
+    return next((m for m in made if isinstance(m, CheckpointRecord)), None)
 
 
 @app.command("evidence")

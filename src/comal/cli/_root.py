@@ -59,7 +59,9 @@ def agent(
     context_window: Annotated[
         int | None, typer.Option(help="Cap the window (minimum with the model's).", min=1)
     ] = None,
-    engine: Annotated[str, typer.Option(help="Context engine.")] = "limit",
+    engine: Annotated[
+        str, typer.Option(help="Context engine (limit, ...); default: the configuration's.")
+    ] = "",
     mode: Annotated[str, typer.Option(help="read-only | ask | trusted")] = "",
     allow: Annotated[list[str] | None, typer.Option(help="Allow rule, e.g. 'Bash(git *)'.")] = None,
     deny: Annotated[

@@ -1,11 +1,20 @@
-"""The default context engine, "memory to the limit" (LIM-1..6).
+"""Context engines: the active memory each request sends, assembled from the ledger.
 
-:func:`assemble` turns a :class:`View` of one session (the latest checkpoint and the entries
-after it, read by :meth:`View.from_ledger`), a :class:`~comal.tokens.Budget` and an
-:class:`EngineConfig` into an :class:`Assembly`: the messages to send (system first), what was
-done to fit them (:data:`Action` values), OBS-1 metrics, and, when stage 2 fired, a
-:class:`CheckpointProposal` for :func:`store_checkpoint`. Assembly is pure and deterministic:
-the same view, budget and config give byte-identical messages.
+Engines are plural and share one seam (:mod:`._engine`): a pure ``assemble(view, budget,
+config)`` returning an :class:`Assembly` (the messages to send, system first; what was done to
+fit them as :class:`Action` values; OBS-1 :class:`Metrics`; a checkpoint to store), and a pure
+``plan(view, budget, config)`` returning the maintenance :class:`Job` values due. Surfaces look
+engines up by name::
+
+    engine = get_engine("limit")                      # ENGINES: the read-only registry
+    view = View.from_ledger(ledger, scope, bases=engine.bases)
+    assembly = engine.assemble(view, budget, engine.config_type(), cache=EngineCache())
+
+The engines this package ships: ``limit`` (:mod:`.limit`, the default: verbatim while it fits,
+then exact references, then a deterministic checkpoint; LIM-1..7). :func:`assemble` and
+:class:`EngineConfig` at this level are the limit engine's, for callers that need no other.
+Assembly is pure and deterministic: the same view, budget and config give byte-identical
+messages.
 """
 
 from ._assembly import (
@@ -14,50 +23,83 @@ from ._assembly import (
     Bounded,
     Checkpointed,
     CheckpointProposal,
-    EngineState,
     MediaReferenced,
     Metrics,
     ProtectedTailOverflow,
     Referenced,
 )
-from ._config import EngineConfig, Limits
-from ._limit import assemble
-from ._replay import (
-    ReplayTurn,
-    action_dict,
+from ._engine import (
+    Base,
+    Engine,
+    Job,
+    StoreCheckpoint,
+    UnknownEngine,
+    config_counter,
+    engine_config,
+)
+from ._registry import ENGINES, engine_names, get_engine
+from ._render import EngineCache
+from ._replay import Bases, Execute, ReplayTurn, action_dict, proposal_record, replay, split_view
+from ._report import budget_report
+from ._summarizer import LEVELS, Level, Summarizer, SummaryRequest, SummaryText
+from ._view import View, store_checkpoint
+from .limit import (
+    EngineConfig,
+    EngineState,
+    LimitEngine,
+    Limits,
+    WorkState,
+    assemble,
     compact,
-    proposal_record,
     render_state,
-    replay,
-    split_view,
+    step_groups,
     work_state,
 )
-from ._report import budget_report
-from ._view import View, store_checkpoint
 
 __all__ = [
+    "ENGINES",
+    "LEVELS",
     "Action",
     "Assembly",
+    "Base",
+    "Bases",
     "Bounded",
     "CheckpointProposal",
     "Checkpointed",
+    "Engine",
+    "EngineCache",
     "EngineConfig",
     "EngineState",
+    "Execute",
+    "Job",
+    "Level",
+    "LimitEngine",
     "Limits",
     "MediaReferenced",
     "Metrics",
     "ProtectedTailOverflow",
     "Referenced",
     "ReplayTurn",
+    "StoreCheckpoint",
+    "Summarizer",
+    "SummaryRequest",
+    "SummaryText",
+    "UnknownEngine",
     "View",
+    "WorkState",
     "action_dict",
     "assemble",
     "budget_report",
     "compact",
+    "config_counter",
+    "engine_config",
+    "engine_names",
+    "get_engine",
     "proposal_record",
     "render_state",
     "replay",
     "split_view",
+    "step_groups",
     "store_checkpoint",
     "work_state",
 ]

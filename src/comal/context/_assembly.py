@@ -1,6 +1,8 @@
 """What an assembly returns: messages, actions, metrics, a proposed checkpoint, the next state.
 
-All of it is values. Equality and :meth:`Assembly.fingerprint` ignore ``durationMs``, the only
+Every engine returns the same :class:`Assembly`; each says what it did with :class:`Action`
+values (the shared vocabulary is here; an engine may add its own subclasses). All of it is
+values. Equality and :meth:`Assembly.fingerprint` ignore ``durationMs``, the only
 field that differs between two runs of the same input (OBS-1 logs it; determinism checks must
 not see it).
 """
@@ -11,7 +13,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, TypeAlias
+from typing import Any
 
 from ..errors import ContextPressureLoop
 from ..messages import EvidenceRef, Message, canonical_json, message_to_dict, sha256_hex
@@ -22,15 +24,18 @@ __all__ = [
     "Bounded",
     "CheckpointProposal",
     "Checkpointed",
-    "EngineState",
     "MediaReferenced",
     "Metrics",
     "ProtectedTailOverflow",
     "Referenced",
 ]
 
-ENGINE_NAME = "comal.limit"
-ENGINE_VERSION = 1
+
+class Action:
+    """Something an engine did to make the history fit; subclasses are frozen dataclasses
+    whose fields say exactly what (entry ids, seqs, tokens before and after)."""
+
+    __slots__ = ()
 
 
 class ProtectedTailOverflow(ContextPressureLoop):
@@ -42,7 +47,7 @@ class ProtectedTailOverflow(ContextPressureLoop):
 
 
 @dataclass(frozen=True, slots=True)
-class Referenced:
+class Referenced(Action):
     """Stage 1 (LIM-2): a tool result sent as an exact reference. ``decided_at`` is the seq of
     the newest entry when the reference was first needed; it never changes afterwards."""
 
@@ -55,7 +60,7 @@ class Referenced:
 
 
 @dataclass(frozen=True, slots=True)
-class MediaReferenced:
+class MediaReferenced(Action):
     """LIM-6: images over their reserve sent as a note saying the pixels are not in context."""
 
     entry_id: int
@@ -67,7 +72,7 @@ class MediaReferenced:
 
 
 @dataclass(frozen=True, slots=True)
-class Bounded:
+class Bounded(Action):
     """LIM-4 / DAG-5: a message too large to send whole, sent head + tail around a marker."""
 
     entry_id: int
@@ -78,7 +83,7 @@ class Bounded:
 
 
 @dataclass(frozen=True, slots=True)
-class Checkpointed:
+class Checkpointed(Action):
     """Stage 2 (LIM-3): whole steps ``first_seq..last_seq`` stand behind a derived checkpoint."""
 
     first_seq: int
@@ -86,21 +91,6 @@ class Checkpointed:
     entries: int
     tokens_before: int
     tokens_after: int
-
-
-Action: TypeAlias = Referenced | MediaReferenced | Bounded | Checkpointed
-
-
-@dataclass(frozen=True, slots=True)
-class EngineState:
-    """What one assembly hands the next: the run of derivations that saved too little (LIM-5).
-
-    References need no state (see :mod:`comal.context._stage_refs`); the streak is also written
-    into every proposed checkpoint's meta, so a resumed process that passes no state reads it
-    back from the ledger.
-    """
-
-    low_saving_streak: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +150,8 @@ class Assembly:
     ``messages`` start with the system messages; ``entry_ids`` gives, per message, the ledger
     entry it stands for (``None`` for instructions and checkpoints). ``history_tokens`` is what
     the messages after the instructions cost, as counted against ``Budget.history_capacity``.
+    ``next_state`` is the engine's own value to hand to its next ``assemble`` (``None`` when
+    the engine keeps none); callers pass it back without looking inside.
     """
 
     messages: tuple[Message, ...]
@@ -169,7 +161,7 @@ class Assembly:
     actions: tuple[Action, ...]
     metrics: Metrics
     checkpoint_to_store: CheckpointProposal | None
-    next_state: EngineState
+    next_state: object = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.breakdown, MappingProxyType):

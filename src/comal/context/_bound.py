@@ -15,7 +15,7 @@ from ..evidence import evidence_call, message_text, utf16_len
 from ..ledger import Entry
 from ..messages import Media, Message, Part, Reasoning, Text, ToolCall, ToolResult, sha256_hex
 from ..tokens import TokenCounter
-from ._render import Memo, media_in, message_tokens, strip_media
+from ._render import EngineCache, media_in, message_tokens, strip_media
 
 __all__ = ["BoundResult", "bound_message", "message_chars"]
 
@@ -117,20 +117,23 @@ def _rebuild(entry: Entry, cuts: dict[str, str]) -> tuple[Message, int]:
     return Message(message.role, tuple(parts), message.name), dropped
 
 
-_bounds = Memo()
-
-
 def bound_message(
-    entry: Entry, max_tokens: int, max_chars: int, counter: TokenCounter
+    entry: Entry,
+    max_tokens: int,
+    max_chars: int,
+    counter: TokenCounter,
+    cache: EngineCache | None = None,
 ) -> BoundResult:
     """``entry``'s message with its large fields cut to fit ``max_tokens`` and ``max_chars``.
 
     Deterministic: the same entry and caps give the same bytes (so the result is remembered,
-    see :class:`Memo`). When even the markers and the minimal head and tail exceed
+    in ``cache`` when given). When even the markers and the minimal head and tail exceed
     ``max_tokens`` the smallest version is returned; the caller decides what to do with it.
     """
+    if cache is None:
+        return _bound(entry, max_tokens, max_chars, counter)
     key = (entry.id, entry.digest, entry.tokens, max_tokens, max_chars, counter.name)
-    return _bounds.get(key, lambda: _bound(entry, max_tokens, max_chars, counter))
+    return cache.bounds.get(key, lambda: _bound(entry, max_tokens, max_chars, counter))
 
 
 def _bound(entry: Entry, max_tokens: int, max_chars: int, counter: TokenCounter) -> BoundResult:

@@ -33,6 +33,7 @@ from ..tokens import TokenCounter, count_message, count_part
 T = TypeVar("T")
 
 __all__ = [
+    "EngineCache",
     "Memo",
     "media_in",
     "media_note",
@@ -156,19 +157,35 @@ class Memo:
         return value
 
 
-_references = Memo()
+class EngineCache:
+    """What an engine may remember between assemblies of one caller: pure facts of stored
+    entries (their length, image tokens, references and bounded forms), keyed by entry id,
+    body digest and every input the value depends on.
+
+    The caller owns it (an agent keeps one per session, a replay one per run) and passes it
+    to ``assemble``; engines keep no module-global state, so two callers never share one by
+    accident and a test sees a cold engine unless it asks for a warm one. Remembering changes
+    no byte: it only spares re-reading large outputs on every turn.
+    """
+
+    __slots__ = ("bounds", "facts", "references")
+
+    def __init__(self, size: int = 8_192) -> None:
+        self.facts = Memo(size * 8)
+        self.references = Memo(size)
+        self.bounds = Memo(size)
 
 
 def priced_reference(
-    entry: Entry, preview_chars: int, counter: TokenCounter
+    entry: Entry, preview_chars: int, counter: TokenCounter, cache: EngineCache
 ) -> tuple[Message, int, EvidenceRef]:
-    """:func:`reference` with its price (remembered: see :class:`Memo`)."""
+    """:func:`reference` with its price (remembered in ``cache``)."""
 
     def make() -> tuple[Message, int, EvidenceRef]:
         message, ref = reference(entry, preview_chars)
         return message, message_tokens(counter, message), ref
 
-    return _references.get((entry.id, entry.digest, preview_chars, counter.name), make)
+    return cache.references.get((entry.id, entry.digest, preview_chars, counter.name), make)
 
 
 def message_tokens(counter: TokenCounter, message: Message) -> int:

@@ -1,41 +1,54 @@
-"""Replaying a recorded session as an agent would have experienced it, and the LIM-7 views.
+"""Replaying a recorded session as an agent would have experienced it, under any engine.
 
-Pure functions of ledger entries: the caller reads the entries (and writes nothing back). At each
-model call of the original run (each assistant entry), the engine assembles the active memory
-from the entries before it and the checkpoints this replay derived so far, held in memory.
+Pure functions of ledger entries: the caller reads the entries and nothing is written back. At
+each model call of the original run (each assistant entry), the engine first gets the
+maintenance it plans for the session as it stood (executed in memory by the caller's
+``execute``, as an agent with inline compaction would at the end of the previous turn), then
+assembles the active memory from the entries before the call and the stand-ins this replay made
+so far (checkpoints and summaries, held in memory).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from itertools import pairwise
 from typing import Any
 
-from ..errors import BudgetError
-from ..ledger import CheckpointRecord, Entry
+from pydantic import BaseModel
+
+from ..errors import BudgetError, UserError
+from ..ledger import CheckpointRecord, Entry, SummaryRecord
 from ..messages import Message, Role, canonical_json, load_json, message_to_json, sha256_hex
 from ..tokens import REPLY_PRIMING, Budget, TokenCounter
-from ._assembly import Action, Assembly, CheckpointProposal, EngineState
-from ._checkpoint import _fit, derive_checkpoint, previous_state
-from ._config import EngineConfig, Limits
-from ._limit import assemble
+from ._assembly import Action, Assembly, CheckpointProposal
+from ._engine import Engine, Job, config_counter
+from ._registry import get_engine
+from ._render import EngineCache
 from ._view import View
-from ._workstate import WorkState
 
 __all__ = [
+    "Bases",
+    "Execute",
     "ReplayTurn",
     "action_dict",
-    "compact",
     "proposal_record",
-    "render_state",
     "replay",
     "split_view",
-    "work_state",
 ]
 
-_PINNED = (Role.SYSTEM.value, Role.DEVELOPER.value)
+
+@dataclass(frozen=True, slots=True)
+class Bases:
+    """The stand-ins a replay holds in memory: the latest checkpoint and the summary frontier."""
+
+    checkpoint: CheckpointRecord | None = None
+    summaries: tuple[SummaryRecord, ...] = ()
+
+
+# Runs planned jobs against the view they were planned from; returns the new stand-ins and
+# the records it made (for the turn's report). Supplied one layer up (it may summarize).
+Execute = Callable[[Sequence[Job], View, Bases], tuple[Bases, tuple[object, ...]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,24 +66,15 @@ class ReplayTurn:
     checkpoint: CheckpointRecord | None = field(default=None, compare=False)
     # What the assembly was given, so a caller can assemble again and compare.
     view: View | None = field(default=None, compare=False)
-    state: EngineState | None = field(default=None, compare=False)
+    state: object = field(default=None, compare=False)
+    # Records the planned maintenance made before this call (summaries, checkpoints).
+    made: tuple[object, ...] = field(default=(), compare=False)
 
 
 def split_view(entries: Sequence[Entry], session: str, checkpoint: CheckpointRecord | None) -> View:
-    """The view over ``entries`` (a prefix of a session) after ``checkpoint``, as
-    :meth:`View.from_ledger` would read it: leading system entries pinned, and entries from the
-    first whole step after the checkpoint."""
-    lead = 0
-    while lead < len(entries) and entries[lead].role in _PINNED:
-        lead += 1
-    start = entries[lead - 1].seq + 1 if lead else 0
-    if checkpoint is not None:
-        start = max(start, checkpoint.last_seq + 1)
-        nxt = next((e for e in entries if e.seq >= start), None)
-        if nxt is not None and nxt.step < start:
-            start = nxt.step
-    rest = tuple(e for e in entries[lead:] if e.seq >= start)
-    return View(rest, checkpoint, session, (), tuple(entries[:lead]))
+    """The limit engine's view over ``entries`` behind ``checkpoint`` (see
+    :meth:`View.from_entries`)."""
+    return View.from_entries(entries, session, checkpoint=checkpoint)
 
 
 def proposal_record(
@@ -91,46 +95,74 @@ def proposal_record(
     )
 
 
+def _view(entries: Sequence[Entry], session: str, bases: Bases, engine: Engine) -> View:
+    return View.from_entries(
+        entries,
+        session,
+        checkpoint=bases.checkpoint if "checkpoint" in engine.bases else None,
+        summaries=bases.summaries if "summaries" in engine.bases else (),
+    )
+
+
 def replay(
     entries: Sequence[Entry],
     session: str,
     budget: Budget,
-    config: EngineConfig | None = None,
+    config: BaseModel | None = None,
+    *,
+    engine: Engine | str = "limit",
+    execute: Execute | None = None,
+    cache: EngineCache | None = None,
 ) -> Iterator[ReplayTurn]:
     """Assemble before every assistant entry; yields one :class:`ReplayTurn` per model call.
 
-    A coded error (CONTEXT_PRESSURE_LOOP, CONTEXT_OVERHEAD) ends that turn with ``error`` set
-    and nothing sent; the replay goes on, as a user who raised the window would.
+    ``execute`` runs the jobs the engine plans (required for an engine that plans any). A coded
+    error (CONTEXT_PRESSURE_LOOP, CONTEXT_OVERHEAD) ends that turn with ``error`` set and
+    nothing sent; the replay goes on, as a user who raised the window would.
     """
-    config = config if config is not None else EngineConfig()
-    counter = config.token_counter
-    checkpoint: CheckpointRecord | None = None
-    state: EngineState | None = None
+    engine = get_engine(engine) if isinstance(engine, str) else engine
+    config = config if config is not None else engine.config_type()
+    cache = cache if cache is not None else EngineCache()
+    counter = config_counter(config)
+    bases = Bases()
+    state: object = None
     full = 0
     turn = 0
-    made = 0
+    made_checkpoints = 0
     for i, entry in enumerate(entries):
         if entry.role == Role.ASSISTANT.value and i > 0:
             turn += 1
-            view = split_view(entries[:i], session, checkpoint)
+            prefix = entries[:i]
+            view = _view(prefix, session, bases, engine)
+            jobs = engine.plan(view, budget, config)
+            made: tuple[object, ...] = ()
+            if jobs:
+                if execute is None:
+                    raise UserError(
+                        f"engine {engine.name!r} planned {len(jobs)} maintenance job(s) and "
+                        "this replay has no executor for them"
+                    )
+                bases, made = execute(jobs, view, bases)
+                view = _view(prefix, session, bases, engine)
             unmanaged = budget.fixed + full + REPLY_PRIMING
             given = state
             try:
-                assembly = assemble(view, budget, config, state=given)
+                assembly = engine.assemble(view, budget, config, state=given, cache=cache)
             except BudgetError as exc:
                 state = None
                 yield ReplayTurn(
-                    turn, entry.seq, unmanaged, 0, False, (), None, exc.code, None, view, given
-                )
+                    turn, entry.seq, unmanaged, 0, False, (), None, exc.code, None, view, given,
+                    made,
+                )  # fmt: skip
             else:
                 state = assembly.next_state
                 made_record = None
                 if assembly.checkpoint_to_store is not None:
-                    made += 1
+                    made_checkpoints += 1
                     made_record = proposal_record(
-                        session, assembly.checkpoint_to_store, made, counter
+                        session, assembly.checkpoint_to_store, made_checkpoints, counter
                     )
-                    checkpoint = made_record
+                    bases = Bases(made_record, bases.summaries)
                 sent = budget.fixed + assembly.history_tokens
                 yield ReplayTurn(
                     turn,
@@ -144,60 +176,15 @@ def replay(
                     made_record,
                     view,
                     given,
+                    made,
                 )
         full += entry.tokens
-
-
-def work_state(view: View, config: EngineConfig | None = None) -> WorkState:
-    """``/state``: the work state a checkpoint derived now would carry (LIM-3, LIM-7)."""
-    config = config if config is not None else EngineConfig()
-    state = previous_state(view.checkpoint)
-    for group in _groups(view.entries):
-        state.fold(list(group), config)
-    return state
-
-
-def render_state(state: WorkState, counter: TokenCounter) -> str:
-    """The text a checkpoint of ``state`` would carry, untrimmed."""
-    message, _ = _fit(state, counter, max_tokens=10**9)
-    return message.text
-
-
-def compact(
-    view: View, budget: Budget, config: EngineConfig | None = None
-) -> CheckpointProposal | None:
-    """``/compact``: derive a checkpoint now, without an LLM, covering every whole step before
-    the protected tail (the newest step and the K newest tool results). None: nothing to cover.
-    """
-    config = config if config is not None else EngineConfig()
-    groups = _groups(view.entries)
-    results = [i for i, g in enumerate(groups) for e in g if e.message.tool_result is not None]
-    keep = config.keep_recent_results
-    protected = len(groups) - 1
-    if len(results) >= keep and keep > 0:
-        protected = min(protected, results[-keep])
-    if protected <= 0:
-        return None
-    limits = Limits.of(budget, config)
-    return derive_checkpoint(
-        view.checkpoint,
-        groups[:protected],
-        config,
-        config.token_counter,
-        limits.checkpoint_reserve,
-        {"requested": "compact"},
-    )
-
-
-def _groups(entries: Sequence[Entry]) -> list[list[Entry]]:
-    starts = [i for i, e in enumerate(entries) if i == 0 or e.step != entries[i - 1].step]
-    return [list(entries[s:e]) for s, e in pairwise([*starts, len(entries)])]
 
 
 def action_dict(action: Action) -> dict[str, Any]:
     """An action as a JSON-able dict with its kind, for ``--json`` output."""
     out: dict[str, Any] = {"kind": type(action).__name__.lower()}
-    for name in action.__dataclass_fields__:
+    for name in getattr(action, "__dataclass_fields__", {}):
         value = getattr(action, name)
         if isinstance(value, Message):
             continue

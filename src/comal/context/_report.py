@@ -10,11 +10,10 @@ from typing import Any
 from ..errors import BudgetError
 from ..ledger import EntryHead, LedgerBackend, RequestRecord, Scope
 from ..tokens import Anchor, AnchorKey, Budget, Usage, estimate_input, resolve_window
-from ._config import EngineConfig
-from ._limit import assemble
 from ._view import View
+from .limit import EngineConfig, assemble
 
-_FIXED_ROLES = {"system", "developer"}
+_FIXED_ROLES = frozenset({"system", "developer"})
 
 
 def budget_report(

@@ -1,9 +1,12 @@
 """The engine's input: an immutable snapshot of one session, and the engine's only I/O helpers.
 
-:meth:`View.from_ledger` reads the latest checkpoint and the entries after it (plus the session's
-leading system entries, which no checkpoint may cover); :func:`store_checkpoint` persists what an
-assembly proposes. Everything between is pure: :func:`~comal.context.assemble` reads only the
-view, the budget and the config.
+A view is the session's leading system entries (``pinned``, which nothing may cover), the
+stand-ins an engine reads in front of the history (its ``bases``: the latest checkpoint, the
+frontier of summaries), and every entry after what they cover. :meth:`View.from_ledger` reads
+one from the ledger and :meth:`View.from_entries` builds the same one from entries in memory
+(a replay), by one rule; :func:`store_checkpoint` persists what an assembly proposes.
+Everything between is pure: an engine's ``assemble`` reads only the view, the budget and the
+config.
 """
 
 from __future__ import annotations
@@ -14,11 +17,15 @@ from itertools import pairwise
 from typing import Any
 
 from ..errors import UserError
-from ..ledger import CheckpointRecord, Entry, LedgerBackend, Scope
+from ..ledger import CheckpointRecord, Entry, LedgerBackend, Scope, SummaryRecord
 from ..messages import Message, Role
 from ._assembly import CheckpointProposal
 
 __all__ = ["View", "store_checkpoint"]
+
+# Which stand-ins a view reads: the latest checkpoint (limit) and the summary frontier (dag).
+# (Kept as strings here: the names are the ``Base`` literal of the engine seam.)
+_DEFAULT_BASES: frozenset[str] = frozenset({"checkpoint"})
 
 _PINNED_ROLES = (Role.SYSTEM.value, Role.DEVELOPER.value)
 _HEAD_BATCH = 8
@@ -32,7 +39,9 @@ class View:
     step the checkpoint ended in, if it ended inside one), each with its stored token count;
     ``pinned`` are the session's leading system/developer entries, always sent; ``system`` is
     the caller's instructions, priced by ``Budget.system_tokens`` (not by the engine).
-    ``session`` is the session id the entries belong to.
+    ``session`` is the session id the entries belong to. ``summaries`` is the frontier of the
+    summary DAG (the summaries no other one condenses), oldest first, covering whole steps
+    before ``entries``.
     """
 
     entries: tuple[Entry, ...]
@@ -40,9 +49,10 @@ class View:
     session: str | None = None
     system: tuple[Message, ...] = ()
     pinned: tuple[Entry, ...] = ()
+    summaries: tuple[SummaryRecord, ...] = ()
 
     def __post_init__(self) -> None:
-        for name in ("entries", "system", "pinned"):
+        for name in ("entries", "system", "pinned", "summaries"):
             value: Sequence[Any] = getattr(self, name)
             if not isinstance(value, tuple):
                 object.__setattr__(self, name, tuple(value))
@@ -56,15 +66,61 @@ class View:
         last = [e.seq for e in (*self.pinned, *self.entries)]
         if self.checkpoint is not None:
             last.append(self.checkpoint.last_seq)
+        last += [s.last_seq for s in self.summaries]
         return max(last, default=-1) + 1
+
+    @staticmethod
+    def _start(
+        pinned_end: int,
+        checkpoint: CheckpointRecord | None,
+        summaries: Sequence[SummaryRecord],
+    ) -> int:
+        start = pinned_end
+        if checkpoint is not None:
+            start = max(start, checkpoint.last_seq + 1)
+        if summaries:
+            start = max(start, max(s.last_seq for s in summaries) + 1)
+        return start
+
+    @classmethod
+    def from_entries(
+        cls,
+        entries: Sequence[Entry],
+        session: str,
+        *,
+        checkpoint: CheckpointRecord | None = None,
+        summaries: Sequence[SummaryRecord] = (),
+        system: Sequence[Message] = (),
+    ) -> View:
+        """The view over ``entries`` (a prefix of a session, in seq order) behind the given
+        stand-ins, as :meth:`from_ledger` would read it from a ledger holding them."""
+        lead = 0
+        while lead < len(entries) and entries[lead].role in _PINNED_ROLES:
+            lead += 1
+        pinned_end = entries[lead - 1].seq + 1 if lead else 0
+        start = cls._start(pinned_end, checkpoint, summaries)
+        if start > pinned_end:
+            nxt = next((e for e in entries[lead:] if e.seq >= start), None)
+            if nxt is not None and nxt.step < start:
+                start = nxt.step
+        rest = tuple(e for e in entries[lead:] if e.seq >= start)
+        return cls(
+            rest, checkpoint, session, tuple(system), tuple(entries[:lead]), tuple(summaries)
+        )
 
     @classmethod
     def from_ledger(
-        cls, ledger: LedgerBackend, scope: Scope, *, system: Sequence[Message] = ()
+        cls,
+        ledger: LedgerBackend,
+        scope: Scope,
+        *,
+        system: Sequence[Message] = (),
+        bases: frozenset[str] = _DEFAULT_BASES,
     ) -> View:
-        """The latest checkpoint, the entries after it, and the leading system entries.
+        """The leading system entries, the stand-ins named by ``bases`` and the entries after
+        what they cover.
 
-        Entries are read from the first whole step after the checkpoint: a checkpoint written
+        Entries are read from the first whole step after the stand-ins: a checkpoint written
         by another engine that ends inside a step would otherwise leave tool results without
         their calls (LIM-4); that step is sent whole instead.
         """
@@ -79,15 +135,20 @@ class View:
             if lead < _HEAD_BATCH:
                 break
             seq += _HEAD_BATCH
-        checkpoint = ledger.latest_checkpoint(scope)
-        start = pinned[-1].seq + 1 if pinned else 0
-        if checkpoint is not None:
-            start = max(start, checkpoint.last_seq + 1)
+        checkpoint = ledger.latest_checkpoint(scope) if "checkpoint" in bases else None
+        summaries: Sequence[SummaryRecord] = ()
+        if "summaries" in bases:
+            summaries = ledger.summary_frontier(scope)
+        pinned_end = pinned[-1].seq + 1 if pinned else 0
+        start = cls._start(pinned_end, checkpoint, summaries)
+        if start > pinned_end:
             first = ledger.entries(scope, start_seq=start, end_seq=start)
             if first and first[0].step < start:
                 start = first[0].step
         entries = tuple(ledger.entries(scope, start_seq=start))
-        return cls(entries, checkpoint, scope.session, tuple(system), tuple(pinned))
+        return cls(
+            entries, checkpoint, scope.session, tuple(system), tuple(pinned), tuple(summaries)
+        )
 
 
 def store_checkpoint(

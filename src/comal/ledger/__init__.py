@@ -28,6 +28,7 @@ from ._model import (
     Scope,
     SearchHit,
     SessionInfo,
+    SummaryRecord,
     VerifyReport,
 )
 from ._schema import MIGRATIONS, SCHEMA_VERSION
@@ -56,6 +57,7 @@ __all__ = [
     "SearchHit",
     "SessionInfo",
     "StepInput",
+    "SummaryRecord",
     "Synchronous",
     "UsageInput",
     "VerifyReport",

@@ -114,6 +114,38 @@ class CheckpointRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class SummaryRecord:
+    """A summary node of the dag engine's lossless DAG (DAG-1, DAG-2).
+
+    A leaf (``depth`` 0) stands for the whole steps ``first_seq..last_seq``; a condensed one
+    for its ``children`` (summary ids, oldest first), whose union is the same kind of range.
+    ``descendant_count`` / ``descendant_tokens`` count the entries beneath it; ``time_range``
+    is the ISO times of its first and last source entry; ``summarizer`` names what made it
+    (``provider:model``, ``extractive`` or ``count-only``) and ``level`` the escalation level
+    (``normal``, ``aggressive``, ``count-only``). Headers shown to a model come from these
+    fields, never from ``text`` (DAG-6).
+    """
+
+    id: int
+    session: str
+    depth: int
+    kind: str
+    first_seq: int
+    last_seq: int
+    children: tuple[int, ...]
+    descendant_count: int
+    descendant_tokens: int
+    time_range: tuple[str, str]
+    tokens: int
+    summarizer: str
+    level: str
+    digest: str
+    created_at: str
+    text: str
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class Record:
     """A receipt, summary or event: a JSON body with a kind, a digest and a time."""
 

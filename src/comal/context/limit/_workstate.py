@@ -13,11 +13,11 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..evidence import line_count, message_text, utf16_len
-from ..ledger import Entry
-from ..messages import Role, ToolCall, sha256_hex
+from ...evidence import line_count, message_text, utf16_len
+from ...ledger import Entry
+from ...messages import Role, ToolCall, sha256_hex
+from .._render import preview_line
 from ._config import EngineConfig
-from ._render import preview_line
 
 __all__ = ["WorkState"]
 

@@ -14,7 +14,7 @@ from typing import Annotated, Self
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from ..tokens import Budget, TokenCounter, default_counter
+from ...tokens import Budget, TokenCounter, default_counter
 
 __all__ = ["EngineConfig", "Limits"]
 

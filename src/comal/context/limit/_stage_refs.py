@@ -26,12 +26,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from ..ledger import Entry
-from ..messages import EvidenceRef, Message, group_messages
-from ..tokens import REPLY_PRIMING, TokenCounter
-from ._bound import BoundResult, bound_message, message_chars
+from ...ledger import Entry
+from ...messages import EvidenceRef, Message, group_messages
+from ...tokens import REPLY_PRIMING, TokenCounter
+from .._bound import BoundResult, bound_message, message_chars
+from .._render import (
+    EngineCache,
+    media_in,
+    media_tokens,
+    message_tokens,
+    priced_reference,
+    strip_media,
+)
 from ._config import EngineConfig, Limits
-from ._render import media_in, media_tokens, message_tokens, priced_reference, strip_media
 
 __all__ = ["Form", "Item", "Replay", "build_items", "replay"]
 
@@ -55,6 +62,7 @@ class Item:
     image_tokens: int
     is_result: bool
     referable: bool
+    cache: EngineCache = field(repr=False)
     form: Form = Form.VERBATIM
     decided_at: int = -1
     _ref: tuple[Message, int, EvidenceRef] | None = field(default=None, repr=False)
@@ -62,7 +70,7 @@ class Item:
 
     def ref(self, counter: TokenCounter, preview_chars: int) -> tuple[Message, int, EvidenceRef]:
         if self._ref is None:
-            self._ref = priced_reference(self.entry, preview_chars, counter)
+            self._ref = priced_reference(self.entry, preview_chars, counter, self.cache)
         return self._ref
 
     def plain(self, counter: TokenCounter) -> tuple[Message, int]:
@@ -87,28 +95,24 @@ def _tool_name(entry: Entry, calls: dict[str, str]) -> str | None:
     return result.name or calls.get(result.call_id)
 
 
-# Facts about an entry that every turn needs and that never change (entries are immutable):
-# its length in characters and the tokens of its images. Keyed by the body's digest and the
-# counter, so the cache is right across sessions and processes' ledgers alike.
-_FACTS: dict[tuple[str, str], tuple[int, int]] = {}
-_FACTS_MAX = 200_000
+def _facts(entry: Entry, counter: TokenCounter, cache: EngineCache) -> tuple[int, int]:
+    """Facts every turn needs and that never change (entries are immutable): the entry's
+    length in characters and the tokens of its images, keyed by body digest and counter."""
 
-
-def _facts(entry: Entry, counter: TokenCounter) -> tuple[int, int]:
-    key = (entry.digest, counter.name)
-    found = _FACTS.get(key)
-    if found is None:
+    def make() -> tuple[int, int]:
         message = entry.message
         images = media_tokens(counter, message) if media_in(message) else 0
-        found = (message_chars(message), images)
-        if len(_FACTS) >= _FACTS_MAX:
-            _FACTS.clear()
-        _FACTS[key] = found
-    return found
+        return message_chars(message), images
+
+    return cache.facts.get((entry.digest, counter.name), make)
 
 
 def build_items(
-    entries: tuple[Entry, ...], config: EngineConfig, limits: Limits, counter: TokenCounter
+    entries: tuple[Entry, ...],
+    config: EngineConfig,
+    limits: Limits,
+    counter: TokenCounter,
+    cache: EngineCache,
 ) -> list[Item]:
     """Items for ``entries``: grouped into steps (LIM-4) and bounded where one is too large."""
     groups = group_messages([e.message for e in entries])
@@ -119,11 +123,11 @@ def build_items(
             entry = entries[group.start + offset]
             bounded = None
             message, tokens = entry.message, entry.tokens
-            chars, image_tokens = _facts(entry, counter)
+            chars, image_tokens = _facts(entry, counter, cache)
             too_long = chars > config.max_single_message_chars
             if entry.tokens > limits.single_bound or too_long:
                 bounded = bound_message(
-                    entry, limits.single_bound, config.max_single_message_chars, counter
+                    entry, limits.single_bound, config.max_single_message_chars, counter, cache
                 )
                 message, tokens = bounded.message, bounded.tokens
             result = message.tool_result
@@ -136,6 +140,7 @@ def build_items(
                     message=message,
                     tokens=tokens,
                     bounded=bounded,
+                    cache=cache,
                     image_tokens=(
                         image_tokens
                         if bounded is None

@@ -14,13 +14,14 @@ import copy
 from collections.abc import Sequence
 from typing import Any
 
-from ..evidence import evidence_call
-from ..ledger import CheckpointRecord, Entry
-from ..messages import Checkpoint, Message, Role, Text
-from ..tokens import TokenCounter
-from ._assembly import ENGINE_NAME, ENGINE_VERSION, CheckpointProposal
+from ...evidence import evidence_call
+from ...ledger import CheckpointRecord, Entry
+from ...messages import Checkpoint, Message, Role, Text
+from ...tokens import TokenCounter
+from .._assembly import CheckpointProposal
+from .._render import message_tokens
 from ._config import EngineConfig
-from ._render import message_tokens
+from ._state import ENGINE_NAME, ENGINE_VERSION
 from ._workstate import WorkState
 
 __all__ = ["derive_checkpoint", "previous_state", "previous_streak"]

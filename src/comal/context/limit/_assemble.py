@@ -23,28 +23,28 @@ import time
 from dataclasses import dataclass, replace
 from itertools import pairwise
 
-from ..errors import ContextPressureLoop
-from ..messages import Message, Reasoning
-from ..tokens import REPLY_PRIMING, Budget, TokenCounter
-from ._assembly import (
+from ...errors import ContextPressureLoop
+from ...messages import Message, Reasoning
+from ...tokens import REPLY_PRIMING, Budget, TokenCounter
+from .._assembly import (
     Action,
     Assembly,
     Bounded,
     Checkpointed,
     CheckpointProposal,
-    EngineState,
     MediaReferenced,
     Metrics,
     ProtectedTailOverflow,
     Referenced,
     utilization,
 )
-from ._bound import bound_message
+from .._bound import bound_message
+from .._render import EngineCache, media_in, message_tokens, strip_media
+from .._view import View
 from ._checkpoint import derive_checkpoint, previous_streak
 from ._config import EngineConfig, Limits
-from ._render import media_in, message_tokens, strip_media
 from ._stage_refs import Form, Item, build_items, replay
-from ._view import View
+from ._state import EngineState
 
 __all__ = ["assemble"]
 
@@ -91,7 +91,9 @@ def _squeeze(tail: _Tail, room: int, config: EngineConfig, counter: TokenCounter
             if size <= cap or item.form is Form.REFERENCE:
                 total += size
                 continue
-            result = bound_message(item.entry, cap, config.max_single_message_chars, counter)
+            result = bound_message(
+                item.entry, cap, config.max_single_message_chars, counter, item.cache
+            )
             message, tokens = result.message, result.tokens
             if item.form is Form.NO_MEDIA and media_in(message):
                 message = strip_media(message, item.entry.id)
@@ -226,23 +228,30 @@ def assemble(
     budget: Budget,
     config: EngineConfig | None = None,
     *,
-    state: EngineState | None = None,
+    state: object = None,
+    cache: EngineCache | None = None,
 ) -> Assembly:
     """The active memory for the next request; see the module docstring.
 
     ``state`` is the previous assembly's ``next_state``; without it the LIM-5 streak is read
-    from the view's checkpoint. Raises :class:`~comal.errors.ContextOverhead` (TOK-5),
-    :class:`~comal.errors.ContextPressureLoop` or :class:`ProtectedTailOverflow` (LIM-5).
+    from the view's checkpoint. ``cache`` is the caller's :class:`EngineCache` (a fresh one
+    when not given: the same bytes, only slower). Raises
+    :class:`~comal.errors.ContextOverhead` (TOK-5), :class:`~comal.errors.ContextPressureLoop`
+    or :class:`ProtectedTailOverflow` (LIM-5).
     """
     started = time.perf_counter()
     budget.check_overhead()
     config = config if config is not None else EngineConfig()
     counter = config.token_counter
     limits = Limits.of(budget, config)
-    streak = state.low_saving_streak if state is not None else previous_streak(view.checkpoint)
+    cache = cache if cache is not None else EngineCache()
+    if isinstance(state, EngineState):
+        streak = state.low_saving_streak
+    else:
+        streak = previous_streak(view.checkpoint)
     preview = config.preview_chars
     pinned = sum(e.tokens for e in view.pinned)
-    items = build_items(view.entries, config, limits, counter)
+    items = build_items(view.entries, config, limits, counter, cache)
     base = view.checkpoint.message if view.checkpoint is not None else None
     base_tokens = message_tokens(counter, base) if base is not None else 0
     before = replay(items, pinned + base_tokens, limits, config, counter).history

@@ -1,0 +1,55 @@
+"""The summarizer seam the summarizing engines plan against (DAG-3, PIP-1 layer 7).
+
+Engines never call a summarizer: they plan a job naming the sources, and the layer above
+(:mod:`comal.compaction`) renders the sources, calls a :class:`Summarizer` and stores the
+result. Implementations: a deterministic extractive one (no model, the offline default) and a
+provider-backed one one layer up. Sources and previous summaries are *untrusted data*: what a
+summarizer returns is stored as a body, and every header a model sees is built from stored
+rows, never from that text (DAG-6).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Protocol, runtime_checkable
+
+__all__ = ["LEVELS", "Level", "Summarizer", "SummaryRequest", "SummaryText"]
+
+# Escalation, in order: a structured summary, a compact one, then a deterministic count-only
+# note that always fits and is always smaller than its source (DAG-3).
+Level = Literal["normal", "aggressive", "count-only"]
+LEVELS: tuple[Level, ...] = ("normal", "aggressive", "count-only")
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryRequest:
+    """What to summarize. ``sources`` is the rendered source text (untrusted); ``previous``
+    the nearest preceding summaries' bodies, for continuity (untrusted too); ``depth`` 0 for
+    raw messages, ``n`` for summaries of depth ``n - 1``; ``target_tokens`` the size to aim
+    for; ``source_tokens`` what the sources cost (a summary must come out smaller)."""
+
+    sources: str
+    depth: int
+    target_tokens: int
+    level: Level
+    source_tokens: int
+    previous: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryText:
+    """A summarizer's answer: the body and who made it (``provider:model``, ``extractive``,
+    ``count-only``), with the tokens it spent when a model was called."""
+
+    text: str
+    summarizer: str
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+
+@runtime_checkable
+class Summarizer(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    def summarize(self, request: SummaryRequest) -> SummaryText: ...
