@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from _agent_support import FAST, MODEL, TASK_CHECKS
-from comal.agent import Agent, AgentSettings, ScriptModel, lock_session
+from comal.agent import Agent, AgentSettings, Flags, ScriptModel, lock_session
 from comal.cli import _common
 from comal.cli._agent import run_prompt
 from comal.ledger import Scope, open_ledger
@@ -42,21 +42,10 @@ def say(text: str) -> None:
 def work(cmd: dict[str, Any]) -> None:
     me = os.getpid()
     if cmd.get("cli"):
-        _common.STATE.ledger_path = Path(cmd["db"])
+        _common.STATE.ledger_path = cmd["db"]
         say(f"{me} phase started -")
-        run_prompt(
-            None,
-            resume=cmd["session"],
-            model="script:" + cmd["script"],
-            context_window=None,
-            engine="",
-            mode="trusted",
-            allow=[],
-            deny=[],
-            workspace=Path(cmd["root"]),
-            as_json=True,
-            max_turns=0,
-        )
+        flags = Flags(model="script:" + cmd["script"], mode="trusted", workspace=Path(cmd["root"]))
+        run_prompt(None, flags, resume=cmd["session"], as_json=True)
         return
     count = 0
 

@@ -14,6 +14,7 @@ from _agent_support import TASK, TASK_ANSWER, TASK_FILES, reply, text, tool, wri
 from comal.agent import (
     DEFAULT_SYSTEM,
     OPERATOR_ONLY,
+    Flags,
     SessionLock,
     SpendCaps,
     config_path,
@@ -33,7 +34,7 @@ from comal.ops import Actor, House, Workspace, default_registry, human_controls
 @pytest.fixture
 def db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "ledger.db"
-    monkeypatch.setattr(_common.STATE, "ledger_path", path)
+    monkeypatch.setattr(_common.STATE, "ledger_path", str(path))
     return path
 
 
@@ -52,19 +53,12 @@ def config_file(data: dict[str, Any]) -> Path:
 
 
 def cli(prompt: str | None, ws: Path, **kw: Any) -> int:
-    args: dict[str, Any] = {
-        "resume": None,
-        "model": "",
-        "context_window": None,
-        "engine": "",
-        "mode": "trusted",
-        "allow": [],
-        "deny": [],
-        "workspace": ws,
-        "as_json": True,
-        "max_turns": 0,
-    }
-    return run_prompt(prompt, **(args | kw))
+    resume = kw.pop("resume", None)
+    as_json = kw.pop("as_json", True)
+    args: dict[str, Any] = {"mode": "trusted", "workspace": ws} | kw
+    for key in ("allow", "deny"):
+        args[key] = tuple(args.get(key, ()))
+    return run_prompt(prompt, Flags(**args), resume=resume, as_json=as_json)
 
 
 def output(capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:

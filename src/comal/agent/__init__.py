@@ -39,10 +39,19 @@ from ._errors import (
     SessionLocked,
     SpendCapExceeded,
 )
+from ._human import (
+    HumanOperationFailed,
+    context_report,
+    human_operations,
+    raise_for,
+    render_report,
+    window_note,
+)
 from ._lengths import CONTEXT_EVENT, INCOMPLETE_EVENT
 from ._lock import SessionLock, lock_path
 from ._propose import COMPACT_APPLIED, COMPACT_REQUESTED, Proposal, Proposer, queued_compactions
 from ._result import RunResult, answer_of, run_usage
+from ._runtime import Flags, Runtime
 from ._script import SCRIPT_PREFIX, ScriptModel
 from ._session import Check, lock_session, run_checks, spawn_child, start_session
 from ._settings import DEFAULT_SYSTEM, AgentSettings
@@ -62,12 +71,15 @@ __all__ = [
     "AgentSettings",
     "Check",
     "Config",
+    "Flags",
+    "HumanOperationFailed",
     "IncompleteResponse",
     "Proposal",
     "Proposer",
     "RepeatedContextLength",
     "RepeatedOutputLength",
     "RunResult",
+    "Runtime",
     "ScriptEnded",
     "ScriptModel",
     "SessionLock",
@@ -79,15 +91,20 @@ __all__ = [
     "answer_of",
     "check_spend",
     "config_path",
+    "context_report",
+    "human_operations",
     "load_config",
     "lock_path",
     "lock_session",
     "policy_from_config",
     "queued_compactions",
+    "raise_for",
+    "render_report",
     "run_checks",
     "run_usage",
     "settings_from_config",
     "spawn_child",
     "spent",
     "start_session",
+    "window_note",
 ]

@@ -46,7 +46,7 @@ from ._result import (
 from ._session import Check, run_checks, spawn_child
 from ._settings import AgentSettings
 
-__all__ = ["Agent"]
+__all__ = ["Agent", "intention", "prompt_of"]
 
 RECOVERED_EVENT = "recovered"
 CHECKS_EVENT = "finish_checks"
@@ -234,15 +234,14 @@ class Agent:
             self.proposer.maintain()
 
     def _intend(self, prompt: str) -> None:
-        parts: tuple[Text, ...] = (Text(prompt),)
-        if self.settings.preamble:
-            # CCH-1: what changes per turn travels with the user message, not in the system
-            # prompt, so the cached prefix (system + tools + history) stays byte-identical.
-            when = datetime.now(UTC).strftime("%Y-%m-%d")
-            root = self.house.workspace.root if self.house.workspace is not None else "(none)"
-            preamble = f"<context>\ndate: {when}\nworkspace: {root}\n</context>"
-            parts = (Text(preamble), Text(prompt))
-        self.ledger.append(self.scope, [Message(Role.USER, parts)])
+        last = self._last_entry()
+        if last is not None and last.role == Role.USER.value and prompt_of(last.message) == prompt:
+            # The same prompt, still unanswered (a retry after a failed turn): answer the one
+            # stored instead of storing it twice.
+            self.say("note", "this prompt is already the newest message: answering it")
+            return
+        root = self.house.workspace.root if self.house.workspace is not None else None
+        self.ledger.append(self.scope, [intention(prompt, self.settings, root)])
         self.probe("intended", self.scope.session)
 
     def _append(self, proposal: Proposal) -> int:
@@ -304,6 +303,24 @@ class Agent:
         answered = {e.message.tool_result.call_id for e in entries if e.message.tool_result}
         calls = [c for e in entries for c in e.message.tool_calls if c.id not in answered]
         return step, calls
+
+
+def intention(prompt: str, settings: AgentSettings, workspace: object | None) -> Message:
+    """The user message a prompt becomes. CCH-1: what changes per turn (the date, the
+    workspace) travels in a preamble part of the user message, not in the system prompt, so
+    the cached prefix (system + tools + history) stays byte-identical."""
+    if not settings.preamble:
+        return Message(Role.USER, (Text(prompt),))
+    when = datetime.now(UTC).strftime("%Y-%m-%d")
+    root = workspace if workspace is not None else "(none)"
+    preamble = f"<context>\ndate: {when}\nworkspace: {root}\n</context>"
+    return Message(Role.USER, (Text(preamble), Text(prompt)))
+
+
+def prompt_of(message: Message) -> str:
+    """The prompt a user message carries (its last text part: the preamble comes first)."""
+    texts = [p.text for p in message.parts if isinstance(p, Text)]
+    return texts[-1] if texts else ""
 
 
 def _recovered(item: Reconciled) -> str:

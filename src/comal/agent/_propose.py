@@ -34,7 +34,7 @@ from ..context import (
     get_engine,
     store_checkpoint,
 )
-from ..errors import ContextLength
+from ..errors import ContextLength, UserError
 from ..ledger import LedgerBackend, Record, Scope, UsageInput
 from ..messages import Message, canonical_json, sha256_hex
 from ..ops import Catalog
@@ -62,12 +62,26 @@ from ._lengths import (
 from ._settings import AgentSettings
 from ._spend import check_spend
 
-__all__ = ["Probe", "Proposal", "Proposer", "Say"]
+__all__ = ["Preview", "Probe", "Proposal", "Proposer", "Say"]
 
 Say = Callable[[str, str], None]  # (kind, text): progress for a human
 Probe = Callable[[str, str], None]  # (phase, detail): fault tests stop the process here
 
 _REWRITES = (Referenced, Bounded, MediaReferenced)
+
+
+@dataclass(frozen=True, slots=True)
+class Preview:
+    """What the next request would carry, computed exactly as :meth:`Proposer.propose` does
+    but without writing anything: ``/context`` and every status line show this (one estimate
+    for every surface, TOK-2)."""
+
+    view: View
+    budget: Budget
+    assembly: Assembly
+    estimate: InputEstimate
+    system_tokens: int
+    tools_tokens: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +114,7 @@ def queued_compactions(ledger: LedgerBackend, scope: Scope) -> int:
 class Proposer:
     ledger: LedgerBackend
     scope: Scope
-    provider: Provider
+    provider: Provider | None
     settings: AgentSettings
     catalog: Catalog
     run: str
@@ -189,6 +203,34 @@ class Proposer:
         return estimate_input(anchor, current=now, delta_tokens=delta, estimated_total=total), mine
 
     # -- the proposal -----------------------------------------------------------------------
+    def preview(self) -> Preview:
+        """The next request as :meth:`propose` would assemble it, with nothing stored; a
+        checkpoint the engine would derive counts as new (the measured anchor no longer
+        applies to it, TOK-2)."""
+        view = self._view()
+        events = self.ledger.records(self.scope, "event", kinds=(INCOMPLETE_EVENT, CONTEXT_EVENT))
+        budget = self.budget(session_scale(events, self.settings.model))
+        assembly = self.engine.assemble(
+            view, budget, self.settings.engine, state=self.state, cache=self.cache
+        )
+        latest = self.ledger.latest_checkpoint(self.scope)
+        checkpoint = latest.id if latest is not None else None
+        if assembly.checkpoint_to_store is not None:
+            checkpoint = -1  # not stored yet: no recorded request measured this prefix
+        estimate, _ = self._estimate(view, budget, assembly, checkpoint)
+        return Preview(view, budget, assembly, estimate, self.system_tokens, self.tools_tokens)
+
+    def request_for(self, assembly: Assembly, max_output_tokens: int) -> ModelRequest:
+        """The request an assembly becomes: what is sent, byte for byte (replay uses it too)."""
+        return ModelRequest(
+            self.settings.model,
+            assembly.messages[1:],  # the system prompt travels in ``system``
+            system=self.system_text,
+            tools=self.tools,
+            max_output_tokens=max_output_tokens,
+            effort=self.settings.effort,
+        )
+
     def propose(self) -> Proposal:
         while True:
             view = self._view()
@@ -219,14 +261,9 @@ class Proposer:
                 next_tokens=estimate.tokens + max_out,
             )
             meta = self._meta(key, at, max_out, budget, estimate)
-            request = ModelRequest(
-                self.settings.model,
-                assembly.messages[1:],  # the system prompt travels in ``system``
-                system=self.settings.system,
-                tools=self.tools,
-                max_output_tokens=max_out,
-                effort=self.settings.effort,
-            )
+            meta["metrics"] = assembly.metrics.as_dict(timing=True)
+            meta["engine"] = self.engine.name
+            request = self.request_for(assembly, max_out)
             self.say("turn", f"{estimate.marker} {estimate.tokens:,} → {self.settings.model}")
             response = self._send(request, at, budget, estimate, meta)
             if response is not None:
@@ -282,6 +319,8 @@ class Proposer:
     ) -> ModelResponse | None:
         """Call the model; ``None`` when the outcome was recorded and the loop goes again."""
         self.probe("assembled", str(at))
+        if self.provider is None:
+            raise UserError("this proposer has no provider: it can only preview the next request")
         try:
             response = call_model(self.provider, request, self.on_event)
         except ContextLength as exc:

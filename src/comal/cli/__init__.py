@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from .. import __version__
 from . import _bench, _context, _engine, _import, _ops, _sessions
-from ._common import STATE
+from ._common import STATE, LedgerOpt
 from ._root import agent_app, is_agent_invocation, normalize_argv
 
 app = typer.Typer(
@@ -35,14 +34,7 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    ledger: Annotated[
-        Path | None,
-        typer.Option(
-            "--ledger",
-            envvar="COMAL_LEDGER",
-            help="Ledger database (default: ledger.db in the per-user data directory).",
-        ),
-    ] = None,
+    ledger: LedgerOpt = None,
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
     ] = False,

@@ -12,9 +12,11 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from ..errors import ComalError
-from ..ledger import SQLiteLedger, default_ledger_path, open_ledger
+from ..ledger import LedgerBackend, default_ledger_path, open_ledger
+from ..safe_text import safe
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -25,21 +27,42 @@ err = Console(stderr=True, highlight=False)
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]
 
 
+LedgerOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--ledger",
+        envvar="COMAL_LEDGER",
+        help="Ledger: a file path or a postgresql:// URL (default: ledger.db in the per-user "
+        "data directory).",
+    ),
+]
+
+
 @dataclass
 class State:
-    ledger_path: Path | None = None
+    ledger_path: str | None = None
 
 
 STATE = State()
 
 
+def ledger_target() -> str | Path:
+    """The ledger the commands use: ``--ledger`` / ``COMAL_LEDGER`` (a path or a
+    ``postgresql://`` URL), else the per-user default file."""
+    return STATE.ledger_path if STATE.ledger_path else default_ledger_path()
+
+
 def ledger_path() -> Path:
-    return STATE.ledger_path if STATE.ledger_path is not None else default_ledger_path()
+    target = ledger_target()
+    return target if isinstance(target, Path) else Path(target)
 
 
 @contextmanager
-def ledger() -> Iterator[SQLiteLedger]:
-    led = open_ledger(ledger_path())
+def ledger(*, create: bool = False) -> Iterator[LedgerBackend]:
+    """The ledger, opened for one command. Only commands that write pass ``create``: a
+    read on a path with no ledger is an error, never a new empty ledger."""
+    target = ledger_target()
+    led = open_ledger(str(target), create=create)
     try:
         yield led
     finally:
@@ -60,5 +83,6 @@ def coded_errors(as_json: bool) -> Iterator[None]:
         if as_json:
             emit_json({"error": {"code": exc.code, "message": str(exc)}})
         else:
-            err.print(f"[bold red]error[/] [{exc.code}] {exc}", markup=True, highlight=False)
+            shown = escape(f"[{exc.code}] {safe(str(exc))}")
+            err.print(f"[bold red]error[/] {shown}", highlight=False)
         raise typer.Exit(2) from exc

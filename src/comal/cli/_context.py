@@ -1,14 +1,16 @@
-"""``comal context``: the budget of a session's next request, measured where possible."""
+"""``comal context``: the budget of a session's next request, as the agent would send it."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
-from ..context import budget_report
-from ._common import JsonOpt, coded_errors, emit_json, ledger, out
+from ..agent import Flags, Runtime, raise_for, render_report
+from ..safe_text import safe
+from ._common import JsonOpt, coded_errors, emit_json, err, ledger, out
 
 app = typer.Typer()
 
@@ -21,43 +23,31 @@ def context(
         int | None,
         typer.Option(help="Cap the window (combined with the model's by minimum).", min=1),
     ] = None,
+    engine: Annotated[
+        str | None, typer.Option(help="Context engine (default: the configuration's).")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Show the budget of the session's next request: window, system, tools, history, output
-    reserve, margin and utilization, measured (from recorded usage) or estimated (~).
+    """Show the budget of the session's next request as the agent would send it (= /context):
+    its system prompt, tool schemas, the history the engine assembles, output reserve, margin
+    and utilization, measured (from recorded usage) or estimated (~).
 
     Example: comal context 3f2a --model anthropic:claude-sonnet-4-5 --context-window 64000
     """
     with coded_errors(as_json), ledger() as led:
-        report = budget_report(led, led.resolve(session), model=model, window=context_window)
+        flags = Flags(model=model, context_window=context_window, engine=engine)
+        runtime = Runtime.open(led, flags, resume=session, need_model=False)
+        outcome = runtime.control("context", {}, surface="cli")
+        raise_for(outcome)
+        report = outcome.receipt.observations["report"]
     if as_json:
         emit_json(report)
         return
-    mark = "" if report["measured"] else " ~"
     table = Table("", "tokens", title=f"context of {report['session']}")
-    table.add_row("window", f"{report['window']:,} ({report['window_source']})")
-    table.add_row("system", f"{report['system']:,}")
-    table.add_row("tools", f"{report['tools']:,}")
-    table.add_row("history", f"{report['history']:,} in {report['entries']:,} entries")
-    table.add_row("output reserve", f"{report['output_reserve']:,}")
-    table.add_row("margin", f"{report['margin']:,}")
-    table.add_row("input (estimated)", f"{report['input_estimated']:,}")
-    table.add_row(f"input{mark}", f"{report['input']:,} — {report['basis']}")
-    table.add_row("threshold (90%)", f"{report['threshold']:,}")
-    table.add_row(
-        "utilization",
-        f"{report['utilization']:.0%}{mark}"
-        + ("  [red]over threshold[/]" if report["over_threshold"] else ""),
-    )
-    engine = report["engine"]
-    if "error" in engine:
-        table.add_row("engine (limit)", f"[red]{engine['error']}[/]: {engine['message']}")
-    else:
-        acts = ", ".join(f"{k}×{n}" for k, n in engine["actions"].items()) or "nothing to do"
-        table.add_row(
-            "engine (limit) would send",
-            f"{engine['input']:,} — stage {engine['stage']}: {acts}"
-            + (" (derives a checkpoint)" if engine["checkpoint_proposed"] else ""),
-        )
+    for label, value in render_report(report):
+        if label != "note":
+            table.add_row(label, escape(safe(value)))
     table.caption = f"counter: {report['counter']}; model: {report['model'] or 'unknown'}"
     out.print(table)
+    if report.get("window_note"):
+        err.print(escape(safe(str(report["window_note"]))))

@@ -3,30 +3,32 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from pydantic import BaseModel
 from rich.table import Table
 
-from ..agent import COMPACT_REQUESTED, SessionLocked, lock_session
-from ..compaction import execute, memory_executor
+from ..agent import Flags, Proposer, Runtime, raise_for, window_note
+from ..compaction import memory_executor
 from ..context import (
+    Assembly,
     Engine,
-    EngineConfig,
     ReplayTurn,
-    View,
     action_dict,
     config_counter,
     get_engine,
-    render_state,
     replay,
-    work_state,
 )
 from ..evidence import read_evidence
 from ..importers import load, store
-from ..ledger import CheckpointRecord, LedgerBackend, Scope, SQLiteLedger
+from ..ledger import LedgerBackend, Scope
+from ..messages import Message
 from ..messages.wire import to_anthropic
+from ..providers import anthropic_params
+from ..safe_text import safe
 from ..tokens import Budget, resolve_window
 from ._common import JsonOpt, coded_errors, emit_json, err, ledger, out
 
@@ -47,7 +49,7 @@ def _budget(model: str | None, window: int | None) -> Budget:
     return Budget.for_window(res.window, system_tokens=0, tools_tokens=0, max_output=res.max_output)
 
 
-def _session_for(led: SQLiteLedger, target: str) -> Scope:
+def _session_for(led: LedgerBackend, target: str) -> Scope:
     """A transcript path is imported (once: importing again finds it); else a session id."""
     path = Path(target)
     if path.is_file():
@@ -130,41 +132,49 @@ def _plot(
 @app.command("replay")
 def replay_cmd(
     target: Annotated[str, typer.Argument(help="A transcript file, or an imported session id.")],
-    engine: EngineOpt = "limit",
+    engine: EngineOpt = "",
     context_window: WindowOpt = None,
     model: ModelOpt = None,
     dump: Annotated[
         Path | None, typer.Option(help="Write each turn's Anthropic request to DIR.")
     ] = None,
     plot: Annotated[Path | None, typer.Option(help="Draw tokens and utilization (PNG).")] = None,
-    as_json: JsonOpt = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="One JSON object per line: each turn, then a summary.")
+    ] = False,
 ) -> None:
     """Replay a session turn by turn as the agent would have experienced it under the engine:
-    at each model call, the active memory assembled from the ledger up to that point.
+    at each model call, the active memory assembled from the ledger up to that point. A session
+    the agent ran is replayed with its system prompt and tools under the current settings, so
+    the requests are the ones it sent; a transcript is replayed with neither.
 
     Example: comal replay run.traj.json --context-window 45000 --plot replay.png
     """
-    with coded_errors(as_json), ledger() as led:
-        chosen = get_engine(engine)
+    with coded_errors(as_json), ledger(create=Path(target).is_file()) as led:
         scope = _session_for(led, target)
         entries = list(led.iter_entries(scope))
-        budget = _budget(model, context_window)
-        config = chosen.config_type()
-        run = memory_executor(config_counter(config))
+        plan = _replay_plan(led, scope, Flags(model=model, context_window=context_window,
+                                              engine=engine or None))  # fmt: skip
+        run = memory_executor(config_counter(plan.config))
         turns: list[ReplayTurn] = []
-        for t in replay(entries, scope.session, budget, config, engine=chosen, execute=run):
+        replayed = replay(
+            entries, scope.session, plan.budget, plan.config, engine=plan.engine, execute=run,
+            system=plan.system,
+        )  # fmt: skip
+        for t in replayed:
             turns.append(t)
             if as_json:
                 emit_json(_turn_dict(t))
             if dump is not None and t.assembly is not None:
                 dump.mkdir(parents=True, exist_ok=True)
-                request = dict(to_anthropic(t.assembly.messages)) | {"tools": []}
-                text = json.dumps(request, ensure_ascii=False, indent=1)
+                body = plan.request(t.assembly)
+                text = json.dumps(body, ensure_ascii=False, indent=1)
                 (dump / f"turn-{t.turn:04d}.json").write_text(text, encoding="utf-8")
-    summary = _summary(turns, budget) | {"session": scope.session, "engine": engine}
+    budget = plan.budget
+    summary = _summary(turns, budget) | {"session": scope.session, "engine": plan.engine.name}
     if plot is not None:
         title = f"{scope.session[:8]} at {budget.window:,} tokens"
-        _plot(turns, budget, plot, title, engine)
+        _plot(turns, budget, plot, title, plan.engine.name)
     if as_json:
         emit_json({"summary": summary})
         return
@@ -185,8 +195,46 @@ def replay_cmd(
         f"{summary['references']} reference(s); over the window: {summary['over_window']} "
         f"(unmanaged: {summary['full_over_window']})"
     )
+    if plan.note:
+        err.print(plan.note)
     if plot is not None:
         err.print(f"plot written to {plot}")
+
+
+@dataclass(frozen=True)
+class _ReplayPlan:
+    engine: Engine
+    config: BaseModel
+    budget: Budget
+    system: tuple[Message, ...]
+    proposer: Proposer | None
+    note: str | None
+
+    def request(self, assembly: Assembly) -> dict[str, Any]:
+        if self.proposer is not None:
+            request = self.proposer.request_for(assembly, self.budget.output_reserve)
+            return anthropic_params(request)
+        return dict(to_anthropic(assembly.messages)) | {"tools": []}
+
+
+def _replay_plan(led: LedgerBackend, scope: Scope, flags: Flags) -> _ReplayPlan:
+    """The agent's own budget, system prompt, tools and engine settings for a session the
+    agent ran (its meta names a model); a bare budget for an imported transcript."""
+    info = led.session(scope)
+    meta = info.meta if info is not None else {}
+    runtime = Runtime.open(led, flags, resume=scope.session, need_model=False)
+    settings = runtime.settings()
+    engine = get_engine(settings.engine_name)
+    if meta.get("model") and info is not None and info.source is None:
+        proposer = runtime.proposer()
+        return _ReplayPlan(
+            engine, settings.engine, proposer.budget(), (proposer.system_message,), proposer,
+            window_note(runtime.model_name, flags.context_window),
+        )  # fmt: skip
+    budget = _budget(flags.model, flags.context_window)
+    return _ReplayPlan(
+        engine, settings.engine, budget, (), None, window_note(flags.model, flags.context_window)
+    )
 
 
 @app.command("state")
@@ -200,74 +248,50 @@ def state_cmd(
     Example: comal state 3f2a
     """
     with coded_errors(as_json), ledger() as led:
-        scope = led.resolve(session)
-        config = EngineConfig()
-        state = work_state(View.from_ledger(led, scope), config)
+        runtime = Runtime.open(led, Flags(), resume=session, need_model=False)
+        outcome = runtime.control("state", {}, surface="cli")
+        raise_for(outcome)
     if as_json:
-        emit_json(state.to_dict())
+        emit_json(outcome.receipt.observations.get("state", {}))
     else:
-        out.print(render_state(state, config.token_counter), markup=False)
+        out.print(safe(outcome.result.text), markup=False)
 
 
 @app.command("compact")
 def compact_cmd(
     session: Annotated[str, typer.Argument(help="Session id (a unique prefix is enough).")],
-    engine: EngineOpt = "limit",
+    engine: EngineOpt = "",
     context_window: WindowOpt = None,
     model: ModelOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Derive a checkpoint now, without an LLM, over everything before the protected tail and
-    store it (= /compact). If an agent holds the session, the request is queued and applied at
-    the start of its next turn. The history stays in the ledger.
+    """Compact the session now, without an LLM, over everything before the protected tail
+    (= /compact): the limit engine stores a checkpoint. If an agent holds the session, the
+    request is queued and applied at the start of its next turn. The history stays in the
+    ledger.
 
     Example: comal compact 3f2a
     """
     with coded_errors(as_json), ledger() as led:
-        chosen = get_engine(engine)
-        scope = led.resolve(session)
-        try:
-            lock = lock_session(led, scope)
-        except SessionLocked as exc:
-            # LIM-7: work is active; the request waits for the agent's next turn.
-            led.add_record(scope, "event", COMPACT_REQUESTED, {"v": 1, "by": "comal compact"})
-            queued = {"session": scope.session, "checkpoint": None, "queued": True}
-            if as_json:
-                emit_json(queued)
-            else:
-                out.print(f"queued: {exc}; the agent compacts at the start of its next turn")
-            return
-        try:
-            record = _compact(led, scope, chosen, _budget(model, context_window))
-        finally:
-            lock.release()
-    result: dict[str, Any] = {"session": scope.session, "checkpoint": None, "queued": False}
-    if record is not None:
-        result["checkpoint"] = {
-            "id": record.id,
-            "first_seq": record.first_seq,
-            "last_seq": record.last_seq,
-            "tokens": record.tokens,
-            "digest": record.digest,
-        }
+        flags = Flags(model=model, context_window=context_window, engine=engine or None)
+        runtime = Runtime.open(led, flags, resume=session, need_model=False)
+        outcome = runtime.control("compact", {}, surface="cli")
+        raise_for(outcome)
+    observed = outcome.receipt.observations
+    made = list(observed.get("made", []))
+    checkpoint = next((m for m in made if m.get("kind") == "checkpoint"), None)
+    result: dict[str, Any] = {
+        "session": runtime.need_scope().session,
+        "checkpoint": None if checkpoint is None else {
+            k: v for k, v in checkpoint.items() if k != "kind"
+        },
+        "made": made,
+        "queued": bool(observed.get("queued")),
+    }  # fmt: skip
     if as_json:
         emit_json(result)
-    elif record is None:
-        out.print("nothing to compact: only the protected tail is after the latest checkpoint")
     else:
-        out.print(
-            f"checkpoint {record.id} stands for seq {record.first_seq}..{record.last_seq} "
-            f"in {record.tokens:,} tokens (sha256 {record.digest[:16]}…)"
-        )
-
-
-def _compact(
-    led: LedgerBackend, scope: Scope, engine: Engine, budget: Budget
-) -> CheckpointRecord | None:
-    view = View.from_ledger(led, scope, bases=engine.bases)
-    config = engine.config_type()
-    made = execute(led, scope, engine.plan(view, budget, config, force=True))
-    return next((m for m in made if isinstance(m, CheckpointRecord)), None)
+        out.print(safe(outcome.result.text), markup=False)
 
 
 @app.command("evidence")

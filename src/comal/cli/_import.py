@@ -38,7 +38,7 @@ def import_cmd(
     """
     failed = 0
     with (
-        ledger() as led,
+        ledger(create=True) as led,
         Progress(
             TextColumn("[progress.description]{task.description}"),
             BarColumn(),

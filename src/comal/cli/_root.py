@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -24,7 +25,8 @@ def normalize_argv(args: list[str]) -> list[str]:
     out: list[str] = []
     for i, arg in enumerate(args):
         out.append(arg)
-        if arg in ("-p", "--print") and (i + 1 == len(args) or args[i + 1].startswith("-")):
+        bare = i + 1 == len(args) or (args[i + 1].startswith("-") and args[i + 1] != "-")
+        if arg in ("-p", "--print") and bare:
             out.append(_BARE_P)
     return out
 
@@ -32,7 +34,8 @@ def normalize_argv(args: list[str]) -> list[str]:
 def is_agent_invocation(args: list[str]) -> bool:
     """``-p``/``--print``/``--resume`` run the agent; so does nothing at all (the TUI).
     Everything else (a command, ``--help``, ``--version``) goes to the command app."""
-    if any(a in ("-p", "--print", "--resume") or a.startswith("--resume=") for a in args):
+    agent_flags = ("-p", "--print", "--resume", "-c", "--continue")
+    if any(a in agent_flags or a.startswith("--resume=") for a in args):
         return True
     rest = list(args)
     if rest[:1] == ["--ledger"]:
@@ -45,9 +48,15 @@ def is_agent_invocation(args: list[str]) -> bool:
 @agent_app.command()
 def agent(
     prompt: Annotated[
-        str | None, typer.Option("-p", "--print", help="Headless: run PROMPT, print the answer.")
+        str | None,
+        typer.Option(
+            "-p", "--print", help="Headless: run PROMPT (- reads it from stdin), print the answer."
+        ),
     ] = None,
     resume: Annotated[str | None, typer.Option(help="Continue the session UUID.")] = None,
+    continue_latest: Annotated[
+        bool, typer.Option("--continue", "-c", help="Continue the latest session.")
+    ] = False,
     model: Annotated[
         str,
         typer.Option(
@@ -63,51 +72,61 @@ def agent(
         str, typer.Option(help="Context engine (limit, ...); default: the configuration's.")
     ] = "",
     mode: Annotated[str, typer.Option(help="read-only | ask | trusted")] = "",
+    effort: Annotated[str, typer.Option(help="Reasoning effort (low, medium, high).")] = "",
+    system: Annotated[
+        str | None, typer.Option(help="System prompt (replaces the configured one).")
+    ] = None,
     allow: Annotated[list[str] | None, typer.Option(help="Allow rule, e.g. 'Bash(git *)'.")] = None,
     deny: Annotated[
         list[str] | None, typer.Option(help="Deny rule, e.g. 'Write(secrets/**)'.")
     ] = None,
-    workspace: Annotated[Path, typer.Option(help="Files the tools may touch.")] = Path("."),
+    workspace: Annotated[
+        Path | None,
+        typer.Option(help="Files the tools may touch (default: the session's, or the current)."),
+    ] = None,
     max_turns: Annotated[
         int, typer.Option(help="Model calls per run (0: as configured, 50 by default).", min=0)
     ] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable result.")] = False,
     ledger: Annotated[
-        Path | None, typer.Option("--ledger", envvar="COMAL_LEDGER", help="Ledger database.")
+        str | None,
+        typer.Option(
+            "--ledger", envvar="COMAL_LEDGER", help="Ledger: a file path or a postgresql:// URL."
+        ),
     ] = None,
 ) -> None:
     """Run the agent: headless with -p, or the interactive TUI without it.
 
     Example: comal -p "fix the failing test" --model anthropic:claude-sonnet-4-6 --mode ask
     """
+    from ..agent import Flags
+
     STATE.ledger_path = ledger
+    flags = Flags(
+        model=model or None,
+        context_window=context_window,
+        engine=engine or None,
+        mode=mode or None,
+        effort=effort or None,
+        allow=tuple(allow or ()),
+        deny=tuple(deny or ()),
+        workspace=workspace,
+        system=system,
+        max_turns=max_turns or None,
+    )
     if prompt is None:
         from ._tui import run_tui
 
-        raise typer.Exit(
-            run_tui(
-                resume=resume,
-                model=model,
-                context_window=context_window,
-                mode=mode,
-                allow=allow or [],
-                deny=deny or [],
-                workspace=workspace,
-            )
-        )
+        raise typer.Exit(run_tui(flags, resume=resume, latest=continue_latest))
     from ._agent import run_prompt
 
+    if prompt == "-":
+        prompt = sys.stdin.read()
     code = run_prompt(
         None if prompt == _BARE_P else prompt,
+        flags,
         resume=resume,
-        model=model,
-        context_window=context_window,
-        engine=engine,
-        mode=mode,
-        allow=allow or [],
-        deny=deny or [],
-        workspace=workspace,
+        latest=continue_latest,
         as_json=as_json,
-        max_turns=max_turns,
     )
     raise typer.Exit(code)

@@ -1,16 +1,24 @@
-"""Ledger commands: sessions, show, export, verify."""
+"""Ledger commands: sessions, show, export, search, events, verify.
+
+Everything printed from the ledger goes through :func:`comal.safe_text.safe` (or JSON, which
+escapes control characters itself): the ledger keeps the exact bytes, the terminal sees them
+escaped.
+"""
 
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
-from ..ledger import SessionInfo, verify
-from ..messages import Message, Role
+from ..errors import UserError
+from ..ledger import Scope, SearchHit, SessionInfo, verify
+from ..messages import Message, Role, message_to_dict
 from ..messages.wire import to_anthropic, to_openai_chat, to_openai_responses
+from ..safe_text import safe
 from ._common import JsonOpt, coded_errors, emit_json, ledger, out
 
 app = typer.Typer()
@@ -50,12 +58,12 @@ def sessions(
     for s in rows:
         table.add_row(
             s.id,
-            f"{s.tenant}/{s.agent}",
+            escape(safe(f"{s.tenant}/{s.agent}")),
             str(s.entries),
             f"{s.tokens:,}",
             s.created_at[:19].replace("T", " "),
             s.status,
-            (s.title or s.source or "")[:48],
+            escape(safe((s.title or s.source or "")[:48])),
         )
     out.print(table)
 
@@ -70,7 +78,7 @@ def _preview(msg: Message, width: int = 160) -> str:
         bits.append(f"← {result.call_id}{flag}: {result.text[:width]}")
     elif msg.role is not Role.ASSISTANT or not bits:
         bits.insert(0, msg.text[:width])
-    return " ".join(bits).replace("\n", "⏎ ")
+    return safe(" ".join(bits).replace("\n", "⏎ "))
 
 
 @app.command()
@@ -87,8 +95,6 @@ def show(
         scope = led.resolve(session)
         entries = led.tail(scope, n=tail) if tail else led.entries(scope)
     if as_json:
-        from ..messages import message_to_dict
-
         emit_json(
             [
                 {
@@ -107,7 +113,7 @@ def show(
         return
     table = Table("seq", "step", "role", "tokens", "content", show_lines=False)
     for e in entries:
-        table.add_row(str(e.seq), str(e.step), e.role, str(e.tokens), _preview(e.message))
+        table.add_row(str(e.seq), str(e.step), e.role, str(e.tokens), escape(_preview(e.message)))
     out.print(table)
 
 
@@ -115,17 +121,25 @@ def show(
 def export(
     session: Annotated[str, typer.Argument(help="Session id (a unique prefix is enough).")],
     format: Annotated[
-        str, typer.Option("--format", "-f", help="openai | openai-responses | anthropic")
+        str,
+        typer.Option("--format", "-f", help="openai | openai-responses | anthropic | markdown"),
     ] = "openai",
     as_json: JsonOpt = False,
 ) -> None:
-    """Print the whole session as a provider's message list (JSON). Tool outputs are exact.
+    """Print the whole session as a provider's message list (JSON; tool outputs exact), or as
+    Markdown to read.
 
     Example: comal export 3f2a --format anthropic > session.json
     """
+    if format not in ("openai", "openai-responses", "anthropic", "markdown"):
+        raise typer.BadParameter(f"unknown format {format!r}", param_hint="--format")
     with coded_errors(as_json), ledger() as led:
         scope = led.resolve(session)
+        info = led.session(scope)
         messages = [e.message for e in led.iter_entries(scope)]
+    if format == "markdown":
+        typer.echo(markdown(info, messages), nl=False)
+        return
     payload: Any
     if format == "openai":
         payload = to_openai_chat(messages)
@@ -134,8 +148,117 @@ def export(
     elif format == "anthropic":
         payload = to_anthropic(messages)
     else:
-        raise typer.BadParameter(f"unknown format {format!r}", param_hint="--format")
+        payload = to_anthropic(messages)
     typer.echo(json.dumps(payload, ensure_ascii=False, indent=None if as_json else 1))
+
+
+def _fence(text: str) -> str:
+    """A code fence longer than any run of backticks in ``text``."""
+    longest = run = 0
+    for ch in text:
+        run = run + 1 if ch == "`" else 0
+        longest = max(longest, run)
+    return "`" * max(3, longest + 1)
+
+
+def markdown(info: SessionInfo | None, messages: list[Message]) -> str:
+    """A session to read: each message under a heading, calls and outputs in code fences
+    (fenced so no output can close them), control characters escaped."""
+    title = (info.title if info is not None else None) or "session"
+    lines = [f"# {safe(title)}", ""]
+    if info is not None:
+        lines += [f"session `{info.id}` · {info.tenant}/{info.agent} · {info.created_at}", ""]
+    for message in messages:
+        lines.append(f"## {message.role.value}")
+        lines.append("")
+        result = message.tool_result
+        if result is not None:
+            body = safe(result.text)
+            fence = _fence(body)
+            flag = " (error)" if result.is_error else ""
+            lines += [f"output of `{result.call_id}`{flag}:", "", fence, body, fence, ""]
+            continue
+        if message.text:
+            lines += [safe(message.text), ""]
+        for call in message.tool_calls:
+            body = safe(call.arguments)
+            fence = _fence(body)
+            lines += [f"call `{call.id}` **{safe(call.name)}**:", "", fence + "json", body, fence]
+            lines.append("")
+    return "\n".join(lines)
+
+
+def _hit_dict(scope: Scope, hit: SearchHit) -> dict[str, Any]:
+    return {
+        "session": scope.session,
+        "entry": hit.entry_id,
+        "seq": hit.seq,
+        "role": hit.role,
+        "snippet": hit.snippet,
+    }
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="Words to find (full text), or a --regex.")],
+    session: Annotated[
+        str | None, typer.Option(help="Only this session (a unique prefix is enough).")
+    ] = None,
+    regex: Annotated[bool, typer.Option("--regex", help="QUERY is a regular expression.")] = False,
+    limit: Annotated[int, typer.Option(help="At most this many hits.", min=1)] = 20,
+    as_json: JsonOpt = False,
+) -> None:
+    """Search the ledger's messages and tool outputs (full text, or --regex).
+
+    Example: comal search "ModuleNotFoundError" --session 3f2a
+    """
+    hits: list[tuple[Scope, SearchHit]] = []
+    with coded_errors(as_json), ledger() as led:
+        if not query.strip():
+            raise UserError("give something to search for")
+        scopes = [led.resolve(session)] if session else [s.scope for s in led.sessions()]
+        for scope in scopes:
+            for hit in led.search(scope, query, regex=regex, limit=limit - len(hits)):
+                hits.append((scope, hit))
+            if len(hits) >= limit:
+                break
+    if as_json:
+        emit_json([_hit_dict(scope, hit) for scope, hit in hits])
+        return
+    table = Table("session", "seq", "role", "snippet", title=f"{len(hits)} hit(s)")
+    for scope, hit in hits:
+        snippet = safe(hit.snippet.replace("\n", "⏎ "))
+        table.add_row(scope.session[:8], str(hit.seq), hit.role, escape(snippet))
+    out.print(table)
+
+
+@app.command()
+def events(
+    session: Annotated[str, typer.Argument(help="Session id (a unique prefix is enough).")],
+    kind: Annotated[
+        list[str] | None, typer.Option(help="Only events of this kind (repeatable).")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List a session's events (OBS-2): what the engine did (referenced, checkpointed,
+    bounded, evicted, summarized), recoveries, queued compactions, added rules. With --json,
+    one JSON object per line.
+
+    Example: comal events 3f2a --kind checkpointed
+    """
+    with coded_errors(as_json), ledger() as led:
+        scope = led.resolve(session)
+        rows = led.records(scope, "event", kinds=tuple(kind) if kind else None)
+    if as_json:
+        for r in rows:
+            emit_json({"id": r.id, "kind": r.kind, "at": r.created_at, "body": r.body})
+        return
+    table = Table("id", "at", "kind", "detail", title=f"events of {scope.session}")
+    for r in rows:
+        detail = json.dumps(r.body, ensure_ascii=False)
+        detail = detail if len(detail) <= 120 else detail[:119] + "…"
+        table.add_row(str(r.id), r.created_at[:19], r.kind, escape(safe(detail)))
+    out.print(table)
 
 
 @app.command("verify")
@@ -145,14 +268,14 @@ def verify_cmd(as_json: JsonOpt = False) -> None:
     Example: comal verify --json
     """
     with coded_errors(as_json), ledger() as led:
-        report = verify(led)
+        report = verify(cast(Any, led))
     if as_json:
         emit_json(report.as_dict())
     else:
         status = "[green]ok[/]" if report.ok else f"[red]{len(report.faults)} fault(s)[/]"
         out.print(f"verified {report.entries:,} entries: {status}")
         for f in report.faults[:50]:
-            out.print(f"  {f.session} seq {f.seq}: {f.kind}: {f.detail}")
+            out.print(escape(f"  {f.session} seq {f.seq}: {f.kind}: {safe(f.detail)}"))
         if report.paused:
             out.print(f"  paused (ending in open tool calls): {', '.join(report.paused)}")
     if not report.ok:

@@ -95,12 +95,19 @@ def proposal_record(
     )
 
 
-def _view(entries: Sequence[Entry], session: str, bases: Bases, engine: Engine) -> View:
+def _view(
+    entries: Sequence[Entry],
+    session: str,
+    bases: Bases,
+    engine: Engine,
+    system: Sequence[Message],
+) -> View:
     return View.from_entries(
         entries,
         session,
         checkpoint=bases.checkpoint if "checkpoint" in engine.bases else None,
         summaries=bases.summaries if "summaries" in engine.bases else (),
+        system=system,
     )
 
 
@@ -113,8 +120,13 @@ def replay(
     engine: Engine | str = "limit",
     execute: Execute | None = None,
     cache: EngineCache | None = None,
+    system: Sequence[Message] = (),
 ) -> Iterator[ReplayTurn]:
     """Assemble before every assistant entry; yields one :class:`ReplayTurn` per model call.
+
+    ``system`` is the instructions the agent sends (its system prompt), placed first in every
+    assembly as the agent's own views do, so a replay with the agent's settings reproduces its
+    requests byte for byte.
 
     ``execute`` runs the jobs the engine plans (required for an engine that plans any). A coded
     error (CONTEXT_PRESSURE_LOOP, CONTEXT_OVERHEAD) ends that turn with ``error`` set and
@@ -133,7 +145,7 @@ def replay(
         if entry.role == Role.ASSISTANT.value and i > 0:
             turn += 1
             prefix = entries[:i]
-            view = _view(prefix, session, bases, engine)
+            view = _view(prefix, session, bases, engine, system)
             jobs = engine.plan(view, budget, config)
             made: tuple[object, ...] = ()
             if jobs:
@@ -143,7 +155,7 @@ def replay(
                         "this replay has no executor for them"
                     )
                 bases, made = execute(jobs, view, bases)
-                view = _view(prefix, session, bases, engine)
+                view = _view(prefix, session, bases, engine, system)
             unmanaged = budget.fixed + full + REPLY_PRIMING
             given = state
             try:

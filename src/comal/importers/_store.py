@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..ledger import Scope, SQLiteLedger, StepInput, UsageInput
+from ..ledger import LedgerBackend, Scope, StepInput, UsageInput
 from ..messages import group_messages
 from ..tokens import normalize_usage
 from ._base import ImportedSession
@@ -57,7 +57,7 @@ def session_id_for(digest: str, imported: ImportedSession) -> str:
 
 
 def store(
-    ledger: SQLiteLedger,
+    ledger: LedgerBackend,
     sessions: Sequence[ImportedSession],
     *,
     tenant: str = "local",

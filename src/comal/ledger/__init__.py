@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 from platformdirs import user_data_dir
 
-from ..errors import UserError
+from ..errors import LedgerError, UserError
 from ..tokens import TokenCounter
 from ._backend import LedgerBackend
 from ._model import (
@@ -69,6 +69,10 @@ __all__ = [
 Ledger = SQLiteLedger
 
 
+class LedgerNotFound(LedgerError):
+    code = "LEDGER_NOT_FOUND"
+
+
 def __getattr__(name: str) -> Any:
     # psycopg takes a fifth of a second to import: only programs that use PostgreSQL pay for it.
     if name == "PostgresLedger":
@@ -100,6 +104,7 @@ def open_ledger(
     *,
     counter: TokenCounter | None = None,
     synchronous: Synchronous = "NORMAL",
+    create: bool = True,
 ) -> SQLiteLedger: ...
 
 
@@ -110,6 +115,7 @@ def open_ledger(
     counter: TokenCounter | None = None,
     synchronous: Synchronous = "NORMAL",
     schema: str | None = None,
+    create: bool = True,
 ) -> SQLiteLedger | PostgresLedger: ...
 
 
@@ -119,6 +125,7 @@ def open_ledger(
     counter: TokenCounter | None = None,
     synchronous: Synchronous = "NORMAL",
     schema: str | None = None,
+    create: bool = True,
 ) -> SQLiteLedger | PostgresLedger:
     """Open (creating and migrating if needed) the ledger at ``path`` or the default place.
 
@@ -132,6 +139,12 @@ def open_ledger(
         return PostgresLedger(path, counter=counter, schema=schema)
     if schema is not None:
         raise UserError("schema applies to PostgreSQL ledgers only; pass a postgresql:// URL")
+    where = Path(path) if path is not None else default_ledger_path()
+    if not create and not where.exists() and str(where) != ":memory:":
+        raise LedgerNotFound(
+            f"no ledger at {where}: check the path (--ledger, COMAL_LEDGER), or import or run "
+            "something first to create one"
+        )
     return SQLiteLedger(
         path if path is not None else default_ledger_path(),
         counter=counter,

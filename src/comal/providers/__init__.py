@@ -21,7 +21,7 @@ Fakes for tests — scripted providers and a local HTTP server speaking all thre
 are in :mod:`comal.testing`.
 """
 
-from ._anthropic import AnthropicProvider
+from ._anthropic import AnthropicProvider, anthropic_params
 from ._base import SDKProvider
 from ._errors import (
     ContextLengthExceeded,
@@ -92,6 +92,7 @@ __all__ = [
     "ToolCallDelta",
     "ToolCallStart",
     "ToolSpec",
+    "anthropic_params",
     "call_model",
     "normalize_stop",
     "provider_from_spec",

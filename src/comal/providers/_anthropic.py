@@ -58,7 +58,7 @@ from ._types import (
     ToolCallStart,
 )
 
-__all__ = ["AnthropicProvider"]
+__all__ = ["AnthropicProvider", "anthropic_params"]
 
 
 class AnthropicProvider(SDKProvider):
@@ -88,27 +88,7 @@ class AnthropicProvider(SDKProvider):
 
     def params(self, req: ModelRequest) -> dict[str, Any]:
         """The keyword arguments of ``client.messages.create`` for ``req`` (no I/O)."""
-        policy = req.cache
-        messages = mark_history(req.messages, policy) if policy.enabled else list(req.messages)
-        wire = to_anthropic(messages)
-        if policy.enabled:
-            _as_blocks(wire["messages"])
-        params: dict[str, Any] = {
-            "model": req.model,
-            "max_tokens": req.max_output_tokens,
-            "messages": wire["messages"],
-        }
-        system = _system(req.system, wire.get("system"), policy)
-        if system is not None:
-            params["system"] = system
-        if req.tools:
-            hint = policy.hint if policy.enabled else None
-            params["tools"] = tool_params(req.tools, hint, "input_schema")
-        if req.effort is not None:
-            params["output_config"] = {"effort": req.effort}
-        if req.temperature is not None:
-            params["extra_body"] = {"temperature": req.temperature}
-        return params
+        return anthropic_params(req)
 
     def request(self, req: ModelRequest) -> ModelResponse:
         params = self.params(req)
@@ -160,6 +140,32 @@ class AnthropicProvider(SDKProvider):
             str(data.get("model") or ""),
             request_id,
         )
+
+
+def anthropic_params(req: ModelRequest) -> dict[str, Any]:
+    """The Messages API body for ``req``, exactly as :class:`AnthropicProvider` sends it (no
+    I/O; ``comal replay --dump`` writes it too)."""
+    policy = req.cache
+    messages = mark_history(req.messages, policy) if policy.enabled else list(req.messages)
+    wire = to_anthropic(messages)
+    if policy.enabled:
+        _as_blocks(wire["messages"])
+    params: dict[str, Any] = {
+        "model": req.model,
+        "max_tokens": req.max_output_tokens,
+        "messages": wire["messages"],
+    }
+    system = _system(req.system, wire.get("system"), policy)
+    if system is not None:
+        params["system"] = system
+    if req.tools:
+        hint = policy.hint if policy.enabled else None
+        params["tools"] = tool_params(req.tools, hint, "input_schema")
+    if req.effort is not None:
+        params["output_config"] = {"effort": req.effort}
+    if req.temperature is not None:
+        params["extra_body"] = {"temperature": req.temperature}
+    return params
 
 
 def _as_blocks(messages: list[AnthropicMessage]) -> None:

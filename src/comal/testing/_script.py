@@ -154,7 +154,14 @@ def check_entry(value: object, *, path: str | None = None, line: int | None = No
 def load_script(path: str | Path) -> list[Entry]:
     """Read a script file: one JSON entry per line; blank lines and ``#`` comments are skipped."""
     entries: list[Entry] = []
-    text = Path(path).read_text(encoding="utf-8")
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise InputError(
+            f"cannot read the script: {why}; give the path of a JSON-lines script file",
+            path=str(path),
+        ) from exc
     for number, line in enumerate(text.splitlines(), start=1):
         stripped = line.strip()
         if not stripped or stripped.startswith("#"):

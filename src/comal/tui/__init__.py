@@ -1,5 +1,6 @@
-"""The interactive terminal UI (textual): ``comal`` or ``comal --resume UUID`` without ``-p``."""
+"""The interactive terminal UI (textual): ``comal``, ``comal -c`` or ``comal --resume UUID``
+without ``-p``."""
 
-from ._app import AgentFactory, ApprovalScreen, ComalApp, TuiSession
+from ._app import ApprovalScreen, ComalApp
 
-__all__ = ["AgentFactory", "ApprovalScreen", "ComalApp", "TuiSession"]
+__all__ = ["ApprovalScreen", "ComalApp"]

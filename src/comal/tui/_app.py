@@ -1,67 +1,48 @@
 """The interactive TUI: a transcript, a status line, tool approval dialogs, slash commands.
 
-The agent runs in a worker thread; it talks to the screen only through ``call_from_thread``.
-Approvals block that worker until the human answers the dialog, and are recorded by the house
-with the human actor (OPS-2). Slash commands are the registry's human surface (OPS-1):
-``/model`` and ``/effort`` run through the same judge as any other operation, on surface "tui".
+Everything goes through the session's :class:`~comal.agent.Runtime` (the one agent factory):
+the agent runs in a worker thread and talks to the screen only through ``call_from_thread``;
+approvals block that worker until the human answers the dialog and are recorded by the house
+with the human actor (OPS-2); slash commands are the registry's human operations on surface
+"tui" (``/context``, ``/state``, ``/compact``, ``/model``, ``/effort``, ``/mode``, ``/name``),
+judged and receipted like any other (OPS-1). Text from the model or a tool is shown with its
+control and bidi characters escaped (:func:`comal.safe_text.safe`).
 """
 
 from __future__ import annotations
 
-import json
 import threading
-import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
+from rich.table import Table
+from rich.text import Text as RichText
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Footer, Input, RichLog, Static
+from textual.widgets import Button, Collapsible, Footer, Input, Static
 
-from ..agent import Agent
-from ..context import (
-    EngineConfig,
-    View,
-    budget_report,
-    compact,
-    render_state,
-    store_checkpoint,
-    work_state,
-)
+from ..agent import Runtime, context_report, render_report
 from ..errors import ComalError
-from ..ledger import LedgerBackend, Scope
-from ..messages import ToolCall
-from ..ops import Actor, ApprovalRequest, Approver, CallbackApprover, House
-from ..tokens import Budget, resolve_window
+from ..ledger import Entry
+from ..ops import Actor, ApprovalRequest, CallbackApprover, Rule
+from ..safe_text import safe, safe_command
 
-__all__ = ["AgentFactory", "ApprovalScreen", "ComalApp", "TuiSession"]
+__all__ = ["ApprovalScreen", "ComalApp"]
 
-# (approver, say) -> an Agent for the session, built fresh for each prompt so that /model and
-# /mode changes apply to the next turn.
-AgentFactory = Callable[[Approver, Callable[[str, str], None]], Agent]
-
-
-@dataclass
-class TuiSession:
-    ledger: LedgerBackend
-    scope: Scope
-    house: House
-    make_agent: AgentFactory
-    model: str | None = None
-    context_window: int | None = None
-    user: str = "user"
+# Approval answers: allow this call, allow calls like it for the rest of the session, deny.
+ONCE, ALWAYS, DENY = "once", "always", "deny"
+_OUTPUT_PREVIEW = 4_000
 
 
-class ApprovalScreen(ModalScreen[bool]):
-    """Allow or deny one proposed call (y / n)."""
+class ApprovalScreen(ModalScreen[str]):
+    """Allow once (y), always for this session (a), or deny (n) one proposed call."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("y", "answer(True)", "allow"),
-        Binding("n", "answer(False)", "deny"),
+        Binding("y", f"answer('{ONCE}')", "allow once"),
+        Binding("a", f"answer('{ALWAYS}')", "always allow"),
+        Binding("n", f"answer('{DENY}')", "deny"),
     ]
     DEFAULT_CSS = """
     ApprovalScreen { align: center middle; }
@@ -69,23 +50,31 @@ class ApprovalScreen(ModalScreen[bool]):
     #buttons { height: auto; margin-top: 1; }
     """
 
-    def __init__(self, request: ApprovalRequest) -> None:
+    def __init__(self, request: ApprovalRequest, always: Rule | None) -> None:
         super().__init__()
         self.request = request
+        self.always = always
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
             yield Static("Approve this call?", id="title")
-            yield Static(self.request.describe(), id="request", markup=False)
+            # Exactly what will run, with anything a terminal would act on shown escaped.
+            yield Static(safe_command(self.request.describe()), id="request", markup=False)
+            if self.always is not None:
+                yield Static(f"always: adds the rule allow {self.always}", markup=False)
             with Horizontal(id="buttons"):
-                yield Button("Allow (y)", id="allow", variant="success")
-                yield Button("Deny (n)", id="deny", variant="error")
+                yield Button("Allow once (y)", id=ONCE, variant="success")
+                if self.always is not None:
+                    yield Button("Always (a)", id=ALWAYS, variant="primary")
+                yield Button("Deny (n)", id=DENY, variant="error")
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
-        self.dismiss(event.button.id == "allow")
+        self.dismiss(event.button.id or DENY)
 
-    def action_answer(self, allowed: bool) -> None:
-        self.dismiss(allowed)
+    def action_answer(self, answer: str) -> None:
+        if answer == ALWAYS and self.always is None:
+            return
+        self.dismiss(answer)
 
 
 class ComalApp(App[None]):
@@ -95,44 +84,92 @@ class ComalApp(App[None]):
     BINDINGS: ClassVar[list[BindingType]] = [Binding("ctrl+q", "quit", "quit")]
     DEFAULT_CSS = """
     #transcript { height: 1fr; border: round $primary; }
+    #transcript > Static { margin: 0 1; }
     #status { height: 1; padding: 0 1; background: $boost; }
     """
 
-    def __init__(self, session: TuiSession) -> None:
+    def __init__(self, runtime: Runtime) -> None:
         super().__init__()
-        self.session = session
+        self.runtime = runtime
         self.busy = False
-        self.agent: Agent | None = None
+        self.turn_note = ""
+        # Approvals the worker waits on; answered "deny" if the app closes first.
+        self._waiting: set[threading.Event] = set()
 
     # -- layout -------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
-        yield RichLog(id="transcript", wrap=True, markup=False, highlight=False)
+        yield VerticalScroll(id="transcript")
         yield Static("", id="status")
-        yield Input(placeholder="Ask, or /context /state /compact /model NAME /effort LEVEL")
+        yield Input(placeholder="Ask, or /help")
         yield Footer()
 
     def on_mount(self) -> None:
-        log = self.query_one(RichLog)
-        info = self.session.ledger.session(self.session.scope)
-        log.write(f"session {self.session.scope.session} ({info.status if info else '?'})")
-        for entry in self.session.ledger.tail(self.session.scope, n=10):
-            log.write(f"{entry.role}: {entry.message.text[:300]}")
+        rt = self.runtime
+        if rt.scope is None:
+            self.note("new session: the first prompt starts it")
+        else:
+            info = rt.ledger.session(rt.scope)
+            self.note(f"session {rt.scope.session} ({info.status if info else '?'})")
+            for entry in rt.ledger.tail(rt.scope, n=10):
+                self.show_entry(entry)
         self.refresh_status()
         self.query_one(Input).focus()
 
+    # -- the transcript -----------------------------------------------------------------------
+    def write(self, text: str, *, classes: str = "") -> None:
+        box = self.query_one("#transcript", VerticalScroll)
+        box.mount(Static(RichText(safe(text)), classes=classes))
+        box.scroll_end(animate=False)
+
+    def note(self, text: str) -> None:
+        self.write(f"· {text}", classes="note")
+
+    def show_output(self, title: str, text: str) -> None:
+        """A tool's output, collapsed: its title says what it is; expand to read it."""
+        shown = text if len(text) <= _OUTPUT_PREVIEW else text[:_OUTPUT_PREVIEW] + "\n…"
+        box = self.query_one("#transcript", VerticalScroll)
+        box.mount(
+            Collapsible(Static(RichText(safe(shown))), title=safe(title)[:120], collapsed=True)
+        )
+        box.scroll_end(animate=False)
+
+    def show_entry(self, entry: Entry) -> None:
+        message = entry.message
+        result = message.tool_result
+        if result is not None:
+            lines = result.text.count("\n") + 1
+            self.show_output(f"{result.name or 'tool'} output ({lines} lines)", result.text)
+            return
+        if message.text:
+            self.write(f"{entry.role}: {message.text[:_OUTPUT_PREVIEW]}")
+        for call in message.tool_calls:
+            self.write(f"→ {call.name} {call.arguments[:300]}", classes="call")
+
+    def on_unmount(self) -> None:
+        # Closing with a dialog open answers it "deny", so the worker thread can end.
+        for event in list(self._waiting):
+            event.set()
+
     # -- status line --------------------------------------------------------------------------
     def status_text(self) -> str:
-        s = self.session
-        report = budget_report(s.ledger, s.scope, model=s.model, window=s.context_window)
-        mark = "" if report["measured"] else " ~"
+        rt = self.runtime
         state = "working…" if self.busy else "ready"
+        model = rt.spec or "model ?"
+        if rt.scope is None:
+            return f"new session · {model} · {state}"
+        try:
+            # The same function /context runs, without a receipt per refresh.
+            report = context_report(rt, rt.proposer().preview())
+        except ComalError as exc:
+            return f"[{exc.code}] · {model} · {state}"
+        mark = "" if report["measured"] else " ~"
         return (
             f"ctx {report['utilization']:.0%}{mark} · {report['input']:,}/{report['window']:,} "
-            f"tokens · {report['model'] or 'model ?'} · {state}"
+            f"tokens · {report['engine']} · {model} · {state}{self.turn_note}"
         )
 
     def refresh_status(self) -> None:
-        self.query_one("#status", Static).update(self.status_text())
+        self.query_one("#status", Static).update(RichText(safe(self.status_text())))
 
     # -- input --------------------------------------------------------------------------------
     def on_input_submitted(self, event: Input.Submitted) -> None:
@@ -140,25 +177,22 @@ class ComalApp(App[None]):
         event.input.value = ""
         if not text:
             return
-        log = self.query_one(RichLog)
         if text.startswith("/"):
             self.slash(text)
             return
         if self.busy:
-            log.write("(the agent is working; wait for its answer)")
+            self.note("the agent is working; wait for its answer")
             return
-        log.write(f"you: {text}")
+        self.write(f"you: {text}")
         self.busy = True
         self.refresh_status()
         self.run_agent(text)
 
     @work(thread=True, exclusive=True)
     def run_agent(self, prompt: str) -> None:
-        approver = CallbackApprover(self._ask_human, by=Actor.user(self.session.user))
+        approver = CallbackApprover(self._ask_human, by=Actor.user(self.runtime.user))
         try:
-            agent = self.session.make_agent(approver, self._say)
-            self.agent = agent
-            result = agent.run(prompt)
+            result = self.runtime.run(prompt, approver=approver, say=self._say)
             line = result.answer or f"(stopped: {result.status})"
             if result.error:
                 line += f" [{result.error['code']}] {result.error['message']}"
@@ -167,77 +201,114 @@ class ComalApp(App[None]):
         self.call_from_thread(self._finished, line)
 
     def _finished(self, line: str) -> None:
-        self.query_one(RichLog).write(f"comal: {line}")
+        self.write(f"comal: {line}")
         self.busy = False
-        self.agent = None
+        self.turn_note = ""
         self.refresh_status()
 
     def _say(self, kind: str, text: str) -> None:
-        self.call_from_thread(self.query_one(RichLog).write, f"  · {kind}: {text}")
+        self.call_from_thread(self._said, kind, text)
+
+    def _said(self, kind: str, text: str) -> None:
+        if kind == "turn":
+            self.turn_note = f" · {text}"
+            self.refresh_status()  # the status bar follows each turn
+        elif kind == "result" and self.runtime.scope is not None:
+            tail = self.runtime.ledger.tail(self.runtime.scope, n=1)
+            if tail and tail[0].message.tool_result is not None:
+                self.show_entry(tail[0])
+            self.note(text)
+        else:
+            self.note(f"{kind}: {text}")
+
+    def _always_rule(self, request: ApprovalRequest) -> Rule | None:
+        """The rule "always" would add: this operation on this exact subject, or none when
+        the operation has no subject to pin it to (always-allow-everything is not offered)."""
+        op = self.runtime.registry.get(request.operation)
+        if op is None or op.subject is None:
+            return None
+        try:
+            subject = op.subject(op.input.model_validate(dict(request.arguments)))
+        except ValueError:
+            return None
+        if not subject or (op.subject_kind == "path" and any(c in subject for c in "*?[")):
+            return None
+        return Rule(op.name, _literal(subject), "allow")
 
     def _ask_human(self, request: ApprovalRequest) -> bool:
         """Runs in the worker: show the dialog on the UI thread and wait for the answer."""
         answered = threading.Event()
-        box: dict[str, bool] = {}
+        box: dict[str, str] = {}
+        always = self._always_rule(request)
 
-        def done(allowed: bool | None) -> None:
-            box["allowed"] = bool(allowed)
+        def done(answer: str | None) -> None:
+            box["answer"] = answer or DENY
             answered.set()
 
-        self.call_from_thread(self.push_screen, ApprovalScreen(request), done)
-        answered.wait()
-        return box["allowed"]
+        self._waiting.add(answered)
+        try:
+            self.call_from_thread(self.push_screen, ApprovalScreen(request, always), done)
+            answered.wait()
+        finally:
+            self._waiting.discard(answered)
+        answer = box.get("answer", DENY)
+        if answer == ALWAYS and always is not None:
+            self.runtime.add_rule(always, by=Actor.user(self.runtime.user))
+        return answer in (ONCE, ALWAYS)
 
     # -- slash commands -----------------------------------------------------------------------
     def slash(self, text: str) -> None:
-        log = self.query_one(RichLog)
         name, _, arg = text[1:].partition(" ")
-        s = self.session
+        value = arg.strip()
         try:
-            if name == "context":
-                r = budget_report(s.ledger, s.scope, model=s.model, window=s.context_window)
-                log.write(json.dumps(r, ensure_ascii=False, indent=1))
-            elif name == "state":
-                config = EngineConfig(counter=s.ledger.counter)
-                view = View.from_ledger(s.ledger, s.scope)
-                log.write(render_state(work_state(view, config), config.token_counter))
-            elif name == "compact":
-                self._compact(log)
+            if name == "help":
+                self.help()
+            elif name in ("context", "state", "compact"):
+                self.human(name, {})
             elif name in ("model", "effort", "mode", "name"):
-                self._control(name, arg.strip(), log)
+                if not value:
+                    self.note(f"/{name} needs a value, e.g. /{name} {_EXAMPLE[name]}")
+                else:
+                    self.human(name, {name: value})
             else:
-                log.write(f"unknown command /{name}: /context /state /compact /model /effort")
+                self.note(f"unknown command /{name}; /help lists them")
         except ComalError as exc:
-            log.write(f"[{exc.code}] {exc}")
+            self.note(f"[{exc.code}] {exc}")
         self.refresh_status()
 
-    def _compact(self, log: RichLog) -> None:
-        s = self.session
-        if self.busy and self.agent is not None:
-            # LIM-7: while the agent works, the derivation waits for the start of its next turn.
-            self.agent.request_compact()
-            log.write("compaction queued: it runs before the agent's next model call")
+    def human(self, name: str, args: dict[str, Any]) -> None:
+        rt = self.runtime
+        if rt.scope is None:
+            self.note(f"/{name}: the session starts with its first prompt")
             return
-        res = resolve_window(s.model, override=s.context_window)
-        budget = Budget.for_window(res.window, system_tokens=0, tools_tokens=0)
-        proposal = compact(View.from_ledger(s.ledger, s.scope), budget)
-        if proposal is None:
-            log.write("nothing to compact: only the protected tail follows the last checkpoint")
-            return
-        record = store_checkpoint(s.ledger, s.scope, proposal)
-        log.write(f"checkpoint {record.id}: seq {record.first_seq}..{record.last_seq}")
+        outcome = rt.control(name, args, surface="tui")
+        report = outcome.receipt.observations.get("report")
+        if name == "context" and isinstance(report, dict) and not outcome.result.is_error:
+            table = Table("", "", title="context", show_header=False)
+            for label, shown in render_report(report):
+                table.add_row(label, safe(shown))
+            box = self.query_one("#transcript", VerticalScroll)
+            box.mount(Static(table))
+            box.scroll_end(animate=False)
+        else:
+            self.write(outcome.result.text)
 
-    def _control(self, name: str, value: str, log: RichLog) -> None:
-        """A human control, judged and receipted by the house like any operation (OPS-1/6)."""
-        s = self.session
-        if not value:
-            log.write(f"/{name} needs a value, e.g. /{name} {_EXAMPLE[name]}")
-            return
-        call = ToolCall(f"tui-{uuid.uuid4().hex[:12]}", name, json.dumps({name: value}))
-        outcome, _ = s.house.handle(call, Actor.user(s.user), surface="tui")
-        log.write(outcome.result.text)
-        if name == "model" and not outcome.result.is_error:
-            s.model = value
+    def help(self) -> None:
+        lines = ["commands:"]
+        for slash, op_name in sorted(self.runtime.registry.slash_commands().items()):
+            op = self.runtime.registry.get(op_name)
+            if op is not None and op.audience == "human":
+                lines.append(f"  {slash:<10} {op.description}")
+        lines.append("  /help      this list")
+        self.write("\n".join(lines))
+
+
+def _literal(subject: str) -> str:
+    """``subject`` as a rule pattern that matches only itself (glob characters escaped)."""
+    out = []
+    for ch in subject:
+        out.append(f"[{ch}]" if ch in "*?[" else ch)
+    return "".join(out)
 
 
 _EXAMPLE = {"model": "anthropic:claude-sonnet-4-6", "effort": "high", "mode": "ask", "name": "x"}

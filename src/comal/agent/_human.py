@@ -1,0 +1,260 @@
+"""The human operations over the context engine: ``context``, ``state`` and ``compact`` (LIM-7).
+
+They are operations of the one registry (OPS-1), on the human surfaces only (CLI, TUI, API):
+``comal context``, the TUI's ``/context`` and its status line, and the HTTP API all run the
+same handler and get the same answer, judged and receipted by the house. Their handlers close
+over the session's :class:`~comal.agent.Runtime`, so they see what the agent sends: its system
+prompt, its tool catalog, its engine and that engine's settings from the configuration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict
+
+from ..compaction import execute
+from ..context import View, config_counter, render_state, work_state
+from ..context.limit import EngineConfig
+from ..errors import ComalError, UserError
+from ..ledger import CheckpointRecord
+from ..ops import CallContext, Handler, Operation, Outcome, Surface, ToolOutput
+from ..tokens import resolve_window
+from ._errors import SessionLocked
+from ._propose import COMPACT_REQUESTED, Preview
+from ._session import lock_session
+
+if TYPE_CHECKING:
+    from ._runtime import Runtime
+
+__all__ = [
+    "HumanOperationFailed",
+    "context_report",
+    "human_operations",
+    "raise_for",
+    "render_report",
+    "window_note",
+]
+
+_HUMAN: frozenset[Surface] = frozenset({"cli", "tui", "api"})
+
+
+class _NoArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def window_note(model: str | None, window: int | None) -> str | None:
+    """Why a window is what it is, when the model is unknown to the catalog (TOK-3)."""
+    res = resolve_window(model, override=window)
+    if res.source == "fallback":
+        return (
+            f"model {model or '(none)'} is not in the catalog: the window is the default "
+            f"{res.window:,} tokens; pass --context-window N to say what it is"
+        )
+    return None
+
+
+def context_report(runtime: Runtime, preview: Preview) -> dict[str, Any]:
+    """``/context``: the budget of the next request as the agent would send it (TOK-2..4)."""
+    scope = runtime.need_scope()
+    budget, assembly, estimate = preview.budget, preview.assembly, preview.estimate
+    info = runtime.ledger.session(scope)
+    kinds: dict[str, int] = {}
+    for action in assembly.actions:
+        kinds[type(action).__name__] = kinds.get(type(action).__name__, 0) + 1
+    settings = runtime.settings()
+    window = settings.window
+    return {
+        "session": scope.session,
+        "engine": settings.engine_name,
+        "model": runtime.spec,
+        "window": window.window,
+        "window_source": window.source,
+        "window_note": window_note(runtime.model_name, runtime.flags.context_window),
+        "counter": config_counter(settings.engine).name,
+        "system": preview.system_tokens,
+        "tools": preview.tools_tokens,
+        "history": assembly.history_tokens,
+        "history_full": info.tokens if info is not None else None,
+        "entries": info.entries if info is not None else None,
+        "output_reserve": budget.output_reserve,
+        "margin": budget.margin,
+        "input_estimated": budget.fixed + assembly.history_tokens,
+        "input": estimate.tokens,
+        "measured": estimate.measured,
+        "basis": estimate.basis,
+        "utilization": round(estimate.tokens / window.window, 4) if window.window else 0.0,
+        "threshold": budget.threshold_tokens,
+        "over_threshold": estimate.tokens >= budget.threshold_tokens,
+        "stage": assembly.breakdown.get("stage"),
+        "actions": kinds,
+        "checkpoint_proposed": assembly.checkpoint_to_store is not None,
+        "metrics": assembly.metrics.as_dict(timing=False),
+    }
+
+
+def render_report(report: dict[str, Any]) -> list[tuple[str, str]]:
+    """The report as (label, value) rows, for a table on any surface."""
+    mark = "" if report["measured"] else " ~"
+    acts = ", ".join(f"{k}×{n}" for k, n in report["actions"].items()) or "nothing to do"
+    rows = [
+        ("engine", f"{report['engine']} — stage {report['stage']}: {acts}"),
+        ("window", f"{report['window']:,} ({report['window_source']})"),
+        ("system", f"{report['system']:,}"),
+        ("tools", f"{report['tools']:,}"),
+        (
+            "history sent",
+            f"{report['history']:,} of {report['history_full'] or 0:,} in "
+            f"{report['entries'] or 0:,} entries",
+        ),
+        ("output reserve", f"{report['output_reserve']:,}"),
+        ("margin", f"{report['margin']:,}"),
+        (f"input{mark}", f"{report['input']:,} — {report['basis']}"),
+        ("threshold", f"{report['threshold']:,}"),
+        (
+            "utilization",
+            f"{report['utilization']:.0%}{mark}"
+            + ("  over threshold" if report["over_threshold"] else ""),
+        ),
+    ]
+    if report["checkpoint_proposed"]:
+        rows.append(("next request", "derives a checkpoint first"))
+    if report.get("window_note"):
+        rows.append(("note", str(report["window_note"])))
+    return rows
+
+
+class HumanOperationFailed(UserError):
+    """A human operation ended in a coded error; ``code`` is that error's."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def raise_for(outcome: Outcome) -> None:
+    """Raise the coded error a human operation's receipt carries (surfaces print it)."""
+    if not outcome.result.is_error:
+        return
+    observed = outcome.receipt.observations
+    code = observed.get("code")
+    message = str(observed.get("message") or outcome.result.text)
+    raise HumanOperationFailed(str(code) if code else "OPERATION_FAILED", message)
+
+
+def _coded(handler: Callable[[_NoArgs, CallContext], ToolOutput]) -> Handler:
+    """A handler whose coded errors become an error result carrying the code (a receipt is
+    still written), instead of an exception the house would report as a crash."""
+
+    def run(args: Any, ctx: CallContext) -> ToolOutput:
+        try:
+            return handler(args, ctx)
+        except ComalError as exc:
+            return ToolOutput(
+                f"[{exc.code}] {exc}",
+                is_error=True,
+                observations={"code": exc.code, "message": str(exc)},
+            )
+
+    return run
+
+
+def human_operations(runtime: Runtime) -> list[Operation]:
+    """``context``, ``state`` and ``compact`` bound to ``runtime``."""
+
+    def context(args: _NoArgs, ctx: CallContext) -> ToolOutput:
+        report = context_report(runtime, runtime.proposer().preview())
+        text = "\n".join(f"{label}: {value}" for label, value in render_report(report))
+        return ToolOutput(text, observations={"report": report})
+
+    def state(args: _NoArgs, ctx: CallContext) -> ToolOutput:
+        settings = runtime.settings()
+        config = settings.engine if isinstance(settings.engine, EngineConfig) else EngineConfig()
+        view = View.from_ledger(runtime.ledger, runtime.need_scope())
+        current = work_state(view, config)
+        text = render_state(current, config_counter(settings.engine))
+        return ToolOutput(text, observations={"state": current.to_dict()})
+
+    def compact(args: _NoArgs, ctx: CallContext) -> ToolOutput:
+        if runtime.active is not None:
+            # LIM-7: this process's agent is working; it compacts at the start of its next turn.
+            runtime.active.request_compact()
+            return ToolOutput(
+                "queued: the agent compacts at the start of its next turn",
+                observations={"queued": True},
+            )
+        scope = runtime.need_scope()
+        try:
+            lock = lock_session(runtime.ledger, scope)
+        except SessionLocked as exc:
+            runtime.ledger.add_record(
+                scope, "event", COMPACT_REQUESTED, {"v": 1, "by": f"{ctx.surface}:{ctx.actor.id}"}
+            )
+            return ToolOutput(
+                f"queued: {exc}; the agent compacts at the start of its next turn",
+                observations={"queued": True},
+            )
+        try:
+            proposer = runtime.proposer()
+            preview = proposer.preview()
+            engine = proposer.engine
+            jobs = engine.plan(preview.view, preview.budget, runtime.settings().engine, force=True)
+            made = execute(runtime.ledger, scope, jobs)
+        finally:
+            lock.release()
+        if not made:
+            return ToolOutput(
+                "nothing to compact: only the protected tail follows the latest stand-in",
+                observations={"queued": False, "made": []},
+            )
+        lines, records = [], []
+        for record in made:
+            if isinstance(record, CheckpointRecord):
+                lines.append(
+                    f"checkpoint {record.id} stands for seq {record.first_seq}..{record.last_seq}"
+                    f" in {record.tokens:,} tokens (sha256 {record.digest[:16]}…)"
+                )
+                records.append(
+                    {
+                        "kind": "checkpoint",
+                        "id": record.id,
+                        "first_seq": record.first_seq,
+                        "last_seq": record.last_seq,
+                        "tokens": record.tokens,
+                        "digest": record.digest,
+                    }
+                )
+            else:
+                lines.append(f"made {type(record).__name__}")
+                records.append({"kind": type(record).__name__})
+        return ToolOutput("\n".join(lines), observations={"queued": False, "made": records})
+
+    return [
+        Operation(
+            "context",
+            "The budget of the session's next request, as the agent would send it.",
+            _NoArgs,
+            _coded(context),
+            audience="human",
+            surfaces=_HUMAN,
+        ),
+        Operation(
+            "state",
+            "The work state a checkpoint would carry now.",
+            _NoArgs,
+            _coded(state),
+            audience="human",
+            surfaces=_HUMAN,
+        ),
+        # The ledger gains a stand-in; nothing in the workspace or the world changes, and the
+        # history stays whole (LED-1), so the operation is read-only for the policy.
+        Operation(
+            "compact",
+            "Compact now without an LLM (or queue it while the agent works).",
+            _NoArgs,
+            _coded(compact),
+            audience="human",
+            surfaces=_HUMAN,
+        ),
+    ]

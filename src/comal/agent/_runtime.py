@@ -1,0 +1,394 @@
+"""The one agent factory: what every surface (``comal -p``, the TUI, ``comal context``, the HTTP
+API) builds a session's agent, house and human controls with.
+
+:meth:`Runtime.open` takes the operator's sources once — the configuration file, the environment
+and a surface's :class:`Flags` (CFG-1, CFG-2) — and a session to resume (or none: a new one is
+created with its first prompt, in one transaction, so a failed start leaves nothing behind). It
+checks everything that can fail before it creates anything: the configuration, the model spec
+and its provider's key, a script file, the workspace. From then on:
+
+- :attr:`Runtime.host` holds the live human controls (model, effort, mode, name): ``/model`` in
+  the TUI changes them through the house (OPS-6), and the next :meth:`Runtime.agent` uses them;
+- :attr:`Runtime.registry` is the native registry plus the human operations ``context``,
+  ``state`` and ``compact`` (:mod:`._human`), so every surface gets one answer (OPS-1);
+- :meth:`Runtime.agent` builds the :class:`Agent` for the next run; :meth:`Runtime.proposer`
+  the :class:`Proposer` whose :meth:`~Proposer.preview` every status line shows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import json
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from ..context import get_engine
+from ..errors import ComalError, UserError
+from ..ledger import LedgerBackend, Scope, SessionInfo
+from ..messages import ToolCall
+from ..ops import (
+    Actor,
+    Approver,
+    HostSettings,
+    House,
+    Outcome,
+    Registry,
+    Rule,
+    Surface,
+    Workspace,
+    default_registry,
+)
+from ..providers import ModelSpec, OnEvent, Provider, SDKProvider, provider_from_spec
+from ..testing import load_script
+from ..tokens import default_counter
+from ._agent import Agent, intention
+from ._config import Config, config_path, load_config, policy_from_config, settings_from_config
+from ._human import human_operations
+from ._lock import SessionLock
+from ._propose import Probe, Proposer, Say
+from ._result import RunResult
+from ._script import SCRIPT_PREFIX, ScriptModel
+from ._session import lock_session, start_session
+from ._settings import AgentSettings
+
+__all__ = ["Flags", "Runtime"]
+
+RULE_EVENT = "rule_added"
+# A model name for sessions whose model is unknown (an import): windows resolve to the default.
+UNKNOWN_MODEL = "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class Flags:
+    """What a surface was given; ``None`` and empty mean "not given" (the environment, the
+    configuration file and the defaults decide, in that order)."""
+
+    model: str | None = None
+    context_window: int | None = None
+    engine: str | None = None
+    mode: str | None = None
+    effort: str | None = None
+    allow: tuple[str, ...] = ()
+    deny: tuple[str, ...] = ()
+    workspace: Path | None = None
+    system: str | None = None
+    max_turns: int | None = None
+    tenant: str | None = None
+
+    def overrides(self, config: Config) -> dict[str, Any]:
+        return {
+            "mode": self.mode or None,
+            "max_turns": self.max_turns or None,
+            "engine": self.engine or None,
+            "effort": self.effort or None,
+            "system_prompt": self.system or None,
+            "tenant": self.tenant or None,
+            "allow": [*config.allow, *self.allow],
+            "deny": [*config.deny, *self.deny],
+        }
+
+
+def normalize_spec(spec: str) -> str:
+    """A script path is stored absolute in the session, so a resume from elsewhere finds it."""
+    if spec.startswith(SCRIPT_PREFIX):
+        return SCRIPT_PREFIX + str(Path(spec.removeprefix(SCRIPT_PREFIX)).expanduser().resolve())
+    return spec
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser() or "user"
+    except (KeyError, OSError):
+        return "user"
+
+
+@dataclass
+class Runtime:
+    """A session's runtime for one surface process; build it with :meth:`open`."""
+
+    ledger: LedgerBackend
+    config: Config
+    flags: Flags
+    workspace: Workspace
+    host: HostSettings
+    scope: Scope | None = None
+    user: str = field(default_factory=_user)
+    registry: Registry = field(init=False)
+    # A provider for every model (tests, applications embedding comal); None: from the spec.
+    fixed_provider: Provider | None = None
+    active: Agent | None = field(default=None, init=False)
+    # Rules a human added during this process ("always allow" in the TUI), after the config's.
+    extra_rules: list[Rule] = field(default_factory=list, init=False)
+    _providers: dict[str, Provider] = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.registry = default_registry()
+        self.registry.add_all(human_operations(self))
+
+    # -- building -----------------------------------------------------------------------------
+    @classmethod
+    def open(
+        cls,
+        ledger: LedgerBackend,
+        flags: Flags = Flags(),
+        *,
+        resume: str | None = None,
+        latest: bool = False,
+        config: Config | None = None,
+        need_model: bool = True,
+        provider: Provider | None = None,
+    ) -> Runtime:
+        """The runtime for session ``resume`` (a unique id prefix), the tenant's latest session
+        (``latest``: ``comal -c``), or a new one created with its first prompt. With
+        ``need_model`` (running the agent) a missing model, an unknown provider or a missing
+        key is an error now, before anything is written."""
+        config = config if config is not None else load_config()
+        config = config.merged(flags.overrides(config))
+        previous: SessionInfo | None = None
+        if resume:
+            previous = ledger.session(ledger.resolve(resume))
+        elif latest:
+            previous = _latest(ledger, config.tenant, config.agent)
+        meta = previous.meta if previous is not None else {}
+        spec = flags.model or meta.get("model") or config.model
+        if spec:
+            spec = normalize_spec(str(spec))
+        elif need_model:
+            raise UserError(
+                "no model: pass --model provider:model (e.g. anthropic:claude-sonnet-4-6, or "
+                "script:PATH), set COMAL_MODEL, or set model in the configuration file"
+            )
+        # RES-6: a resumed session works where it was started, whatever the current directory;
+        # the new process's permissions (mode, rules) still apply.
+        root = flags.workspace or (Path(meta["workspace"]) if meta.get("workspace") else None)
+        workspace = _workspace(root or Path.cwd())
+        host = HostSettings(
+            mode=config.mode,
+            model=spec or None,
+            effort=config.effort,
+            name=previous.title if previous is not None else None,
+        )
+        scope = previous.scope if previous is not None else None
+        runtime = cls(ledger, config, flags, workspace, host, scope, fixed_provider=provider)
+        if need_model and spec and provider is None:
+            runtime.check_model(spec)
+        return runtime
+
+    def check_model(self, spec: str) -> None:
+        """Everything about a model spec that can fail before a request: the provider name,
+        its key, a script file (coded errors, nothing written)."""
+        if spec.startswith(SCRIPT_PREFIX):
+            load_script(spec.removeprefix(SCRIPT_PREFIX))
+        else:
+            self._provider(spec)
+
+    @property
+    def spec(self) -> str | None:
+        return self.host.model
+
+    @property
+    def model_name(self) -> str:
+        """The model name requests carry (``script`` for a scripted model)."""
+        spec = self.spec
+        if not spec:
+            return UNKNOWN_MODEL
+        if spec.startswith(SCRIPT_PREFIX):
+            return "script"
+        try:
+            return ModelSpec.parse(spec).model
+        except ComalError:
+            # Not a provider spec (an imported transcript's model, e.g. deepseek/deepseek-chat):
+            # it still names the model for the window catalog.
+            return spec
+
+    def settings(self) -> AgentSettings:
+        """The frozen settings of the next run, from the configuration and the live controls."""
+        agent = self.scope.agent if self.scope is not None else self.config.agent
+        settings = settings_from_config(
+            self.config, self.model_name, agent=agent, context_window=self.flags.context_window
+        )
+        if self.host.effort != settings.effort:
+            settings = replace(settings, effort=self.host.effort)
+        return settings
+
+    def _provider(self, spec: str) -> Provider:
+        found = self._providers.get(spec)
+        if found is None:
+            found = provider_from_spec(spec)
+            self._providers[spec] = found
+        return found
+
+    def provider(self) -> Provider:
+        if self.fixed_provider is not None:
+            return self.fixed_provider
+        spec = self.spec
+        if not spec:
+            raise UserError("no model for this session: pass --model provider:model")
+        if spec.startswith(SCRIPT_PREFIX):
+            return ScriptModel.from_spec(spec, self.ledger, self.need_scope())
+        return self._provider(spec)
+
+    def house(self, approver: Approver | None = None) -> House:
+        policy = policy_from_config(self.config, workspace=self.workspace, protect=config_path())
+        policy = policy.with_rules(*self.extra_rules)
+        return House(
+            self.ledger,
+            self.need_scope(),
+            self.registry,
+            policy,
+            workspace=self.workspace,
+            approver=approver,
+            settings=self.host,
+        )
+
+    def add_rule(self, rule: Rule, *, by: Actor) -> None:
+        """A rule a human added for the rest of this process's session ("always allow"),
+        recorded as an event so the ledger says who widened the policy and when."""
+        self.extra_rules.append(rule)
+        if self.active is not None:
+            # The running agent's house judges its next call with the rule already.
+            house = self.active.house
+            house.policy = house.policy.with_rules(rule)
+        if self.scope is not None:
+            body = {"v": 1, "rule": str(rule), "action": rule.action, "by": by.id}
+            self.ledger.add_record(self.scope, "event", RULE_EVENT, body)
+
+    def need_scope(self) -> Scope:
+        if self.scope is None:
+            raise UserError("this session has not started yet: give it a first prompt")
+        return self.scope
+
+    def proposer(self) -> Proposer:
+        """A proposer for previews (``/context``): no provider, the catalog the agent sends."""
+        from ._catalog import model_catalog
+
+        settings = self.settings()
+        catalog = model_catalog(self.house().catalog("model"), get_engine(settings.engine_name))
+        return Proposer(self.ledger, self.need_scope(), None, settings, catalog, run="preview")
+
+    def agent(
+        self,
+        *,
+        approver: Approver | None = None,
+        say: Say | None = None,
+        on_event: OnEvent | None = None,
+        probe: Probe | None = None,
+    ) -> Agent:
+        agent = Agent(
+            self.ledger,
+            self.need_scope(),
+            self.provider(),
+            self.house(approver),
+            self.settings(),
+            actor=Actor.user(self.user),
+            on_event=on_event,
+            say=say,
+            probe=probe,
+        )
+        return agent
+
+    # -- running ------------------------------------------------------------------------------
+    def start(self, prompt: str) -> Scope:
+        """Create the session and store its first prompt in one transaction (no session is
+        left empty by a start that fails); returns its scope."""
+        if self.scope is not None:
+            raise UserError(f"session {self.scope.session} has already started")
+        settings = self.settings()
+        title = prompt.strip().splitlines()[0][:80] if prompt.strip() else None
+        meta = {
+            "model": self.spec,
+            "workspace": str(self.workspace.root),
+            "engine": settings.engine_name,
+            "mode": self.host.mode,
+        }
+        with self.ledger.atomic():
+            scope = start_session(
+                self.ledger, self.config.tenant, self.config.agent, title=title, meta=meta
+            )
+            self.ledger.append(scope, [intention(prompt, settings, self.workspace.root)])
+        self.scope = scope
+        return scope
+
+    def lock(self) -> SessionLock:
+        return lock_session(self.ledger, self.need_scope())
+
+    def run(
+        self,
+        prompt: str | None,
+        *,
+        approver: Approver | None = None,
+        say: Say | None = None,
+        on_event: OnEvent | None = None,
+        probe: Probe | None = None,
+    ) -> RunResult:
+        """One run under the session's lock: a new session starts with ``prompt``; an existing
+        one gets it appended (unless it is the same unanswered prompt) or resumes without."""
+        fresh = self.scope is None
+        if fresh:
+            if prompt is None:
+                raise UserError("nothing to do: give a prompt with -p, or --resume a session")
+            self.start(prompt)
+        with self.lock():
+            agent = self.agent(approver=approver, say=say, on_event=on_event, probe=probe)
+            self.active = agent
+            try:
+                return agent.run(None if fresh else prompt)
+            except ComalError as exc:
+                # Read while the ledger is open: the partial run's receipts and usage.
+                return agent.result("error", exc)
+            finally:
+                self.active = None
+
+    def control(
+        self,
+        name: str,
+        args: dict[str, Any],
+        *,
+        surface: Surface = "cli",
+        actor: Actor | None = None,
+    ) -> Outcome:
+        """A human operation (``context``, ``state``, ``compact``, ``model``, ``effort``,
+        ``mode``, ``name``) judged and receipted by the house on a human surface."""
+        if surface == "model":
+            raise UserError("human operations run on the cli, tui or api surface")
+        call = ToolCall(f"{surface}-{uuid.uuid4().hex[:12]}", name, json.dumps(args))
+        outcome, _ = self.house().handle(call, actor or Actor.user(self.user), surface=surface)
+        return outcome
+
+    def close(self) -> None:
+        for provider in self._providers.values():
+            if isinstance(provider, SDKProvider):
+                provider.close()
+        self._providers.clear()
+
+    @contextlib.contextmanager
+    def closing(self) -> Iterator[Runtime]:
+        try:
+            yield self
+        finally:
+            self.close()
+
+
+def _workspace(root: Path) -> Workspace:
+    path = root.expanduser()
+    if not path.is_dir():
+        raise UserError(
+            f"the workspace {path} is not a directory (it is gone, or the path is wrong); pass "
+            "--workspace DIR"
+        )
+    return Workspace(path)
+
+
+def _latest(ledger: LedgerBackend, tenant: str, agent: str) -> SessionInfo:
+    sessions = [s for s in ledger.sessions(tenant=tenant, agent=agent) if s.parent is None]
+    if not sessions:
+        raise UserError(f"no session to continue for {tenant}/{agent}; start one with -p")
+    return max(sessions, key=lambda s: (s.created_at, s.id))
+
+
+def tools_tokens() -> int:
+    return default_counter().count(default_registry().catalog("model").json("anthropic"))
