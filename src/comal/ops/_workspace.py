@@ -392,6 +392,11 @@ class Workspace:
             st = os.stat(name, dir_fd=fd, follow_symlinks=False)
             if stat.S_ISLNK(st.st_mode):
                 raise _changed(rel, name) from exc
+            if stat.S_ISDIR(st.st_mode):  # swapped back meanwhile: one more try, then refuse
+                try:
+                    return os.open(name, _DIR_FLAGS, dir_fd=fd)
+                except OSError:
+                    raise _changed(rel, name) from exc
             raise ToolFailure(
                 f"{rel}: {name!r} is {file_kind(st.st_mode)}, not a directory"
             ) from exc
