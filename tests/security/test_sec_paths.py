@@ -16,9 +16,10 @@ import stat
 from pathlib import Path
 
 import pytest
-from _sec_support import Racer, Tally, attempt, finishes, swap_dir_for_symlink
 
 from _ops_support import Setup
+
+from ._sec_support import Racer, Tally, attempt, finishes, swap_dir_for_symlink
 
 RACE_CALLS = 400
 SECRET = "OUTSIDE-SECRET-BYTES"

@@ -11,9 +11,10 @@ code, never handed to a backtracking engine.
 from __future__ import annotations
 
 import pytest
-from _sec_support import Tally, attempt, finishes
 
 from _ops_support import Setup
+
+from ._sec_support import Tally, attempt, finishes
 
 CATASTROPHIC = ["(a+)+$", "(a|a)+$", "(a|aa)+$", "(.*a){20}$", "^(a+)+b"]
 SUBJECT = "a" * 50_000 + "!"
