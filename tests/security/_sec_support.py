@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,9 +82,11 @@ def swap_dir_for_symlink(directory: Path, target: Path) -> Callable[[], None]:
         os.rename(directory, hidden)
         try:
             os.symlink(target, directory)
+            time.sleep(0.0005)  # hold each state long enough for a call to meet it
             os.unlink(directory)
         finally:
             os.rename(hidden, directory)
+        time.sleep(0.0005)
 
     return step
 
