@@ -3,7 +3,14 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck clean
+.PHONY: demo test lint typecheck clean sandbox
+
+# Bash runs in bubblewrap's sandbox; its tests need `bwrap` (Debian: bubblewrap).
+sandbox:
+	@command -v bwrap >/dev/null || { test "$$(id -u)" = 0 && \
+		(apt-get install -y -qq --no-install-recommends bubblewrap >/dev/null 2>&1 || \
+		 (apt-get update -qq && apt-get install -y -qq --no-install-recommends bubblewrap)) ; } \
+		|| echo "make: bubblewrap is not installed; the sandbox tests will skip" >&2
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PY) -m venv $(VENV)
@@ -21,7 +28,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-test: lint typecheck
+test: lint typecheck sandbox
 	$(BIN)/pytest
 
 clean:

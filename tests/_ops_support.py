@@ -45,10 +45,15 @@ def make_setup(
     registry: Registry | None = None,
     probe: Probe | None = None,
     session: str | None = None,
+    ledger_path: Path | None = None,
+    **house_kw: Any,
 ) -> Setup:
+    """``house_kw`` goes on to :class:`House` (``bwrap``, ``protected_paths``)."""
     root = tmp_path / "ws"
     root.mkdir(exist_ok=True)
-    led = open_ledger(tmp_path / "ledger.db", counter=EstimatingCounter())
+    path = ledger_path if ledger_path is not None else tmp_path / "ledger.db"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    led = open_ledger(path, counter=EstimatingCounter())
     scope = led.create_session("t", "a", session_id=session)
     house = House(
         led,
@@ -58,6 +63,7 @@ def make_setup(
         workspace=Workspace(root),
         approver=approver,
         probe=probe,
+        **house_kw,
     )
     return Setup(led, scope, root, house)
 

@@ -184,7 +184,9 @@ def test_configuration_defaults_work() -> None:
     assert settings.system == DEFAULT_SYSTEM and settings.spend == SpendCaps()
     assert settings.max_turns == 50 and settings.checks == ()
     assert settings.window.source == "catalog:claude-sonnet-4-6"  # the model's own window
-    assert config_path().name == "config.json" or importlib.util.find_spec("yaml")
+    # No file exists in the isolated configuration directory: JSON is the default either way
+    # (YAML is only read when a config.yaml is there and PyYAML is installed).
+    assert config_path().name == "config.json" and not config_path().exists()
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,14 @@
-"""The native shell: timeouts, whole output, exact bytes, process groups (OPS-5, PIP-3, EVI-1)."""
+"""The native shell: timeouts, bounded output, exact bytes, nothing outliving the call
+(OPS-5, PIP-3, EVI-1, EVI-4).
+
+Whether a process the command started still lives is read from a lock it holds on a file in
+the workspace: a lock is released only when its last holder dies, and it is visible across the
+sandbox's PID namespace, where the command's process ids mean nothing to the test.
+"""
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import time
@@ -21,19 +28,31 @@ def s(tmp_path: Path) -> Iterator[Setup]:
     setup.close()
 
 
-def alive(pid: int) -> bool:
-    """True while ``pid`` runs (a zombie waiting for init to reap it counts as gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
+def holder(lock: Path, how: str = "") -> str:
+    """A shell snippet that starts a process holding ``lock`` for ten minutes (``how`` wraps
+    it: ``nohup``, ``setsid`` ...) and waits until it holds it."""
+    inner = f"exec 9>>{lock}; flock -x 9; echo held >> {lock}.ready; exec sleep 600"
+    return (
+        f"{how} bash -c '{inner}' >/dev/null 2>&1 & "
+        f"for _ in $(seq 200); do [ -s {lock}.ready ] && break; sleep 0.01; done"
+    )
+
+
+def held(lock: Path) -> bool:
+    """True while some process holds ``lock``."""
+    with open(lock, "a") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(fh, fcntl.LOCK_UN)
         return False
 
 
-def gone_soon(pid: int, seconds: float = 3.0) -> bool:
+def released_soon(lock: Path, seconds: float = 5.0) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        if not alive(pid):
+        if not held(lock):
             return True
         time.sleep(0.02)
     return False
@@ -51,26 +70,25 @@ def test_exit_codes_and_stderr(s: Setup) -> None:
     assert (o.result.text, r.status, r.disposition) == ("ok\n[exit code 0]", "ok", "serve")
 
 
-def test_timeout_kills_the_whole_group(s: Setup, tmp_path: Path) -> None:
+def test_timeout_kills_the_whole_group(s: Setup) -> None:
     # covers: OPS-5, RES-4
-    pid_file = tmp_path / "grandchild.pid"
-    command = f"(sleep 30 & echo $! > {pid_file}; wait) ; echo never"
-    start = time.monotonic()
-    o, r = propose(s, call("Bash", {"command": command, "timeout": 0.5}))
-    assert time.monotonic() - start < 5
+    lock = s.root / "grandchild.lock"
+    command = f"{holder(lock)}; wait; echo never"
+    o, r = propose(s, call("Bash", {"command": command, "timeout": 1}))
     assert r.status == "timeout" and r.disposition == "basket"
     assert r.observations["timed_out"] is True and r.observations["exit_code"] is None
-    assert "timed out after 0.5s" in o.result.text and "never" not in o.result.text
-    assert gone_soon(int(pid_file.read_text()))
+    assert "timed out after 1s" in o.result.text and "never" not in o.result.text
+    assert (lock.parent / "grandchild.lock.ready").read_text() == "held\n"
+    assert released_soon(lock)
 
 
 def test_a_child_outliving_its_parent_is_killed_with_the_group(s: Setup) -> None:
     # covers: OPS-5
-    start = time.monotonic()
-    o, r = on_cli(s, call("Bash", {"command": "sleep 30 & echo $!"}))
-    assert time.monotonic() - start < 5  # the orphan does not hold the pipes open
-    assert r.status == "ok" and r.observations["process_group_killed"] is True
-    assert gone_soon(int(o.result.text.split("\n")[0]))
+    lock = s.root / "orphan.lock"
+    o, r = on_cli(s, call("Bash", {"command": f"{holder(lock)}; echo started"}))
+    assert r.status == "ok" and o.result.text == "started\n[exit code 0]"
+    assert (s.root / "orphan.lock.ready").exists()
+    assert released_soon(lock)
 
 
 def test_non_utf8_output_keeps_the_exact_bytes_digest(s: Setup) -> None:
@@ -82,13 +100,17 @@ def test_non_utf8_output_keeps_the_exact_bytes_digest(s: Setup) -> None:
         "sha256": hashlib.sha256(raw).hexdigest(),
         "size": len(raw),
         "lossy": True,
+        "kept": len(raw),
+        "dropped": 0,
     }
     assert f"sha256 {hashlib.sha256(raw).hexdigest()}" in o.result.text
 
 
-def test_ten_megabytes_are_stored_whole_with_an_inline_reference(s: Setup) -> None:
+def test_ten_megabytes_are_stored_whole_with_an_inline_reference(tmp_path: Path) -> None:
     # covers: PIP-3, EVI-1, LED-6
     size = 10 * 1024 * 1024
+    policy = Policy.from_config({"mode": "trusted", "limits": {"output_cap": 16 * 1024 * 1024}})
+    s = make_setup(tmp_path, policy=policy)
     o, r = propose(s, call("Bash", {"command": f"head -c {size} /dev/zero | tr '\\0' 'a'"}))
     assert r.status == "ok"
     assert r.observations["stdout"]["size"] == size
@@ -102,3 +124,31 @@ def test_ten_megabytes_are_stored_whole_with_an_inline_reference(s: Setup) -> No
     assert whole == "a" * size + "\n[exit code 0]"
     assert hashlib.sha256(whole.encode()).hexdigest() == stored["sha256"] == r.output.sha256
     assert os.path.getsize(s.ledger.path) > size  # it is in the ledger, not in a side file
+    s.close()
+
+
+def test_output_past_the_cap_keeps_head_and_tail_and_counts_the_rest(tmp_path: Path) -> None:
+    # covers: EVI-4, PIP-3, LED-6
+    cap = 64 * 1024
+    s = make_setup(
+        tmp_path, policy=Policy.from_config({"mode": "trusted", "limits": {"output_cap": cap}})
+    )
+    lines = 100_000
+    _o, r = propose(s, call("Bash", {"command": f"seq 1 {lines}"}))
+    whole = "".join(f"{i}\n" for i in range(1, lines + 1)).encode()
+    seen = r.observations["stdout"]
+    assert seen["size"] == len(whole) and seen["sha256"] == hashlib.sha256(whole).hexdigest()
+    assert seen["kept"] == cap and seen["dropped"] == len(whole) - cap
+    assert r.observations["truncated"] is True
+    stored = r.output.stored
+    assert stored is not None
+    text = read_output(s.ledger, s.scope, stored["record"])
+    head, note_tail = text.split("\n[", 1)
+    note, tail = note_tail.split("]\n", 1)
+    assert whole.startswith(head.encode()) and len(head) == cap // 2
+    tail = tail.removesuffix("[exit code 0]")
+    assert whole.endswith(tail.encode()) and len(tail) == cap // 2
+    assert f"{len(whole) - cap:,} bytes of stdout dropped here" in note
+    # EVI-4: every kept byte is the process's own, in its order; nothing was made up.
+    assert hashlib.sha256((head + tail).encode()).hexdigest() == seen["kept_sha256"]
+    s.close()

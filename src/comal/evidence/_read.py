@@ -5,6 +5,10 @@ before a surrogate pair rather than inside one; joining the pages of ``next_call
 ``next_call`` gives the stored string back exactly (same sha256). Nothing is ever synthesised:
 when a check fails the read raises and returns no text.
 
+A ``regex`` search runs on RE2, in time linear in the text whatever the pattern (``(a+)+$``
+cannot stall a read); a pattern RE2 cannot run (backreferences, lookaround) is an
+:class:`EvidenceArgumentError`, never handed to a backtracking engine.
+
 Access (EVI-3): the reading session may read its own entries and those of its direct children
 (``ledger.children``); every other session reads nothing, whether or not the entry exists there.
 """
@@ -15,6 +19,8 @@ import re
 from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Protocol
+
+import re2
 
 from ..ledger import Entry, Scope, SessionInfo
 from ..messages import sha256_hex
@@ -107,15 +113,32 @@ def _find(
     )
 
 
+def _compile(search: str) -> re2._Regexp[str]:
+    options = re2.Options()
+    options.log_errors = False
+    try:
+        return re2.compile(search, options=options)
+    except re2.error as exc:
+        raw = exc.args[0] if exc.args else exc
+        why = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+    try:
+        re.compile(search)
+    except re.error as exc:
+        raise EvidenceArgumentError(
+            f"bad regular expression {search!r}: {exc}; fix it or pass regex=false"
+        ) from None
+    except (RecursionError, OverflowError, MemoryError):
+        pass
+    raise EvidenceArgumentError(
+        f"the regular expression {search!r} needs a feature RE2 does not have ({why}); "
+        "searches run on RE2 in linear time, without backreferences or lookaround. Rewrite it "
+        "without them, or pass regex=false"
+    )
+
+
 def _matches(text: str, search: str, regex: bool) -> tuple[int, ...]:
     if regex:
-        try:
-            pattern = re.compile(search)
-        except re.error as exc:
-            raise EvidenceArgumentError(
-                f"bad regular expression {search!r}: {exc}; fix it or pass regex=false"
-            ) from exc
-        indices = [m.start() for m in pattern.finditer(text)]
+        indices = [m.start() for m in _compile(search).finditer(text)]
     else:
         indices = []
         at = text.find(search)

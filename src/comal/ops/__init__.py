@@ -8,6 +8,13 @@ The model proposes; the house judges, executes and leaves a receipt::
     tools = house.catalog("model").tools("anthropic")    # what the model is offered
     outcome, receipt = house.handle(call, Actor.user("ana"), join_step=step)
 
+File tools are confined by :class:`Workspace`, which resolves and opens paths component by
+component relative to a directory descriptor, so no racing process can move a call out of the
+workspace. Bash runs in the OS sandbox (:class:`Sandbox`, bubblewrap): read-only root, the
+workspace writable, comal's own files masked, no network unless the policy allows it, its own
+PID namespace; :func:`sandbox_status` says whether it is available and active. ``Bash(...)``
+pattern rules are advisory; the sandbox is the enforcement.
+
 After a crash, :func:`reconcile` turns preparations without receipts into
 ``postcondition_observed``, ``not_applied`` (a native write proven not to have landed: the call
 is pending again) or ``uncertain`` receipts, and :func:`may_retry` says whether a call may be
@@ -21,9 +28,13 @@ from ._bash import BashArgs, BashRun, run_bash
 from ._controls import HUMAN_CONTROLS, human_controls, is_human_control
 from ._errors import (
     McpServerError,
+    NotRegularFile,
     OperationDeclarationError,
     OperationTimeout,
     OpsError,
+    RegexUnsupported,
+    SandboxUnavailable,
+    SymlinkLoop,
     ToolFailure,
     WorkspaceEscape,
 )
@@ -64,7 +75,16 @@ from ._operation import (
 from ._policy import Limits, Policy, Rule
 from ._receipt import RECEIPT_SCHEMA, OutputInfo, Receipt, RetryVerdict, may_retry, receipts
 from ._reconcile import Reconciled, ReconcileReport, reconcile
-from ._workspace import Workspace
+from ._sandbox import (
+    Sandbox,
+    SandboxPolicy,
+    SandboxStatus,
+    default_protected_paths,
+    sandbox_status,
+)
+from ._shell import CommandView, Invocation, view_command
+from ._spool import DEFAULT_OUTPUT_CAP, Captured, Spool
+from ._workspace import DirHandle, Workspace
 
 if TYPE_CHECKING:
     from ._mcp import McpServer, model_from_schema
@@ -81,6 +101,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "DEFAULT_CAP",
+    "DEFAULT_OUTPUT_CAP",
     "HARD_CAP",
     "HUMAN_CONTROLS",
     "IDENTITY_KEYS",
@@ -98,9 +119,12 @@ __all__ = [
     "BashRun",
     "CallContext",
     "CallbackApprover",
+    "Captured",
     "Catalog",
     "CatalogFormat",
+    "CommandView",
     "Decision",
+    "DirHandle",
     "Disposition",
     "EditArgs",
     "Effect",
@@ -111,12 +135,14 @@ __all__ = [
     "Handler",
     "HostSettings",
     "House",
+    "Invocation",
     "Judge",
     "Judgment",
     "Limits",
     "McpServer",
     "McpServerError",
     "Mode",
+    "NotRegularFile",
     "Operation",
     "OperationDeclarationError",
     "OperationTimeout",
@@ -132,18 +158,26 @@ __all__ = [
     "Receipt",
     "ReconcileReport",
     "Reconciled",
+    "RegexUnsupported",
     "Registry",
     "RetryVerdict",
     "Rule",
+    "Sandbox",
+    "SandboxPolicy",
+    "SandboxStatus",
+    "SandboxUnavailable",
+    "Spool",
     "Status",
     "StoredOutput",
     "Surface",
+    "SymlinkLoop",
     "ToolFailure",
     "ToolOutput",
     "Workspace",
     "WorkspaceEscape",
     "WriteArgs",
     "atomic_write",
+    "default_protected_paths",
     "default_registry",
     "guard_output",
     "human_controls",
@@ -155,4 +189,6 @@ __all__ = [
     "receipts",
     "reconcile",
     "run_bash",
+    "sandbox_status",
+    "view_command",
 ]

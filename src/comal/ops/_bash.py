@@ -1,24 +1,32 @@
-"""The native shell: ``bash -c`` in its own process group, output captured whole.
+"""The native shell: ``bash -c`` in the OS sandbox, bounded output, nothing outlives the call.
 
-The command runs with ``start_new_session=True``, so it leads a new process group. When the
-shell exits, and when its time runs out, the whole group is killed with SIGKILL: a child that
-outlives its parent (``sleep 600 &``) dies with the call instead of holding the output pipes or
-running on unjudged. (A process that deliberately leaves the group with ``setsid`` escapes; the
-reader then stops waiting for it after a short grace.)
+Where the sandbox is active (:mod:`._sandbox`), the command runs inside bubblewrap with its own
+PID namespace: when the shell exits, or its time runs out, every process it started dies with
+it, whether it was backgrounded, ``nohup``-ed, double-forked or ``setsid``-ed. Where the
+operator opted out of the sandbox, the command leads a new process group that is killed with
+SIGKILL at the end, and a sweep kills every process still carrying the call's marker
+variable; a process that leaves the group *and* clears its environment can still escape there
+— the residual risk of running unsandboxed.
 
-stdout and stderr are read whole, however large. The inline text decodes them as UTF-8 with
-``errors="replace"``; the receipt records the sha256 and size of the exact bytes, and whether
-decoding was lossy. Shell effects cannot be observed, so the receipt says ``effects: unknown``
-(OPS-5); there is no postcondition adapter, so an interrupted Bash call stays uncertain (RES-4).
+Time is measured on the process, not on its pipes: a shell that closes its stdout and stderr
+is still killed at its timeout. stdout and stderr each go to a bounded :class:`Spool` (4 MiB by
+default, ``limits.output_cap``): the whole stream up to the cap, else its head and tail with
+the exact number of bytes dropped between them. The receipt records sha256 and size of every
+byte the process wrote, how many were kept and dropped, and whether decoding was lossy. Shell
+effects cannot be observed, so the receipt says ``effects: unknown`` (OPS-5); there is no
+postcondition adapter, so an interrupted Bash call stays uncertain (RES-4).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import secrets
 import selectors
 import signal
 import subprocess
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,14 +34,19 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..messages import sha256_hex
+from ._errors import SandboxUnavailable
 from ._model import CallContext, Effect, ToolOutput
 from ._operation import Operation
+from ._sandbox import Sandbox, scrub_env
+from ._spool import DEFAULT_OUTPUT_CAP, Captured, Spool
 
 __all__ = ["BashArgs", "BashRun", "bash_operation", "run_bash"]
 
-# How long to keep reading after the group was killed: only an escaped process holds the pipes.
+# How long to keep reading after the end: only an escaped (unsandboxed) process holds the pipes.
 _GRACE = 2.0
 _CHUNK = 1 << 16
+_MARKER = "COMAL_CALL_MARKER"
+_SWEEPS = 5
 
 
 class BashArgs(BaseModel):
@@ -46,12 +59,20 @@ class BashArgs(BaseModel):
 
 @dataclass(frozen=True, slots=True)
 class BashRun:
+    """One run. ``stdout``/``stderr`` are the kept bytes (head then tail); ``out``/``err``
+    say what was kept and dropped of each stream."""
+
     stdout: bytes
     stderr: bytes
     exit_code: int | None
     timed_out: bool
     group_killed: bool
     seconds: float
+    out: Captured | None = None
+    err: Captured | None = None
+    sandboxed: bool = False
+    sandbox_error: str | None = None
+    swept: int = 0
 
 
 def _kill_group(pgid: int) -> bool:
@@ -63,57 +84,153 @@ def _kill_group(pgid: int) -> bool:
     return True
 
 
-def run_bash(command: str, *, cwd: Path, timeout: float) -> BashRun:
+def _sweep(marker: str) -> int:
+    """SIGKILL every process whose environment carries ``marker``; how many were killed."""
+    needle = f"{_MARKER}={marker}\0".encode()
+    killed = 0
+    for _ in range(_SWEEPS):  # a process may fork while the sweep runs; sweep until quiet
+        found = 0
+        try:
+            pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+        except OSError:
+            return killed
+        for pid in pids:
+            if pid == os.getpid():
+                continue
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as fh:
+                    if needle not in fh.read():
+                        continue
+                os.kill(pid, signal.SIGKILL)
+                found += 1
+            except (OSError, ValueError):
+                continue
+        killed += found
+        if not found:
+            break
+    return killed
+
+
+def run_bash(
+    command: str,
+    *,
+    cwd: Path,
+    timeout: float,
+    sandbox: Sandbox | None = None,
+    output_cap: int = DEFAULT_OUTPUT_CAP,
+    env: Mapping[str, str] | None = None,
+) -> BashRun:
+    """Run ``command``; inside ``sandbox`` when it is given and active."""
     start = time.monotonic()
-    proc = subprocess.Popen(
-        ["bash", "-c", command],
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
+    marker = secrets.token_hex(12)
+    keep = sandbox.policy.env_keep if sandbox is not None else ()
+    child_env = scrub_env(os.environ if env is None else env, keep)
+    child_env[_MARKER] = marker
+    argv = ["bash", "-c", command]
+    fds: list[int] = []
+    status_read: int | None = None
+    sandboxed = sandbox is not None and sandbox.active
+    if sandbox is not None and sandboxed:
+        argv, fds = sandbox.argv(argv, cwd)
+        status_read, status_write = os.pipe()
+        fds.append(status_write)
+        argv[1:1] = ["--json-status-fd", str(status_write)]
+    try:
+        proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            pass_fds=fds,
+            env=child_env,
+        )
+    finally:
+        for fd in fds:
+            os.close(fd)
     assert proc.stdout is not None and proc.stderr is not None
     out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
-    chunks: dict[int, list[bytes]] = {out_fd: [], err_fd: []}
+    spools = {out_fd: Spool(output_cap), err_fd: Spool(output_cap)}
     deadline = start + timeout
     timed_out = False
-    group_killed = False
-    killed_at: float | None = None
     with selectors.DefaultSelector() as sel:
         sel.register(proc.stdout, selectors.EVENT_READ)
         sel.register(proc.stderr, selectors.EVENT_READ)
-        while sel.get_map():
-            moment = time.monotonic()
-            if killed_at is None:
-                if proc.poll() is not None:
-                    # The shell is done: whatever it left running in its group dies with it.
-                    group_killed = _kill_group(proc.pid)
-                    killed_at = moment
-                elif moment >= deadline:
-                    timed_out = True
-                    group_killed = _kill_group(proc.pid)
-                    killed_at = moment
-            elif moment - killed_at > _GRACE:
+        # Run until the process ends or its time is up, whatever its pipes do.
+        while proc.poll() is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                timed_out = True
                 break
-            wait = 0.05 if killed_at is not None else max(0.0, min(0.05, deadline - moment))
-            for key, _ in sel.select(timeout=wait):
-                data = os.read(key.fd, _CHUNK)
-                if data:
-                    chunks[key.fd].append(data)
-                else:
-                    sel.unregister(key.fileobj)
+            if not sel.get_map():
+                try:
+                    proc.wait(timeout=left)
+                except subprocess.TimeoutExpired:
+                    pass
+                continue
+            _pump(sel, spools, min(0.05, left))
+        # The shell is done or out of time: whatever it left running dies now.
+        group_killed = _kill_group(proc.pid)
+        swept = 0 if sandboxed else _sweep(marker)
+        try:
+            proc.wait(timeout=_GRACE)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        until = time.monotonic() + _GRACE
+        while sel.get_map() and time.monotonic() < until:
+            _pump(sel, spools, 0.05)
     proc.stdout.close()
     proc.stderr.close()
-    code = proc.wait()
+    code = proc.returncode
+    sandbox_error = None
+    if status_read is not None:
+        sandbox_error = _sandbox_failure(status_read, spools[err_fd], code)
+    out = spools[out_fd].finish()
+    err = spools[err_fd].finish()
     return BashRun(
-        b"".join(chunks[out_fd]),
-        b"".join(chunks[err_fd]),
+        out.data,
+        err.data,
         None if timed_out else code,
         timed_out,
         group_killed,
         time.monotonic() - start,
+        out,
+        err,
+        sandboxed,
+        sandbox_error,
+        swept,
     )
+
+
+def _pump(sel: selectors.BaseSelector, spools: dict[int, Spool], wait: float) -> None:
+    for key, _ in sel.select(timeout=wait):
+        try:
+            data = os.read(key.fd, _CHUNK)
+        except OSError:
+            data = b""
+        if data:
+            spools[key.fd].write(data)
+        else:
+            sel.unregister(key.fileobj)
+
+
+def _sandbox_failure(status_fd: int, err: Spool, code: int | None) -> str | None:
+    """bwrap's own complaint when it never started the command (``None`` when it did)."""
+    try:
+        with os.fdopen(status_fd, "rb") as fh:
+            report = fh.read(1 << 16)
+    except OSError:
+        report = b""
+    for line in report.splitlines():
+        try:
+            if "child-pid" in json.loads(line):
+                return None
+        except (ValueError, TypeError):
+            continue
+    tail = err.finish().data.decode("utf-8", "replace").strip().splitlines()
+    return tail[-1] if tail else f"bubblewrap exited with {code} before starting the command"
 
 
 def _decode(data: bytes) -> tuple[str, bool]:
@@ -123,40 +240,80 @@ def _decode(data: bytes) -> tuple[str, bool]:
         return data.decode("utf-8", "replace"), True
 
 
-def _bytes_info(data: bytes, lossy: bool) -> dict[str, Any]:
-    return {"sha256": sha256_hex(data), "size": len(data), "lossy": lossy}
+def _render(name: str, cap: Captured) -> tuple[str, bool, bool]:
+    head, lossy_head = _decode(cap.head)
+    if not cap.dropped:
+        text, lossy = _decode(cap.data)
+        return text, lossy, False
+    tail, lossy_tail = _decode(cap.tail)
+    note = (
+        f"\n[{cap.dropped:,} bytes of {name} dropped here: it wrote {cap.size:,} bytes, over the "
+        f"output cap; kept are the first {len(cap.head):,} and the last {len(cap.tail):,}]\n"
+    )
+    return head + note + tail, lossy_head or lossy_tail, True
+
+
+def _bytes_info(cap: Captured, lossy: bool) -> dict[str, Any]:
+    info: dict[str, Any] = {
+        "sha256": cap.sha256,
+        "size": cap.size,
+        "lossy": lossy,
+        "kept": cap.kept,
+        "dropped": cap.dropped,
+    }
+    if cap.dropped:
+        info["kept_sha256"] = sha256_hex(cap.data)
+    return info
 
 
 def _bash(args: BashArgs, ctx: CallContext) -> ToolOutput:
     cwd = ctx.need_workspace().root
-    run = run_bash(args.command, cwd=cwd, timeout=ctx.timeout)
-    out, out_lossy = _decode(run.stdout)
-    err, err_lossy = _decode(run.stderr)
+    sandbox = ctx.sandbox
+    if sandbox is not None and sandbox.policy.enabled and not sandbox.status.available:
+        if not (sandbox.policy.allow_unsandboxed or ctx.approved):
+            raise SandboxUnavailable(
+                f"Bash needs the OS sandbox and this machine has none ({sandbox.status.reason});"
+                " nothing ran. Install bubblewrap, or the operator may set "
+                "sandbox.allow_unsandboxed"
+            )
+    run = run_bash(
+        args.command, cwd=cwd, timeout=ctx.timeout, sandbox=sandbox, output_cap=ctx.output_cap
+    )
+    if run.sandbox_error is not None:
+        raise SandboxUnavailable(
+            f"the sandbox could not start the command ({run.sandbox_error}); nothing ran"
+        )
+    assert run.out is not None and run.err is not None
+    out, out_lossy, out_cut = _render("stdout", run.out)
+    err, err_lossy, err_cut = _render("stderr", run.err)
     parts = [out]
     if err:
         parts.append(("\n" if out and not out.endswith("\n") else "") + "[stderr]\n" + err)
     text = "".join(parts)
     notes: list[str] = []
-    for name, lossy, data in (("stdout", out_lossy, run.stdout), ("stderr", err_lossy, run.stderr)):
+    for name, lossy, cap in (("stdout", out_lossy, run.out), ("stderr", err_lossy, run.err)):
         if lossy:
             notes.append(
                 f"[{name} was not valid UTF-8: undecodable bytes are shown as U+FFFD; the exact "
-                f"{len(data):,} bytes have sha256 {sha256_hex(data)}]"
+                f"{cap.size:,} bytes have sha256 {cap.sha256}]"
             )
     if run.timed_out:
         notes.append(f"[timed out after {ctx.timeout:g}s: the process group was killed]")
     else:
         notes.append(f"[exit code {run.exit_code}]")
     text += ("\n" if text and not text.endswith("\n") else "") + "\n".join(notes)
-    seen = {
+    seen: dict[str, Any] = {
         "effects": "unknown",
         "exit_code": run.exit_code,
         "timed_out": run.timed_out,
         "timeout": ctx.timeout,
         "process_group_killed": run.group_killed,
         "seconds": round(run.seconds, 3),
-        "stdout": _bytes_info(run.stdout, out_lossy),
-        "stderr": _bytes_info(run.stderr, err_lossy),
+        "stdout": _bytes_info(run.out, out_lossy),
+        "stderr": _bytes_info(run.err, err_lossy),
+        "output_cap": ctx.output_cap,
+        "truncated": out_cut or err_cut,
+        "sandbox": _sandbox_seen(sandbox, run),
     }
     return ToolOutput(
         text,
@@ -166,6 +323,18 @@ def _bash(args: BashArgs, ctx: CallContext) -> ToolOutput:
     )
 
 
+def _sandbox_seen(sandbox: Sandbox | None, run: BashRun) -> dict[str, Any]:
+    if not run.sandboxed or sandbox is None:
+        why = "no sandbox was configured" if sandbox is None else sandbox.status.reason
+        return {"active": False, "reason": why, "swept": run.swept}
+    return {
+        "active": True,
+        "backend": sandbox.status.backend,
+        "network": sandbox.policy.network,
+        "unprotected": sandbox.unprotected,
+    }
+
+
 def _command(args: BashArgs) -> str:
     return args.command
 
@@ -173,12 +342,14 @@ def _command(args: BashArgs) -> str:
 def bash_operation() -> Operation:
     return Operation(
         "Bash",
-        "Run a bash command in the workspace root. Output is returned whole (large output is "
-        "stored and referenced); the whole process group is killed on timeout and when the "
-        "command exits.",
+        "Run a bash command in the workspace root, inside an OS sandbox: the workspace is "
+        "writable, the rest read-only, no network unless allowed. Large output is stored and "
+        "referenced; past the output cap its middle is dropped and counted. Every process the "
+        "command started is killed on timeout and when it exits.",
         BashArgs,
         _bash,
         effects=(Effect("exec"),),
         subject=_command,
         subject_kind="command",
+        sandboxed=True,
     )

@@ -5,8 +5,16 @@ would already catch::
     ├── OperationDeclarationError (UserError) an operation or registry declared inconsistently
     ├── WorkspaceEscape (ScopeError)        a path that resolves outside the workspace root
     ├── ToolFailure (UserError)             a handler's expected failure, told to the model
-    │   └── OperationTimeout                the handler ran out of its time limit
+    │   ├── OperationTimeout                the handler ran out of its time limit
+    │   ├── NotRegularFile                  a FIFO, device, socket or directory where a file was due
+    │   ├── SymlinkLoop                     a path whose symbolic links never end (ELOOP)
+    │   ├── RegexUnsupported                a pattern the linear-time engine (RE2) cannot run
+    │   └── SandboxUnavailable              Bash needs the OS sandbox and this machine has none
     └── McpServerError                      an MCP server could not be started, listed or called
+
+Every one of them that a handler raises becomes an error result and a receipt whose
+observations carry its ``code`` (and the ``errno`` name of an underlying OS error); none leaves
+the house as an exception.
 
 Judgments are values, not exceptions: a denied or rejected proposal returns a
 :class:`~comal.ops.Decision` and leaves a receipt; these errors are for misuse and for failures
@@ -19,9 +27,13 @@ from ..errors import ComalError, ScopeError, UserError
 
 __all__ = [
     "McpServerError",
+    "NotRegularFile",
     "OperationDeclarationError",
     "OperationTimeout",
     "OpsError",
+    "RegexUnsupported",
+    "SandboxUnavailable",
+    "SymlinkLoop",
     "ToolFailure",
     "WorkspaceEscape",
 ]
@@ -36,7 +48,8 @@ class OperationDeclarationError(OpsError, UserError):
 
 
 class WorkspaceEscape(OpsError, ScopeError):
-    """A file path outside the workspace root (after resolving ``..`` and symlinks)."""
+    """A file path outside the workspace root (after resolving ``..`` and symlinks), or a
+    judged path that a racing process turned into a symbolic link before it was opened."""
 
     code = "WORKSPACE_ESCAPE"
 
@@ -49,6 +62,27 @@ class ToolFailure(OpsError, UserError):
 
 class OperationTimeout(ToolFailure):
     code = "OPERATION_TIMEOUT"
+
+
+class NotRegularFile(ToolFailure):
+    """Only regular files are read or replaced: a FIFO would block, a device has no end."""
+
+    code = "NOT_REGULAR_FILE"
+
+
+class SymlinkLoop(ToolFailure):
+    code = "SYMLINK_LOOP"
+
+
+class RegexUnsupported(ToolFailure):
+    """User patterns run on RE2 (linear time); backreferences and lookaround are refused
+    rather than handed to a backtracking engine."""
+
+    code = "REGEX_UNSUPPORTED"
+
+
+class SandboxUnavailable(ToolFailure):
+    code = "SANDBOX_UNAVAILABLE"
 
 
 class McpServerError(OpsError):

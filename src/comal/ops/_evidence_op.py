@@ -42,7 +42,11 @@ class EvidenceReadInput(BaseModel):
     offset: int = Field(0, ge=0, description="First UTF-16 unit of the page.")
     limit: int = Field(_MAX_PAGE, ge=1, le=_MAX_PAGE, description="Page size in UTF-16 units.")
     search: str | None = Field(None, min_length=1, description="Text or pattern to find.")
-    regex: bool = Field(False, description="Treat search as a Python regular expression.")
+    regex: bool = Field(
+        False,
+        description="Treat search as a regular expression (RE2: linear time, no "
+        "backreferences or lookaround).",
+    )
     expected_digest: str | None = Field(
         None, pattern="^[0-9a-f]{64}$", description="sha256 the reference named."
     )

@@ -1,5 +1,17 @@
 """Native file tools: Read, Write, Edit, Glob and Grep, all confined to the workspace root.
 
+Every tool opens exactly the path the judge resolved, through the workspace's descriptors
+(:class:`~comal.ops.Workspace`): no symlink is followed at execution, only regular files are
+read (a FIFO, device or socket is refused, never opened for a blocking read), and every OS error
+becomes a coded failure. Symlinks inside the workspace that point inside it are followed at
+judgment; Glob and Grep list and search what they walk without following any link.
+
+Reads stream: a file up to 16 MiB is read whole (exact digest and line count); a larger one is
+read line by line from ``offset`` until ``limit`` lines (each cut at 64 KiB) or 4 MiB of text,
+so ``Read(limit=1)`` of a sparse 10 GB file reads a few bytes. Grep searches files up to
+10 MiB, runs the pattern on RE2 (linear time, :mod:`._regex`), and stops at 4 MiB of output
+with a note. Both honour the call's time limit.
+
 Write and Edit are *planned*: they compute the bytes to write and return a
 :class:`~comal.ops.PlannedWrite`; the house records the preparation, writes atomically and
 reads the file back, so their receipts carry the path's digest before and after (OPS-5).
@@ -9,22 +21,33 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import re
+import stat
+import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Literal
+from typing import IO, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..messages import sha256_hex
-from ._errors import ToolFailure
+from ._errors import NotRegularFile, OperationTimeout, ToolFailure, WorkspaceEscape
 from ._model import CallContext, Effect, PlannedWrite, ToolOutput
 from ._operation import DEFAULT_CAP, LARGE_CAP, Handler, Operation, Planner
+from ._regex import MAX_PATTERN, compile_pattern
+from ._workspace import Workspace, file_kind
 
 __all__ = ["EditArgs", "GlobArgs", "GrepArgs", "ReadArgs", "WriteArgs", "file_operations"]
 
 _PATH = "File path, relative to the workspace root (or absolute inside it)."
 # Grep skips files larger than this: a search is for text, not for disk images.
 _GREP_MAX_BYTES = 10 * 1024 * 1024
+_GREP_OUTPUT = 4 * 1024 * 1024
+# Read takes files up to this size whole; larger ones are streamed line by line.
+_WHOLE = 16 * 1024 * 1024
+_LINE_CAP = 64 * 1024
+_READ_BUDGET = 4 * 1024 * 1024
+_SNIFF = 8192
+_CHUNK_IO = 1 << 16
 
 
 class _Args(BaseModel):
@@ -55,7 +78,12 @@ class GlobArgs(_Args):
 
 
 class GrepArgs(_Args):
-    pattern: str = Field(min_length=1, description="Python regular expression.")
+    pattern: str = Field(
+        min_length=1,
+        max_length=MAX_PATTERN,
+        description="Regular expression (RE2 syntax: like Python's, without backreferences "
+        "or lookaround).",
+    )
     path: str = Field(".", min_length=1, description="File or directory to search.")
     glob: str | None = Field(None, description="Only files whose path matches this glob.")
     ignore_case: bool = Field(False, description="Case-insensitive matching.")
@@ -64,26 +92,111 @@ class GrepArgs(_Args):
     )
 
 
-def _existing_file(ctx: CallContext, raw: str) -> tuple[Path, str]:
-    ws = ctx.need_workspace()
-    path = ws.resolve(raw)
-    rel = ws.rel(path)
-    if not path.exists():
-        raise ToolFailure(f"{rel} does not exist; check the path with Glob")
-    if not path.is_file():
-        raise ToolFailure(f"{rel} is not a regular file")
-    return path, rel
+class _Clock:
+    """The call's time limit for native tools that loop over files or lines."""
+
+    def __init__(self, ctx: CallContext) -> None:
+        self.seconds = ctx.timeout
+        self.deadline = time.monotonic() + ctx.timeout
+
+    def check(self, what: str) -> None:
+        if time.monotonic() > self.deadline:
+            raise OperationTimeout(f"{what} ran out of its {self.seconds:g}s time limit")
+
+
+def _kind(ws: Workspace, rel: str) -> str:
+    """``file`` or ``dir`` for the judged path ``rel``; anything else is refused."""
+    if rel == ".":
+        return "dir"
+    with ws.parent(rel) as handle:
+        st = None
+        if handle.fd is not None:
+            try:
+                st = os.stat(handle.name, dir_fd=handle.fd, follow_symlinks=False)
+            except FileNotFoundError:
+                st = None
+        if st is None:
+            raise ToolFailure(f"{rel} does not exist; check the path with Glob")
+    if stat.S_ISLNK(st.st_mode):
+        raise WorkspaceEscape(f"{rel} became a symbolic link after it was judged; nothing was read")
+    if stat.S_ISDIR(st.st_mode):
+        return "dir"
+    if stat.S_ISREG(st.st_mode):
+        return "file"
+    raise NotRegularFile(f"{rel} is {file_kind(st.st_mode)}, not a regular file or a directory")
+
+
+def _lines(first: bytes, fh: IO[bytes], clock: _Clock) -> Iterator[tuple[bytes, int]]:
+    """Lines (without their newline) of ``first`` then ``fh``, each cut at ``_LINE_CAP``
+    bytes; the int is how many bytes of the line were cut off. Memory stays bounded."""
+    buf = first
+    eof = False
+    count = 0
+    while True:
+        at = buf.find(b"\n")
+        while at < 0 and len(buf) <= _LINE_CAP and not eof:
+            more = fh.read(_LINE_CAP)
+            if more:
+                buf += more
+                at = buf.find(b"\n")
+            else:
+                eof = True
+        if 0 <= at <= _LINE_CAP:
+            yield buf[:at], 0
+            buf = buf[at + 1 :]
+        elif at < 0 and len(buf) <= _LINE_CAP:  # the end, maybe a last line with no newline
+            if buf:
+                yield buf, 0
+            return
+        else:  # a line longer than the cap: keep its start, count and skip the rest
+            line, rest, cut = buf[:_LINE_CAP], buf[_LINE_CAP:], 0
+            while True:
+                at = rest.find(b"\n")
+                if at >= 0:
+                    cut += at
+                    buf = rest[at + 1 :]
+                    break
+                cut += len(rest)
+                clock.check("Read")
+                rest = fh.read(1 << 20)
+                if not rest:
+                    buf, eof = b"", True
+                    break
+            yield line, cut
+            if eof:
+                return
+        count += 1
+        if count % 4096 == 0:
+            clock.check("Read")
+
+
+def _binary(rel: str, size: int, digest: str | None) -> ToolFailure:
+    what = f"sha256 {digest}" if digest else "too large to hash here"
+    return ToolFailure(f"{rel} is binary ({size:,} bytes, {what}); Read shows text")
 
 
 def _read(args: ReadArgs, ctx: CallContext) -> ToolOutput:
-    path, rel = _existing_file(ctx, args.path)
-    data = path.read_bytes()
+    ws = ctx.need_workspace()
+    rel = ctx.path(args.path)
+    fd, st = ws.open_file(rel)
+    clock = _Clock(ctx)
+    with os.fdopen(fd, "rb", buffering=_CHUNK_IO) as fh:
+        first = fh.read(_SNIFF)
+        if st.st_size <= _WHOLE:
+            rest = fh.read(_WHOLE + 1 - len(first))
+            if len(first) + len(rest) <= _WHOLE:
+                return _read_whole(args, rel, first + rest)
+            first += rest
+        if b"\x00" in first[:_SNIFF]:
+            raise _binary(rel, st.st_size, None)
+        return _read_stream(args, rel, st.st_size, first, fh, clock)
+
+
+def _read_whole(args: ReadArgs, rel: str, data: bytes) -> ToolOutput:
     digest = sha256_hex(data)
-    seen = {"path": rel, "sha256": digest, "size": len(data)}
-    if b"\x00" in data[:8192]:
-        raise ToolFailure(
-            f"{rel} is binary ({len(data):,} bytes, sha256 {digest}); Read shows text"
-        )
+    seen: dict[str, object] = {"path": rel, "sha256": digest, "size": len(data)}
+    if b"\x00" in data[:_SNIFF]:
+        raise _binary(rel, len(data), digest)
     try:
         text = data.decode("utf-8")
         lossy = False
@@ -106,21 +219,78 @@ def _read(args: ReadArgs, ctx: CallContext) -> ToolOutput:
     return ToolOutput(body, observations=seen)
 
 
-def _plan_write(args: WriteArgs, ctx: CallContext) -> PlannedWrite:
+def _read_stream(
+    args: ReadArgs, rel: str, size: int, first: bytes, fh: IO[bytes], clock: _Clock
+) -> ToolOutput:
+    shown: list[str] = []
+    budget = _READ_BUDGET
+    lossy = False
+    number = 0
+    more = False
+    cut_lines = 0
+    for raw, cut in _lines(first, fh, clock):
+        number += 1
+        if number < args.offset:
+            continue
+        if len(shown) >= args.limit or budget <= 0:
+            more = True
+            number -= 1
+            break
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            line, lossy = raw.decode("utf-8", "replace"), True
+        if cut:
+            cut_lines += 1
+            line += f" [... {cut:,} more bytes of this line not shown]"
+        budget -= len(raw)
+        shown.append(f"{number:6d}\t{line}")
+    seen: dict[str, object] = {
+        "path": rel,
+        "size": size,
+        "sha256": None,
+        "streamed": True,
+        "lines_read": number,
+        "lossy": lossy,
+    }
+    if not shown:
+        if number == 0:
+            return ToolOutput(f"[{rel} is empty]", observations=seen)
+        raise ToolFailure(f"{rel} has {number} lines; offset {args.offset} is past the end")
+    body = "\n".join(shown)
+    last = args.offset + len(shown) - 1
+    if more:
+        body += (
+            f"\n[{rel} is {size:,} bytes, read as a stream; more lines follow: continue with "
+            f'Read(path="{rel}", offset={last + 1})]'
+        )
+    if cut_lines:
+        body += f"\n[{cut_lines} line(s) longer than {_LINE_CAP:,} bytes were cut]"
+    if lossy:
+        body += "\n[the file is not valid UTF-8: undecodable bytes are shown as U+FFFD]"
+    return ToolOutput(body, observations=seen)
+
+
+def _existing_bytes(ctx: CallContext, raw: str) -> tuple[str, bytes | None]:
     ws = ctx.need_workspace()
-    path = ws.resolve(args.path)
-    rel = ws.rel(path)
-    if path.exists() and not path.is_file():
-        raise ToolFailure(f"{rel} exists and is not a regular file")
-    before = path.read_bytes() if path.exists() else None
+    rel = ctx.path(raw)
+    if rel == ".":
+        raise NotRegularFile(". is the workspace root, a directory")
+    return rel, ws.read_bytes(rel)
+
+
+def _plan_write(args: WriteArgs, ctx: CallContext) -> PlannedWrite:
+    rel, before = _existing_bytes(ctx, args.path)
     after = args.content.encode("utf-8", "surrogatepass")
     verb = "created" if before is None else "replaced"
+    path = ctx.need_workspace().root / rel
     return PlannedWrite(path, rel, before, after, f"Wrote {len(after):,} bytes to {rel} ({verb})")
 
 
 def _plan_edit(args: EditArgs, ctx: CallContext) -> PlannedWrite:
-    path, rel = _existing_file(ctx, args.path)
-    before = path.read_bytes()
+    rel, before = _existing_bytes(ctx, args.path)
+    if before is None:
+        raise ToolFailure(f"{rel} does not exist; check the path with Glob")
     try:
         text = before.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -140,81 +310,152 @@ def _plan_edit(args: EditArgs, ctx: CallContext) -> PlannedWrite:
         )
     new = text.replace(args.old_string, args.new_string, -1 if args.replace_all else 1)
     done = count if args.replace_all else 1
+    path = ctx.need_workspace().root / rel
     return PlannedWrite(
         path, rel, before, new.encode("utf-8"), f"Edited {rel}: {done} replacement(s)"
     )
 
 
+def _glob_parts(pattern: str) -> list[str]:
+    out: list[str] = []
+    for part in pattern.split("/"):
+        if part in ("", "."):
+            continue
+        if part == "**" and out and out[-1] == "**":
+            continue
+        out.append(part)
+    return out
+
+
+def _glob_match(pattern: list[str], parts: list[str]) -> bool:
+    """pathlib's meaning: ``**`` is any number of directories, other segments one name."""
+    memo: dict[tuple[int, int], bool] = {}
+
+    def match(i: int, j: int) -> bool:
+        key = (i, j)
+        if key not in memo:
+            if i == len(pattern):
+                memo[key] = j == len(parts)
+            elif pattern[i] == "**":
+                memo[key] = match(i + 1, j) or (j < len(parts) and match(i, j + 1))
+            else:
+                memo[key] = (
+                    j < len(parts)
+                    and fnmatch.fnmatchcase(parts[j], pattern[i])
+                    and match(i + 1, j + 1)
+                )
+        return memo[key]
+
+    return match(0, 0)
+
+
 def _glob(args: GlobArgs, ctx: CallContext) -> ToolOutput:
     ws = ctx.need_workspace()
-    base = ws.resolve(args.path)
+    base = ctx.path(args.path)
     if Path(args.pattern).is_absolute() or ".." in Path(args.pattern).parts:
         raise ToolFailure("the glob pattern must be relative and must not contain '..'")
-    if not base.is_dir():
-        raise ToolFailure(f"{ws.rel(base)} is not a directory")
-    found = sorted(ws.rel(p) for p in base.glob(args.pattern) if p.is_file() and ws.contains(p))
-    seen = {"path": ws.rel(base), "matches": len(found)}
+    if _kind(ws, base) != "dir":
+        raise ToolFailure(f"{base} is not a directory")
+    pattern = _glob_parts(args.pattern)
+    clock = _Clock(ctx)
+    found: list[str] = []
+    prefix = "" if base == "." else base + "/"
+    for top, dirs, files, dfd in ws.walk(base):
+        clock.check("Glob")
+        dirs.sort()
+        under = top[len(prefix) :] if top != base else ""
+        for name in files:
+            parts = [*(under.split("/") if under else ()), name]
+            if _glob_match(pattern, parts) and ws.is_regular(dfd, name):
+                found.append(f"{prefix}{'/'.join(parts)}")
+    found.sort()
+    seen = {"path": base, "matches": len(found)}
     if not found:
-        return ToolOutput(
-            f"[no files match {args.pattern} under {ws.rel(base)}]", observations=seen
-        )
+        return ToolOutput(f"[no files match {args.pattern} under {base}]", observations=seen)
     return ToolOutput("\n".join(found), observations=seen)
 
 
-def _files_under(base: Path, ctx: CallContext) -> list[Path]:
-    if base.is_file():
-        return [base]
-    out: list[Path] = []
+def _grep_files(
+    ws: Workspace, base: str
+) -> Iterator[tuple[str, int | None, os.stat_result | None]]:
+    """``(rel, fd, stat)`` of every regular file to search; ``fd`` is ``None`` for an entry
+    that is skipped (a link, FIFO, device or socket)."""
+    if _kind(ws, base) == "file":
+        fd, st = ws.open_file(base)
+        yield base, fd, st
+        return
     # Hidden directories (.git, .venv, caches) are skipped: they are rarely what is searched.
-    for root, dirs, files in os.walk(base):
+    for top, dirs, files, dfd in ws.walk(base):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        out.extend(Path(root) / f for f in sorted(files))
-    return out
+        for name in sorted(files):
+            rel = name if top == "." else f"{top}/{name}"
+            entry = ws.open_entry(dfd, name, rel)
+            yield (rel, *entry) if entry is not None else (rel, None, None)
 
 
 def _grep(args: GrepArgs, ctx: CallContext) -> ToolOutput:
     ws = ctx.need_workspace()
-    base = ws.resolve(args.path)
-    try:
-        pattern = re.compile(args.pattern, re.IGNORECASE if args.ignore_case else 0)
-    except re.error as exc:
-        raise ToolFailure(f"bad regular expression {args.pattern!r}: {exc}") from exc
+    base = ctx.path(args.path)
+    pattern = compile_pattern(args.pattern, ignore_case=args.ignore_case)
+    clock = _Clock(ctx)
     lines_out: list[str] = []
+    size = 0
     skipped = 0
     files = 0
-    for path in _files_under(base, ctx):
-        rel = ws.rel(path.resolve()) if ws.contains(path) else None
-        if rel is None or (
-            args.glob
-            and not fnmatch.fnmatchcase(rel, args.glob)
-            and not fnmatch.fnmatchcase(path.name, args.glob)
-        ):
-            continue
-        try:
-            if path.stat().st_size > _GREP_MAX_BYTES:
-                skipped += 1
-                continue
-            data = path.read_bytes()
-        except OSError:
+    capped = False
+    for rel, fd, st in _grep_files(ws, base):
+        if fd is None or st is None:
             skipped += 1
             continue
-        if b"\x00" in data[:8192]:
+        with os.fdopen(fd, "rb") as fh:
+            clock.check("Grep")
+            if args.glob and not (
+                fnmatch.fnmatchcase(rel, args.glob)
+                or fnmatch.fnmatchcase(rel.rsplit("/", 1)[-1], args.glob)
+            ):
+                continue
+            if st.st_size > _GREP_MAX_BYTES:
+                skipped += 1
+                continue
+            data = fh.read(_GREP_MAX_BYTES + 1)
+        if len(data) > _GREP_MAX_BYTES:
+            skipped += 1
             continue
-        text = data.decode("utf-8", "replace")
-        hits = [(n, line) for n, line in enumerate(text.splitlines(), 1) if pattern.search(line)]
+        if b"\x00" in data[:_SNIFF]:
+            continue
+        hits: list[tuple[int, str]] = []
+        for n, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
+            if n % 4096 == 0:
+                clock.check("Grep")
+            if pattern.search(line):
+                hits.append((n, line))
         if not hits:
             continue
         files += 1
         if args.output_mode == "files_with_matches":
-            lines_out.append(rel)
+            new = [rel]
         elif args.output_mode == "count":
-            lines_out.append(f"{rel}:{len(hits)}")
+            new = [f"{rel}:{len(hits)}"]
         else:
-            lines_out.extend(f"{rel}:{n}:{line}" for n, line in hits)
-    seen = {"path": ws.rel(base), "files": files, "skipped": skipped}
+            new = [f"{rel}:{n}:{line}" for n, line in hits]
+        for line in new:
+            size += len(line) + 1
+            if size > _GREP_OUTPUT:
+                capped = True
+                break
+            lines_out.append(line)
+        if capped:
+            break
+    seen = {"path": base, "files": files, "skipped": skipped, "capped": capped}
     if not lines_out:
         return ToolOutput(f"[no matches for {args.pattern!r}]", observations=seen)
-    return ToolOutput("\n".join(lines_out), observations=seen)
+    text = "\n".join(lines_out)
+    if capped:
+        text += (
+            f"\n[Grep stopped at its output cap of {_GREP_OUTPUT:,} characters after "
+            f"{len(lines_out):,} lines; narrow the pattern, the path or the glob]"
+        )
+    return ToolOutput(text, observations=seen)
 
 
 def _path_of(args: ReadArgs | WriteArgs | EditArgs | GlobArgs | GrepArgs) -> str:

@@ -6,19 +6,33 @@ and the intended digest after; for everything else (shell, MCP) that the call st
 result is then guarded (PIP-3) and returned with its receipt as an :class:`Outcome`, which
 :meth:`House.record` writes (result message and receipt) in one ledger transaction.
 
+Nothing a handler raises leaves the house: an expected failure (any
+:class:`~comal.errors.ComalError`, an ``OSError``) becomes an error result whose receipt names
+its ``code``; anything else is a handler bug, recorded the same way and marked uncertain once
+something with effects started. Native writes go through the workspace's directory
+descriptors (:class:`~comal.ops.Workspace`): the digest check, the atomic replace and the read
+back all use one descriptor of the judged directory.
+
+Bash runs in the OS sandbox (:class:`~comal.ops.Sandbox`) built from the policy's
+``sandbox`` settings; it masks comal's own files — its configuration and data directories, the
+ledger file this house writes, ``COMAL_CONFIG``/``COMAL_LEDGER`` — and the ``protected_paths``
+given to the house (key files, say). :meth:`House.sandbox_status` says whether it is available
+and active.
+
 A ``probe(phase, call_id)`` callback, when given, is called at ``judged``, ``prepared``,
 ``written`` and ``executed``, so fault tests can stop a process exactly between two phases.
 """
 
 from __future__ import annotations
 
+import errno
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import UserError
+from ..errors import ComalError, UserError
 from ..ledger import LedgerBackend, Scope
 from ..messages import Message, Role, ToolCall, ToolResult, sha256_hex
 from ._approval import Approver
@@ -38,7 +52,8 @@ from ._model import (
 from ._operation import Catalog, Operation, Registry
 from ._policy import Policy
 from ._receipt import OutputInfo, Receipt, disposition_for
-from ._workspace import Workspace
+from ._sandbox import Sandbox, SandboxStatus, default_protected_paths
+from ._workspace import Workspace, atomic_write_at, os_failure
 
 __all__ = ["House", "Outcome", "Probe", "atomic_write"]
 
@@ -61,17 +76,23 @@ class Outcome:
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` all at once: a crash leaves the old or the new bytes."""
+    """Replace ``path`` with ``data`` all at once: a crash leaves the old or the new bytes.
+
+    The temp file is created exclusively inside a descriptor of the parent directory and
+    renamed there, so a planted file or symlink at the temp name is never followed. (The
+    parent itself is reached by path: the workspace's :class:`DirHandle` is the confined way.)
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.comal-{os.getpid()}.tmp")
-    mode = path.stat().st_mode & 0o7777 if path.exists() else None
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    if mode is not None:
-        os.chmod(tmp, mode)
-    os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        try:
+            st = os.stat(path.name, dir_fd=fd, follow_symlinks=False)
+            mode = st.st_mode & 0o7777 if not os.path.islink(path) else None
+        except FileNotFoundError:
+            mode = None
+        atomic_write_at(fd, path.name, data, mode)
+    finally:
+        os.close(fd)
 
 
 def _digest_of(path: Path) -> str | None:
@@ -79,6 +100,15 @@ def _digest_of(path: Path) -> str | None:
         return sha256_hex(path.read_bytes())
     except FileNotFoundError:
         return None
+
+
+def _failure(exc: BaseException) -> dict[str, Any]:
+    """The observations that code a failure: the error's code and an OS error's errno name."""
+    seen: dict[str, Any] = {"error": getattr(exc, "code", type(exc).__name__)}
+    cause = exc if isinstance(exc, OSError) else exc.__cause__
+    if isinstance(cause, OSError) and cause.errno is not None:
+        seen["errno"] = errno.errorcode.get(cause.errno, str(cause.errno))
+    return seen
 
 
 class House:
@@ -95,6 +125,8 @@ class House:
         approver: Approver | None = None,
         settings: HostSettings | None = None,
         probe: Probe | None = None,
+        protected_paths: Iterable[str | Path] = (),
+        bwrap: str | None = None,
     ) -> None:
         policy = policy if policy is not None else Policy()
         self.ledger = ledger
@@ -102,7 +134,28 @@ class House:
         self.registry = registry
         self.workspace = workspace
         self.settings = settings if settings is not None else HostSettings(mode=policy.mode)
-        self.judge = Judge(registry, policy, self.settings, workspace=workspace, approver=approver)
+        ledger_path = getattr(ledger, "path", None)
+        if not isinstance(ledger_path, str | Path):
+            ledger_path = None
+        self.protected_paths: tuple[Path, ...] = tuple(
+            dict.fromkeys(
+                [
+                    *default_protected_paths(ledger_path),
+                    *(Path(p).expanduser() for p in protected_paths),
+                ]
+            )
+        )
+        self._sandbox: Sandbox | None = None
+        if workspace is not None:
+            self._sandbox = Sandbox(policy.sandbox, workspace.root, self.protected_paths, bwrap)
+        self.judge = Judge(
+            registry,
+            policy,
+            self.settings,
+            workspace=workspace,
+            approver=approver,
+            sandbox=self.sandbox,
+        )
         self._probe = probe
 
     @property
@@ -112,6 +165,20 @@ class House:
     @policy.setter
     def policy(self, policy: Policy) -> None:
         self.judge.policy = policy
+
+    def sandbox(self) -> Sandbox | None:
+        """The sandbox Bash runs in, following the current policy (``None`` without a
+        workspace)."""
+        if self._sandbox is not None:
+            self._sandbox.policy = self.judge.policy.sandbox
+        return self._sandbox
+
+    def sandbox_status(self) -> SandboxStatus:
+        """Whether the OS sandbox is available here and active for this house's policy."""
+        box = self.sandbox()
+        if box is None:
+            return SandboxStatus(False, False, "the house has no workspace, so no sandbox")
+        return box.status
 
     def catalog(self, surface: Surface = "model") -> Catalog:
         return self.registry.catalog(surface)
@@ -146,6 +213,10 @@ class House:
             self.scope,
             self.settings,
             self.workspace,
+            judgment.paths,
+            self.sandbox(),
+            self.judge.policy.limits.output_cap,
+            judgment.approval is not None and judgment.approval.granted,
         )
         started = now()
         prepared: list[int] = []  # filled as soon as a preparation is durable, even on failure
@@ -158,15 +229,19 @@ class House:
                     prepared.append(self._prepare(op, "start", judgment, {}))
                 output = op.handler(args, ctx)
         except OperationTimeout as exc:
-            output = ToolOutput(str(exc), is_error=True, timed_out=True)
-        except ToolFailure as exc:
-            output = ToolOutput(str(exc), is_error=True)
+            output = ToolOutput(str(exc), is_error=True, timed_out=True, observations=_failure(exc))
+        except (ComalError, OSError) as exc:
+            # Expected failures: the handler refused, or the OS did, before any effect it
+            # would have to own (a write that may have landed reports itself, below).
+            if isinstance(exc, OSError):
+                exc = os_failure(exc, op.name, "running the call")
+            output = ToolOutput(str(exc), is_error=True, observations=_failure(exc))
         except Exception as exc:  # a handler bug must still leave a receipt, not a hole
             why = f"{op.name} raised {type(exc).__name__} after it started; effects unknown"
             output = ToolOutput(
                 f"{op.name} failed: {type(exc).__name__}: {exc}",
                 is_error=True,
-                observations={"exception": type(exc).__name__, "reason": why},
+                observations={"exception": type(exc).__name__, "reason": why, "error": "BUG"},
                 # Once something with effects started, a crash in the middle proves nothing.
                 uncertain=bool(prepared),
             )
@@ -271,16 +346,51 @@ class House:
             "digest_before": before,
             "intended_digest": intended,
         }
+        ws = self.workspace
+        if ws is None or plan.rel.startswith(("/", "..")) or ws.root / plan.rel != plan.path:
+            return self._write_by_path(plan, j, before, intended, observed)
+        with ws.parent(plan.rel) as target:
+            current = target.digest()
+            if current != before:
+                # Someone changed the file between the read and now: writing would clobber it.
+                raise ToolFailure(
+                    f"{plan.rel} changed after it was read (sha256 {current}, expected "
+                    f"{before}); nothing was written. Read it again and make a new proposal"
+                )
+            target.replace(plan.after)
+            self._phase("written", j.call.id)
+            try:
+                after = target.digest()
+            except ComalError as exc:
+                observed |= {"digest_after": None, "postcondition": False, **_failure(exc)}
+                observed["reason"] = f"the file could not be read back: {exc}"
+                text = f"{plan.summary}, but the file could not be read back"
+                return ToolOutput(text, is_error=True, observations=observed, uncertain=True)
+        return self._written(plan, after, intended, observed)
+
+    def _write_by_path(
+        self,
+        plan: PlannedWrite,
+        j: Judgment,
+        before: str | None,
+        intended: str,
+        observed: dict[str, Any],
+    ) -> ToolOutput:
+        """A planned write outside any workspace (a host's own operation)."""
         current = _digest_of(plan.path)
         if current != before:
-            # Someone changed the file between the read and now: writing would clobber it.
             raise ToolFailure(
                 f"{plan.rel} changed after it was read (sha256 {current}, expected {before}); "
                 "nothing was written. Read it again and make a new proposal"
             )
         atomic_write(plan.path, plan.after)
         self._phase("written", j.call.id)
-        after = _digest_of(plan.path)
+        return self._written(plan, _digest_of(plan.path), intended, observed)
+
+    @staticmethod
+    def _written(
+        plan: PlannedWrite, after: str | None, intended: str, observed: dict[str, Any]
+    ) -> ToolOutput:
         observed |= {"digest_after": after, "postcondition": after == intended}
         if after != intended:
             observed["reason"] = "the file read back differs from the bytes written"

@@ -9,14 +9,20 @@ first failure decides with its rule:
    was offered, arguments that are not a JSON object or do not validate (extra keys forbidden,
    so a forged ``actor`` or ``approved`` key is refused);
 3. ``surface:*`` / ``audience:human``: the operation is not on this surface or not for this actor;
-4. ``workspace``: a path argument outside the workspace root;
-5. the policy's rules and mode; "ask" goes to the approver, or becomes a deny when headless.
+4. ``workspace``: a path argument outside the workspace root (or one that cannot be resolved:
+   a symlink loop, a file used as a directory). Each path is resolved once; the judgment
+   carries the result (:attr:`Judgment.paths`) and the handler opens exactly that;
+5. the policy's rules and mode; "ask" goes to the approver, or becomes a deny when headless;
+6. ``sandbox:unavailable``: an operation that must run in the OS sandbox (Bash), on a machine
+   without a usable one, is refused unless a human approved this very call or the operator
+   opted out (``sandbox.enabled = false`` / ``sandbox.allow_unsandboxed``).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -24,10 +30,11 @@ from pydantic import BaseModel, ValidationError
 from ..messages import ToolCall, sha256_hex
 from ._approval import Approval, ApprovalRequest, Approver
 from ._controls import is_human_control
-from ._errors import WorkspaceEscape
+from ._errors import OpsError
 from ._model import Actor, Decision, Effect, HostSettings, Surface
 from ._operation import Catalog, Operation, Registry
 from ._policy import Policy
+from ._sandbox import Sandbox
 from ._workspace import Workspace
 
 __all__ = ["IDENTITY_KEYS", "Judge", "Judgment"]
@@ -52,6 +59,7 @@ class Judgment:
     approval: Approval | None = None
     timeout: float | None = None
     effects: tuple[Effect, ...] = ()
+    paths: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def allowed(self) -> bool:
@@ -83,12 +91,14 @@ class Judge:
         *,
         workspace: Workspace | None = None,
         approver: Approver | None = None,
+        sandbox: Callable[[], Sandbox | None] | None = None,
     ) -> None:
         self.registry = registry
         self.policy = policy
         self.settings = settings
         self.workspace = workspace
         self.approver = approver
+        self._sandbox = sandbox
 
     def judge(
         self,
@@ -135,28 +145,56 @@ class Judge:
         args, problem = self._validate(op, call)
         if args is None:
             return refuse("contract:arguments", problem, op)
+        located: dict[str, str] = {}
         if op.paths is not None:
             if self.workspace is None:
                 return refuse("workspace", f"{op.name} needs a workspace and none is set", op)
             try:
                 for raw in op.paths(args):
-                    self.workspace.resolve(raw)
-            except WorkspaceEscape as exc:
-                return refuse("workspace", str(exc), op)
-        effects = op.effects_for(args, self.workspace)
+                    located[raw] = self.workspace.locate(raw)
+            except OpsError as exc:
+                return refuse("workspace", f"{exc} ({exc.code})", op)
+        effects = op.effects_for(args, self.workspace, located)
         requested = getattr(args, "timeout", None)
         timeout = self.policy.limits.timeout_for(
             op.name, float(requested) if isinstance(requested, int | float) else None
         )
         subject = op.subject(args) if op.subject is not None else None
-        if subject is not None and op.subject_kind == "path" and self.workspace is not None:
-            subject = self.workspace.rel(self.workspace.resolve(subject))
+        if subject is not None and op.subject_kind == "path" and subject in located:
+            subject = located[subject]
         decision = self.policy.decide(op, args, self.settings.mode, subject=subject)
+        sandbox = self._sandbox() if self._sandbox is not None and op.sandboxed else None
+        unboxed = sandbox is not None and sandbox.refuses_unapproved
+        if unboxed and decision.action == "allow" and sandbox is not None:
+            decision = Decision.deny(
+                "sandbox:unavailable",
+                f"{op.name} runs in the OS sandbox and this machine has none "
+                f"({sandbox.status.reason}) [SANDBOX_UNAVAILABLE]; a human may approve the call "
+                "to run it unsandboxed, or the operator may set sandbox.allow_unsandboxed",
+            )
+        elif unboxed and decision.action == "ask":
+            decision = Decision.ask(
+                decision.rule,
+                f"{decision.reason or 'approval required'}; there is no OS sandbox here, so "
+                "approving runs it unsandboxed",
+            )
         approval: Approval | None = None
         if decision.action == "ask":
-            decision, approval = self._ask(call, actor, surface, op, args, digest, decision)
+            decision, approval = self._ask(
+                call, actor, surface, op, args, digest, decision, effects
+            )
         return Judgment(
-            call, actor, surface, decision, digest, op, args, approval, timeout, effects
+            call,
+            actor,
+            surface,
+            decision,
+            digest,
+            op,
+            args,
+            approval,
+            timeout,
+            effects,
+            located,
         )
 
     def _validate(self, op: Operation, call: ToolCall) -> tuple[BaseModel | None, str]:
@@ -189,6 +227,7 @@ class Judge:
         args: BaseModel,
         digest: str,
         decision: Decision,
+        effects: tuple[Effect, ...],
     ) -> tuple[Decision, Approval | None]:
         if self.approver is None:
             return (
@@ -208,7 +247,7 @@ class Judge:
             digest,
             decision.rule,
             decision.reason,
-            op.effects_for(args, self.workspace),
+            effects,
         )
         approval = self.approver.approve(request)
         who = f"{approval.by.kind} {approval.by.id}"

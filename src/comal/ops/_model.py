@@ -10,6 +10,8 @@ from typing import Any, Literal
 
 from ..ledger import LedgerBackend, Scope
 from ._errors import ToolFailure
+from ._sandbox import Sandbox
+from ._spool import DEFAULT_OUTPUT_CAP
 from ._workspace import Workspace
 
 __all__ = [
@@ -167,7 +169,12 @@ class HostSettings:
 
 @dataclass(frozen=True, slots=True)
 class CallContext:
-    """What the house hands a handler besides its validated arguments."""
+    """What the house hands a handler besides its validated arguments.
+
+    ``paths`` maps each path argument to the workspace path the judge resolved it to: a
+    handler opens exactly that (:meth:`path`), never a fresh resolution a racing process could
+    have changed. ``approved`` says a human approved this very call.
+    """
 
     call_id: str
     operation: str
@@ -178,11 +185,20 @@ class CallContext:
     scope: Scope
     settings: HostSettings
     workspace: Workspace | None = None
+    paths: Mapping[str, str] = field(default_factory=dict)
+    sandbox: Sandbox | None = None
+    output_cap: int = DEFAULT_OUTPUT_CAP
+    approved: bool = False
 
     def need_workspace(self) -> Workspace:
         if self.workspace is None:
             raise ToolFailure(f"{self.operation} needs a workspace root and the house has none")
         return self.workspace
+
+    def path(self, raw: str) -> str:
+        """The judged workspace path of the argument ``raw`` (located now if unjudged)."""
+        judged = self.paths.get(raw)
+        return judged if judged is not None else self.need_workspace().locate(raw)
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from ..messages import canonical_json, sha256_hex
-from ._errors import OperationDeclarationError
+from ._errors import OperationDeclarationError, OpsError
 from ._model import (
     READ_ONLY_EFFECTS,
     SURFACES,
@@ -88,6 +88,8 @@ class Operation:
     ``subject`` gives the string that rule patterns match (the command of ``Bash``, the path of
     ``Write``); ``paths`` gives the path arguments that must stay inside the workspace.
     ``schema`` overrides the published JSON Schema (MCP tools publish the server's own).
+    ``sandboxed`` says the handler starts processes that must run in the OS sandbox: without a
+    usable one, the judge refuses calls no human approved (``sandbox:unavailable``).
     """
 
     name: str
@@ -104,6 +106,7 @@ class Operation:
     paths: Callable[[Any], Sequence[str]] | None = None
     inline_cap: int = DEFAULT_CAP
     schema: Mapping[str, Any] | None = None
+    sandboxed: bool = False
     parameters: dict[str, Any] = field(init=False, repr=False, compare=False)
     contract: str = field(init=False, repr=False, compare=False)
 
@@ -140,16 +143,24 @@ class Operation:
     def read_only(self) -> bool:
         return all(e.kind in READ_ONLY_EFFECTS for e in self.effects)
 
-    def effects_for(self, args: Any, workspace: Workspace | None) -> tuple[Effect, ...]:
-        """The declared effects with this call's paths filled in (workspace-relative)."""
+    def effects_for(
+        self, args: Any, workspace: Workspace | None, located: Mapping[str, str] | None = None
+    ) -> tuple[Effect, ...]:
+        """The declared effects with this call's paths filled in (workspace-relative);
+        ``located`` gives paths already resolved, so a racing rename cannot change them."""
         if self.paths is None:
             return self.effects
         rels: list[str] = []
         for raw in self.paths(args):
-            if workspace is None:
+            if located is not None and raw in located:
+                rels.append(located[raw])
+            elif workspace is None:
                 rels.append(raw)
             else:
-                rels.append(workspace.rel(workspace.resolve(raw)))
+                try:
+                    rels.append(workspace.locate(raw))
+                except OpsError:
+                    rels.append(raw)
         return tuple(
             Effect(e.kind, tuple(rels) or e.paths, e.hosts) if e.kind in ("read", "write") else e
             for e in self.effects

@@ -5,11 +5,22 @@ wildcards allowed) and an optional pattern matched against the operation's *subj
 
 - path subjects (file tools) are workspace-relative POSIX paths; ``*`` stays within one
   directory, ``**`` crosses directories;
-- command subjects (``Bash``) are split at ``;``, ``&&``, ``||``, ``|``, ``&`` and newlines. An
-  allow rule must match *every* segment and never matches a command with ``$(`` or backticks,
-  so ``Bash(git *)`` does not allow ``git status; rm -rf ~``; deny and ask rules match if *any*
-  segment does;
+- command subjects (``Bash``) are parsed with bashlex (:mod:`._shell`). An allow rule must
+  match *every* simple command and never matches a command with redirects, substitutions,
+  wrappers (``env``, ``xargs``, ``find -exec`` …), a quoted or computed command word, a path
+  to the program, or anything the parser cannot read — so ``Bash(git *)`` does not allow
+  ``git status; rm -rf ~`` nor ``echo x > ~/.config/comal/config.json`` under ``Bash(echo *)``.
+  Deny and ask rules match if *any* invocation does, including the programs run through
+  wrappers and spellings like ``/bin/rm``, ``\\rm`` or ``r''m``. These rules are **advisory**:
+  what a shell command can reach is enforced by the OS sandbox (``sandbox`` below), not by
+  them;
 - other subjects are matched whole; a missing pattern or ``*`` matches every call.
+
+``limits.output_cap`` (bytes per output stream, default 4 MiB) bounds what Bash keeps of its
+output. ``sandbox`` (:class:`~comal.ops.SandboxPolicy`) says what the OS sandbox allows:
+``network``, extra ``writable_paths`` and ``protected_paths``, ``env_keep``; ``enabled:
+false`` (or ``sandbox: "off"``) is the operator's opt-out, ``allow_unsandboxed: true`` runs
+without a sandbox only where none is usable.
 
 Precedence: a matching deny rule wins, then the read-only mode's ceiling, then ask, then allow,
 then the mode's default (read-only: reads only; ask: reads allowed, mutations asked; trusted:
@@ -24,17 +35,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..errors import InputError
 from ._model import Decision, Mode
 from ._operation import Operation
+from ._sandbox import SandboxPolicy
+from ._shell import command_matches
+from ._spool import DEFAULT_OUTPUT_CAP
 
 __all__ = ["Limits", "Policy", "Rule", "RuleAction"]
 
 RuleAction = Literal["allow", "ask", "deny"]
 _RULE = re.compile(r"^(?P<op>[^()\s]+)(?:\((?P<pattern>.*)\))?$", re.DOTALL)
-_SEGMENTS = re.compile(r"\s*(?:&&|\|\||[;|&\n])\s*")
 
 
 def _path_regex(pattern: str) -> re.Pattern[str]:
@@ -84,22 +97,19 @@ class Rule:
         if op.subject_kind == "path":
             return _path_regex(self.pattern).fullmatch(subject) is not None
         if op.subject_kind == "command":
-            segments = [s for s in _SEGMENTS.split(subject.strip()) if s]
-            hits = [fnmatch.fnmatchcase(s, self.pattern) for s in segments]
-            if self.action == "allow":
-                substitutes = "$(" in subject or "`" in subject
-                return bool(hits) and all(hits) and not substitutes
-            return any(hits) or fnmatch.fnmatchcase(subject, self.pattern)
+            return command_matches(self.pattern, subject, self.action)
         return fnmatch.fnmatchcase(subject, self.pattern)
 
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """Time limits in seconds. A call may ask for less time, or more up to ``max_timeout``."""
+    """Time limits in seconds. A call may ask for less time, or more up to ``max_timeout``.
+    ``output_cap`` bounds, in bytes per stream, what a shell call keeps of its output."""
 
     default_timeout: float = 120.0
     max_timeout: float = 600.0
     timeouts: Mapping[str, float] = field(default_factory=dict)
+    output_cap: int = DEFAULT_OUTPUT_CAP
 
     def timeout_for(self, operation: str, requested: float | None) -> float:
         base = self.timeouts.get(operation, self.default_timeout)
@@ -112,6 +122,17 @@ class _LimitsConfig(BaseModel):
     default_timeout: float = Field(default=120.0, gt=0, le=86_400)
     max_timeout: float = Field(default=600.0, gt=0, le=86_400)
     timeouts: dict[str, float] = Field(default_factory=dict)
+    output_cap: int = Field(default=DEFAULT_OUTPUT_CAP, ge=64 * 1024, le=1 << 30)
+
+
+class _SandboxConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    enabled: bool = True
+    allow_unsandboxed: bool = False
+    network: bool = False
+    writable_paths: list[str] = Field(default_factory=list)
+    protected_paths: list[str] = Field(default_factory=list)
+    env_keep: list[str] = Field(default_factory=list)
 
 
 class _PolicyConfig(BaseModel):
@@ -121,6 +142,16 @@ class _PolicyConfig(BaseModel):
     ask: list[str] = Field(default_factory=list)
     deny: list[str] = Field(default_factory=list)
     limits: _LimitsConfig = Field(default_factory=lambda: _LimitsConfig())
+    sandbox: _SandboxConfig = Field(default_factory=lambda: _SandboxConfig())
+
+    @field_validator("sandbox", mode="before")
+    @classmethod
+    def _switch(cls, value: Any) -> Any:
+        if value in ("off", False):
+            return {"enabled": False}
+        if value in ("on", True):
+            return {}
+        return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,10 +161,12 @@ class Policy:
     mode: Mode = "ask"
     rules: tuple[Rule, ...] = ()
     limits: Limits = field(default_factory=Limits)
+    sandbox: SandboxPolicy = field(default_factory=SandboxPolicy)
 
     @classmethod
     def from_config(cls, data: Mapping[str, Any]) -> Policy:
-        """Build from ``{"mode", "allow": [...], "ask": [...], "deny": [...], "limits"}``."""
+        """Build from ``{"mode", "allow": [...], "ask": [...], "deny": [...], "limits",
+        "sandbox"}``."""
         try:
             cfg = _PolicyConfig.model_validate(data)
         except ValidationError as exc:
@@ -145,9 +178,21 @@ class Policy:
         )
         rules = tuple(Rule.parse(text, action) for action, texts in groups for text in texts)
         limits = Limits(
-            cfg.limits.default_timeout, cfg.limits.max_timeout, dict(cfg.limits.timeouts)
+            cfg.limits.default_timeout,
+            cfg.limits.max_timeout,
+            dict(cfg.limits.timeouts),
+            cfg.limits.output_cap,
         )
-        return cls(cfg.mode, rules, limits)
+        box = cfg.sandbox
+        sandbox = SandboxPolicy(
+            box.enabled,
+            box.allow_unsandboxed,
+            box.network,
+            tuple(box.writable_paths),
+            tuple(box.protected_paths),
+            tuple(box.env_keep),
+        )
+        return cls(cfg.mode, rules, limits, sandbox)
 
     def with_rules(self, *rules: Rule) -> Policy:
         return replace(self, rules=self.rules + rules)

@@ -28,7 +28,7 @@ from typing import Any
 
 from ..ledger import LedgerBackend, Record, Scope
 from ..messages import Message, Role, ToolCall, ToolResult, sha256_hex
-from ._errors import WorkspaceEscape
+from ._errors import OpsError, WorkspaceEscape
 from ._model import Actor, Effect, Status, now
 from ._operation import Registry
 from ._receipt import Receipt, disposition_for, receipts
@@ -73,18 +73,18 @@ def _observe_write(
     if workspace is None:
         return "uncertain", seen | {"reason": "no workspace to read the file from"}
     try:
-        data = workspace.resolve(path).read_bytes()
+        found = workspace.read_bytes(workspace.locate(path))
     except WorkspaceEscape as exc:
         return "uncertain", seen | {"reason": f"the read was denied: {exc}"}
-    except FileNotFoundError:
+    except OpsError as exc:
+        return "uncertain", seen | {"reason": f"the file could not be read: {exc}"}
+    if found is None:
         seen["digest_now"] = None
         if body.get("digest_before") is None:
             why = "the file the write was to create does not exist: the write did not land"
             return "not_applied", seen | {"postcondition": False, "reason": why}
         return "uncertain", seen | {"reason": "the file does not exist"}
-    except OSError as exc:
-        return "uncertain", seen | {"reason": f"the file could not be read: {exc.strerror}"}
-    digest = sha256_hex(data)
+    digest = sha256_hex(found)
     seen["digest_now"] = digest
     if digest == body["intended_digest"]:
         return "postcondition_observed", seen | {"postcondition": True, "note": _NOT_CLAIMED}

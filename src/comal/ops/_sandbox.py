@@ -1,0 +1,312 @@
+"""The OS sandbox for the processes the house starts: bubblewrap (``bwrap``).
+
+Pattern rules are advisory; this is the enforcement. A sandboxed Bash call runs as::
+
+    bwrap --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp --tmpfs /run
+          --bind WORKSPACE WORKSPACE [--bind EXTRA EXTRA ...]
+          [--ro-bind-data FD FILE | --tmpfs DIR --remount-ro DIR ...]   # protected paths
+          --unshare-pid --unshare-ipc --unshare-uts --unshare-cgroup-try [--unshare-net]
+          --die-with-parent --new-session --cap-drop ALL --chdir WORKSPACE -- bash -c COMMAND
+
+- the whole filesystem is read-only; the workspace (and ``writable_paths``) writable; ``/tmp``
+  private; ``/run`` empty, so no host daemon's Unix socket (Docker, D-Bus, PostgreSQL) can be
+  reached;
+- **protected paths** are masked: a file reads as empty and cannot be written, renamed,
+  removed or replaced (it is a read-only mount point); a directory is an empty read-only
+  tmpfs. By default: comal's configuration and data directories, ``COMAL_CONFIG``,
+  ``COMAL_LEDGER``, the house's own ledger file with its ``-wal``/``-shm``/``-journal``, plus
+  the house's ``protected_paths`` and the policy's ``sandbox.protected_paths``;
+- the environment loses every variable that looks like a secret (``*_API_KEY``, ``*_TOKEN``,
+  ``*_SECRET``, ``*_PASSWORD``, ``*_KEY``, ``COMAL_*``, ``PGPASSWORD``) unless
+  ``sandbox.env_keep`` names it;
+- no network (a private network namespace with only a loopback) unless ``sandbox.network``;
+- its own PID namespace: when the shell exits, or is killed at its timeout, every process it
+  started dies with it (``cmd &``, ``nohup``, double forks, ``setsid`` included);
+- all capabilities dropped, even when comal runs as root, so mounts cannot be undone.
+
+Residual risks, said plainly: the rest of the filesystem is readable (as with Claude Code's
+sandbox); there is no seccomp filter and no memory or CPU cap besides the timeout; a protected
+path that does not exist yet inside the workspace cannot be kept from being created (it is
+listed in :attr:`Sandbox.unprotected`); with ``network`` allowed, abstract Unix sockets are
+reachable too.
+
+:func:`sandbox_status` says whether the sandbox is available and active, for ``comal doctor``
+and the start of a session. Without a usable sandbox the judge refuses Bash calls that no
+human approved (rule ``sandbox:unavailable``) unless the operator opted out explicitly
+(``sandbox.enabled = false`` or ``sandbox.allow_unsandboxed = true``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from platformdirs import user_config_dir, user_data_dir
+
+__all__ = [
+    "Sandbox",
+    "SandboxPolicy",
+    "SandboxStatus",
+    "default_protected_paths",
+    "sandbox_status",
+    "scrub_env",
+]
+
+_SECRET = re.compile(
+    r"(^COMAL_|API_KEY|_TOKEN$|_SECRET$|SECRET_|PASSWORD|_KEY$|^PGPASS|_CREDENTIALS?$)",
+    re.IGNORECASE,
+)
+_PROBE_TIMEOUT = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxPolicy:
+    """What the sandbox allows; operator settings (``policy.sandbox`` in the config file).
+
+    ``enabled = False`` is the operator's explicit opt-out: Bash runs unsandboxed and its
+    receipts say so. ``allow_unsandboxed`` keeps the sandbox where it works and runs without it
+    where it does not, instead of refusing.
+    """
+
+    enabled: bool = True
+    allow_unsandboxed: bool = False
+    network: bool = False
+    writable_paths: tuple[str, ...] = ()
+    protected_paths: tuple[str, ...] = ()
+    env_keep: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "enabled": self.enabled,
+            "allow_unsandboxed": self.allow_unsandboxed,
+            "network": self.network,
+            "writable_paths": list(self.writable_paths),
+            "protected_paths": list(self.protected_paths),
+            "env_keep": list(self.env_keep),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxStatus:
+    """``available``: bubblewrap runs here; ``active``: Bash will run inside it."""
+
+    available: bool
+    active: bool
+    reason: str
+    version: str | None = None
+    backend: str = "bubblewrap"
+    network: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "backend": self.backend,
+            "available": self.available,
+            "active": self.active,
+            "reason": self.reason,
+            "version": self.version,
+            "network": self.network,
+        }
+
+
+def _probe(bwrap: str) -> tuple[bool, str, str | None]:
+    try:
+        done = subprocess.run(
+            [bwrap, "--version"], capture_output=True, text=True, timeout=_PROBE_TIMEOUT
+        )
+        version = done.stdout.strip().removeprefix("bubblewrap ").strip() or None
+        probe = subprocess.run(
+            [
+                bwrap,
+                *("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"),
+                *("--unshare-pid", "--unshare-net", "--unshare-ipc", "--die-with-parent"),
+                *("--new-session", "--cap-drop", "ALL", "--", "true"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=_PROBE_TIMEOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        return False, f"bubblewrap ({bwrap}) could not be run: {exc}", None
+    if probe.returncode != 0:
+        why = (probe.stderr.strip().splitlines() or [f"exit code {probe.returncode}"])[-1]
+        return False, f"bubblewrap is installed but cannot create a sandbox here: {why}", version
+    return True, f"bubblewrap {version or '?'} works here", version
+
+
+def _machine(bwrap: str | None) -> tuple[bool, str, str | None]:
+    found = bwrap or shutil.which("bwrap")
+    if found is None:
+        return (
+            False,
+            "bubblewrap (bwrap) is not installed; install it (Debian/Ubuntu: "
+            "apt-get install bubblewrap)",
+            None,
+        )
+    return _probe(found)
+
+
+def sandbox_status(
+    policy: SandboxPolicy | None = None, *, bwrap: str | None = None
+) -> SandboxStatus:
+    """Probe this machine: is bubblewrap installed and able to build the sandbox, and would
+    ``policy`` use it? Runs two short processes; call it once per session."""
+    policy = policy if policy is not None else SandboxPolicy()
+    return _status(policy, *_machine(bwrap))
+
+
+def _status(
+    policy: SandboxPolicy, available: bool, reason: str, version: str | None
+) -> SandboxStatus:
+    if not policy.enabled:
+        reason = "turned off by the operator (sandbox.enabled = false): Bash runs unsandboxed"
+        return SandboxStatus(available, False, reason, version, network=True)
+    if not available and policy.allow_unsandboxed:
+        reason += "; the operator allows running without it (sandbox.allow_unsandboxed)"
+    return SandboxStatus(available, available, reason, version, network=policy.network)
+
+
+def default_protected_paths(
+    ledger_path: str | Path | None = None, env: Mapping[str, str] | None = None
+) -> tuple[Path, ...]:
+    """comal's own files: configuration and data directories, ``COMAL_CONFIG``,
+    ``COMAL_LEDGER`` and the given ledger file with its SQLite companions."""
+    env = os.environ if env is None else env
+    out = [
+        Path(user_config_dir("comal", appauthor=False)),
+        Path(user_data_dir("comal", appauthor=False)),
+    ]
+    for var in ("COMAL_CONFIG", "COMAL_LEDGER"):
+        value = env.get(var)
+        if value and "://" not in value:
+            out.append(Path(value).expanduser())
+    ledgers = [Path(str(ledger_path)).expanduser()] if ledger_path else []
+    if env.get("COMAL_LEDGER") and "://" not in env["COMAL_LEDGER"]:
+        ledgers.append(Path(env["COMAL_LEDGER"]).expanduser())
+    for led in ledgers:
+        out += [led, *(led.with_name(led.name + s) for s in ("-wal", "-shm", "-journal"))]
+    return tuple(dict.fromkeys(out))
+
+
+def scrub_env(env: Mapping[str, str], keep: Iterable[str] = ()) -> dict[str, str]:
+    """``env`` without the variables that look like secrets (see the module docstring)."""
+    kept = set(keep)
+    return {k: v for k, v in env.items() if k in kept or not _SECRET.search(k)}
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+@dataclass
+class Sandbox:
+    """One house's sandbox: its policy, the workspace, the protected paths, and the machine
+    probe (run at most once per instance; ``policy`` may change, the probe stays)."""
+
+    policy: SandboxPolicy
+    root: Path
+    protected: tuple[Path, ...] = ()
+    bwrap: str | None = None
+    _machine: tuple[bool, str, str | None] | None = field(default=None, repr=False)
+
+    @property
+    def status(self) -> SandboxStatus:
+        if self._machine is None:
+            self._machine = _machine(self.bwrap)
+        return _status(self.policy, *self._machine)
+
+    @property
+    def active(self) -> bool:
+        return self.status.active
+
+    @property
+    def refuses_unapproved(self) -> bool:
+        """True when Bash without a human's approval must be refused: the sandbox is wanted
+        but cannot run, and the operator did not opt out."""
+        policy = self.policy
+        return policy.enabled and not policy.allow_unsandboxed and not self.status.available
+
+    def _writable(self) -> list[str]:
+        out = [str(self.root)]
+        for raw in self.policy.writable_paths:
+            path = os.path.realpath(os.path.expanduser(raw))
+            if os.path.isdir(path) or os.path.isfile(path):
+                out.append(path)
+        return out
+
+    def _hidden(self, path: str, writable: list[str]) -> bool:
+        """A path the sandbox does not show at all (under the private /tmp or the empty /run)
+        and that no writable bind brings back."""
+        if any(_under(path, w) for w in writable):
+            return False
+        return _under(path, "/tmp") or _under(path, "/run")
+
+    def masks(self) -> tuple[list[tuple[str, str]], list[str]]:
+        """``(kind, path)`` masks (``file`` or ``dir``) and the protected paths that cannot be
+        masked, with why."""
+        writable = self._writable()
+        masks: list[tuple[str, str]] = []
+        unprotected: list[str] = []
+        wanted = [*self.protected, *(Path(p).expanduser() for p in self.policy.protected_paths)]
+        seen: set[str] = set()
+        for raw in wanted:
+            for path in dict.fromkeys((os.path.normpath(raw), os.path.realpath(raw))):
+                if path in seen or not os.path.isabs(path):
+                    continue
+                seen.add(path)
+                if self._hidden(path, writable):
+                    continue
+                if os.path.isdir(path) and not os.path.islink(path):
+                    if any(_under(w, path) for w in writable):
+                        unprotected.append(f"{path}: it contains a writable path")
+                        continue
+                    masks.append(("dir", path))
+                elif os.path.lexists(path):
+                    if os.path.islink(path):
+                        continue  # the realpath variant masks what it points to
+                    masks.append(("file", path))
+                elif any(_under(path, w) for w in writable):
+                    unprotected.append(
+                        f"{path}: it does not exist yet and lies in a writable directory"
+                    )
+        return masks, unprotected
+
+    @property
+    def unprotected(self) -> list[str]:
+        return self.masks()[1]
+
+    def argv(self, command: list[str], cwd: Path) -> tuple[list[str], list[int]]:
+        """The bwrap command line for ``command`` and the descriptors it must inherit (the
+        caller passes them with ``pass_fds`` and closes them after the start)."""
+        bwrap = self.bwrap or shutil.which("bwrap") or "bwrap"
+        args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        args += ["--tmpfs", "/tmp", "--tmpfs", "/run"]
+        if self.policy.network:
+            resolv = os.path.realpath("/etc/resolv.conf")
+            if _under(resolv, "/run"):  # systemd-resolved's stub lives under /run
+                folder = os.path.dirname(resolv)
+                args += ["--ro-bind", folder, folder]
+        for path in self._writable():
+            args += ["--bind", path, path]
+        fds: list[int] = []
+        masks, _ = self.masks()
+        for kind, path in masks:
+            if kind == "dir":
+                args += ["--tmpfs", path, "--remount-ro", path]
+            else:
+                read, write = os.pipe()
+                os.close(write)  # an empty file: bwrap reads to EOF at once
+                fds.append(read)
+                args += ["--perms", "0444", "--ro-bind-data", str(read), path]
+        args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+        if not self.policy.network:
+            args.append("--unshare-net")
+        args += ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+        args += ["--chdir", str(cwd), "--", *command]
+        return args, fds
