@@ -232,5 +232,6 @@ TESTING_API = {
 )
 def test_exported_members(module: Any, expected: set[str]) -> None:
     # covers: OUT-1
-    public = {name for name in vars(module) if not name.startswith("_")}
+    # dir(), not vars(): the SDK adapters are loaded on first use (PEP 562).
+    public = {name for name in dir(module) if not name.startswith("_")}
     assert set(module.__all__) == public == expected

@@ -32,6 +32,7 @@ from ._config import (
 )
 from ._errors import (
     AgentError,
+    DuplicateCallIds,
     IncompleteResponse,
     RepeatedContextLength,
     RepeatedOutputLength,
@@ -71,6 +72,7 @@ __all__ = [
     "AgentSettings",
     "Check",
     "Config",
+    "DuplicateCallIds",
     "Flags",
     "HumanOperationFailed",
     "IncompleteResponse",

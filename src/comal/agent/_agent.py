@@ -49,6 +49,9 @@ from ._settings import AgentSettings
 __all__ = ["Agent", "intention", "prompt_of"]
 
 RECOVERED_EVENT = "recovered"
+REREAD_EVENT = "reread"
+# Operations that read back what an engine referenced, summarized or evicted.
+RECALL_TOOLS = frozenset({"EvidenceRead", "ctx_expand", "ctx_search", "session_search"})
 CHECKS_EVENT = "finish_checks"
 _CHECK_OUTPUT_TAIL = 2_000
 
@@ -257,6 +260,17 @@ class Agent:
         receipt = self.house.record(outcome, join_step=step)
         decision = outcome.judgment.decision
         self.say("result", f"{call.name}: {receipt.status} ({decision.action} by {decision.rule})")
+        if receipt.status == "ok" and call.name in RECALL_TOOLS:
+            # OBS-2 "reread": the model went back to stored evidence the engine had taken out.
+            args = outcome.judgment.args
+            body = {
+                "v": 1,
+                "call_id": call.id,
+                "operation": call.name,
+                "receipt": receipt.record_id,
+            }
+            body |= args.model_dump(mode="json") if args is not None else {}
+            self.ledger.add_record(self.scope, "event", REREAD_EVENT, body)
         self.probe("recorded", call.id)
 
     def _last_entry(self) -> Entry | None:

@@ -6,6 +6,7 @@ caller would already catch::
     ├── SessionLocked (UserError)           another live process holds the session (RES-2)
     ├── ScriptEnded (UserError)             ``--model script:PATH`` has no reply for this call
     ├── IncompleteResponse                  the provider stopped for no length reason ("error")
+    │   └── DuplicateCallIds                a reply gave two tool calls one id; none ran
     ├── RepeatedOutputLength (OutputLength) OUTPUT_LENGTH again after a larger reserve (OUT-3)
     └── RepeatedContextLength (ContextLength) CONTEXT_LENGTH again after a recalibration
 
@@ -21,6 +22,7 @@ from ..errors import ComalError, ContextLength, OutputLength, UserError
 
 __all__ = [
     "AgentError",
+    "DuplicateCallIds",
     "IncompleteResponse",
     "RepeatedContextLength",
     "RepeatedOutputLength",
@@ -66,6 +68,13 @@ class ScriptEnded(AgentError, UserError):
 
 class IncompleteResponse(AgentError):
     code = "INCOMPLETE_RESPONSE"
+
+
+class DuplicateCallIds(IncompleteResponse):
+    """A reply whose tool calls share an id cannot be paired with its results (LIM-4): it is
+    refused before any of its calls runs, and recorded like an incomplete reply (OUT-2)."""
+
+    code = "DUPLICATE_CALL_IDS"
 
 
 class RepeatedOutputLength(AgentError, OutputLength):

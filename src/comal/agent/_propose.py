@@ -50,7 +50,13 @@ from ..providers import (
     call_model,
 )
 from ..tokens import Anchor, AnchorKey, Budget, InputEstimate, Usage, count_message, estimate_input
-from ._errors import IncompleteResponse, RepeatedContextLength, RepeatedOutputLength
+from ._errors import (
+    DuplicateCallIds,
+    IncompleteResponse,
+    RepeatedContextLength,
+    RepeatedOutputLength,
+)
+from ._events import assembly_events
 from ._lengths import (
     CONTEXT_EVENT,
     INCOMPLETE_EVENT,
@@ -245,9 +251,7 @@ class Proposer:
             assembly = self.engine.assemble(
                 view, budget, self.settings.engine, state=self.state, cache=self.cache
             )
-            if assembly.checkpoint_to_store is not None:
-                stored = store_checkpoint(self.ledger, self.scope, assembly.checkpoint_to_store)
-                self.say("note", f"checkpoint stored for seq {stored.first_seq}..{stored.last_seq}")
+            self._record(assembly, at)
             self.state = assembly.next_state
             latest = self.ledger.latest_checkpoint(self.scope)
             checkpoint = latest.id if latest is not None else None
@@ -269,6 +273,20 @@ class Proposer:
             if response is not None:
                 self.last = Proposal(response, meta, assembly, budget, estimate)
                 return self.last
+
+    def _record(self, assembly: Assembly, at: int) -> None:
+        """Store the proposed checkpoint and the OBS-2 events of what is new in this assembly,
+        in one transaction, before anything is sent."""
+        requests = self.ledger.requests(self.scope)
+        since = -1
+        if requests and isinstance(requests[-1].meta.get("prompt_last_seq"), int):
+            since = int(requests[-1].meta["prompt_last_seq"])
+        with self.ledger.atomic():
+            if assembly.checkpoint_to_store is not None:
+                stored = store_checkpoint(self.ledger, self.scope, assembly.checkpoint_to_store)
+                self.say("note", f"checkpoint stored for seq {stored.first_seq}..{stored.last_seq}")
+            for body in assembly_events(assembly, since, at_seq=at):
+                self.ledger.add_record(self.scope, "event", str(body["kind"]), body)
 
     def _streaks(self, events: list[Record], at: int) -> list[Record]:
         """The OUTPUT_LENGTH events at this point; raise when a streak is over (OUT-3)."""
@@ -330,6 +348,9 @@ class Proposer:
             self._failed(meta | {"error": exc.code})
             raise
         self.probe("proposed", str(at))
+        ids = [c.id for c in response.message.tool_calls]
+        if len(set(ids)) != len(ids):
+            self._duplicate_ids(response, at, meta, ids)
         if response.stop not in (OUTPUT_LENGTH, CONTEXT_LENGTH, "error"):
             return response
         self._incomplete(response, at, budget, estimate, meta)
@@ -339,6 +360,25 @@ class Proposer:
                 "recorded as an event and none of its tool calls ran. Resume to try again."
             )
         return None
+
+    def _duplicate_ids(
+        self, response: ModelResponse, at: int, meta: dict[str, Any], ids: list[str]
+    ) -> None:
+        """Two calls with one id: record the reply as an event (never as history) and stop
+        before anything runs; a resume asks the model again."""
+        twice = sorted({i for i in ids if ids.count(i) > 1})
+        body = incomplete_body(response, at, int(meta["max_output_tokens"]))
+        body |= {"stop": "duplicate_call_ids", "duplicates": twice}
+        with self.ledger.atomic():
+            self.ledger.add_record(self.scope, "event", INCOMPLETE_EVENT, body)
+            self.ledger.record_request(
+                self.scope, None, self.usage_input(response, meta | {"incomplete": "duplicate"})
+            )
+        raise DuplicateCallIds(
+            f"the model's reply gave {len(ids)} tool calls with the id(s) {', '.join(twice)} "
+            "used more than once, so their results could not be told apart; it was recorded as "
+            "an event and none of its calls ran. Resume to ask the model again."
+        )
 
     def _compact_if_asked(self, view: View, budget: Budget) -> View:
         """LIM-7: a ``/compact`` asked for while work was running is derived here, at the start

@@ -38,12 +38,13 @@ from ..ops import (
     Outcome,
     Registry,
     Rule,
+    SandboxStatus,
     Surface,
     Workspace,
     default_registry,
+    sandbox_status,
 )
 from ..providers import ModelSpec, OnEvent, Provider, SDKProvider, provider_from_spec
-from ..testing import load_script
 from ..tokens import default_counter
 from ._agent import Agent, intention
 from ._config import Config, config_path, load_config, policy_from_config, settings_from_config
@@ -182,6 +183,8 @@ class Runtime:
         """Everything about a model spec that can fail before a request: the provider name,
         its key, a script file (coded errors, nothing written)."""
         if spec.startswith(SCRIPT_PREFIX):
+            from ..testing import load_script  # the fakes load only for a scripted model
+
             load_script(spec.removeprefix(SCRIPT_PREFIX))
         else:
             self._provider(spec)
@@ -244,6 +247,11 @@ class Runtime:
             approver=approver,
             settings=self.host,
         )
+
+    def sandbox_status(self) -> SandboxStatus:
+        """Whether Bash will run in the OS sandbox under this configuration (issue 9)."""
+        policy = policy_from_config(self.config, workspace=self.workspace, protect=config_path())
+        return sandbox_status(policy.sandbox)
 
     def add_rule(self, rule: Rule, *, by: Actor) -> None:
         """A rule a human added for the rest of this process's session ("always allow"),

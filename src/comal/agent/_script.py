@@ -14,7 +14,6 @@ from pathlib import Path
 
 from ..ledger import LedgerBackend, Scope
 from ..providers import ModelRequest, ModelResponse, OnEvent, replay_events
-from ..testing import ScriptedProvider, load_script
 from ._errors import ScriptEnded
 
 __all__ = ["SCRIPT_PREFIX", "ScriptModel"]
@@ -28,6 +27,8 @@ class ScriptModel:
     name = "scripted"
 
     def __init__(self, path: str | Path, ledger: LedgerBackend, scope: Scope) -> None:
+        from ..testing import load_script  # the fakes load only for a scripted model
+
         self.path = Path(path)
         self.replies = load_script(self.path)
         self.ledger = ledger
@@ -47,6 +48,8 @@ class ScriptModel:
             )
         # A one-reply ScriptedProvider renders the entry exactly as the in-process fake does,
         # errors included.
+        from ..testing import ScriptedProvider
+
         return ScriptedProvider([self.replies[k]], model=req.model).request(req)
 
     def stream(self, req: ModelRequest, on_event: OnEvent) -> ModelResponse:

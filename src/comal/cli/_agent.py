@@ -87,6 +87,11 @@ def run_prompt(
                         "mode ask without an approver: calls that need approval are denied "
                         "(allow them with --allow RULE, or use --mode trusted)",
                     )
+                box = runtime.sandbox_status()
+                progress.say(
+                    "note" if box.active else "warn",
+                    f"sandbox: {'active' if box.active else 'NOT active'} ({box.reason})",
+                )
                 session = runtime.scope.session if runtime.scope else None
                 where = session or "new session"
                 progress.say("note", f"{where} · {runtime.spec} · {runtime.workspace.root}")

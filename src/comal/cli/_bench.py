@@ -3,24 +3,24 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
-from ..bench import (
-    PROVIDERS,
-    run_compare,
-    run_context_bench,
-    run_ledger_bench,
-    totals,
-    write_report,
-)
 from ..errors import UserError
 from ..tokens import EstimatingCounter, TokenCounter, default_counter
 from ._common import JsonOpt, coded_errors, emit_json, err, out
 
 app = typer.Typer(help="Benchmarks (numbers to read, not tests).", no_args_is_help=True)
+
+
+def _b() -> Any:
+    """comal.bench, imported when a benchmark runs (it pulls in the corpus tools, pricing
+    tables and LangChain): the rest of the CLI starts without it."""
+    from .. import bench
+
+    return bench
 
 
 @app.command("ledger")
@@ -42,7 +42,7 @@ def ledger_bench(
     """
     chosen: TokenCounter = EstimatingCounter() if counter == "estimate" else default_counter()
     with err.status("benchmarking") as status:
-        result = run_ledger_bench(
+        result = _b().run_ledger_bench(
             entries=entries,
             window_tokens=window,
             reads=reads,
@@ -100,7 +100,7 @@ def context_bench(
     for size in (int(s) for s in entries.split(",")):
         with err.status(f"context bench, {size:,} entries") as status:
             results.append(
-                run_context_bench(
+                _b().run_context_bench(
                     entries=size,
                     window=window,
                     measure=turns,
@@ -173,7 +173,7 @@ def compare_bench(
         sizes = _windows(windows)
         names = [s.strip() for s in strategies.split(",") if s.strip()] if strategies else None
         with err.status("comparing") as status:
-            report = run_compare(
+            report = _b().run_compare(
                 transcripts,
                 windows=sizes,
                 strategies=names,
@@ -187,7 +187,7 @@ def compare_bench(
                 + ["--out", str(out_dir)]
                 + (["--quick"] if quick else [])
             )
-            written = write_report(report, out_dir, command=command)
+            written = _b().write_report(report, out_dir, command=command)
             for path in written:
                 err.print(f"wrote {path}", markup=False)
             if not any(p.suffix == ".png" for p in written):
@@ -196,14 +196,14 @@ def compare_bench(
         emit_json(report.summary())
         return
     table = Table(
-        "window", "strategy", "calls", "tokens sent", "peak", *(f"$ {p}" for p in PROVIDERS),
+        "window", "strategy", "calls", "tokens sent", "peak", *(f"$ {p}" for p in _b().PROVIDERS),
         "cache hit", "split", "over", "empty", "verbatim/ref/recov/lost", "p50 ms",
         title=f"{len(report.transcripts)} transcript(s), counter {report.counter}",
     )  # fmt: skip
-    for t in totals(report.runs):
+    for t in _b().totals(report.runs):
         table.add_row(
             f"{t.window:,}", t.strategy, f"{t.calls:,}", f"{t.tokens_sent:,}",
-            f"{t.peak_input:,}", *(f"{t.cost_usd[p]:.2f}" for p in PROVIDERS),
+            f"{t.peak_input:,}", *(f"{t.cost_usd[p]:.2f}" for p in _b().PROVIDERS),
             f"{t.cache_hit:.1%}", str(t.split_pairs), str(t.over_window), str(t.empty),
             "/".join(str(v) for v in t.retention.values()), f"{t.p50_ms:.3f}",
         )  # fmt: skip

@@ -68,7 +68,7 @@ def load(path: str | Path, format: str = "auto", *, lenient: bool = False) -> li
         raise UserError(f"unknown import format {fmt!r}; choose one of: {', '.join(FORMATS)}")
     faults = Faults(str(p), lenient)
     try:
-        return faults.hand_over(loader(p, faults))
+        sessions = faults.hand_over(loader(p, faults))
     except ImportFormatError as exc:
         if format == "auto":
             raise
@@ -85,3 +85,19 @@ def load(path: str | Path, format: str = "auto", *, lenient: bool = False) -> li
             line=exc.line,
             field=exc.field,
         ) from exc
+    if format != "auto" and not any(s.messages for s in sessions):
+        # A forced format that read nothing from a non-empty file: the file is another format
+        # (a Codex rollout read as Claude Code yields no records), not an empty session.
+        found: str | None
+        try:
+            found = detect(p)
+        except ImportFormatError:
+            found = None
+        if found != fmt and p.stat().st_size > 0:
+            looks = f"; the content looks like {found!r}" if found else ""
+            raise ImportFormatError(
+                f"nothing in this file reads as {fmt!r}{looks}. Import it with --format "
+                f"{found or 'auto'}, or leave --format out to detect it",
+                path=str(p),
+            )
+    return sessions

@@ -33,9 +33,9 @@ import fnmatch
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import InputError
 from ._model import Decision, Mode
@@ -117,12 +117,31 @@ class Limits:
         return max(0.001, min(wanted, self.max_timeout))
 
 
+# A timeout is seconds in (0, 1 day]; NaN and infinity are refused (a NaN would compare
+# false everywhere and a receipt would say "timeout" after a millisecond).
+Seconds = Annotated[float, Field(gt=0, le=86_400, allow_inf_nan=False)]
+
+
 class _LimitsConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    default_timeout: float = Field(default=120.0, gt=0, le=86_400)
-    max_timeout: float = Field(default=600.0, gt=0, le=86_400)
-    timeouts: dict[str, float] = Field(default_factory=dict)
+    default_timeout: Seconds = 120.0
+    max_timeout: Seconds = 600.0
+    timeouts: dict[str, Seconds] = Field(default_factory=dict)
     output_cap: int = Field(default=DEFAULT_OUTPUT_CAP, ge=64 * 1024, le=1 << 30)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> _LimitsConfig:
+        if "default_timeout" not in self.model_fields_set:
+            # Only a maximum given: the default follows it down rather than contradicting it.
+            self.default_timeout = min(self.default_timeout, self.max_timeout)
+        over = {k: v for k, v in self.timeouts.items() if v > self.max_timeout}
+        if self.default_timeout > self.max_timeout or over:
+            raise ValueError(
+                f"timeouts must not exceed max_timeout ({self.max_timeout}s): "
+                f"default_timeout {self.default_timeout}s"
+                + (f", {', '.join(f'{k} {v}s' for k, v in over.items())}" if over else "")
+            )
+        return self
 
 
 class _SandboxConfig(BaseModel):
@@ -170,7 +189,13 @@ class Policy:
         try:
             cfg = _PolicyConfig.model_validate(data)
         except ValidationError as exc:
-            raise InputError(f"bad policy configuration: {exc}", field="policy") from exc
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "policy"
+            raise InputError(
+                f"bad policy setting: {first['msg']}; fix the value or remove the key to use "
+                "the default",
+                field=where,
+            ) from exc
         groups: tuple[tuple[RuleAction, list[str]], ...] = (
             ("deny", cfg.deny),
             ("ask", cfg.ask),

@@ -32,9 +32,16 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-import bashlex  # type: ignore[import-untyped]
-
 __all__ = ["CommandView", "Invocation", "command_matches", "view_command"]
+
+
+def _bashlex() -> Any:
+    """bashlex, imported on first use: its parser builds its tables at import (half a second),
+    which no command that runs no Bash rule should pay."""
+    import bashlex  # type: ignore[import-untyped]
+
+    return bashlex
+
 
 # Programs whose arguments name another program to run; the value lists the options that take
 # an argument (so it is skipped with them).
@@ -280,7 +287,7 @@ def _git(args: list[str], b: _Builder) -> None:
 
 def _parse_into(text: str, b: _Builder, depth: int, *, indirect: bool) -> None:
     try:
-        trees = bashlex.parse(text)
+        trees = _bashlex().parse(text)
     except Exception:  # bashlex raises its own errors and, on odd input, plain ones
         b.parsed = False
         b.risk("a command the parser cannot read")
@@ -297,7 +304,7 @@ def view_command(command: str) -> CommandView:
     if not command.strip():
         return CommandView(command, True)
     try:
-        trees = bashlex.parse(command)
+        trees = _bashlex().parse(command)
     except Exception as exc:
         error = f"{type(exc).__name__}: {exc}"
         return CommandView(command, False, (), ("a command the parser cannot read",), error)

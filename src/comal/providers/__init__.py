@@ -21,7 +21,9 @@ Fakes for tests — scripted providers and a local HTTP server speaking all thre
 are in :mod:`comal.testing`.
 """
 
-from ._anthropic import AnthropicProvider, anthropic_params
+from typing import TYPE_CHECKING, Any
+
+from ._anthropic_params import anthropic_params
 from ._base import SDKProvider
 from ._errors import (
     ContextLengthExceeded,
@@ -35,8 +37,6 @@ from ._errors import (
     ProviderRequestError,
     ProviderUnavailable,
 )
-from ._openai_chat import OpenAIChatProvider
-from ._openai_responses import OpenAIResponsesProvider
 from ._retry import RetryPolicy
 from ._spec import ModelSpec, provider_from_spec
 from ._stops import normalize_stop
@@ -98,3 +98,31 @@ __all__ = [
     "provider_from_spec",
     "replay_events",
 ]
+
+if TYPE_CHECKING:
+    from ._anthropic import AnthropicProvider
+    from ._openai_chat import OpenAIChatProvider
+    from ._openai_responses import OpenAIResponsesProvider
+
+# The SDK adapters load their SDKs (over a second of imports): only on first use, so a command
+# that never calls a model (``comal --help``, ``comal sessions``) never pays for them.
+_LAZY = {
+    "AnthropicProvider": "._anthropic",
+    "OpenAIChatProvider": "._openai_chat",
+    "OpenAIResponsesProvider": "._openai_responses",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

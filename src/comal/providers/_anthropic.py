@@ -37,18 +37,14 @@ from anthropic.types import TextDelta as SDKTextDelta
 from ..messages.wire import (
     PROVIDER_ANTHROPIC,
     RAW_ARGUMENTS_KEY,
-    AnthropicBlock,
-    AnthropicMessage,
     from_anthropic_message,
-    to_anthropic,
 )
+from ._anthropic_params import anthropic_params
 from ._base import DEFAULT_TIMEOUT, SDKProvider
-from ._cache import cache_control, mark_history, tool_params
 from ._clients import anthropic_client
 from ._retry import RetryPolicy
 from ._stops import normalize_stop
 from ._types import (
-    CachePolicy,
     ModelRequest,
     ModelResponse,
     OnEvent,
@@ -58,7 +54,7 @@ from ._types import (
     ToolCallStart,
 )
 
-__all__ = ["AnthropicProvider", "anthropic_params"]
+__all__ = ["AnthropicProvider", "anthropic_params"]  # the body, re-exported from its module
 
 
 class AnthropicProvider(SDKProvider):
@@ -142,42 +138,6 @@ class AnthropicProvider(SDKProvider):
         )
 
 
-def anthropic_params(req: ModelRequest) -> dict[str, Any]:
-    """The Messages API body for ``req``, exactly as :class:`AnthropicProvider` sends it (no
-    I/O; ``comal replay --dump`` writes it too)."""
-    policy = req.cache
-    messages = mark_history(req.messages, policy) if policy.enabled else list(req.messages)
-    wire = to_anthropic(messages)
-    if policy.enabled:
-        _as_blocks(wire["messages"])
-    params: dict[str, Any] = {
-        "model": req.model,
-        "max_tokens": req.max_output_tokens,
-        "messages": wire["messages"],
-    }
-    system = _system(req.system, wire.get("system"), policy)
-    if system is not None:
-        params["system"] = system
-    if req.tools:
-        hint = policy.hint if policy.enabled else None
-        params["tools"] = tool_params(req.tools, hint, "input_schema")
-    if req.effort is not None:
-        params["output_config"] = {"effort": req.effort}
-    if req.temperature is not None:
-        params["extra_body"] = {"temperature": req.temperature}
-    return params
-
-
-def _as_blocks(messages: list[AnthropicMessage]) -> None:
-    """Send string contents as one text block. The converter writes a lone uncached text as a
-    string and a marked one as a block, so without this a message's bytes would change when the
-    breakpoint moves past it — and the cached prefix with them."""
-    for message in messages:
-        content = message["content"]
-        if isinstance(content, str) and content:
-            message["content"] = [AnthropicBlock(type="text", text=content)]
-
-
 def _exact_input(text: str) -> object:
     """The tool input of a streamed block: the parsed JSON text, or the raw text when cut off."""
     if text == "":
@@ -187,22 +147,3 @@ def _exact_input(text: str) -> object:
     except ValueError:
         value = None
     return value if isinstance(value, dict) else {RAW_ARGUMENTS_KEY: text}
-
-
-def _system(text: str, extra: object, policy: CachePolicy) -> str | list[dict[str, Any]] | None:
-    """The ``system`` parameter: ``text`` then any leading system messages, marked last."""
-    blocks: list[dict[str, Any]] = []
-    if text:
-        blocks.append({"type": "text", "text": text})
-    if isinstance(extra, str):
-        if extra:
-            blocks.append({"type": "text", "text": extra})
-    elif isinstance(extra, list):
-        blocks.extend(dict(block) for block in extra)
-    if not blocks:
-        return None
-    if policy.enabled:
-        blocks[-1]["cache_control"] = cache_control(policy.hint)
-    elif len(blocks) == 1 and "cache_control" not in blocks[0]:
-        return text or str(blocks[0]["text"])  # a plain string, exactly as the caller gave it
-    return blocks

@@ -27,9 +27,6 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-import anthropic
-import openai
-
 from ..errors import ComalError, ContextLength, UserError
 
 __all__ = [
@@ -246,6 +243,11 @@ def error_for_status(
 
 def map_sdk_error(exc: BaseException, provider: str, attempts: int = 1) -> ComalError | None:
     """The comal error for an ``anthropic`` or ``openai`` SDK exception; ``None`` for others."""
+    # Imported here: only a process that talked to a provider pays for the SDKs (they are
+    # loaded by then), and ``comal --help`` stays fast.
+    import anthropic
+    import openai
+
     if isinstance(exc, (anthropic.APIStatusError, openai.APIStatusError)):
         return error_for_status(
             exc.status_code,

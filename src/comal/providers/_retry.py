@@ -20,8 +20,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-import anthropic
-import openai
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
 __all__ = ["RetryPolicy", "is_transient", "retry_after_seconds"]
@@ -31,6 +29,9 @@ T = TypeVar("T")
 
 def is_transient(exc: BaseException) -> bool:
     """Whether a failed attempt may succeed if sent again: 429, 5xx, or no response at all."""
+    import anthropic  # see map_sdk_error: the SDKs load only where they are used
+    import openai
+
     if isinstance(exc, (anthropic.APIConnectionError, openai.APIConnectionError)):
         return True  # includes timeouts
     if isinstance(exc, (anthropic.APIStatusError, openai.APIStatusError)):
@@ -42,6 +43,9 @@ def is_transient(exc: BaseException) -> bool:
 
 def retry_after_seconds(exc: BaseException | None) -> float | None:
     """The wait a failed response asked for, from ``retry-after-ms`` or ``retry-after``."""
+    import anthropic
+    import openai
+
     if not isinstance(exc, (anthropic.APIStatusError, openai.APIStatusError)):
         return None
     headers = exc.response.headers

@@ -22,11 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from ._anthropic import AnthropicProvider
 from ._base import DEFAULT_TIMEOUT, SDKProvider
 from ._errors import MissingAPIKey, ProviderConfigError
-from ._openai_chat import OpenAIChatProvider
-from ._openai_responses import OpenAIResponsesProvider
 from ._retry import RetryPolicy
 
 __all__ = ["KINDS", "ModelSpec", "provider_from_spec"]
@@ -93,6 +90,11 @@ def provider_from_spec(
     key's variable is unset — before any client exists.
     """
     parsed = spec if isinstance(spec, ModelSpec) else ModelSpec.parse(spec)
+    # The adapters import their SDKs: loaded when a provider is built, not at import.
+    from ._anthropic import AnthropicProvider
+    from ._openai_chat import OpenAIChatProvider
+    from ._openai_responses import OpenAIResponsesProvider
+
     if parsed.kind == "anthropic":
         return AnthropicProvider(
             api_key=_key(env, "ANTHROPIC_API_KEY", "anthropic"),

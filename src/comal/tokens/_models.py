@@ -215,15 +215,20 @@ def _lookup(
 _TOKENS = re.compile(r"^(\d[\d_,]*)([km]?)$")
 
 
+# No model has a window near this; a larger value is a typo (and would overflow the
+# ledger's 64-bit integers downstream).
+MAX_WINDOW = 100_000_000
+
+
 def _parse_window(value: str, variable: str) -> int:
     match = _TOKENS.match(value.strip().lower())
     if match is not None:
         number = int(match.group(1).replace("_", "").replace(",", ""))
         number *= {"": 1, "k": 1_000, "m": 1_000_000}[match.group(2)]
-        if number > 0:
+        if 0 < number <= MAX_WINDOW:
             return number
     raise InputError(
-        f"{variable}={value!r} is not a positive number of tokens; "
+        f"{variable}={value!r} is not a number of tokens in 1..{MAX_WINDOW:,}; "
         f"set e.g. {variable}=100000 (or 100k) or unset it",
         field=variable,
     )
@@ -247,9 +252,14 @@ def resolve_window(
             info, origin = found
             candidates.append((info.context_window, f"{origin}:{info.name}"))
     if override is not None:
-        if isinstance(override, bool) or not isinstance(override, int) or override <= 0:
+        if (
+            isinstance(override, bool)
+            or not isinstance(override, int)
+            or not 0 < override <= MAX_WINDOW
+        ):
             raise InputError(
-                f"--context-window must be a positive number of tokens, not {override!r}",
+                f"--context-window must be a number of tokens in 1..{MAX_WINDOW:,}, not "
+                f"{override!r}",
                 field="--context-window",
             )
         candidates.append((override, "override"))

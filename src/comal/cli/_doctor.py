@@ -1,0 +1,103 @@
+"""``comal doctor``: what this machine and configuration give comal, checked, in one place."""
+
+from __future__ import annotations
+
+import platform
+import sys
+from typing import Annotated, Any
+from urllib.parse import urlsplit, urlunsplit
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from .. import __version__
+from ..agent import config_path, load_config, policy_from_config
+from ..context import engine_names
+from ..errors import ComalError
+from ..ops import sandbox_status
+from ..safe_text import safe
+from ..tokens import default_counter
+from ._common import JsonOpt, emit_json, ledger, ledger_target, out
+
+app = typer.Typer()
+
+
+def redacted(target: str) -> str:
+    """A ledger target fit to print: a URL's password is never shown."""
+    if "://" not in target:
+        return target
+    parts = urlsplit(target)
+    if parts.password is None:
+        return target
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    netloc = f"{parts.username}:***@{host}" if parts.username else f"***@{host}"
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _check(name: str, run: Any) -> dict[str, Any]:
+    try:
+        detail = run()
+    except ComalError as exc:
+        return {"check": name, "ok": False, "detail": f"[{exc.code}] {exc}"}
+    return {"check": name, "ok": True, "detail": detail}
+
+
+def checks() -> list[dict[str, Any]]:
+    target = str(ledger_target())
+
+    def ledger_check() -> str:
+        with ledger() as led:
+            return f"{redacted(target)}: {len(led.sessions())} session(s)"
+
+    def config_check() -> str:
+        path = config_path()
+        config = load_config()
+        where = str(path) if path.exists() else f"{path} (absent: defaults)"
+        return f"{where}; engine {config.engine}, mode {config.mode}"
+
+    def sandbox_check() -> str:
+        policy = policy_from_config(load_config(), workspace=None)
+        status = sandbox_status(policy.sandbox)
+        if not status.active:
+            raise _NotActive(status.reason)
+        return f"{status.backend} {status.version or ''}: active; {status.reason}".strip()
+
+    return [
+        {"check": "comal", "ok": True, "detail": f"{__version__} on Python {sys.version.split()[0]}"
+         f" ({platform.system()} {platform.machine()})"},
+        _check("ledger", ledger_check),
+        _check("configuration", config_check),
+        _check("tokenizer", lambda: default_counter().name),
+        _check("sandbox", sandbox_check),
+        {"check": "engines", "ok": True, "detail": ", ".join(engine_names())},
+    ]  # fmt: skip
+
+
+class _NotActive(ComalError):
+    code = "SANDBOX_INACTIVE"
+
+
+@app.command()
+def doctor(
+    strict: Annotated[bool, typer.Option("--strict", help="Exit 1 when a check fails.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Check what comal needs here: the ledger, the configuration, the offline tokenizer and
+    the OS sandbox for Bash (bubblewrap), and list the context engines.
+
+    Example: comal doctor --json
+    """
+    results = checks()
+    if as_json:
+        emit_json(results)
+    else:
+        table = Table("check", "", "detail", title="comal doctor")
+        for r in results:
+            mark = "[green]ok[/]" if r["ok"] else "[red]no[/]"
+            table.add_row(r["check"], mark, escape(safe(str(r["detail"]))))
+        out.print(table)
+    if strict and not all(r["ok"] for r in results):
+        raise typer.Exit(1)
