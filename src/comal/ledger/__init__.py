@@ -17,6 +17,8 @@ from platformdirs import user_data_dir
 from ..errors import UserError
 from ..tokens import TokenCounter
 from ._backend import LedgerBackend
+from ._keys import KEY_PREFIX as PROXY_KEY_PREFIX
+from ._keys import ProxyKey
 from ._model import (
     CheckpointRecord,
     Entry,
@@ -40,6 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MIGRATIONS",
+    "PROXY_KEY_PREFIX",
     "SCHEMA_VERSION",
     "CheckpointRecord",
     "Entry",
@@ -48,6 +51,7 @@ __all__ = [
     "Ledger",
     "LedgerBackend",
     "PostgresLedger",
+    "ProxyKey",
     "Record",
     "RecordTable",
     "RequestRecord",

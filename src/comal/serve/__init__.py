@@ -1,0 +1,7 @@
+"""``comal serve``: the proxy, the HTTP API and the dashboard, in one ASGI application."""
+
+from ._app import Tenant, create_app
+from ._config import ServeConfig
+from ._proxy import Forward, ProxyService
+
+__all__ = ["Forward", "ProxyService", "ServeConfig", "Tenant", "create_app"]

@@ -1,0 +1,504 @@
+"""The proxy service: what a route handler calls, and everything it does with the ledger.
+
+:meth:`ProxyService.handle` takes one client request (route, raw body, headers, tenant) and
+returns a :class:`Forward` — status, headers and a body, whole or streamed. On the way: the
+request is routed to its session and only what is new is appended (:mod:`._sessions`); the
+engine assembles what goes upstream (:mod:`._turn`); the reply is recorded as a step with its
+normalized usage (TOK-1), and the request record keeps what was sent (the assembly's stage,
+actions, tokens and metrics). Ledger work runs in worker threads (the ledger is synchronous).
+
+Streams are relayed event by event. When the engine has referenced evidence and offers
+EvidenceRead upstream, the reply is read whole first: if the model calls EvidenceRead, the
+proxy runs the call through the house (judged, receipted), appends it as a recall step the
+client never sees, and asks again; the client gets the final reply only, so it never sees a
+call to a tool it did not declare.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import httpx
+from httpx_sse import EventSource
+
+from ..errors import ComalError, InputError
+from ..ledger import LedgerBackend, Scope, UsageInput
+from ..messages import Message, canonical_json, sha256_hex
+from ..ops import Actor, House, Policy, Registry, default_registry
+from ..tokens import Usage, normalize_usage
+from ._config import ServeConfig
+from ._sessions import RECALL_EVENT, Routed, SessionRouter, client_key
+from ._stream import Accumulator, accumulator
+from ._turn import EVIDENCE_TOOL, Turn, build_turn
+from ._upstream import Tee, error_body, response_headers, upstream_headers, upstream_url
+from ._wire import ClientRequest, Protocol, Reply, parse_reply, parse_request
+
+__all__ = ["INSTRUCTIONS_EVENT", "INTERRUPTED_EVENT", "Forward", "ProxyService"]
+
+INSTRUCTIONS_EVENT = "proxy_instructions"
+INTERRUPTED_EVENT = "interrupted_response"
+_UNKNOWN = Usage(None, None, None, None, None)
+
+
+@dataclass
+class Forward:
+    """A response for the client: ``body`` is bytes, or an async iterator for a stream."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes | AsyncIterator[bytes]
+    media_type: str = "application/json"
+
+
+@dataclass
+class _Exchange:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+    reply: Reply | None
+    latency_ms: float
+    media_type: str = "application/json"
+
+
+@dataclass
+class _Call:
+    """One request in progress: where it was routed and what it carries."""
+
+    protocol: Protocol
+    request: ClientRequest
+    routed: Routed
+    url: str
+    headers: dict[str, str]
+    tenant: str
+    client_tools: set[str] = field(default_factory=set)
+
+    @property
+    def scope(self) -> Scope:
+        return self.routed.scope
+
+
+def _agent_of(protocol: Protocol, headers: Mapping[str, str]) -> str:
+    agent = headers.get("user-agent", "").lower()
+    if agent.startswith("claude-cli") or "claude-code" in agent:
+        return "claude-code"
+    if agent.startswith("codex"):
+        return "codex"
+    return {"anthropic": "anthropic-client", "openai_chat": "openai-client"}.get(
+        protocol, "openai-client"
+    )
+
+
+class ProxyService:
+    """One per server: the ledger, the session router, the upstream client, the recall house."""
+
+    def __init__(
+        self,
+        config: ServeConfig,
+        ledger: LedgerBackend,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.config = config
+        self.ledger = ledger
+        self.router = SessionRouter(ledger)
+        self.client = httpx.AsyncClient(
+            timeout=httpx.Timeout(config.upstream_timeout, connect=10.0),
+            transport=transport,
+            limits=httpx.Limits(max_connections=256, max_keepalive_connections=64),
+        )
+        registry = default_registry()
+        evidence = registry.get(EVIDENCE_TOOL)
+        assert evidence is not None
+        # The proxy may run one operation only, and only for the model's recall.
+        self.recall_registry = Registry([evidence])
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._instructions: dict[str, str] = {}
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+    async def passthrough(
+        self,
+        protocol: Protocol,
+        path: str,
+        query: str,
+        raw: bytes,
+        headers: Mapping[str, str],
+        consumed_header: str | None,
+    ) -> Forward | None:
+        """Forward a request that holds no conversation turn (token counting) as it is."""
+        url = upstream_url(self.config, protocol, path, query)
+        sent = upstream_headers(self.config, protocol, headers, consumed_header)
+        try:
+            response = await self.client.post(url, content=raw, headers=sent)
+        except httpx.HTTPError:
+            return None
+        kind = response.headers.get("content-type", "application/json")
+        return Forward(
+            response.status_code, response_headers(response.headers), response.content, kind
+        )
+
+    # -- entry point ------------------------------------------------------------------------
+    async def handle(
+        self,
+        protocol: Protocol,
+        path: str,
+        query: str,
+        raw: bytes,
+        headers: Mapping[str, str],
+        tenant: str,
+        consumed_header: str | None,
+    ) -> Forward:
+        try:
+            request = parse_request(protocol, raw)
+        except InputError as exc:
+            return Forward(400, {}, error_body(protocol, 400, str(exc)))
+        key, source = client_key(request, headers)
+        agent = _agent_of(protocol, headers)
+        meta = {"protocol": protocol, "engine": self.config.engine, "model": request.model}
+        meta |= {"key_source": source}
+        try:
+            routed = await anyio.to_thread.run_sync(
+                self.router.route, tenant, agent, key, request.messages, meta
+            )
+        except ComalError as exc:
+            return Forward(400, {}, error_body(protocol, 400, f"[{exc.code}] {exc}"))
+        call = _Call(
+            protocol,
+            request,
+            routed,
+            upstream_url(self.config, protocol, path, query),
+            upstream_headers(self.config, protocol, headers, consumed_header),
+            tenant,
+        )
+        call.client_tools = {
+            str(t.get("name") or (t.get("function") or {}).get("name"))
+            for t in request.tools
+            if isinstance(t, dict)
+        }
+        lock = self._locks.setdefault(call.scope.session, asyncio.Lock())
+        async with lock:
+            await anyio.to_thread.run_sync(self._note_instructions, call)
+            return await self._serve(call)
+
+    def _note_instructions(self, call: _Call) -> None:
+        """Record the request's system prompt and tools when they change (lossless)."""
+        body = call.request.body
+        system = body.get("system") if call.protocol == "anthropic" else body.get("instructions")
+        value = {"system": system, "tools": list(call.request.tools)}
+        digest = sha256_hex(canonical_json(value))
+        sid = call.scope.session
+        if sid not in self._instructions:
+            seen = self.ledger.records(call.scope, "event", kinds=(INSTRUCTIONS_EVENT,))
+            self._instructions[sid] = str(seen[-1].body.get("digest")) if seen else ""
+        if self._instructions[sid] != digest:
+            self.ledger.add_record(
+                call.scope, "event", INSTRUCTIONS_EVENT, {"v": 1, "digest": digest, **value}
+            )
+            self._instructions[sid] = digest
+
+    # -- one turn ---------------------------------------------------------------------------
+    async def _turn(self, call: _Call, *, allow_recall: bool) -> Turn | Forward:
+        try:
+            return await anyio.to_thread.run_sync(
+                lambda: build_turn(
+                    self.ledger,
+                    call.scope,
+                    call.request,
+                    call.routed.entry_ids,
+                    self.config,
+                    allow_recall=allow_recall,
+                )
+            )
+        except ComalError as exc:
+            # CONTEXT_OVERHEAD, CONTEXT_PRESSURE_LOOP: nothing is sent (TOK-5, LIM-5).
+            return Forward(
+                400,
+                self._headers(call, None),
+                error_body(call.protocol, 400, f"[{exc.code}] {exc}"),
+            )
+
+    def _headers(self, call: _Call, turn: Turn | None) -> dict[str, str]:
+        out = {"x-comal-session": call.scope.session}
+        if turn is not None:
+            out["x-comal-stage"] = turn.stage
+            if turn.lowered_from is not None:
+                out["x-comal-max-tokens"] = f"{turn.lowered_from}->{turn.max_tokens}"
+        return out
+
+    async def _serve(self, call: _Call) -> Forward:
+        rounds = 0
+        while True:
+            turn = await self._turn(call, allow_recall=rounds < self.config.max_recalls)
+            if isinstance(turn, Forward):
+                return turn
+            if call.request.stream and not turn.offered_recall:
+                return await self._relay(call, turn)
+            exchange = await self._exchange(call, turn)
+            reply = exchange.reply
+            internal = [
+                c
+                for c in (reply.message.tool_calls if reply and reply.message else ())
+                if c.name == EVIDENCE_TOOL and c.name not in call.client_tools
+            ]
+            if reply is not None and turn.offered_recall and internal:
+                await anyio.to_thread.run_sync(self._recall, call, turn, exchange)
+                rounds += 1
+                continue
+            if exchange.status < 400:
+                await anyio.to_thread.run_sync(self._record, call, turn, exchange)
+            headers = {**exchange.headers, **self._headers(call, turn)}
+            return Forward(exchange.status, headers, exchange.body, exchange.media_type)
+
+    # -- upstream exchanges -----------------------------------------------------------------
+    def _fail(self, call: _Call, turn: Turn, status: int, message: str) -> Forward:
+        self._request_record(call, turn, None, None, {"error": status, "message": message})
+        return Forward(
+            status, self._headers(call, turn), error_body(call.protocol, status, message)
+        )
+
+    async def _exchange(self, call: _Call, turn: Turn) -> _Exchange:
+        """Send ``turn`` and read the whole reply (a stream is read to its end)."""
+        started = time.perf_counter()
+        acc = accumulator(call.protocol)
+        chunks: list[bytes] = []
+        try:
+            request = self.client.build_request(
+                "POST", call.url, content=turn.body, headers=call.headers
+            )
+            response = await self.client.send(request, stream=True)
+        except httpx.TimeoutException as exc:
+            return self._error_exchange(call, turn, 504, f"upstream timed out: {exc}", started)
+        except httpx.HTTPError as exc:
+            return self._error_exchange(call, turn, 502, f"upstream unreachable: {exc}", started)
+        try:
+            if response.status_code >= 400 or not _is_stream(response):
+                body = await response.aread()
+                reply = None
+                if response.status_code < 400:
+                    reply = parse_reply(call.protocol, _json(body))
+                else:
+                    await anyio.to_thread.run_sync(
+                        self._request_record,
+                        call,
+                        turn,
+                        None,
+                        None,
+                        {"error": response.status_code},
+                    )
+                return _Exchange(
+                    response.status_code,
+                    response_headers(response.headers),
+                    body,
+                    reply,
+                    _ms(started),
+                )
+            tee = httpx.Response(
+                200, headers=response.headers, stream=Tee(response.aiter_bytes(), chunks.append)
+            )
+            async for event in EventSource(tee).aiter_sse():
+                acc.feed(event.event, event.data)
+        except httpx.TimeoutException as exc:
+            await anyio.to_thread.run_sync(
+                self._interrupted, call, acc, f"upstream timed out: {exc}"
+            )
+            return self._error_exchange(
+                call, turn, 504, f"upstream timed out: {exc}", started, record=False
+            )
+        except httpx.HTTPError as exc:
+            await anyio.to_thread.run_sync(self._interrupted, call, acc, f"upstream broke: {exc}")
+            return self._error_exchange(
+                call, turn, 502, f"upstream stream broke: {exc}", started, record=False
+            )
+        finally:
+            await response.aclose()
+        if not acc.done or acc.error is not None:
+            why = "upstream sent an error event" if acc.error else "stream ended before its end"
+            await anyio.to_thread.run_sync(self._interrupted, call, acc, why)
+            return self._error_exchange(call, turn, 502, f"upstream {why}", started, record=False)
+        return _Exchange(
+            200,
+            response_headers(response.headers),
+            b"".join(chunks),
+            acc.reply(),
+            _ms(started),
+            "text/event-stream",
+        )
+
+    def _error_exchange(
+        self,
+        call: _Call,
+        turn: Turn,
+        status: int,
+        message: str,
+        started: float,
+        *,
+        record: bool = True,
+    ) -> _Exchange:
+        if record:
+            self._request_record(call, turn, None, None, {"error": status, "message": message})
+        return _Exchange(status, {}, error_body(call.protocol, status, message), None, _ms(started))
+
+    async def _relay(self, call: _Call, turn: Turn) -> Forward:
+        """Stream ``turn``'s reply to the client event by event, recording it at the end."""
+        started = time.perf_counter()
+        try:
+            request = self.client.build_request(
+                "POST", call.url, content=turn.body, headers=call.headers
+            )
+            response = await self.client.send(request, stream=True)
+        except httpx.TimeoutException as exc:
+            return await anyio.to_thread.run_sync(
+                self._fail, call, turn, 504, f"upstream timed out: {exc}"
+            )
+        except httpx.HTTPError as exc:
+            return await anyio.to_thread.run_sync(
+                self._fail, call, turn, 502, f"upstream unreachable: {exc}"
+            )
+        headers = {**response_headers(response.headers), **self._headers(call, turn)}
+        if response.status_code >= 400 or not _is_stream(response):
+            body = await response.aread()
+            await response.aclose()
+            exchange = _Exchange(response.status_code, headers, body, None, _ms(started))
+            if response.status_code < 400:
+                exchange.reply = parse_reply(call.protocol, _json(body))
+                await anyio.to_thread.run_sync(self._record, call, turn, exchange)
+            else:
+                await anyio.to_thread.run_sync(
+                    self._request_record, call, turn, None, None, {"error": response.status_code}
+                )
+            return Forward(response.status_code, headers, body)
+        return Forward(
+            200, headers, self._events(call, turn, response, started), "text/event-stream"
+        )
+
+    async def _events(
+        self, call: _Call, turn: Turn, response: httpx.Response, started: float
+    ) -> AsyncIterator[bytes]:
+        acc = accumulator(call.protocol)
+        pending: list[bytes] = []
+        first: float | None = None
+        broken: str | None = None
+        finished = False
+        tee = httpx.Response(
+            200, headers=response.headers, stream=Tee(response.aiter_bytes(), pending.append)
+        )
+        try:
+            async for event in EventSource(tee).aiter_sse():
+                acc.feed(event.event, event.data)
+                if pending:
+                    data = b"".join(pending)
+                    pending.clear()
+                    first = first if first is not None else _ms(started)
+                    yield data
+            if pending:
+                yield b"".join(pending)
+            finished = True
+        except httpx.HTTPError as exc:
+            broken = f"upstream stream broke: {exc}"
+        finally:
+            with anyio.CancelScope(shield=True):
+                await response.aclose()
+                if not finished and broken is None:
+                    broken = "the client disconnected before the reply ended"
+                if broken is None and (not acc.done or acc.error is not None):
+                    broken = "upstream sent an error event" if acc.error else "stream ended early"
+                if broken is not None:
+                    await anyio.to_thread.run_sync(self._interrupted, call, acc, broken)
+                else:
+                    exchange = _Exchange(200, {}, b"", acc.reply(), _ms(started))
+                    meta = {"first_byte_ms": first}
+                    await anyio.to_thread.run_sync(self._record, call, turn, exchange, meta)
+
+    # -- recording (worker threads) ---------------------------------------------------------
+    def _usage(
+        self, call: _Call, reply: Reply | None, turn: Turn, meta: dict[str, Any]
+    ) -> UsageInput:
+        usage = _UNKNOWN
+        if reply is not None and reply.usage is not None:
+            try:
+                usage = normalize_usage(call.protocol, reply.usage)
+            except InputError:
+                meta = {**meta, "usage_raw": reply.usage}
+        model = (reply.model if reply is not None else None) or call.request.model
+        full = {"v": 1, "route": call.protocol, "stream": call.request.stream, **turn.meta, **meta}
+        if reply is not None:
+            full |= {"stop": reply.stop, "response_id": reply.response_id}
+        return UsageInput(usage, model=model, protocol=call.protocol, meta=full)
+
+    def _request_record(
+        self,
+        call: _Call,
+        turn: Turn,
+        entry_id: int | None,
+        reply: Reply | None,
+        meta: dict[str, Any],
+    ) -> None:
+        self.ledger.record_request(call.scope, entry_id, self._usage(call, reply, turn, meta))
+
+    def _record(
+        self, call: _Call, turn: Turn, exchange: _Exchange, meta: dict[str, Any] | None = None
+    ) -> None:
+        reply = exchange.reply
+        extra = {"latency_ms": exchange.latency_ms, **(meta or {})}
+        if reply is None or reply.message is None or not reply.message.parts:
+            self._request_record(call, turn, None, reply, extra | {"empty": True})
+            return
+        usage = self._usage(call, reply, turn, extra)
+        self.router.record_reply(call.scope, reply.message, usage)
+
+    def _interrupted(self, call: _Call, acc: Accumulator, why: str) -> None:
+        body = {"v": 1, "reason": why, "route": call.protocol, **acc.partial()}
+        with self.ledger.atomic():
+            self.ledger.add_record(call.scope, "event", INTERRUPTED_EVENT, body)
+            usage = UsageInput(_UNKNOWN, call.request.model, call.protocol, {"interrupted": why})
+            self.ledger.record_request(call.scope, None, usage)
+
+    def _recall(self, call: _Call, turn: Turn, exchange: _Exchange) -> None:
+        """Run the reply's EvidenceRead calls through the house as a step of their own."""
+        reply = exchange.reply
+        assert reply is not None and reply.message is not None
+        usage = self._usage(call, reply, turn, {"recall": True, "latency_ms": exchange.latency_ms})
+        house = House(self.ledger, call.scope, self.recall_registry, Policy())
+        catalog = house.catalog("model")
+        actor = Actor.user(f"proxy:{call.tenant}")
+        with self.ledger.atomic():
+            entry = self.router.record_reply(call.scope, reply.message, usage, internal=True)
+            for c in reply.message.tool_calls:
+                if c.name == EVIDENCE_TOOL:
+                    house.record(house.run(c, actor, offered=catalog), join_step=entry.step)
+                else:
+                    text = (
+                        f"[comal: {c.name} was not run: this reply also read evidence, so the "
+                        "model was asked again with what it read; propose the call again]"
+                    )
+                    self.ledger.append(
+                        call.scope, [Message.tool(c.id, text, is_error=True)], join_step=entry.step
+                    )
+            added = self.ledger.entries(call.scope, start_seq=entry.seq + 1)
+            self.router.record_results(call.scope, added)
+            ids = [entry.id, *(e.id for e in added)]
+            self.ledger.add_record(call.scope, "event", RECALL_EVENT, {"v": 1, "entries": ids})
+
+
+def _is_stream(response: httpx.Response) -> bool:
+    return response.headers.get("content-type", "").startswith("text/event-stream")
+
+
+def _json(body: bytes) -> dict[str, Any]:
+    import json
+
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)
