@@ -1,0 +1,90 @@
+"""Shared helpers for the serve tests: a proxy in front of a FakeServer, and request checks."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from comal.ledger import SQLiteLedger, open_ledger
+from comal.messages import Message, open_calls, orphan_results
+from comal.serve import ServeConfig, create_app
+from comal.serve._run import ServerThread
+from comal.serve._wire import ClientRequest, Protocol, parse_request
+from comal.testing import FakeServer, RecordedRequest
+from comal.tokens import count_messages
+
+ROOT = Path(__file__).resolve().parents[2]
+NODE_BIN = ROOT / "build" / "node" / "node_modules" / ".bin"
+
+
+def node_tool(name: str) -> Path:
+    """A CLI installed by `make node` (`.ci/run` does it); skip with the reason when absent."""
+    path = NODE_BIN / name
+    if not path.exists():
+        pytest.skip(f"{path} is missing: run `make node` to install the real clients")
+    if shutil.which("node") is None:
+        pytest.skip("node is not installed")
+    return path
+
+
+@dataclass
+class Proxy:
+    fake: FakeServer
+    ledger: SQLiteLedger
+    server: ServerThread
+    config: ServeConfig
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+
+@contextmanager
+def proxy(tmp_path: Path, script: list[Any], **settings: Any) -> Iterator[Proxy]:
+    with FakeServer(script) as fake:
+        led = open_ledger(tmp_path / "ledger.db")
+        config = ServeConfig(
+            upstream_anthropic=fake.anthropic_base_url,
+            upstream_openai=fake.openai_base_url,
+            **settings,
+        )
+        app = create_app(config, ledger=led)
+        with ServerThread(app) as server:
+            yield Proxy(fake, led, server, config)
+        led.close()
+
+
+def upstream(protocol: Protocol, recorded: RecordedRequest) -> ClientRequest:
+    return parse_request(protocol, recorded.raw)
+
+
+def input_tokens(counter: Any, request: ClientRequest) -> int:
+    total = count_messages(counter, [*request.instructions, *request.messages])
+    if request.tools:
+        total += counter.count(request.tools_json)
+    return total
+
+
+def assert_pairs_whole(messages: list[Message], *, last_may_be_open: bool = True) -> None:
+    """No tool result without its call before it; no call left open but in the last step."""
+    assert orphan_results(messages) == []
+    pending = open_calls(messages)
+    if pending:
+        assert last_may_be_open
+        last_calls = {c.id for c in messages[-1].tool_calls} if messages else set()
+        assert {c.id for c in pending} <= last_calls, pending
+
+
+def sse_lines(raw: bytes) -> list[dict[str, Any]]:
+    out = []
+    for line in raw.decode().splitlines():
+        if line.startswith("data: ") and line[6:].strip() != "[DONE]":
+            out.append(json.loads(line[6:]))
+    return out
