@@ -35,7 +35,14 @@ from ._config import ServeConfig
 from ._sessions import RECALL_EVENT, Routed, SessionRouter, client_key
 from ._stream import Accumulator, accumulator
 from ._turn import EVIDENCE_TOOL, Turn, build_turn
-from ._upstream import Tee, error_body, response_headers, upstream_headers, upstream_url
+from ._upstream import (
+    Tee,
+    error_body,
+    stream_error,
+    response_headers,
+    upstream_headers,
+    upstream_url,
+)
 from ._wire import ClientRequest, Protocol, Reply, parse_reply, parse_request
 
 __all__ = ["INSTRUCTIONS_EVENT", "INTERRUPTED_EVENT", "Forward", "ProxyService"]
@@ -384,36 +391,44 @@ class ProxyService:
         pending: list[bytes] = []
         first: float | None = None
         broken: str | None = None
-        finished = False
+        recorded = False
         tee = httpx.Response(
             200, headers=response.headers, stream=Tee(response.aiter_bytes(), pending.append)
         )
         try:
-            async for event in EventSource(tee).aiter_sse():
-                acc.feed(event.event, event.data)
+            try:
+                async for event in EventSource(tee).aiter_sse():
+                    acc.feed(event.event, event.data)
+                    if acc.done and not recorded and acc.error is None:
+                        # Stored before the client sees the end: a client that has the whole
+                        # reply finds it in the ledger.
+                        recorded = True
+                        exchange = _Exchange(200, {}, b"", acc.reply(), _ms(started))
+                        meta = {"first_byte_ms": first}
+                        await anyio.to_thread.run_sync(self._record, call, turn, exchange, meta)
+                    if pending:
+                        data = b"".join(pending)
+                        pending.clear()
+                        first = first if first is not None else _ms(started)
+                        yield data
                 if pending:
-                    data = b"".join(pending)
-                    pending.clear()
-                    first = first if first is not None else _ms(started)
-                    yield data
-            if pending:
-                yield b"".join(pending)
-            finished = True
-        except httpx.HTTPError as exc:
-            broken = f"upstream stream broke: {exc}"
+                    yield b"".join(pending)
+            except httpx.HTTPError as exc:
+                broken = f"upstream stream broke: {exc}"
+            if not recorded and acc.error is None:
+                # The client's SDK would take a stream that just stops for a whole reply.
+                yield stream_error(call.protocol, broken or "the upstream stream ended early")
         finally:
             with anyio.CancelScope(shield=True):
                 await response.aclose()
-                if not finished and broken is None:
-                    broken = "the client disconnected before the reply ended"
-                if broken is None and (not acc.done or acc.error is not None):
-                    broken = "upstream sent an error event" if acc.error else "stream ended early"
-                if broken is not None:
-                    await anyio.to_thread.run_sync(self._interrupted, call, acc, broken)
-                else:
-                    exchange = _Exchange(200, {}, b"", acc.reply(), _ms(started))
-                    meta = {"first_byte_ms": first}
-                    await anyio.to_thread.run_sync(self._record, call, turn, exchange, meta)
+                if not recorded:
+                    if broken is None and acc.error is not None:
+                        broken = "upstream sent an error event"
+                    elif broken is None and acc.done is False:
+                        broken = "the stream ended (or the client left) before the reply ended"
+                    await anyio.to_thread.run_sync(
+                        self._interrupted, call, acc, broken or "the reply did not finish"
+                    )
 
     # -- recording (worker threads) ---------------------------------------------------------
     def _usage(

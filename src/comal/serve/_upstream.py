@@ -23,6 +23,7 @@ __all__ = [
     "error_body",
     "proxy_key_of",
     "response_headers",
+    "stream_error",
     "upstream_headers",
     "upstream_url",
 ]
@@ -78,6 +79,18 @@ def error_body(protocol: Protocol, status: int, message: str) -> bytes:
         kind, code = _OPENAI_TYPES.get(status, ("server_error", None))
         payload = {"error": {"message": message, "type": kind, "param": None, "code": code}}
     return json.dumps(payload, ensure_ascii=False).encode()
+
+
+def stream_error(protocol: Protocol, message: str) -> bytes:
+    """An error event that ends a broken stream, as each provider sends one mid-stream."""
+    if protocol == "anthropic":
+        data = {"type": "error", "error": {"type": "api_error", "message": message}}
+        return f"event: error\ndata: {json.dumps(data)}\n\n".encode()
+    if protocol == "openai_chat":
+        data = {"error": {"message": message, "type": "server_error", "code": "stream_broken"}}
+        return f"data: {json.dumps(data)}\n\n".encode()
+    data = {"type": "error", "code": "stream_broken", "message": message, "param": None}
+    return f"event: error\ndata: {json.dumps(data)}\n\n".encode()
 
 
 def upstream_url(config: ServeConfig, protocol: Protocol, path: str, query: str) -> str:
