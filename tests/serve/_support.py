@@ -88,3 +88,58 @@ def sse_lines(raw: bytes) -> list[dict[str, Any]]:
         if line.startswith("data: ") and line[6:].strip() != "[DONE]":
             out.append(json.loads(line[6:]))
     return out
+
+
+@dataclass
+class AskingAgent:
+    """An agent in its own thread and ledger connection, whose Bash call waits for approval."""
+
+    thread: Any
+    scope: Any
+    result: dict[str, Any]
+
+    def join(self, timeout: float = 30) -> dict[str, Any]:
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), "the agent did not finish"
+        return self.result
+
+
+def asking_agent(ledger_path: Path, workspace: Path, *, command: str = "echo approved") -> AskingAgent:
+    import threading
+
+    from comal.agent import Agent, AgentSettings, start_session
+    from comal.ops import House, Policy, Workspace, default_registry
+    from comal.serve import LedgerApprover
+    from comal.testing import ScriptedProvider
+
+    script = [
+        {"content": [{"type": "tool_use", "id": "b1", "name": "Bash", "input": {"command": command}}]},
+        {"content": "The command ran."},
+    ]
+    led = open_ledger(ledger_path)
+    scope = start_session(led, "local", "coder")
+    result: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            house = House(
+                led,
+                scope,
+                default_registry(),
+                Policy.from_config({"mode": "ask"}),
+                workspace=Workspace(workspace),
+                approver=LedgerApprover(led, scope, poll=0.05, timeout=60),
+            )
+            settings = AgentSettings.for_model("claude-sonnet-4-6", preamble=False)
+            agent = Agent(led, scope, ScriptedProvider(script), house, settings)
+            outcome = agent.run("run the command")
+            result["status"] = outcome.status
+            result["answer"] = outcome.answer
+        except BaseException as exc:  # reported by the test through result
+            result["error"] = repr(exc)
+        finally:
+            led.close()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return AskingAgent(thread, scope, result)
