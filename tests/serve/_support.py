@@ -143,3 +143,39 @@ def asking_agent(ledger_path: Path, workspace: Path, *, command: str = "echo app
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     return AskingAgent(thread, scope, result)
+
+
+def long_session_script(turns: int) -> list[dict[str, Any]]:
+    """Replies for :func:`drive_long_session`: one tool call per turn, then an answer."""
+    script: list[dict[str, Any]] = []
+    for turn in range(turns):
+        call = {"type": "tool_use", "id": f"toolu_{turn:03d}", "name": "Bash"}
+        call["input"] = {"command": f"seq {turn * 1000} {turn * 1000 + 160}"}
+        usage = {"input_tokens": 400 + 50 * turn, "output_tokens": 20, "cache_read_input_tokens": 300}
+        script.append({"content": [{"type": "text", "text": f"Turn {turn}."}, call], "usage": usage})
+    script.append({"content": "Finished.", "usage": {"input_tokens": 900, "output_tokens": 3}})
+    return script
+
+
+def drive_long_session(url: str, turns: int, *, session: str = "long") -> str:
+    """A client loop over the Anthropic route: each tool call answered with a large output."""
+    import httpx
+
+    tools = [{"name": "Bash", "description": "run", "input_schema": {"type": "object"}}]
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "count a lot"}]
+    sid = ""
+    for _ in range(turns + 1):
+        body = {"model": "claude-sonnet-4-5", "max_tokens": 2000, "tools": tools, "messages": messages}
+        r = httpx.post(f"{url}/v1/messages", json=body, headers={"x-comal-session": session}, timeout=60)
+        assert r.status_code == 200, r.text
+        sid = r.headers["x-comal-session"]
+        reply = r.json()
+        messages.append({"role": "assistant", "content": reply["content"]})
+        calls = [b for b in reply["content"] if b["type"] == "tool_use"]
+        if not calls:
+            break
+        a, b = (int(x) for x in calls[0]["input"]["command"].split()[1:])
+        output = "\n".join(str(i) for i in range(a, b + 1))
+        result = {"type": "tool_result", "tool_use_id": calls[0]["id"], "content": output}
+        messages.append({"role": "user", "content": [result]})
+    return sid
