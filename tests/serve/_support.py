@@ -104,7 +104,9 @@ class AskingAgent:
         return self.result
 
 
-def asking_agent(ledger_path: Path, workspace: Path, *, command: str = "echo approved") -> AskingAgent:
+def asking_agent(
+    ledger_path: Path, workspace: Path, *, command: str = "echo approved"
+) -> AskingAgent:
     import threading
 
     from comal.agent import Agent, AgentSettings, start_session
@@ -113,7 +115,11 @@ def asking_agent(ledger_path: Path, workspace: Path, *, command: str = "echo app
     from comal.testing import ScriptedProvider
 
     script = [
-        {"content": [{"type": "tool_use", "id": "b1", "name": "Bash", "input": {"command": command}}]},
+        {
+            "content": [
+                {"type": "tool_use", "id": "b1", "name": "Bash", "input": {"command": command}}
+            ]
+        },
         {"content": "The command ran."},
     ]
     led = open_ledger(ledger_path)
@@ -151,8 +157,14 @@ def long_session_script(turns: int) -> list[dict[str, Any]]:
     for turn in range(turns):
         call = {"type": "tool_use", "id": f"toolu_{turn:03d}", "name": "Bash"}
         call["input"] = {"command": f"seq {turn * 1000} {turn * 1000 + 160}"}
-        usage = {"input_tokens": 400 + 50 * turn, "output_tokens": 20, "cache_read_input_tokens": 300}
-        script.append({"content": [{"type": "text", "text": f"Turn {turn}."}, call], "usage": usage})
+        usage = {
+            "input_tokens": 400 + 50 * turn,
+            "output_tokens": 20,
+            "cache_read_input_tokens": 300,
+        }
+        script.append(
+            {"content": [{"type": "text", "text": f"Turn {turn}."}, call], "usage": usage}
+        )
     script.append({"content": "Finished.", "usage": {"input_tokens": 900, "output_tokens": 3}})
     return script
 
@@ -165,8 +177,15 @@ def drive_long_session(url: str, turns: int, *, session: str = "long") -> str:
     messages: list[dict[str, Any]] = [{"role": "user", "content": "count a lot"}]
     sid = ""
     for _ in range(turns + 1):
-        body = {"model": "claude-sonnet-4-5", "max_tokens": 2000, "tools": tools, "messages": messages}
-        r = httpx.post(f"{url}/v1/messages", json=body, headers={"x-comal-session": session}, timeout=60)
+        body = {
+            "model": "claude-sonnet-4-5",
+            "max_tokens": 2000,
+            "tools": tools,
+            "messages": messages,
+        }
+        r = httpx.post(
+            f"{url}/v1/messages", json=body, headers={"x-comal-session": session}, timeout=60
+        )
         assert r.status_code == 200, r.text
         sid = r.headers["x-comal-session"]
         reply = r.json()

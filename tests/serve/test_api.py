@@ -51,7 +51,11 @@ def test_openapi_lists_the_api(tmp_path: Path) -> None:
 def test_sessions_entries_and_turns_of_a_proxied_session(tmp_path: Path) -> None:
     usage = {"input_tokens": 1000, "output_tokens": 10, "cache_read_input_tokens": 500}
     with proxy(tmp_path, [{"content": "hello", "usage": usage}]) as px:
-        body = {"model": "claude-sonnet-4-5", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}
+        body = {
+            "model": "claude-sonnet-4-5",
+            "max_tokens": 10,
+            "messages": [{"role": "user", "content": "hi"}],
+        }
         r = httpx.post(px.url + "/v1/messages", json=body)
         sid = r.headers["x-comal-session"]
         listed = httpx.get(px.url + "/api/sessions").json()["sessions"]
@@ -60,7 +64,10 @@ def test_sessions_entries_and_turns_of_a_proxied_session(tmp_path: Path) -> None
         assert row["engine"] == "limit" and row["status"] == "active"
         assert row["usage"]["new_input"] == 1000 and row["usage"]["cache_read"] == 500
         assert row["cost_usd"] > 0
-        assert httpx.get(px.url + "/api/sessions", params={"status": "finished"}).json()["sessions"] == []
+        assert (
+            httpx.get(px.url + "/api/sessions", params={"status": "finished"}).json()["sessions"]
+            == []
+        )
         entries = httpx.get(f"{px.url}/api/sessions/{sid}/entries").json()["entries"]
         assert [e["role"] for e in entries] == ["user", "assistant"]
         assert entries[1]["message"]["parts"][0]["text"] == "hello"

@@ -38,7 +38,9 @@ def _shots(tmp_path: Path) -> Path:
 
 def test_dashboard_pages_and_an_approval_in_chromium(tmp_path: Path) -> None:
     if not CHROMIUM.exists() or shutil.which("chromium") is None:
-        pytest.skip("Debian's chromium is missing: `.ci/run` installs it (apt-get install chromium)")
+        pytest.skip(
+            "Debian's chromium is missing: `.ci/run` installs it (apt-get install chromium)"
+        )
     sync_api = pytest.importorskip("playwright.sync_api")
     shots = _shots(tmp_path)
     work = tmp_path / "work"

@@ -24,7 +24,11 @@ from comal.testing._fake_wire import anthropic_events
 
 from ._support import proxy
 
-BODY = {"model": "claude-sonnet-4-5", "max_tokens": 50, "messages": [{"role": "user", "content": "hi"}]}
+BODY = {
+    "model": "claude-sonnet-4-5",
+    "max_tokens": 50,
+    "messages": [{"role": "user", "content": "hi"}],
+}
 
 
 def _roles(px: Any) -> list[list[str]]:
@@ -33,7 +37,11 @@ def _roles(px: Any) -> list[list[str]]:
 
 @pytest.mark.parametrize(
     ("path", "shape"),
-    [("/v1/messages", "anthropic"), ("/v1/chat/completions", "openai"), ("/v1/responses", "openai")],
+    [
+        ("/v1/messages", "anthropic"),
+        ("/v1/chat/completions", "openai"),
+        ("/v1/responses", "openai"),
+    ],
 )
 def test_malformed_json_is_a_400_in_the_route_shape(tmp_path: Path, path: str, shape: str) -> None:
     with proxy(tmp_path, []) as px:
@@ -64,7 +72,9 @@ def test_oversized_body_is_413(tmp_path: Path) -> None:
         r = httpx.post(px.url + "/v1/messages", json=big)
         assert r.status_code == 413
         assert r.json()["error"]["type"] == "request_too_large"
-        r = httpx.post(px.url + "/v1/chat/completions", json={"model": "m", "messages": [], "x": "y" * 2000})
+        r = httpx.post(
+            px.url + "/v1/chat/completions", json={"model": "m", "messages": [], "x": "y" * 2000}
+        )
         assert r.status_code == 413 and r.json()["error"]["code"] == "request_too_large"
         assert px.ledger.sessions() == []
 
@@ -98,7 +108,10 @@ def test_keys_required_once_one_exists_and_tenants_are_apart(tmp_path: Path) -> 
                 default_headers={"x-comal-session": "same"},
             )
             ok.messages.create(**BODY)  # type: ignore[call-overload]
-        sent = [r.headers.get("authorization", "") + r.headers.get("x-api-key", "") for r in px.fake.requests]
+        sent = [
+            r.headers.get("authorization", "") + r.headers.get("x-api-key", "")
+            for r in px.fake.requests
+        ]
         assert all("comal_" not in s for s in sent)
         tenants = sorted(s.tenant for s in px.ledger.sessions())
         assert tenants == ["acme", "globex"]
@@ -112,7 +125,9 @@ def test_keys_required_once_one_exists_and_tenants_are_apart(tmp_path: Path) -> 
 
 
 @pytest.mark.parametrize("kind", ["rate_limit", "server"])
-def test_upstream_errors_pass_through_and_a_retry_duplicates_nothing(tmp_path: Path, kind: str) -> None:
+def test_upstream_errors_pass_through_and_a_retry_duplicates_nothing(
+    tmp_path: Path, kind: str
+) -> None:
     with proxy(tmp_path, [{"error": kind}, {"content": "fine"}]) as px:
         client = anthropic.Anthropic(base_url=px.url, api_key="sk", max_retries=0)
         error = anthropic.RateLimitError if kind == "rate_limit" else anthropic.InternalServerError
@@ -124,7 +139,10 @@ def test_upstream_errors_pass_through_and_a_retry_duplicates_nothing(tmp_path: P
         assert _roles(px) == [["user", "assistant"]]
         (info,) = px.ledger.sessions()
         records = px.ledger.requests(info.scope)
-        assert [r.meta.get("error") for r in records] == [429 if kind == "rate_limit" else 500, None]
+        assert [r.meta.get("error") for r in records] == [
+            429 if kind == "rate_limit" else 500,
+            None,
+        ]
 
 
 def test_unreachable_upstream_is_502_and_a_silent_one_504(tmp_path: Path) -> None:
@@ -179,7 +197,9 @@ def _broken_upstream() -> Iterator[str]:
         server.server_close()
 
 
-def test_a_stream_broken_upstream_is_an_interrupted_event_not_a_half_message(tmp_path: Path) -> None:
+def test_a_stream_broken_upstream_is_an_interrupted_event_not_a_half_message(
+    tmp_path: Path,
+) -> None:
     with _broken_upstream() as url, proxy(tmp_path, []) as px:
         object.__setattr__(px.config, "upstream_anthropic", url)
         client = anthropic.Anthropic(base_url=px.url, api_key="sk", max_retries=0)

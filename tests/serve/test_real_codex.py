@@ -44,7 +44,9 @@ def _script() -> list[dict[str, Any]]:
         a, b = _seq(turn)
         blocks: list[dict[str, Any]] = []
         if turn % 3 == 0:
-            blocks.append({"type": "thinking", "thinking": f"plan {turn}", "signature": f"enc{turn}"})
+            blocks.append(
+                {"type": "thinking", "thinking": f"plan {turn}", "signature": f"enc{turn}"}
+            )
         blocks.append(
             {
                 "type": "tool_use",
@@ -105,7 +107,9 @@ def test_codex_runs_many_turns_through_the_proxy(tmp_path: Path) -> None:
         )
         assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-3000:]
         events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-        said = [e["item"]["text"] for e in events if e.get("item", {}).get("type") == "agent_message"]
+        said = [
+            e["item"]["text"] for e in events if e.get("item", {}).get("type") == "agent_message"
+        ]
         assert said[-1] == "All done."
         ran = [e["item"] for e in events if e.get("item", {}).get("type") == "command_execution"]
         assert all("EvidenceRead" not in json.dumps(item) for item in ran)

@@ -9,4 +9,9 @@ __all__ = [
     "APPROVAL_ANSWER",
     "APPROVAL_REQUEST",
     "Forward",
-    "LedgerApprover", "ProxyService", "ServeConfig", "Tenant", "create_app"]
+    "LedgerApprover",
+    "ProxyService",
+    "ServeConfig",
+    "Tenant",
+    "create_app",
+]

@@ -1,8 +1,8 @@
 """The one place the proxy calls a context engine.
 
-Everything else in :mod:`comal.serve` goes through :func:`assemble_view`, so when engines move
+Everything else in :mod:`comal.serve` goes through :class:`EngineAdapter`, so when engines move
 behind a registry (``comal.context.engines.get(name).assemble(view, budget, config)``) only
-this function changes.
+this module changes.
 """
 
 from __future__ import annotations
@@ -11,13 +11,20 @@ from ..context import Assembly, EngineConfig, View, assemble
 from ..errors import UserError
 from ..tokens import Budget, TokenCounter
 
-__all__ = ["ENGINES", "assemble_view"]
+__all__ = ["ENGINES", "EngineAdapter"]
 
 ENGINES = ("limit",)
 
 
-def assemble_view(view: View, budget: Budget, engine: str, counter: TokenCounter) -> Assembly:
-    """The engine ``engine``'s assembly of ``view`` under ``budget``."""
-    if engine not in ENGINES:
-        raise UserError(f"unknown engine {engine!r}; comal serve offers {', '.join(ENGINES)}")
-    return assemble(view, budget, EngineConfig(counter=counter))
+class EngineAdapter:
+    """The engine ``name`` with its configuration, built once (validating a config is not free,
+    and the proxy assembles on every request)."""
+
+    def __init__(self, name: str, counter: TokenCounter) -> None:
+        if name not in ENGINES:
+            raise UserError(f"unknown engine {name!r}; comal serve offers {', '.join(ENGINES)}")
+        self.name = name
+        self.config = EngineConfig(counter=counter)
+
+    def assemble(self, view: View, budget: Budget) -> Assembly:
+        return assemble(view, budget, self.config)

@@ -32,9 +32,10 @@ from ..messages import Message, canonical_json, sha256_hex
 from ..ops import Actor, House, Policy, Registry, default_registry
 from ..tokens import Usage, normalize_usage
 from ._config import ServeConfig
+from ._engine import EngineAdapter
 from ._sessions import RECALL_EVENT, Routed, SessionRouter, client_key
 from ._stream import Accumulator, accumulator
-from ._turn import EVIDENCE_TOOL, Turn, build_turn
+from ._turn import EVIDENCE_TOOL, Turn, build_turn, evidence_tool
 from ._upstream import (
     Tee,
     error_body,
@@ -43,7 +44,7 @@ from ._upstream import (
     upstream_headers,
     upstream_url,
 )
-from ._wire import ClientRequest, Protocol, Reply, parse_reply, parse_request
+from ._wire import PROTOCOLS, ClientRequest, Protocol, Reply, parse_reply, parse_request
 
 __all__ = ["INSTRUCTIONS_EVENT", "INTERRUPTED_EVENT", "Forward", "ProxyService"]
 
@@ -113,6 +114,7 @@ class ProxyService:
         self.config = config
         self.ledger = ledger
         self.router = SessionRouter(ledger)
+        self.engine = EngineAdapter(config.engine, ledger.counter)
         self.client = httpx.AsyncClient(
             timeout=httpx.Timeout(config.upstream_timeout, connect=10.0),
             transport=transport,
@@ -123,6 +125,7 @@ class ProxyService:
         assert evidence is not None
         # The proxy may run one operation only, and only for the model's recall.
         self.recall_registry = Registry([evidence])
+        self.recall_tools = {p: evidence_tool(p, self.recall_registry) for p in PROTOCOLS}
         self._locks: dict[str, asyncio.Lock] = {}
         self._instructions: dict[str, str] = {}
 
@@ -220,6 +223,8 @@ class ProxyService:
                     call.routed.entry_ids,
                     self.config,
                     allow_recall=allow_recall,
+                    recall_tool=self.recall_tools[call.protocol],
+                    engine=self.engine,
                 )
             )
         except ComalError as exc:

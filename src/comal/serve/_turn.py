@@ -20,10 +20,10 @@ from typing import Any
 from ..context import Bounded, Checkpointed, MediaReferenced, Referenced, View, store_checkpoint
 from ..ledger import LedgerBackend, Scope
 from ..messages import Message, canonical_json
-from ..ops import default_registry
+from ..ops import Registry, default_registry
 from ..tokens import Budget, count_messages, resolve_window
 from ._config import ServeConfig
-from ._engine import assemble_view
+from ._engine import EngineAdapter
 from ._wire import ClientRequest, Item, Piece, Protocol, upstream_body
 
 __all__ = ["EVIDENCE_TOOL", "Turn", "build_turn", "evidence_tool"]
@@ -32,9 +32,10 @@ EVIDENCE_TOOL = "EvidenceRead"
 _REWRITES = (Referenced, Bounded, MediaReferenced)
 
 
-def evidence_tool(protocol: Protocol) -> dict[str, Any]:
-    """The EvidenceRead schema in the route's tool format, from the house's registry."""
-    catalog = default_registry().catalog("model")
+def evidence_tool(protocol: Protocol, registry: Registry | None = None) -> dict[str, Any]:
+    """The EvidenceRead schema in the route's tool format, from the house's registry (building
+    a registry derives every operation's schema: callers keep the result)."""
+    catalog = (registry or default_registry()).catalog("model")
     fmt = "anthropic" if protocol == "anthropic" else "openai"
     spec = next(t for t in catalog.tools(fmt) if _name(t) == EVIDENCE_TOOL)
     if protocol == "openai_responses":
@@ -119,10 +120,11 @@ def build_turn(
     config: ServeConfig,
     *,
     allow_recall: bool,
+    recall_tool: dict[str, Any],
+    engine: EngineAdapter,
 ) -> Turn:
     counter = ledger.counter
     resolution = resolve_window(request.model, override=config.context_window)
-    recall_tool = evidence_tool(request.protocol)
     declared = {_name(t) for t in request.tools if isinstance(t, dict)}
     tools_json = canonical_json([*request.tools, recall_tool])
     budget = Budget.for_window(
@@ -134,7 +136,7 @@ def build_turn(
         max_input=resolution.max_input,
     )
     view = View.from_ledger(ledger, scope)
-    assembly = assemble_view(view, budget, config.engine, counter)
+    assembly = engine.assemble(view, budget)
     if assembly.checkpoint_to_store is not None:
         store_checkpoint(ledger, scope, assembly.checkpoint_to_store)
     rewritten = {a.entry_id for a in assembly.actions if isinstance(a, _REWRITES)}
