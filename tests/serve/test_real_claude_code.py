@@ -76,8 +76,15 @@ def test_claude_code_runs_many_turns_through_the_proxy(tmp_path: Path) -> None:
             "DISABLE_TELEMETRY": "1",
         }
         done = subprocess.run(
-            [str(claude), "-p", "count for me", "--output-format", "json"]
-            + ["--allowedTools", "Bash"],
+            [
+                str(claude),
+                "-p",
+                "count for me",
+                "--output-format",
+                "json",
+                "--allowedTools",
+                "Bash",
+            ],
             env=env,
             cwd=home,
             capture_output=True,

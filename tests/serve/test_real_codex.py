@@ -126,7 +126,7 @@ def test_codex_runs_many_turns_through_the_proxy(tmp_path: Path) -> None:
         assert len(outputs) == TURNS
         for call_id, text in outputs.items():
             assert stored[call_id].content == text  # byte for byte what Codex sent
-            a, b = _seq(int(call_id.split("_")[1]))
+            _a, b = _seq(int(call_id.split("_")[1]))
             # Codex frames (and over its token budget shortens) the output it sends back.
             assert text.startswith("Chunk ID: ") and text.endswith(f"\n{b}\n")
         signatures = [

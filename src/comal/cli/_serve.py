@@ -6,6 +6,7 @@ other command groups are registered.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -14,7 +15,10 @@ from rich.table import Table
 from ._common import JsonOpt, coded_errors, emit_json, err, ledger, ledger_path, out
 
 app = typer.Typer()
-keys_app = typer.Typer(help="Proxy API keys: one tenant each, stored hashed.", no_args_is_help=True)
+keys_app = typer.Typer(
+    help="Proxy API keys: one tenant each, stored hashed.\n\nExample: comal keys add --tenant acme",
+    no_args_is_help=True,
+)
 
 
 @app.command()
@@ -37,6 +41,9 @@ def serve(
     max_body: Annotated[int, typer.Option(help="Largest request body in bytes.", min=1024)] = 32
     << 20,
     no_dashboard: Annotated[bool, typer.Option(help="Serve no web dashboard.")] = False,
+    ledger_file: Annotated[
+        Path | None, typer.Option("--ledger", help="Ledger database (as `comal --ledger`).")
+    ] = None,
 ) -> None:
     """Run the proxy (Anthropic /v1/messages, OpenAI /v1/chat/completions and /v1/responses),
     the HTTP API (/api, schema at /openapi.json) and the dashboard (/) in one process.
@@ -54,7 +61,7 @@ def serve(
 
     with coded_errors(False):
         config = ServeConfig(
-            ledger=ledger_path(),
+            ledger=ledger_file if ledger_file is not None else ledger_path(),
             host=host,
             port=port,
             engine=engine,
@@ -92,7 +99,8 @@ def keys_add(
         return
     out.print(secret)
     err.print(
-        f"key {key.id} for tenant {tenant}: shown once, keep it; revoke with `comal keys revoke {key.id}`"
+        f"key {key.id} for tenant {tenant}: shown once, keep it; "
+        f"revoke with `comal keys revoke {key.id}`"
     )
 
 

@@ -39,8 +39,8 @@ from ._turn import EVIDENCE_TOOL, Turn, build_turn, evidence_tool
 from ._upstream import (
     Tee,
     error_body,
-    stream_error,
     response_headers,
+    stream_error,
     upstream_headers,
     upstream_url,
 )
@@ -507,7 +507,8 @@ class ProxyService:
 
 
 def _is_stream(response: httpx.Response) -> bool:
-    return response.headers.get("content-type", "").startswith("text/event-stream")
+    kind: str = response.headers.get("content-type", "")
+    return kind.startswith("text/event-stream")
 
 
 def _json(body: bytes) -> dict[str, Any]:

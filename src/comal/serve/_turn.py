@@ -20,7 +20,7 @@ from typing import Any
 from ..context import Bounded, Checkpointed, MediaReferenced, Referenced, View, store_checkpoint
 from ..ledger import LedgerBackend, Scope
 from ..messages import Message, canonical_json
-from ..ops import Registry, default_registry
+from ..ops import CatalogFormat, Registry, default_registry
 from ..tokens import Budget, count_messages, resolve_window
 from ._config import ServeConfig
 from ._engine import EngineAdapter
@@ -36,7 +36,7 @@ def evidence_tool(protocol: Protocol, registry: Registry | None = None) -> dict[
     """The EvidenceRead schema in the route's tool format, from the house's registry (building
     a registry derives every operation's schema: callers keep the result)."""
     catalog = (registry or default_registry()).catalog("model")
-    fmt = "anthropic" if protocol == "anthropic" else "openai"
+    fmt: CatalogFormat = "anthropic" if protocol == "anthropic" else "openai"
     spec = next(t for t in catalog.tools(fmt) if _name(t) == EVIDENCE_TOOL)
     if protocol == "openai_responses":
         function = spec["function"]
@@ -78,9 +78,9 @@ def _pieces(
     rewritten: set[int],
 ) -> list[Piece]:
     where: dict[int, int] = {}
-    for j, ids in enumerate(item_entries):
-        for entry_id in ids:
-            where[entry_id] = j
+    for index, members in enumerate(item_entries):
+        for entry_id in members:
+            where[entry_id] = index
     pieces: list[Piece] = []
     canonical: list[Message] = []
 
@@ -89,16 +89,19 @@ def _pieces(
             pieces.append(("canonical", tuple(canonical)))
             canonical.clear()
 
+    def item_of(position: int) -> int | None:
+        entry_id = assembled[position][1]
+        return where.get(entry_id) if entry_id is not None else None
+
     k = 0
     while k < len(assembled):
-        message, entry_id = assembled[k]
-        j = where.get(entry_id) if entry_id is not None else None
+        j = item_of(k)
         if j is None:
-            canonical.append(message)
+            canonical.append(assembled[k][0])
             k += 1
             continue
         run = [k]
-        while k + len(run) < len(assembled) and where.get(assembled[k + len(run)][1] or -1) == j:
+        while k + len(run) < len(assembled) and item_of(k + len(run)) == j:
             run.append(k + len(run))
         ids = [assembled[i][1] for i in run]
         whole = ids == list(item_entries[j]) and not any(i in rewritten for i in ids if i)

@@ -89,8 +89,8 @@ def stream_error(protocol: Protocol, message: str) -> bytes:
     if protocol == "openai_chat":
         data = {"error": {"message": message, "type": "server_error", "code": "stream_broken"}}
         return f"data: {json.dumps(data)}\n\n".encode()
-    data = {"type": "error", "code": "stream_broken", "message": message, "param": None}
-    return f"event: error\ndata: {json.dumps(data)}\n\n".encode()
+    event = {"type": "error", "code": "stream_broken", "message": message, "param": None}
+    return f"event: error\ndata: {json.dumps(event)}\n\n".encode()
 
 
 def upstream_url(config: ServeConfig, protocol: Protocol, path: str, query: str) -> str:
