@@ -58,12 +58,18 @@ def test_malformed_json_is_a_400_in_the_route_shape(tmp_path: Path, path: str, s
         assert px.ledger.sessions() == []
 
 
-def test_a_bad_conversation_names_where(tmp_path: Path) -> None:
-    with proxy(tmp_path, []) as px:
-        bad = {**BODY, "messages": [{"role": "user", "content": [{"type": "bogus"}]}]}
-        r = httpx.post(px.url + "/v1/messages", json=bad)
-        assert r.status_code == 400
-        assert "messages[0]" in r.json()["error"]["message"]
+def test_a_conversation_comal_cannot_read_is_forwarded_unmanaged(tmp_path: Path) -> None:
+    """A block type comal does not know yet must not break the client: the upstream decides."""
+    with proxy(tmp_path, [{"content": "fine"}]) as px:
+        odd = {**BODY, "messages": [{"role": "user", "content": [{"type": "bogus"}]}]}
+        r = httpx.post(px.url + "/v1/messages", json=odd)
+        assert r.status_code == 200
+        assert r.headers["x-comal-stage"] == "unmanaged"
+        (sent,) = px.fake.requests
+        assert sent.body == odd
+        assert px.ledger.sessions() == []
+        missing = httpx.post(px.url + "/v1/messages", json={"messages": []})
+        assert missing.status_code == 400 and "model" in missing.json()["error"]["message"]
 
 
 def test_oversized_body_is_413(tmp_path: Path) -> None:
@@ -233,3 +239,14 @@ def test_a_client_that_leaves_mid_stream_loses_and_duplicates_nothing(tmp_path: 
         again = httpx.post(px.url + "/v1/messages", json=body)
         assert again.status_code == 200
         assert _roles(px) == [["user", "assistant"]]
+
+
+def test_instructions_that_leave_no_room_send_nothing(tmp_path: Path) -> None:
+    """TOK-5 through the proxy: CONTEXT_OVERHEAD, in the provider's shape, nothing upstream."""
+    # covers: TOK-5
+    with proxy(tmp_path, [{"content": "never"}], context_window=2_000) as px:
+        huge = {**BODY, "system": "rules " * 3000}
+        r = httpx.post(px.url + "/v1/messages", json=huge)
+        assert r.status_code == 400
+        assert "CONTEXT_OVERHEAD" in r.json()["error"]["message"]
+        assert px.fake.requests == []

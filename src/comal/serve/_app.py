@@ -112,6 +112,12 @@ async def _body(request: Request, limit: int) -> bytes | None:
     return b"".join(chunks)
 
 
+def _refuse(protocol: Protocol, status: int, message: str) -> Response:
+    # As the providers do on a client error: an SDK must not retry what will fail again.
+    headers = {"x-should-retry": "false"}
+    return Response(error_body(protocol, status, message), status, headers, "application/json")
+
+
 def _send(forward: Forward) -> Response:
     if isinstance(forward.body, bytes):
         return Response(
@@ -164,13 +170,11 @@ def create_app(
         try:
             tenant = await anyio.to_thread.run_sync(gate.tenant, headers)
         except AuthError as exc:
-            return Response(
-                error_body(protocol, 401, exc.message), 401, media_type="application/json"
-            )
+            return _refuse(protocol, 401, exc.message)
         raw = await _body(request, config.max_body_bytes)
         if raw is None:
             message = f"request body over the proxy's limit of {config.max_body_bytes:,} bytes"
-            return Response(error_body(protocol, 413, message), 413, media_type="application/json")
+            return _refuse(protocol, 413, message)
         forward = await proxy.handle(
             protocol,
             request.url.path,
@@ -195,16 +199,10 @@ def create_app(
         try:
             tenant = await anyio.to_thread.run_sync(gate.tenant, headers)
         except AuthError as exc:
-            return Response(
-                error_body("anthropic", 401, exc.message), 401, media_type="application/json"
-            )
+            return _refuse("anthropic", 401, exc.message)
         raw = await _body(request, config.max_body_bytes)
         if raw is None:
-            return Response(
-                error_body("anthropic", 413, "request body over the proxy's limit"),
-                413,
-                media_type="application/json",
-            )
+            return _refuse("anthropic", 413, "request body over the proxy's limit")
         return await _count(proxy, led, raw, headers, request.url.query, tenant)
 
     from ._api import api_router
@@ -245,7 +243,7 @@ async def _count(
     try:
         request = parse_request("anthropic", raw)
     except Exception as exc:  # a bad body is the client's error, in the provider's shape
-        return Response(error_body("anthropic", 400, str(exc)), 400, media_type="application/json")
+        return _refuse("anthropic", 400, str(exc))
     counter = led.counter
     total = count_messages(counter, [*request.instructions, *request.messages])
     total += counter.count(request.tools_json) if request.tools else 0

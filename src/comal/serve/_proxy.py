@@ -17,8 +17,9 @@ call to a tool it did not declare.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,9 +49,12 @@ from ._wire import PROTOCOLS, ClientRequest, Protocol, Reply, parse_reply, parse
 
 __all__ = ["INSTRUCTIONS_EVENT", "INTERRUPTED_EVENT", "Forward", "ProxyService"]
 
+log = logging.getLogger("comal.serve")
+
 INSTRUCTIONS_EVENT = "proxy_instructions"
 INTERRUPTED_EVENT = "interrupted_response"
 _UNKNOWN = Usage(None, None, None, None, None)
+_NO_RETRY = {"x-should-retry": "false"}
 
 
 @dataclass
@@ -71,6 +75,16 @@ class _Exchange:
     reply: Reply | None
     latency_ms: float
     media_type: str = "application/json"
+    unparsed: str | None = None  # why a successful reply could not be read into a message
+
+
+def _read_reply(make: Callable[[], Reply]) -> tuple[Reply | None, str | None]:
+    """A reply comal cannot read (an output item it does not know) still goes to the client;
+    the request record says why no entry was appended."""
+    try:
+        return make(), None
+    except (ComalError, ValueError, KeyError, TypeError) as exc:
+        return None, f"{type(exc).__name__}: {exc}"
 
 
 @dataclass
@@ -167,7 +181,16 @@ class ProxyService:
         try:
             request = parse_request(protocol, raw)
         except InputError as exc:
-            return Forward(400, {}, error_body(protocol, 400, str(exc)))
+            return Forward(400, _NO_RETRY, error_body(protocol, 400, str(exc)))
+        if request.unmanaged is not None:
+            # Something comal cannot read yet: the client still gets its answer.
+            log.warning("forwarding an unmanaged %s request: %s", protocol, request.unmanaged)
+            forward = await self.passthrough(protocol, path, query, raw, headers, consumed_header)
+            if forward is None:
+                message = f"upstream unreachable (the request was not managed: {request.unmanaged})"
+                return Forward(502, {}, error_body(protocol, 502, message))
+            forward.headers["x-comal-stage"] = "unmanaged"
+            return forward
         key, source = client_key(request, headers)
         agent = _agent_of(protocol, headers)
         meta = {"protocol": protocol, "engine": self.config.engine, "model": request.model}
@@ -177,7 +200,7 @@ class ProxyService:
                 self.router.route, tenant, agent, key, request.messages, meta
             )
         except ComalError as exc:
-            return Forward(400, {}, error_body(protocol, 400, f"[{exc.code}] {exc}"))
+            return Forward(400, _NO_RETRY, error_body(protocol, 400, f"[{exc.code}] {exc}"))
         call = _Call(
             protocol,
             request,
@@ -291,9 +314,9 @@ class ProxyService:
         try:
             if response.status_code >= 400 or not _is_stream(response):
                 body = await response.aread()
-                reply = None
+                reply, unparsed = None, None
                 if response.status_code < 400:
-                    reply = parse_reply(call.protocol, _json(body))
+                    reply, unparsed = _read_reply(lambda: parse_reply(call.protocol, _json(body)))
                 else:
                     await anyio.to_thread.run_sync(
                         self._request_record,
@@ -309,6 +332,7 @@ class ProxyService:
                     body,
                     reply,
                     _ms(started),
+                    unparsed=unparsed,
                 )
             tee = httpx.Response(
                 200, headers=response.headers, stream=Tee(response.aiter_bytes(), chunks.append)
@@ -333,13 +357,15 @@ class ProxyService:
             why = "upstream sent an error event" if acc.error else "stream ended before its end"
             await anyio.to_thread.run_sync(self._interrupted, call, acc, why)
             return self._error_exchange(call, turn, 502, f"upstream {why}", started, record=False)
+        reply, unparsed = _read_reply(acc.reply)
         return _Exchange(
             200,
             response_headers(response.headers),
             b"".join(chunks),
-            acc.reply(),
+            reply,
             _ms(started),
             "text/event-stream",
+            unparsed,
         )
 
     def _error_exchange(
@@ -378,7 +404,9 @@ class ProxyService:
             await response.aclose()
             exchange = _Exchange(response.status_code, headers, body, None, _ms(started))
             if response.status_code < 400:
-                exchange.reply = parse_reply(call.protocol, _json(body))
+                exchange.reply, exchange.unparsed = _read_reply(
+                    lambda: parse_reply(call.protocol, _json(body))
+                )
                 await anyio.to_thread.run_sync(self._record, call, turn, exchange)
             else:
                 await anyio.to_thread.run_sync(
@@ -408,7 +436,8 @@ class ProxyService:
                         # Stored before the client sees the end: a client that has the whole
                         # reply finds it in the ledger.
                         recorded = True
-                        exchange = _Exchange(200, {}, b"", acc.reply(), _ms(started))
+                        reply, unparsed = _read_reply(acc.reply)
+                        exchange = _Exchange(200, {}, b"", reply, _ms(started), unparsed=unparsed)
                         meta = {"first_byte_ms": first}
                         await anyio.to_thread.run_sync(self._record, call, turn, exchange, meta)
                     if pending:
@@ -467,7 +496,8 @@ class ProxyService:
         reply = exchange.reply
         extra = {"latency_ms": exchange.latency_ms, **(meta or {})}
         if reply is None or reply.message is None or not reply.message.parts:
-            self._request_record(call, turn, None, reply, extra | {"empty": True})
+            extra |= {"empty": True, "unparsed": exchange.unparsed}
+            self._request_record(call, turn, None, reply, extra)
             return
         usage = self._usage(call, reply, turn, extra)
         self.router.record_reply(call.scope, reply.message, usage)

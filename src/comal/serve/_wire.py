@@ -114,6 +114,9 @@ class ClientRequest:
     max_key: str | None
     max_tokens: int | None
     tools: tuple[Any, ...] = field(default=())
+    # Why the conversation could not be read as canonical messages (an item type comal does
+    # not know yet); such a request is forwarded unmanaged rather than refused.
+    unmanaged: str | None = None
 
     @property
     def messages(self) -> list[Message]:
@@ -210,18 +213,21 @@ def parse_request(protocol: Protocol, raw: bytes) -> ClientRequest:
     if not isinstance(conversation, list):
         raise InputError(f"{key}: an array is required", field=key)
     instructions: list[Message] = []
-    if protocol == "anthropic":
-        items = _anthropic_items(conversation)
-        if body.get("system") is not None:
-            instructions = [
-                strip_cache(m) for m in from_anthropic({"system": body["system"], "messages": []})
-            ]
-    elif protocol == "openai_chat":
-        items = _chat_items(conversation)
-    else:
-        items = _responses_items(conversation)
-        if isinstance(body.get("instructions"), str) and body["instructions"]:
-            instructions = [Message.system(body["instructions"])]
+    unmanaged: str | None = None
+    try:
+        if protocol == "anthropic":
+            items = _anthropic_items(conversation)
+            if body.get("system") is not None:
+                system = from_anthropic({"system": body["system"], "messages": []})
+                instructions = [strip_cache(m) for m in system]
+        elif protocol == "openai_chat":
+            items = _chat_items(conversation)
+        else:
+            items = _responses_items(conversation)
+            if isinstance(body.get("instructions"), str) and body["instructions"]:
+                instructions = [Message.system(body["instructions"])]
+    except InputError as exc:
+        items, instructions, unmanaged = [], [], str(exc)
     max_key = next((k for k in _MAX_KEYS[protocol] if k in body), None)
     max_tokens = body.get(max_key) if max_key is not None else None
     if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)):
@@ -240,6 +246,7 @@ def parse_request(protocol: Protocol, raw: bytes) -> ClientRequest:
         max_key,
         max_tokens,
         tuple(tools),
+        unmanaged,
     )
 
 
@@ -287,14 +294,17 @@ def render_messages(protocol: Protocol, messages: Sequence[Message]) -> list[Any
     return out
 
 
-def _merge_anthropic(values: list[Any]) -> list[Any]:
-    """Adjacent user (or assistant) messages joined into one: a checkpoint followed by the
-    client's next user message must not make two user turns in a row."""
+def _merge_anthropic(values: list[tuple[Any, bool]]) -> list[Any]:
+    """Adjacent user (or assistant) messages joined into one where one of them is comal's (a
+    checkpoint followed by the client's next user message must not make two user turns in a
+    row); the client's own adjacent messages stay as it sent them."""
     out: list[Any] = []
-    for value in values:
+    previous_ours = False
+    for value, ours in values:
         prev = out[-1] if out else None
         if (
-            isinstance(prev, dict)
+            (ours or previous_ours)
+            and isinstance(prev, dict)
             and isinstance(value, Mapping)
             and prev.get("role") == value.get("role")
             and value.get("role") in ("user", "assistant")
@@ -311,6 +321,7 @@ def _merge_anthropic(values: list[Any]) -> list[Any]:
             }
         else:
             out.append(value)
+        previous_ours = ours
     return out
 
 
@@ -322,14 +333,16 @@ def upstream_body(
     extra_tools: Sequence[Any] = (),
 ) -> dict[str, Any]:
     """The client's body with the conversation, output limit and tools replaced."""
-    conversation: list[Any] = []
+    tagged: list[tuple[Any, bool]] = []
     for piece in pieces:
         if piece[0] == "wire":
-            conversation.extend(piece[1].raw)
+            tagged.extend((value, False) for value in piece[1].raw)
         else:
-            conversation.extend(render_messages(request.protocol, piece[1]))
+            tagged.extend((value, True) for value in render_messages(request.protocol, piece[1]))
     if request.protocol == "anthropic":
-        conversation = _merge_anthropic(conversation)
+        conversation = _merge_anthropic(tagged)
+    else:
+        conversation = [value for value, _ in tagged]
     body = dict(request.body)
     body[_CONVERSATION[request.protocol]] = conversation
     if max_tokens is not None and request.max_key is not None:
