@@ -64,7 +64,7 @@ def test_serve_runs_and_refuses_an_unknown_engine(tmp_path: Path) -> None:
                 assert time.monotonic() < deadline and process.poll() is None
                 time.sleep(0.1)
         assert r.json() == {"tenant": "local", "sessions": []}
-        assert "comal serve on" in process.stderr.read1().decode()  # type: ignore[union-attr]
     finally:
         process.terminate()
-        process.wait(timeout=20)
+        _, said = process.communicate(timeout=20)
+    assert "comal serve on" in said.decode()
