@@ -19,7 +19,7 @@ import httpx
 import openai
 import pytest
 
-from comal.serve._proxy import INTERRUPTED_EVENT
+from comal.serve import INTERRUPTED_EVENT
 from comal.testing._fake_wire import anthropic_events
 
 from ._support import proxy

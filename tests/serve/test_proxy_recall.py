@@ -11,7 +11,7 @@ from typing import Any
 
 import openai
 
-from comal.serve._sessions import RECALL_EVENT
+from comal.serve import RECALL_EVENT
 
 from ._support import proxy
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from comal.ledger import verify
 from comal.messages import Reasoning, Role
-from comal.serve._sessions import RECALL_EVENT
+from comal.serve import RECALL_EVENT
 from comal.serve._turn import EVIDENCE_TOOL
 
 from ._support import assert_pairs_whole, input_tokens, node_tool, proxy, upstream

@@ -19,8 +19,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -28,14 +28,13 @@ import httpx
 from httpx_sse import EventSource
 
 from ..errors import ComalError, InputError
-from ..ledger import LedgerBackend, Scope, UsageInput
-from ..messages import Message, canonical_json, sha256_hex
-from ..ops import Actor, House, Policy, Registry, default_registry
-from ..tokens import Usage, normalize_usage
+from ..ledger import LedgerBackend
+from ..ops import Registry, default_registry
 from ._config import ServeConfig
 from ._engine import EngineAdapter
-from ._sessions import RECALL_EVENT, Routed, SessionRouter, client_key
-from ._stream import Accumulator, accumulator
+from ._record import Call, Exchange, Recorder, read_reply
+from ._sessions import SessionRouter, client_key
+from ._stream import accumulator
 from ._turn import EVIDENCE_TOOL, Turn, build_turn, evidence_tool
 from ._upstream import (
     Tee,
@@ -45,15 +44,12 @@ from ._upstream import (
     upstream_headers,
     upstream_url,
 )
-from ._wire import PROTOCOLS, ClientRequest, Protocol, Reply, parse_reply, parse_request
+from ._wire import PROTOCOLS, Protocol, parse_reply, parse_request
 
-__all__ = ["INSTRUCTIONS_EVENT", "INTERRUPTED_EVENT", "Forward", "ProxyService"]
+__all__ = ["Forward", "ProxyService"]
 
 log = logging.getLogger("comal.serve")
 
-INSTRUCTIONS_EVENT = "proxy_instructions"
-INTERRUPTED_EVENT = "interrupted_response"
-_UNKNOWN = Usage(None, None, None, None, None)
 _NO_RETRY = {"x-should-retry": "false"}
 
 
@@ -65,43 +61,6 @@ class Forward:
     headers: dict[str, str]
     body: bytes | AsyncIterator[bytes]
     media_type: str = "application/json"
-
-
-@dataclass
-class _Exchange:
-    status: int
-    headers: dict[str, str]
-    body: bytes
-    reply: Reply | None
-    latency_ms: float
-    media_type: str = "application/json"
-    unparsed: str | None = None  # why a successful reply could not be read into a message
-
-
-def _read_reply(make: Callable[[], Reply]) -> tuple[Reply | None, str | None]:
-    """A reply comal cannot read (an output item it does not know) still goes to the client;
-    the request record says why no entry was appended."""
-    try:
-        return make(), None
-    except (ComalError, ValueError, KeyError, TypeError) as exc:
-        return None, f"{type(exc).__name__}: {exc}"
-
-
-@dataclass
-class _Call:
-    """One request in progress: where it was routed and what it carries."""
-
-    protocol: Protocol
-    request: ClientRequest
-    routed: Routed
-    url: str
-    headers: dict[str, str]
-    tenant: str
-    client_tools: set[str] = field(default_factory=set)
-
-    @property
-    def scope(self) -> Scope:
-        return self.routed.scope
 
 
 def _agent_of(protocol: Protocol, headers: Mapping[str, str]) -> str:
@@ -141,7 +100,7 @@ class ProxyService:
         self.recall_registry = Registry([evidence])
         self.recall_tools = {p: evidence_tool(p, self.recall_registry) for p in PROTOCOLS}
         self._locks: dict[str, asyncio.Lock] = {}
-        self._instructions: dict[str, str] = {}
+        self.recorder = Recorder(ledger, self.router, self.recall_registry)
 
     async def aclose(self) -> None:
         await self.client.aclose()
@@ -201,7 +160,7 @@ class ProxyService:
             )
         except ComalError as exc:
             return Forward(400, _NO_RETRY, error_body(protocol, 400, f"[{exc.code}] {exc}"))
-        call = _Call(
+        call = Call(
             protocol,
             request,
             routed,
@@ -216,27 +175,11 @@ class ProxyService:
         }
         lock = self._locks.setdefault(call.scope.session, asyncio.Lock())
         async with lock:
-            await anyio.to_thread.run_sync(self._note_instructions, call)
+            await anyio.to_thread.run_sync(self.recorder.note_instructions, call)
             return await self._serve(call)
 
-    def _note_instructions(self, call: _Call) -> None:
-        """Record the request's system prompt and tools when they change (lossless)."""
-        body = call.request.body
-        system = body.get("system") if call.protocol == "anthropic" else body.get("instructions")
-        value = {"system": system, "tools": list(call.request.tools)}
-        digest = sha256_hex(canonical_json(value))
-        sid = call.scope.session
-        if sid not in self._instructions:
-            seen = self.ledger.records(call.scope, "event", kinds=(INSTRUCTIONS_EVENT,))
-            self._instructions[sid] = str(seen[-1].body.get("digest")) if seen else ""
-        if self._instructions[sid] != digest:
-            self.ledger.add_record(
-                call.scope, "event", INSTRUCTIONS_EVENT, {"v": 1, "digest": digest, **value}
-            )
-            self._instructions[sid] = digest
-
     # -- one turn ---------------------------------------------------------------------------
-    async def _turn(self, call: _Call, *, allow_recall: bool) -> Turn | Forward:
+    async def _turn(self, call: Call, *, allow_recall: bool) -> Turn | Forward:
         try:
             return await anyio.to_thread.run_sync(
                 lambda: build_turn(
@@ -258,7 +201,7 @@ class ProxyService:
                 error_body(call.protocol, 400, f"[{exc.code}] {exc}"),
             )
 
-    def _headers(self, call: _Call, turn: Turn | None) -> dict[str, str]:
+    def _headers(self, call: Call, turn: Turn | None) -> dict[str, str]:
         out = {"x-comal-session": call.scope.session}
         if turn is not None:
             out["x-comal-stage"] = turn.stage
@@ -266,7 +209,7 @@ class ProxyService:
                 out["x-comal-max-tokens"] = f"{turn.lowered_from}->{turn.max_tokens}"
         return out
 
-    async def _serve(self, call: _Call) -> Forward:
+    async def _serve(self, call: Call) -> Forward:
         rounds = 0
         while True:
             turn = await self._turn(call, allow_recall=rounds < self.config.max_recalls)
@@ -282,22 +225,22 @@ class ProxyService:
                 if c.name == EVIDENCE_TOOL and c.name not in call.client_tools
             ]
             if reply is not None and turn.offered_recall and internal:
-                await anyio.to_thread.run_sync(self._recall, call, turn, exchange)
+                await anyio.to_thread.run_sync(self.recorder.recall, call, turn, exchange)
                 rounds += 1
                 continue
             if exchange.status < 400:
-                await anyio.to_thread.run_sync(self._record, call, turn, exchange)
+                await anyio.to_thread.run_sync(self.recorder.record, call, turn, exchange)
             headers = {**exchange.headers, **self._headers(call, turn)}
             return Forward(exchange.status, headers, exchange.body, exchange.media_type)
 
     # -- upstream exchanges -----------------------------------------------------------------
-    def _fail(self, call: _Call, turn: Turn, status: int, message: str) -> Forward:
-        self._request_record(call, turn, None, None, {"error": status, "message": message})
+    def _fail(self, call: Call, turn: Turn, status: int, message: str) -> Forward:
+        self.recorder.request_record(call, turn, None, None, {"error": status, "message": message})
         return Forward(
             status, self._headers(call, turn), error_body(call.protocol, status, message)
         )
 
-    async def _exchange(self, call: _Call, turn: Turn) -> _Exchange:
+    async def _exchange(self, call: Call, turn: Turn) -> Exchange:
         """Send ``turn`` and read the whole reply (a stream is read to its end)."""
         started = time.perf_counter()
         acc = accumulator(call.protocol)
@@ -316,17 +259,17 @@ class ProxyService:
                 body = await response.aread()
                 reply, unparsed = None, None
                 if response.status_code < 400:
-                    reply, unparsed = _read_reply(lambda: parse_reply(call.protocol, _json(body)))
+                    reply, unparsed = read_reply(lambda: parse_reply(call.protocol, _json(body)))
                 else:
                     await anyio.to_thread.run_sync(
-                        self._request_record,
+                        self.recorder.request_record,
                         call,
                         turn,
                         None,
                         None,
                         {"error": response.status_code},
                     )
-                return _Exchange(
+                return Exchange(
                     response.status_code,
                     response_headers(response.headers),
                     body,
@@ -341,13 +284,15 @@ class ProxyService:
                 acc.feed(event.event, event.data)
         except httpx.TimeoutException as exc:
             await anyio.to_thread.run_sync(
-                self._interrupted, call, acc, f"upstream timed out: {exc}"
+                self.recorder.interrupted, call, acc, f"upstream timed out: {exc}"
             )
             return self._error_exchange(
                 call, turn, 504, f"upstream timed out: {exc}", started, record=False
             )
         except httpx.HTTPError as exc:
-            await anyio.to_thread.run_sync(self._interrupted, call, acc, f"upstream broke: {exc}")
+            await anyio.to_thread.run_sync(
+                self.recorder.interrupted, call, acc, f"upstream broke: {exc}"
+            )
             return self._error_exchange(
                 call, turn, 502, f"upstream stream broke: {exc}", started, record=False
             )
@@ -355,10 +300,10 @@ class ProxyService:
             await response.aclose()
         if not acc.done or acc.error is not None:
             why = "upstream sent an error event" if acc.error else "stream ended before its end"
-            await anyio.to_thread.run_sync(self._interrupted, call, acc, why)
+            await anyio.to_thread.run_sync(self.recorder.interrupted, call, acc, why)
             return self._error_exchange(call, turn, 502, f"upstream {why}", started, record=False)
-        reply, unparsed = _read_reply(acc.reply)
-        return _Exchange(
+        reply, unparsed = read_reply(acc.reply)
+        return Exchange(
             200,
             response_headers(response.headers),
             b"".join(chunks),
@@ -370,19 +315,21 @@ class ProxyService:
 
     def _error_exchange(
         self,
-        call: _Call,
+        call: Call,
         turn: Turn,
         status: int,
         message: str,
         started: float,
         *,
         record: bool = True,
-    ) -> _Exchange:
+    ) -> Exchange:
         if record:
-            self._request_record(call, turn, None, None, {"error": status, "message": message})
-        return _Exchange(status, {}, error_body(call.protocol, status, message), None, _ms(started))
+            self.recorder.request_record(
+                call, turn, None, None, {"error": status, "message": message}
+            )
+        return Exchange(status, {}, error_body(call.protocol, status, message), None, _ms(started))
 
-    async def _relay(self, call: _Call, turn: Turn) -> Forward:
+    async def _relay(self, call: Call, turn: Turn) -> Forward:
         """Stream ``turn``'s reply to the client event by event, recording it at the end."""
         started = time.perf_counter()
         try:
@@ -402,15 +349,20 @@ class ProxyService:
         if response.status_code >= 400 or not _is_stream(response):
             body = await response.aread()
             await response.aclose()
-            exchange = _Exchange(response.status_code, headers, body, None, _ms(started))
+            exchange = Exchange(response.status_code, headers, body, None, _ms(started))
             if response.status_code < 400:
-                exchange.reply, exchange.unparsed = _read_reply(
+                exchange.reply, exchange.unparsed = read_reply(
                     lambda: parse_reply(call.protocol, _json(body))
                 )
-                await anyio.to_thread.run_sync(self._record, call, turn, exchange)
+                await anyio.to_thread.run_sync(self.recorder.record, call, turn, exchange)
             else:
                 await anyio.to_thread.run_sync(
-                    self._request_record, call, turn, None, None, {"error": response.status_code}
+                    self.recorder.request_record,
+                    call,
+                    turn,
+                    None,
+                    None,
+                    {"error": response.status_code},
                 )
             return Forward(response.status_code, headers, body)
         return Forward(
@@ -418,7 +370,7 @@ class ProxyService:
         )
 
     async def _events(
-        self, call: _Call, turn: Turn, response: httpx.Response, started: float
+        self, call: Call, turn: Turn, response: httpx.Response, started: float
     ) -> AsyncIterator[bytes]:
         acc = accumulator(call.protocol)
         pending: list[bytes] = []
@@ -436,10 +388,12 @@ class ProxyService:
                         # Stored before the client sees the end: a client that has the whole
                         # reply finds it in the ledger.
                         recorded = True
-                        reply, unparsed = _read_reply(acc.reply)
-                        exchange = _Exchange(200, {}, b"", reply, _ms(started), unparsed=unparsed)
+                        reply, unparsed = read_reply(acc.reply)
+                        exchange = Exchange(200, {}, b"", reply, _ms(started), unparsed=unparsed)
                         meta = {"first_byte_ms": first}
-                        await anyio.to_thread.run_sync(self._record, call, turn, exchange, meta)
+                        await anyio.to_thread.run_sync(
+                            self.recorder.record, call, turn, exchange, meta
+                        )
                     if pending:
                         data = b"".join(pending)
                         pending.clear()
@@ -461,79 +415,8 @@ class ProxyService:
                     elif broken is None and acc.done is False:
                         broken = "the stream ended (or the client left) before the reply ended"
                     await anyio.to_thread.run_sync(
-                        self._interrupted, call, acc, broken or "the reply did not finish"
+                        self.recorder.interrupted, call, acc, broken or "the reply did not finish"
                     )
-
-    # -- recording (worker threads) ---------------------------------------------------------
-    def _usage(
-        self, call: _Call, reply: Reply | None, turn: Turn, meta: dict[str, Any]
-    ) -> UsageInput:
-        usage = _UNKNOWN
-        if reply is not None and reply.usage is not None:
-            try:
-                usage = normalize_usage(call.protocol, reply.usage)
-            except InputError:
-                meta = {**meta, "usage_raw": reply.usage}
-        model = (reply.model if reply is not None else None) or call.request.model
-        full = {"v": 1, "route": call.protocol, "stream": call.request.stream, **turn.meta, **meta}
-        if reply is not None:
-            full |= {"stop": reply.stop, "response_id": reply.response_id}
-        return UsageInput(usage, model=model, protocol=call.protocol, meta=full)
-
-    def _request_record(
-        self,
-        call: _Call,
-        turn: Turn,
-        entry_id: int | None,
-        reply: Reply | None,
-        meta: dict[str, Any],
-    ) -> None:
-        self.ledger.record_request(call.scope, entry_id, self._usage(call, reply, turn, meta))
-
-    def _record(
-        self, call: _Call, turn: Turn, exchange: _Exchange, meta: dict[str, Any] | None = None
-    ) -> None:
-        reply = exchange.reply
-        extra = {"latency_ms": exchange.latency_ms, **(meta or {})}
-        if reply is None or reply.message is None or not reply.message.parts:
-            extra |= {"empty": True, "unparsed": exchange.unparsed}
-            self._request_record(call, turn, None, reply, extra)
-            return
-        usage = self._usage(call, reply, turn, extra)
-        self.router.record_reply(call.scope, reply.message, usage)
-
-    def _interrupted(self, call: _Call, acc: Accumulator, why: str) -> None:
-        body = {"v": 1, "reason": why, "route": call.protocol, **acc.partial()}
-        with self.ledger.atomic():
-            self.ledger.add_record(call.scope, "event", INTERRUPTED_EVENT, body)
-            usage = UsageInput(_UNKNOWN, call.request.model, call.protocol, {"interrupted": why})
-            self.ledger.record_request(call.scope, None, usage)
-
-    def _recall(self, call: _Call, turn: Turn, exchange: _Exchange) -> None:
-        """Run the reply's EvidenceRead calls through the house as a step of their own."""
-        reply = exchange.reply
-        assert reply is not None and reply.message is not None
-        usage = self._usage(call, reply, turn, {"recall": True, "latency_ms": exchange.latency_ms})
-        house = House(self.ledger, call.scope, self.recall_registry, Policy())
-        catalog = house.catalog("model")
-        actor = Actor.user(f"proxy:{call.tenant}")
-        with self.ledger.atomic():
-            entry = self.router.record_reply(call.scope, reply.message, usage, internal=True)
-            for c in reply.message.tool_calls:
-                if c.name == EVIDENCE_TOOL:
-                    house.record(house.run(c, actor, offered=catalog), join_step=entry.step)
-                else:
-                    text = (
-                        f"[comal: {c.name} was not run: this reply also read evidence, so the "
-                        "model was asked again with what it read; propose the call again]"
-                    )
-                    self.ledger.append(
-                        call.scope, [Message.tool(c.id, text, is_error=True)], join_step=entry.step
-                    )
-            added = self.ledger.entries(call.scope, start_seq=entry.seq + 1)
-            self.router.record_results(call.scope, added)
-            ids = [entry.id, *(e.id for e in added)]
-            self.ledger.add_record(call.scope, "event", RECALL_EVENT, {"v": 1, "entries": ids})
 
 
 def _is_stream(response: httpx.Response) -> bool:

@@ -14,7 +14,7 @@ from ..ledger import Entry, LedgerBackend, RequestRecord, Scope, SessionInfo
 from ..messages import message_to_dict
 from ..ops import receipts
 from ._approvals import pending
-from ._proxy import INSTRUCTIONS_EVENT
+from ._record import INSTRUCTIONS_EVENT
 
 __all__ = [
     "entries_view",
