@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from ._bench import app as bench_app
 from ._common import JsonOpt, coded_errors, emit_json, err, ledger, ledger_path, out
 
 app = typer.Typer()
@@ -139,3 +140,35 @@ def keys_revoke(
         emit_json(key.as_dict())
         return
     out.print(f"revoked {key.id} ({key.tenant}) at {key.revoked_at}")
+
+
+def proxy_bench(
+    clients: Annotated[int, typer.Option(help="Concurrent conversations.", min=1)] = 32,
+    turns: Annotated[int, typer.Option(help="Requests per conversation.", min=1)] = 20,
+    stream: Annotated[bool, typer.Option(help="Streamed replies (SSE relay).")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Concurrent clients through `comal serve` and straight to FakeServer, in one run: added
+    latency p50/p99, and the ledger's count of requests (none lost or duplicated).
+
+    Example: comal bench proxy --clients 32 --turns 20
+    """
+    from ..bench._proxy import run_proxy_bench
+
+    with err.status("benchmarking") as status:
+        result = run_proxy_bench(
+            clients=clients, turns=turns, stream=stream, progress=lambda m: status.update(m)
+        )
+    if as_json:
+        emit_json(result.as_dict())
+        return
+    table = Table("measure", "value", title=f"proxy: {clients} clients x {turns} turns")
+    for name, value in result.as_dict().items():
+        table.add_row(
+            name.replace("_", " "), f"{value:,}" if isinstance(value, int) else str(value)
+        )
+    out.print(table)
+
+
+# `comal bench proxy` lives with the other benchmarks; its code stays beside `comal serve`.
+bench_app.command("proxy")(proxy_bench)
