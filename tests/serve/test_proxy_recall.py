@@ -25,7 +25,9 @@ def _script() -> list[dict[str, Any]]:
         script.append({"content": [call], "usage": {"input_tokens": 10, "output_tokens": 2}})
     # Entry 3 is the first tool result (user, assistant, result).
     recall = {"type": "tool_use", "id": "call_ev", "name": "EvidenceRead", "input": {"entry": 3}}
-    script.append({"content": [recall], "usage": {"input_tokens": 10, "output_tokens": 2}})
+    # A client tool proposed beside the recall is not run: the model is asked again.
+    beside = {"type": "tool_use", "id": "call_beside", "name": "run", "input": {"n": -1}}
+    script.append({"content": [recall, beside], "usage": {"input_tokens": 10, "output_tokens": 2}})
     script.append({"content": "Read it.", "usage": {"input_tokens": 10, "output_tokens": 2}})
     return script
 
@@ -56,9 +58,11 @@ def test_the_proxy_runs_evidence_read_and_returns_only_the_final_reply(tmp_path:
         (receipt,) = px.ledger.records(info.scope, "receipt")
         assert receipt.body["status"] == "ok" and receipt.body["operation"] == "EvidenceRead"
         internal = px.ledger.entries(info.scope)
-        read = next(e for e in internal if e.id == event.body["entries"][-1])
-        assert read.message.tool_result is not None
-        assert "0:0 some output line" in read.message.tool_result.text
+        recall_entries = [e for e in internal if e.id in set(event.body["entries"])]
+        assert [e.role for e in recall_entries] == ["assistant", "tool", "tool"]
+        read, beside = (e.message.tool_result for e in recall_entries[1:])
+        assert read is not None and "0:0 some output line" in read.text
+        assert beside is not None and beside.call_id == "call_beside" and beside.is_error
         offered = [
             r
             for r in px.fake.requests

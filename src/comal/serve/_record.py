@@ -144,11 +144,22 @@ class Recorder:
         assert reply is not None and reply.message is not None
         usage = self.usage(call, reply, turn, {"recall": True, "latency_ms": exchange.latency_ms})
         house = House(self.ledger, call.scope, self.recall_registry, Policy())
-        catalog = house.catalog("model")
         actor = Actor.user(f"proxy:{call.tenant}")
+        with self.router.hold():
+            try:
+                self._recall_step(call, reply.message, usage, house, actor)
+            except BaseException:
+                # The step rolled back: the cached projection must not keep what it noted.
+                self.router.forget(call.scope)
+                raise
+
+    def _recall_step(
+        self, call: Call, message: Message, usage: UsageInput, house: House, actor: Actor
+    ) -> None:
+        catalog = house.catalog("model")
         with self.ledger.atomic():
-            entry = self.router.record_reply(call.scope, reply.message, usage, internal=True)
-            for c in reply.message.tool_calls:
+            entry = self.router.record_reply(call.scope, message, usage, internal=True)
+            for c in message.tool_calls:
                 if c.name == EVIDENCE_TOOL:
                     house.record(house.run(c, actor, offered=catalog), join_step=entry.step)
                 else:

@@ -119,6 +119,11 @@ class SessionRouter:
         self._families: dict[tuple[str, str], list[Scope]] = {}
         self._known: dict[str, _Known] = {}
 
+    def hold(self) -> threading.RLock:
+        """The router's lock, for writers that must take it before the ledger's (one order
+        everywhere: router, then ledger)."""
+        return self._lock
+
     # -- reading what the ledger already has ------------------------------------------------
     def _family(self, tenant: str, key: str) -> list[Scope]:
         found = self._families.get((tenant, key))
