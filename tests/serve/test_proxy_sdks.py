@@ -196,3 +196,17 @@ def test_history_resent_appends_only_what_is_new_and_an_edit_branches(tmp_path: 
         ]
         assert json.loads(r4.content)["content"][0]["text"] == "branch"
         assert Role.USER.value == "user"
+
+
+def test_count_tokens_falls_back_to_comals_count(tmp_path: Path) -> None:
+    """FakeServer has no count_tokens route (404): the proxy answers with its own count."""
+    with proxy(tmp_path, []) as px:
+        client = anthropic.Anthropic(base_url=px.url, api_key="sk", max_retries=0)
+        counted = client.messages.count_tokens(
+            model="claude-sonnet-4-5",
+            system="be brief",
+            messages=[{"role": "user", "content": "hello there " * 50}],
+        )
+        assert counted.input_tokens > 50
+        assert [r.path for r in px.fake.requests] == ["/v1/messages/count_tokens"]
+        assert px.ledger.sessions() == []
