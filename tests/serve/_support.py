@@ -6,10 +6,12 @@ import json
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import anthropic
+import openai
 import pytest
 
 from comal.ledger import SQLiteLedger, open_ledger
@@ -40,10 +42,25 @@ class Proxy:
     ledger: SQLiteLedger
     server: ServerThread
     config: ServeConfig
+    clients: list[Any] = field(default_factory=list)
 
     @property
     def url(self) -> str:
         return self.server.url
+
+    def anthropic(self, **settings: Any) -> anthropic.Anthropic:
+        """An official Anthropic client on the proxy, closed with it."""
+        settings = {"base_url": self.url, "api_key": "sk", "max_retries": 0, **settings}
+        client = anthropic.Anthropic(**settings)
+        self.clients.append(client)
+        return client
+
+    def openai(self, **settings: Any) -> openai.OpenAI:
+        """An official OpenAI client on the proxy, closed with it."""
+        settings = {"base_url": f"{self.url}/v1", "api_key": "sk", "max_retries": 0, **settings}
+        client = openai.OpenAI(**settings)
+        self.clients.append(client)
+        return client
 
 
 @contextmanager
@@ -57,7 +74,12 @@ def proxy(tmp_path: Path, script: list[Any], **settings: Any) -> Iterator[Proxy]
         )
         app = create_app(config, ledger=led)
         with ServerThread(app) as server:
-            yield Proxy(fake, led, server, config)
+            px = Proxy(fake, led, server, config)
+            try:
+                yield px
+            finally:
+                for client in px.clients:
+                    client.close()
         led.close()
 
 

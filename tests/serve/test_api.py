@@ -85,8 +85,9 @@ def test_a_pending_ask_is_answered_over_http_by_the_authenticated_human(tmp_path
     work.mkdir()
     with proxy(tmp_path, []) as px:
         agent = asking_agent(tmp_path / "ledger.db", work)
-        stream = httpx.Client(timeout=30)
-        with stream.stream("GET", px.url + "/api/events", params={"interval": 0.05}) as events:
+        with httpx.stream(
+            "GET", px.url + "/api/events", params={"interval": 0.05}, timeout=30
+        ) as events:
             pending = _wait(lambda: httpx.get(px.url + "/api/approvals").json()["approvals"])
             (ask,) = pending
             assert ask["operation"] == "Bash" and ask["arguments"]["command"] == "echo approved"

@@ -89,26 +89,24 @@ def test_keys_required_once_one_exists_and_tenants_are_apart(tmp_path: Path) -> 
     with proxy(tmp_path, [{"content": "a"}, {"content": "b"}]) as px:
         _, key_a = px.ledger.add_proxy_key("acme", "ci")
         _, key_b = px.ledger.add_proxy_key("globex")
-        client = anthropic.Anthropic(base_url=px.url, api_key="sk", max_retries=0)
+        client = px.anthropic(api_key="sk", max_retries=0)
         with pytest.raises(anthropic.AuthenticationError) as missing:
             client.messages.create(**BODY)  # type: ignore[call-overload]
         assert "proxy key is required" in str(missing.value)
-        wrong = anthropic.Anthropic(
-            base_url=px.url,
+        wrong = px.anthropic(
             api_key="sk",
             max_retries=0,
             default_headers={"x-comal-key": key_a[:-2] + "zz"},
         )
         with pytest.raises(anthropic.AuthenticationError):
             wrong.messages.create(**BODY)  # type: ignore[call-overload]
-        oa = openai.OpenAI(base_url=px.url + "/v1", api_key="comal_0000_nope", max_retries=0)
+        oa = px.openai(api_key="comal_0000_nope", max_retries=0)
         with pytest.raises(openai.AuthenticationError):
             oa.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
         assert px.fake.requests == []
         # Both tenants send the same conversation with the same session header.
         for key in (key_a, key_b):
-            ok = anthropic.Anthropic(
-                base_url=px.url,
+            ok = px.anthropic(
                 api_key=key,  # a comal key in the provider header is consumed, not forwarded
                 max_retries=0,
                 default_headers={"x-comal-session": "same"},
@@ -135,7 +133,7 @@ def test_upstream_errors_pass_through_and_a_retry_duplicates_nothing(
     tmp_path: Path, kind: str
 ) -> None:
     with proxy(tmp_path, [{"error": kind}, {"content": "fine"}]) as px:
-        client = anthropic.Anthropic(base_url=px.url, api_key="sk", max_retries=0)
+        client = px.anthropic(api_key="sk", max_retries=0)
         error = anthropic.RateLimitError if kind == "rate_limit" else anthropic.InternalServerError
         with pytest.raises(error) as failed:
             client.messages.create(**BODY)  # type: ignore[call-overload]
@@ -157,7 +155,7 @@ def test_unreachable_upstream_is_502_and_a_silent_one_504(tmp_path: Path) -> Non
         port = dead.getsockname()[1]
     with proxy(tmp_path, []) as px:
         object.__setattr__(px.config, "upstream_openai", f"http://127.0.0.1:{port}/v1")
-        oa = openai.OpenAI(base_url=px.url + "/v1", api_key="sk", max_retries=0)
+        oa = px.openai(api_key="sk", max_retries=0)
         with pytest.raises(openai.APIStatusError) as failed:
             oa.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
         assert failed.value.status_code == 502
@@ -168,7 +166,7 @@ def test_unreachable_upstream_is_502_and_a_silent_one_504(tmp_path: Path) -> Non
         port = silent.getsockname()[1]
         with proxy(tmp_path / "t", [], upstream_timeout=0.5) as px:
             object.__setattr__(px.config, "upstream_anthropic", f"http://127.0.0.1:{port}")
-            client = anthropic.Anthropic(base_url=px.url, api_key="sk", max_retries=0)
+            client = px.anthropic(api_key="sk", max_retries=0)
             with pytest.raises(anthropic.APIStatusError) as slow:
                 client.messages.create(**BODY)  # type: ignore[call-overload]
             assert slow.value.status_code == 504
@@ -208,7 +206,7 @@ def test_a_stream_broken_upstream_is_an_interrupted_event_not_a_half_message(
 ) -> None:
     with _broken_upstream() as url, proxy(tmp_path, []) as px:
         object.__setattr__(px.config, "upstream_anthropic", url)
-        client = anthropic.Anthropic(base_url=px.url, api_key="sk", max_retries=0)
+        client = px.anthropic(api_key="sk", max_retries=0)
         with pytest.raises((anthropic.APIError, httpx.HTTPError)):
             with client.messages.stream(**BODY) as stream:  # type: ignore[arg-type]
                 stream.get_final_text()

@@ -9,8 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import openai
-
 from comal.serve import RECALL_EVENT
 
 from ._support import proxy
@@ -34,7 +32,7 @@ def _script() -> list[dict[str, Any]]:
 
 def test_the_proxy_runs_evidence_read_and_returns_only_the_final_reply(tmp_path: Path) -> None:
     with proxy(tmp_path, _script(), context_window=6_000) as px:
-        client = openai.OpenAI(base_url=f"{px.url}/v1", api_key="sk", max_retries=0)
+        client = px.openai(api_key="sk", max_retries=0)
         tools = [
             {"type": "function", "function": {"name": "run", "parameters": {"type": "object"}}}
         ]

@@ -8,9 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import anthropic
 import httpx
-import openai
 
 from comal.messages import Role
 
@@ -26,7 +24,7 @@ def test_anthropic_sdk_whole_and_streamed(tmp_path: Path) -> None:
         {"content": "Found it.", "usage": USAGE},
     ]
     with proxy(tmp_path, script) as px:
-        client = anthropic.Anthropic(base_url=px.url, api_key="sk-test", max_retries=0)
+        client = px.anthropic(api_key="sk-test", max_retries=0)
         tools = [{"name": "lookup", "description": "d", "input_schema": {"type": "object"}}]
         history: list[dict[str, object]] = [{"role": "user", "content": "find x"}]
         first = client.messages.create(
@@ -58,7 +56,7 @@ def test_openai_chat_whole_and_streamed(tmp_path: Path) -> None:
         {"content": "Found it.", "usage": USAGE},
     ]
     with proxy(tmp_path, script) as px:
-        client = openai.OpenAI(base_url=f"{px.url}/v1", api_key="sk-test", max_retries=0)
+        client = px.openai(api_key="sk-test", max_retries=0)
         history: list[dict[str, object]] = [
             {"role": "system", "content": "be brief"},
             {"role": "user", "content": "find x"},
@@ -89,7 +87,7 @@ def test_openai_responses_whole_and_streamed(tmp_path: Path) -> None:
         {"content": "Found it.", "usage": USAGE},
     ]
     with proxy(tmp_path, script) as px:
-        client = openai.OpenAI(base_url=f"{px.url}/v1", api_key="sk-test", max_retries=0)
+        client = px.openai(api_key="sk-test", max_retries=0)
         first = client.responses.create(model="gpt-4.1", input="find x", instructions="brief")
         call = first.output[0]
         assert call.type == "function_call"
@@ -201,7 +199,7 @@ def test_history_resent_appends_only_what_is_new_and_an_edit_branches(tmp_path: 
 def test_count_tokens_falls_back_to_comals_count(tmp_path: Path) -> None:
     """FakeServer has no count_tokens route (404): the proxy answers with its own count."""
     with proxy(tmp_path, []) as px:
-        client = anthropic.Anthropic(base_url=px.url, api_key="sk", max_retries=0)
+        client = px.anthropic(api_key="sk", max_retries=0)
         counted = client.messages.count_tokens(
             model="claude-sonnet-4-5",
             system="be brief",
