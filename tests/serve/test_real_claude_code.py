@@ -150,3 +150,34 @@ def test_claude_code_runs_many_turns_through_the_proxy(tmp_path: Path) -> None:
         records = led.requests(scope)
         assert len(records) == len(px.fake.requests)
         assert all(r.new_input is not None and r.output is not None for r in records)
+
+
+def test_claude_code_with_and_without_a_proxy_key(tmp_path: Path) -> None:
+    """# covers: LED-2 — the key travels in ANTHROPIC_CUSTOM_HEADERS; the client's own key
+    still goes upstream; without the key Claude Code stops at once with the proxy's 401."""
+    claude = node_tool("claude")
+    home = tmp_path / "home"
+    home.mkdir()
+    with proxy(tmp_path, [{"content": "hello"}]) as px:
+        _, key = px.ledger.add_proxy_key("acme", "claude")
+        env = {
+            "PATH": os.environ["PATH"],
+            "HOME": str(home),
+            "ANTHROPIC_BASE_URL": px.url,
+            "ANTHROPIC_API_KEY": "provider-key",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        }
+        args = [str(claude), "-p", "hi", "--output-format", "json"]
+        run = {"cwd": home, "capture_output": True, "text": True, "timeout": 120}
+        ok = subprocess.run(
+            args, env={**env, "ANTHROPIC_CUSTOM_HEADERS": f"x-comal-key: {key}"}, **run
+        )  # type: ignore[call-overload]
+        assert ok.returncode == 0, ok.stdout + ok.stderr
+        assert json.loads(ok.stdout)["result"] == "hello"
+        (sent,) = px.fake.requests
+        assert sent.headers["x-api-key"] == "provider-key" and "x-comal-key" not in sent.headers
+        assert [s.tenant for s in px.ledger.sessions()] == ["acme"]
+        refused = subprocess.run(args, env=env, **run)  # type: ignore[call-overload]
+        assert refused.returncode != 0
+        assert "proxy key is required" in json.loads(refused.stdout)["result"]
+        assert len(px.fake.requests) == 1
