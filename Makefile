@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck clean sandbox
+.PHONY: demo test lint typecheck clean sandbox node screenshots
 
 # Bash runs in bubblewrap's sandbox; its tests need `bwrap` (Debian: bubblewrap).
 sandbox:
@@ -17,6 +17,24 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev,bench]'
 	touch $(STAMP)
+
+# The real agent CLIs the proxy tests drive (tests skip, saying so, when they are missing).
+NODE_DIR := build/node
+NODE_STAMP := $(NODE_DIR)/.installed
+NODE_PACKAGES := @anthropic-ai/claude-code@2.1.197 @openai/codex@0.171.0
+
+node: $(NODE_STAMP)
+
+$(NODE_STAMP): Makefile
+	mkdir -p $(NODE_DIR)
+	cd $(NODE_DIR) && npm install --no-audit --no-fund --no-save --prefix . $(NODE_PACKAGES)
+	# npm skips install scripts it was not told to trust; Claude Code's puts its binary in place.
+	cd $(NODE_DIR)/node_modules/@anthropic-ai/claude-code && node install.cjs
+	touch $(NODE_STAMP)
+
+# Dashboard screenshots for the README, taken in Debian's chromium.
+screenshots: $(STAMP)
+	COMAL_SCREENSHOTS=docs/serve $(BIN)/pytest tests/serve/test_dashboard_browser.py
 
 demo: $(STAMP)
 	$(BIN)/python -m comal.demo

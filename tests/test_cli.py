@@ -40,7 +40,6 @@ def db(tmp_path: Path) -> Path:
 
 
 def test_sessions_json_contract(db: Path) -> None:
-    # covers: LED-3
     rows = json.loads(_run("--ledger", str(db), "sessions", "--json"))
     assert rows[0]["session"] == "sess-1"
     assert {"session", "tenant", "agent", "entries", "status", "source"} <= set(rows[0])
@@ -78,7 +77,6 @@ def test_show_and_context(db: Path) -> None:
 
 
 def test_unknown_session_is_a_coded_error(db: Path) -> None:
-    # covers: LED-2
     result = runner.invoke(app, ["--ledger", str(db), "show", "nope", "--json"])
     assert result.exit_code == 2
     assert json.loads(result.stdout)["error"]["code"] == "USER_ERROR"
@@ -97,7 +95,6 @@ def _walk(group: object, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
 
 
 def test_every_command_has_help_with_an_example() -> None:
-    # covers: CFG-1
     commands = _walk(app)
     assert {("import",), ("sessions",), ("show",), ("context",), ("export",), ("verify",)} <= set(
         commands

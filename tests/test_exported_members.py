@@ -6,7 +6,6 @@ import comal
 
 
 def test_top_level_exports_are_pinned() -> None:
-    # covers: CFG-1
     assert sorted(comal.__all__) == sorted(
         [
             "Assembly", "Budget", "BudgetError", "ComalError", "ContextLength",
@@ -21,7 +20,6 @@ def test_top_level_exports_are_pinned() -> None:
 
 
 def test_spec_codes_are_stable() -> None:
-    # covers: OUT-1, TOK-5, LIM-5
     assert comal.ContextLength.code == "CONTEXT_LENGTH"
     assert comal.OutputLength.code == "OUTPUT_LENGTH"
     assert comal.ContextOverhead.code == "CONTEXT_OVERHEAD"

@@ -1,4 +1,3 @@
-# covers: TOK-1, TOK-2, TOK-3, TOK-4, TOK-5
 """The public API of comal.tokens is exactly what __all__ says (others code against it)."""
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from .. import __version__
-from . import _bench, _context, _doctor, _engine, _import, _ops, _sessions
+from . import _bench, _context, _doctor, _engine, _import, _ops, _serve, _sessions
 from ._common import STATE, LedgerOpt
 from ._root import agent_app, is_agent_invocation, normalize_argv
 
@@ -42,10 +42,19 @@ def _root(
     STATE.ledger_path = ledger
 
 
-for sub in (_import.app, _sessions.app, _context.app, _engine.app, _ops.app, _doctor.app):
+for sub in (
+    _import.app,
+    _sessions.app,
+    _context.app,
+    _engine.app,
+    _ops.app,
+    _doctor.app,
+    _serve.app,
+):
     for command in sub.registered_commands:
         app.registered_commands.append(command)
 app.add_typer(_bench.app, name="bench")
+app.add_typer(_serve.keys_app, name="keys")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -17,6 +17,8 @@ from platformdirs import user_data_dir
 from ..errors import LedgerError, UserError
 from ..tokens import TokenCounter
 from ._backend import LedgerBackend
+from ._keys import KEY_PREFIX as PROXY_KEY_PREFIX
+from ._keys import ProxyKey
 from ._model import (
     CheckpointRecord,
     Entry,
@@ -41,6 +43,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MIGRATIONS",
+    "PROXY_KEY_PREFIX",
     "SCHEMA_VERSION",
     "CheckpointRecord",
     "Entry",
@@ -49,6 +52,7 @@ __all__ = [
     "Ledger",
     "LedgerBackend",
     "PostgresLedger",
+    "ProxyKey",
     "Record",
     "RecordTable",
     "RequestRecord",

@@ -15,19 +15,22 @@ from ..errors import LedgerError, UserError
 from ..messages import Message, canonical_json, message_to_json, sha256_hex
 from ..tokens import count_message
 from ._common import check_step_shape, prepare, session_from_row, usage_anchor
+from ._keys import ProxyKeys
 from ._model import STATUSES, CheckpointRecord, Entry, Record, RecordTable, Scope, SessionInfo
 from ._postgres_reads import Conn, _PgReads
 from ._postgres_schema import check_text, search_vectors, storable
 from ._sqlite_base import StepInput, UsageInput, _now
 
 
-class PostgresLedger(_PgReads):
+class PostgresLedger(_PgReads, ProxyKeys):
     """Append-only store over one psycopg connection. Synchronous by design, like SQLite's:
     async callers cross to a thread at their edge.
 
     ``schema`` names the PostgreSQL schema holding the tables (created if missing); without it
     the connection's ``search_path`` decides (normally ``public``).
     """
+
+    _mark = "%s"  # psycopg's placeholder, for the statements shared with SQLite
 
     # -- sessions -----------------------------------------------------------------------------
     def create_session(

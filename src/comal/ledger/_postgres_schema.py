@@ -23,6 +23,7 @@ import psycopg
 from psycopg import sql
 
 from ..errors import SchemaVersionError, UserError
+from ._keys import KEYS_DDL
 
 _ENTRIES = """
 CREATE TABLE sessions (
@@ -126,7 +127,10 @@ CREATE TABLE summaries_fts (
 CREATE INDEX summaries_fts_tsv ON summaries_fts USING GIN (tsv);
 """
 
-MIGRATIONS: tuple[tuple[str, str], ...] = (("0001_initial", _ENTRIES + _RECORDS),)
+MIGRATIONS: tuple[tuple[str, str], ...] = (
+    ("0001_initial", _ENTRIES + _RECORDS),
+    ("0002_proxy_keys", KEYS_DDL),
+)
 SCHEMA_VERSION = len(MIGRATIONS)  # the names match SQLite's one for one (a test pins it)
 
 # Migrations of one schema take turns: two processes opening a fresh ledger must not both run DDL.

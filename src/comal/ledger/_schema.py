@@ -8,6 +8,7 @@ import sqlite3
 from datetime import UTC, datetime
 
 from ..errors import SchemaVersionError
+from ._keys import KEYS_DDL
 
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     (
@@ -100,6 +101,7 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         CREATE VIRTUAL TABLE summaries_fts USING fts5 (text, content='', tokenize='unicode61');
         """,
     ),
+    ("0002_proxy_keys", KEYS_DDL),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -10,6 +10,7 @@ from typing import Any, Literal
 from ..errors import LedgerError, UserError
 from ..messages import Message, canonical_json
 from ._common import check_step_shape, prepare, session_from_row, usage_anchor
+from ._keys import ProxyKeys
 from ._model import (
     STATUSES,
     Entry,
@@ -22,7 +23,7 @@ from ._sqlite_reads import _Reads
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 
 
-class SQLiteLedger(_Reads):
+class SQLiteLedger(_Reads, ProxyKeys):
     """Append-only store. Synchronous by design: async callers cross to a thread at their edge.
 
     One connection per instance, guarded by a lock so a ledger can be shared by threads.

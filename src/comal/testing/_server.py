@@ -88,6 +88,8 @@ def _invalid(protocol: str, body: Any) -> str | None:
 
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
+    # socketserver's default backlog of 5 makes concurrent clients wait for SYN retries (1 s).
+    request_queue_size = 128
     fake: FakeServer
 
 

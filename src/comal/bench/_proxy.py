@@ -1,0 +1,184 @@
+"""``comal bench proxy``: concurrent clients through ``comal serve`` against FakeServer.
+
+One run measures both paths on loopback with the same load: ``clients`` concurrent
+conversations of ``turns`` requests each, first straight to a :class:`FakeServer`, then through
+``comal serve`` (a separate process, so the load generator does not share its interpreter)
+in front of the same FakeServer. It reports the latency of each path (p50/p99), the proxy's
+added latency, and what the ledger holds afterwards: one session per client, one request
+record and two entries per turn — no request lost or recorded twice.
+
+The proxy is a face above the benchmarks in comal's layering; it is imported here only when the
+benchmark runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+__all__ = ["ProxyBench", "run_proxy_bench"]
+
+
+@dataclass(frozen=True)
+class ProxyBench:
+    clients: int
+    turns: int
+    stream: bool
+    direct_p50_ms: float
+    direct_p99_ms: float
+    proxy_p50_ms: float
+    proxy_p99_ms: float
+    added_p50_ms: float
+    added_p99_ms: float
+    requests_sent: int
+    requests_recorded: int
+    sessions: int
+    entries: int
+    duplicated_entries: int
+    failures: int
+    wall_s: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return 0.0
+    k = min(len(ordered) - 1, max(0, round(p / 100 * (len(ordered) - 1))))
+    return round(ordered[k], 3)
+
+
+async def _client(
+    http: httpx.AsyncClient, url: str, n: int, turns: int, stream: bool, out: list[float]
+) -> int:
+    messages: list[dict[str, Any]] = []
+    failures = 0
+    for turn in range(turns):
+        messages.append({"role": "user", "content": f"client {n} turn {turn}: say something"})
+        body = {"model": "claude-sonnet-4-5", "max_tokens": 256, "messages": messages}
+        if stream:
+            body["stream"] = True
+        headers = {"x-api-key": "bench", "x-comal-session": f"bench-{n}"}
+        started = time.perf_counter()
+        response = await http.post(f"{url}/v1/messages", json=body, headers=headers)
+        raw = await response.aread()
+        out.append((time.perf_counter() - started) * 1000)
+        if response.status_code != 200:
+            failures += 1
+            messages.pop()
+            continue
+        if stream:
+            if b"message_stop" not in raw:
+                failures += 1
+            text = "".join(
+                json.loads(line[6:])["delta"].get("text", "")
+                for line in raw.decode().splitlines()
+                if line.startswith("data: ") and '"content_block_delta"' in line
+            )
+        else:
+            text = "".join(b.get("text", "") for b in response.json()["content"])
+        messages.append({"role": "assistant", "content": [{"type": "text", "text": text}]})
+    return failures
+
+
+async def _load(url: str, clients: int, turns: int, stream: bool) -> tuple[list[float], int]:
+    latencies: list[float] = []
+    limits = httpx.Limits(max_connections=clients * 2, max_keepalive_connections=clients * 2)
+    async with httpx.AsyncClient(timeout=120, limits=limits) as http:
+        failures = await asyncio.gather(
+            *(_client(http, url, n, turns, stream, latencies) for n in range(clients))
+        )
+    return latencies, sum(failures)
+
+
+def _wait_ready(url: str, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"comal serve exited with {process.returncode}")
+        try:
+            if httpx.get(f"{url}/api/sessions", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError("comal serve did not come up within 60 s")
+
+
+def run_proxy_bench(
+    *,
+    clients: int = 32,
+    turns: int = 20,
+    stream: bool = False,
+    progress: Callable[[str], None] = lambda _: None,
+) -> ProxyBench:
+    from ..ledger import open_ledger
+    from ..serve._run import free_port
+    from ..testing import FakeServer
+
+    # Every reply's text is unique, so a reply recorded twice shows as a duplicated entry.
+    total = clients * turns
+    usage = {"input_tokens": 50, "output_tokens": 5}
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp, FakeServer(chunk=64) as fake:
+        for k in range(2 * total):  # the direct run, then the proxied run
+            fake.add({"content": f"reply {k}", "usage": usage})
+        progress(f"direct: {clients} clients x {turns} turns")
+        direct, direct_failures = asyncio.run(
+            _load(fake.anthropic_base_url, clients, turns, stream)
+        )
+        ledger_path = Path(tmp) / "bench.db"
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        env = {**os.environ, "COMAL_LEDGER": str(ledger_path)}
+        command = [sys.executable, "-c", "from comal.cli import main; main()", "serve"]
+        command += ["--port", str(port)]
+        command += ["--upstream-anthropic", fake.anthropic_base_url, "--no-dashboard"]
+        process = subprocess.Popen(command, env=env, stderr=subprocess.DEVNULL)
+        try:
+            _wait_ready(url, process)
+            progress(f"proxied: {clients} clients x {turns} turns")
+            proxied, proxy_failures = asyncio.run(_load(url, clients, turns, stream))
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+        with open_ledger(ledger_path) as led:
+            sessions = led.sessions()
+            recorded = sum(len(led.requests(s.scope)) for s in sessions)
+            entries = 0
+            duplicated = 0
+            for s in sessions:
+                digests = [(e.role, e.message.text) for e in led.entries(s.scope)]
+                entries += len(digests)
+                duplicated += len(digests) - len(set(digests))
+    return ProxyBench(
+        clients=clients,
+        turns=turns,
+        stream=stream,
+        direct_p50_ms=_pct(direct, 50),
+        direct_p99_ms=_pct(direct, 99),
+        proxy_p50_ms=_pct(proxied, 50),
+        proxy_p99_ms=_pct(proxied, 99),
+        added_p50_ms=round(_pct(proxied, 50) - _pct(direct, 50), 3),
+        added_p99_ms=round(_pct(proxied, 99) - _pct(direct, 99), 3),
+        requests_sent=total,
+        requests_recorded=recorded,
+        sessions=len(sessions),
+        entries=entries,
+        duplicated_entries=duplicated,
+        failures=direct_failures + proxy_failures,
+        wall_s=round(time.perf_counter() - started, 2),
+    )

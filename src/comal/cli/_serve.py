@@ -1,0 +1,174 @@
+"""``comal serve`` (the proxy, HTTP API and dashboard) and ``comal keys`` (proxy API keys).
+
+Register with ``app.add_typer(_serve.keys_app, name="keys")`` and the ``serve`` command as the
+other command groups are registered.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from ._bench import app as bench_app
+from ._common import JsonOpt, coded_errors, emit_json, err, ledger, ledger_path, out
+
+app = typer.Typer()
+keys_app = typer.Typer(
+    help="Proxy API keys: one tenant each, stored hashed.\n\nExample: comal keys add --tenant acme",
+    no_args_is_help=True,
+)
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.", min=1, max=65535)] = 8787,
+    engine: Annotated[str, typer.Option(help="Context engine.")] = "limit",
+    context_window: Annotated[
+        int | None, typer.Option(help="Cap the window (minimum with the model's).", min=1)
+    ] = None,
+    upstream_anthropic: Annotated[
+        str, typer.Option(help="Anthropic API base URL.", envvar="COMAL_UPSTREAM_ANTHROPIC")
+    ] = "https://api.anthropic.com",
+    upstream_openai: Annotated[
+        str, typer.Option(help="OpenAI API base URL (with /v1).", envvar="COMAL_UPSTREAM_OPENAI")
+    ] = "https://api.openai.com/v1",
+    output_reserve: Annotated[
+        int | None, typer.Option(help="Output tokens the input is budgeted against.", min=1)
+    ] = None,
+    max_body: Annotated[int, typer.Option(help="Largest request body in bytes.", min=1024)] = 32
+    << 20,
+    no_dashboard: Annotated[bool, typer.Option(help="Serve no web dashboard.")] = False,
+    ledger_file: Annotated[
+        Path | None, typer.Option("--ledger", help="Ledger database (as `comal --ledger`).")
+    ] = None,
+) -> None:
+    """Run the proxy (Anthropic /v1/messages, OpenAI /v1/chat/completions and /v1/responses),
+    the HTTP API (/api, schema at /openapi.json) and the dashboard (/) in one process.
+
+    Upstream keys: the client's own key headers go upstream unchanged, unless
+    COMAL_UPSTREAM_ANTHROPIC_KEY / COMAL_UPSTREAM_OPENAI_KEY are set. On a loopback address with
+    no proxy keys, one local tenant is served without a key; otherwise `comal keys add` makes one.
+
+    Example: comal serve --port 8787 --context-window 128000
+    """
+    import os
+
+    from ..serve import ServeConfig, create_app
+    from ..serve._run import serve_forever
+
+    with coded_errors(False):
+        config = ServeConfig(
+            ledger=ledger_file if ledger_file is not None else ledger_path(),
+            host=host,
+            port=port,
+            engine=engine,
+            context_window=context_window,
+            upstream_anthropic=upstream_anthropic,
+            upstream_openai=upstream_openai,
+            upstream_anthropic_key=os.environ.get("COMAL_UPSTREAM_ANTHROPIC_KEY") or None,
+            upstream_openai_key=os.environ.get("COMAL_UPSTREAM_OPENAI_KEY") or None,
+            output_reserve=output_reserve,
+            max_body_bytes=max_body,
+            dashboard=not no_dashboard,
+        )
+        application = create_app(config)
+    where = f"http://{host}:{port}"
+    err.print(f"comal serve on {where}  (ledger {config.ledger})")
+    err.print(f"  Claude Code: ANTHROPIC_BASE_URL={where} claude")
+    err.print(f"  OpenAI SDKs / Codex: base_url {where}/v1   dashboard: {where}/")
+    serve_forever(application, host, port)
+
+
+@keys_app.command("add")
+def keys_add(
+    tenant: Annotated[str, typer.Option(help="The tenant the key opens.")],
+    name: Annotated[str, typer.Option(help="A label, e.g. who holds it.")] = "",
+    as_json: JsonOpt = False,
+) -> None:
+    """Create a proxy key for TENANT and print it once (only its sha256 is stored).
+
+    Example: comal keys add --tenant acme --name ci
+    """
+    with coded_errors(as_json), ledger() as led:
+        key, secret = led.add_proxy_key(tenant, name)
+    if as_json:
+        emit_json({**key.as_dict(), "key": secret})
+        return
+    out.print(secret)
+    err.print(
+        f"key {key.id} for tenant {tenant}: shown once, keep it; "
+        f"revoke with `comal keys revoke {key.id}`"
+    )
+
+
+@keys_app.command("list")
+def keys_list(
+    tenant: Annotated[str | None, typer.Option(help="Only this tenant's keys.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List proxy keys (ids, tenants, labels, when made and revoked; never the keys).
+
+    Example: comal keys list --json
+    """
+    with coded_errors(as_json), ledger() as led:
+        keys = led.proxy_keys(tenant=tenant)
+    if as_json:
+        emit_json([k.as_dict() for k in keys])
+        return
+    table = Table("id", "tenant", "name", "created", "revoked")
+    for k in keys:
+        table.add_row(k.id, k.tenant, k.name, k.created_at[:19], (k.revoked_at or "")[:19])
+    out.print(table)
+
+
+@keys_app.command("revoke")
+def keys_revoke(
+    key_id: Annotated[str, typer.Argument(help="The key's id (from `comal keys list`).")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Revoke a proxy key; requests with it are refused from now on.
+
+    Example: comal keys revoke 2c4701713b4e
+    """
+    with coded_errors(as_json), ledger() as led:
+        key = led.revoke_proxy_key(key_id)
+    if as_json:
+        emit_json(key.as_dict())
+        return
+    out.print(f"revoked {key.id} ({key.tenant}) at {key.revoked_at}")
+
+
+def proxy_bench(
+    clients: Annotated[int, typer.Option(help="Concurrent conversations.", min=1)] = 32,
+    turns: Annotated[int, typer.Option(help="Requests per conversation.", min=1)] = 20,
+    stream: Annotated[bool, typer.Option(help="Streamed replies (SSE relay).")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Concurrent clients through `comal serve` and straight to FakeServer, in one run: added
+    latency p50/p99, and the ledger's count of requests (none lost or duplicated).
+
+    Example: comal bench proxy --clients 32 --turns 20
+    """
+    from ..bench._proxy import run_proxy_bench
+
+    with err.status("benchmarking") as status:
+        result = run_proxy_bench(
+            clients=clients, turns=turns, stream=stream, progress=lambda m: status.update(m)
+        )
+    if as_json:
+        emit_json(result.as_dict())
+        return
+    table = Table("measure", "value", title=f"proxy: {clients} clients x {turns} turns")
+    for name, value in result.as_dict().items():
+        table.add_row(
+            name.replace("_", " "), f"{value:,}" if isinstance(value, int) else str(value)
+        )
+    out.print(table)
+
+
+# `comal bench proxy` lives with the other benchmarks; its code stays beside `comal serve`.
+bench_app.command("proxy")(proxy_bench)

@@ -1,0 +1,259 @@
+"""The ASGI application: proxy routes, the HTTP API, the dashboard, and who may use them.
+
+Route handlers only read the HTTP request, resolve the tenant and hand over to the service
+layer (:class:`~comal.serve._proxy.ProxyService`, :mod:`comal.serve._api`); no judgment or
+assembly happens here.
+
+Tenants: a request names its tenant with a proxy key (``x-comal-key``, or a ``comal_`` key in
+the provider key header). On a loopback address with no active key in the ledger, requests
+without a key belong to one local tenant; once a key exists, or on any other address, a valid
+key is required and anything else is refused with 401 in the route's provider shape.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import anyio
+from fastapi import FastAPI, Request
+from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
+
+from ..ledger import LedgerBackend, open_ledger
+from ..tokens import count_messages
+from ._config import ServeConfig
+from ._proxy import Forward, ProxyService
+from ._upstream import error_body, proxy_key_of
+from ._wire import Protocol, parse_request
+
+__all__ = ["Tenant", "create_app"]
+
+_PROXY_ROUTES: dict[str, Protocol] = {
+    "/v1/messages": "anthropic",
+    "/v1/chat/completions": "openai_chat",
+    "/v1/responses": "openai_responses",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Tenant:
+    """Who is calling: the tenant, the key that proved it (``None``: the local tenant) and the
+    header that carried the key (not forwarded upstream when it was a provider key header)."""
+
+    name: str
+    key_id: str | None
+    consumed_header: str | None
+
+    @property
+    def actor_id(self) -> str:
+        return f"{self.name}:{self.key_id}" if self.key_id else f"{self.name}:local"
+
+
+class AuthError(Exception):
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class Gate:
+    """Resolves a request's tenant; caches "are there keys?" for a second."""
+
+    def __init__(self, config: ServeConfig, ledger: LedgerBackend) -> None:
+        self.config = config
+        self.ledger = ledger
+        self._keys_checked = 0.0
+        self._keys_exist = False
+
+    def _required(self) -> bool:
+        if not self.config.loopback:
+            return True
+        now = time.monotonic()
+        if now - self._keys_checked > 1.0:
+            self._keys_exist = self.ledger.has_active_proxy_keys()
+            self._keys_checked = now
+        return self._keys_exist
+
+    def tenant(self, headers: dict[str, str], query_key: str | None = None) -> Tenant:
+        key, header = proxy_key_of(headers)
+        if key is None and query_key:
+            key, header = query_key, None
+        if key is not None:
+            found = self.ledger.check_proxy_key(key)
+            if found is None:
+                raise AuthError(
+                    "invalid or revoked comal proxy key; create one with `comal keys add "
+                    "--tenant NAME` and send it as x-comal-key"
+                )
+            return Tenant(found.tenant, found.id, header)
+        if self._required():
+            where = "this server has proxy keys" if self.config.loopback else "not on loopback"
+            raise AuthError(
+                f"a comal proxy key is required ({where}); send it as the x-comal-key header "
+                "or as the API key"
+            )
+        return Tenant(self.config.local_tenant, None, None)
+
+
+async def _body(request: Request, limit: int) -> bytes | None:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _refuse(protocol: Protocol, status: int, message: str) -> Response:
+    # As the providers do on a client error: an SDK must not retry what will fail again.
+    headers = {"x-should-retry": "false"}
+    return Response(error_body(protocol, status, message), status, headers, "application/json")
+
+
+def _send(forward: Forward) -> Response:
+    if isinstance(forward.body, bytes):
+        return Response(
+            forward.body, forward.status, headers=forward.headers, media_type=forward.media_type
+        )
+    return StreamingResponse(
+        forward.body, forward.status, headers=forward.headers, media_type=forward.media_type
+    )
+
+
+def create_app(
+    config: ServeConfig,
+    *,
+    ledger: LedgerBackend | None = None,
+    service: ProxyService | None = None,
+) -> FastAPI:
+    """The ``comal serve`` application over ``ledger`` (opened from ``config.ledger`` if not
+    given, and closed with the app)."""
+    owned = ledger is None
+    led: LedgerBackend = ledger if ledger is not None else _open(config)
+    proxy = service if service is not None else ProxyService(config, led)
+    gate = Gate(config, led)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await proxy.aclose()
+            if owned:
+                led.close()
+
+    app = FastAPI(
+        title="comal serve",
+        version="1",
+        description=(
+            "comal's HTTP API: sessions, entries, per-turn assemblies, receipts, summaries, "
+            "events (SSE) and approvals. The proxy routes (/v1/messages, "
+            "/v1/chat/completions, /v1/responses) speak the providers' own APIs."
+        ),
+        lifespan=lifespan,
+    )
+    app.state.config = config
+    app.state.ledger = led
+    app.state.proxy = proxy
+    app.state.gate = gate
+
+    async def proxied(request: Request, protocol: Protocol) -> Response:
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        try:
+            tenant = await anyio.to_thread.run_sync(gate.tenant, headers)
+        except AuthError as exc:
+            return _refuse(protocol, 401, exc.message)
+        raw = await _body(request, config.max_body_bytes)
+        if raw is None:
+            message = f"request body over the proxy's limit of {config.max_body_bytes:,} bytes"
+            return _refuse(protocol, 413, message)
+        forward = await proxy.handle(
+            protocol,
+            request.url.path,
+            request.url.query,
+            raw,
+            headers,
+            tenant.name,
+            tenant.consumed_header,
+        )
+        return _send(forward)
+
+    for path, protocol in _PROXY_ROUTES.items():
+
+        async def route(request: Request, protocol: Protocol = protocol) -> Response:
+            return await proxied(request, protocol)
+
+        app.add_api_route(path, route, methods=["POST"], include_in_schema=False)
+
+    @app.post("/v1/messages/count_tokens", include_in_schema=False)
+    async def count_tokens(request: Request) -> Response:
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        try:
+            tenant = await anyio.to_thread.run_sync(gate.tenant, headers)
+        except AuthError as exc:
+            return _refuse("anthropic", 401, exc.message)
+        raw = await _body(request, config.max_body_bytes)
+        if raw is None:
+            return _refuse("anthropic", 413, "request body over the proxy's limit")
+        return await _count(proxy, led, raw, headers, request.url.query, tenant)
+
+    from ._api import api_router
+
+    app.include_router(api_router(gate))
+    if config.dashboard:
+        static = resources.files("comal.serve").joinpath("static")
+
+        @app.get("/", include_in_schema=False)
+        async def dashboard() -> Response:
+            return FileResponse(str(static.joinpath("index.html")))
+
+        @app.get("/static/{name}", include_in_schema=False)
+        async def asset(name: str) -> Response:
+            target = static.joinpath(name)
+            if "/" in name or not target.is_file():
+                return JSONResponse({"error": {"code": "NOT_FOUND", "message": name}}, 404)
+            return FileResponse(str(target))
+
+    return app
+
+
+async def _count(
+    proxy: ProxyService,
+    led: LedgerBackend,
+    raw: bytes,
+    headers: dict[str, str],
+    query: str,
+    tenant: Tenant,
+) -> Response:
+    """Anthropic token counting: the upstream's count when it answers, else comal's own."""
+    path = "/v1/messages/count_tokens"
+    forward = await proxy.passthrough(
+        "anthropic", path, query, raw, headers, tenant.consumed_header
+    )
+    if forward is not None and forward.status < 500 and forward.status != 404:
+        return _send(forward)
+    try:
+        request = parse_request("anthropic", raw)
+    except Exception as exc:  # a bad body is the client's error, in the provider's shape
+        return _refuse("anthropic", 400, str(exc))
+    counter = led.counter
+    total = count_messages(counter, [*request.instructions, *request.messages])
+    total += counter.count(request.tools_json) if request.tools else 0
+    payload: dict[str, Any] = {"input_tokens": total}
+    return JSONResponse(payload, headers={"x-comal-estimated": counter.name})
+
+
+def _open(config: ServeConfig) -> LedgerBackend:
+    if config.ledger is None:
+        return open_ledger()
+    if isinstance(config.ledger, str):
+        return open_ledger(config.ledger)
+    return open_ledger(config.ledger)

@@ -1,0 +1,54 @@
+"""``comal serve`` settings: where the ledger is, which engine, which upstreams, which limits."""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["DEFAULT_ANTHROPIC", "DEFAULT_OPENAI", "ServeConfig", "is_loopback"]
+
+DEFAULT_ANTHROPIC = "https://api.anthropic.com"
+DEFAULT_OPENAI = "https://api.openai.com/v1"
+
+
+def is_loopback(host: str) -> bool:
+    if host in ("localhost", ""):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """Operator settings (CFG-2: nothing a client sends changes them).
+
+    ``upstream_*_key``: when set, the proxy sends this key upstream instead of the client's own
+    key headers (which are otherwise passed through unchanged). ``output_reserve``: output
+    tokens the input is budgeted against (``None``: the budget's default, at most 16k and an
+    eighth of the window). ``max_recalls``: EvidenceRead rounds the proxy runs for one client
+    request before it returns the reply as it is.
+    """
+
+    ledger: Path | str | None = None
+    host: str = "127.0.0.1"
+    port: int = 8787
+    engine: str = "limit"
+    context_window: int | None = None
+    upstream_anthropic: str = DEFAULT_ANTHROPIC
+    upstream_openai: str = DEFAULT_OPENAI
+    upstream_anthropic_key: str | None = None
+    upstream_openai_key: str | None = None
+    output_reserve: int | None = None
+    max_body_bytes: int = 32 << 20
+    upstream_timeout: float = 600.0
+    max_recalls: int = 4
+    dashboard: bool = True
+    local_tenant: str = "local"
+    extra_headers: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def loopback(self) -> bool:
+        return is_loopback(self.host)

@@ -1,0 +1,438 @@
+"""The proxy service: what a route handler calls, and everything it does with the ledger.
+
+:meth:`ProxyService.handle` takes one client request (route, raw body, headers, tenant) and
+returns a :class:`Forward` — status, headers and a body, whole or streamed. On the way: the
+request is routed to its session and only what is new is appended (:mod:`._sessions`); the
+engine assembles what goes upstream (:mod:`._turn`); the reply is recorded as a step with its
+normalized usage (TOK-1), and the request record keeps what was sent (the assembly's stage,
+actions, tokens and metrics). Ledger work runs in worker threads (the ledger is synchronous).
+
+Streams are relayed event by event. When the engine has referenced evidence and offers
+EvidenceRead upstream, the reply is read whole first: if the model calls EvidenceRead, the
+proxy runs the call through the house (judged, receipted), appends it as a recall step the
+client never sees, and asks again; the client gets the final reply only, so it never sees a
+call to a tool it did not declare.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import httpx
+from httpx_sse import EventSource
+
+from ..errors import ComalError, InputError
+from ..ledger import LedgerBackend
+from ..ops import Registry, default_registry
+from ._config import ServeConfig
+from ._engine import EngineAdapter
+from ._record import Call, Exchange, Recorder, read_reply
+from ._sessions import SessionRouter, client_key
+from ._stream import accumulator
+from ._turn import EVIDENCE_TOOL, Turn, build_turn, evidence_tool
+from ._upstream import (
+    Tee,
+    error_body,
+    response_headers,
+    stream_error,
+    upstream_headers,
+    upstream_url,
+)
+from ._wire import PROTOCOLS, Protocol, parse_reply, parse_request
+
+__all__ = ["Forward", "ProxyService"]
+
+log = logging.getLogger("comal.serve")
+
+_NO_RETRY = {"x-should-retry": "false"}
+
+
+@dataclass
+class Forward:
+    """A response for the client: ``body`` is bytes, or an async iterator for a stream."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes | AsyncIterator[bytes]
+    media_type: str = "application/json"
+
+
+def _agent_of(protocol: Protocol, headers: Mapping[str, str]) -> str:
+    agent = headers.get("user-agent", "").lower()
+    if agent.startswith("claude-cli") or "claude-code" in agent:
+        return "claude-code"
+    if agent.startswith("codex"):
+        return "codex"
+    return {"anthropic": "anthropic-client", "openai_chat": "openai-client"}.get(
+        protocol, "openai-client"
+    )
+
+
+class ProxyService:
+    """One per server: the ledger, the session router, the upstream client, the recall house."""
+
+    def __init__(
+        self,
+        config: ServeConfig,
+        ledger: LedgerBackend,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.config = config
+        self.ledger = ledger
+        self.router = SessionRouter(ledger)
+        self.engine = EngineAdapter(config.engine, ledger.counter)
+        self.client = httpx.AsyncClient(
+            timeout=httpx.Timeout(config.upstream_timeout, connect=10.0),
+            transport=transport,
+            limits=httpx.Limits(max_connections=256, max_keepalive_connections=64),
+        )
+        registry = default_registry()
+        evidence = registry.get(EVIDENCE_TOOL)
+        assert evidence is not None
+        # The proxy may run one operation only, and only for the model's recall.
+        self.recall_registry = Registry([evidence])
+        self.recall_tools = {p: evidence_tool(p, self.recall_registry) for p in PROTOCOLS}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self.recorder = Recorder(ledger, self.router, self.recall_registry)
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+    async def passthrough(
+        self,
+        protocol: Protocol,
+        path: str,
+        query: str,
+        raw: bytes,
+        headers: Mapping[str, str],
+        consumed_header: str | None,
+    ) -> Forward | None:
+        """Forward a request that holds no conversation turn (token counting) as it is."""
+        url = upstream_url(self.config, protocol, path, query)
+        sent = upstream_headers(self.config, protocol, headers, consumed_header)
+        try:
+            response = await self.client.post(url, content=raw, headers=sent)
+        except httpx.HTTPError:
+            return None
+        kind = response.headers.get("content-type", "application/json")
+        return Forward(
+            response.status_code, response_headers(response.headers), response.content, kind
+        )
+
+    # -- entry point ------------------------------------------------------------------------
+    async def handle(
+        self,
+        protocol: Protocol,
+        path: str,
+        query: str,
+        raw: bytes,
+        headers: Mapping[str, str],
+        tenant: str,
+        consumed_header: str | None,
+    ) -> Forward:
+        try:
+            request = parse_request(protocol, raw)
+        except InputError as exc:
+            return Forward(400, _NO_RETRY, error_body(protocol, 400, str(exc)))
+        if request.unmanaged is not None:
+            # Something comal cannot read yet: the client still gets its answer.
+            log.warning("forwarding an unmanaged %s request: %s", protocol, request.unmanaged)
+            forward = await self.passthrough(protocol, path, query, raw, headers, consumed_header)
+            if forward is None:
+                message = f"upstream unreachable (the request was not managed: {request.unmanaged})"
+                return Forward(502, {}, error_body(protocol, 502, message))
+            forward.headers["x-comal-stage"] = "unmanaged"
+            return forward
+        key, source = client_key(request, headers)
+        agent = _agent_of(protocol, headers)
+        meta = {"protocol": protocol, "engine": self.config.engine, "model": request.model}
+        meta |= {"key_source": source}
+        try:
+            routed = await anyio.to_thread.run_sync(
+                self.router.route, tenant, agent, key, request.messages, meta
+            )
+        except ComalError as exc:
+            return Forward(400, _NO_RETRY, error_body(protocol, 400, f"[{exc.code}] {exc}"))
+        call = Call(
+            protocol,
+            request,
+            routed,
+            upstream_url(self.config, protocol, path, query),
+            upstream_headers(self.config, protocol, headers, consumed_header),
+            tenant,
+        )
+        call.client_tools = {
+            str(t.get("name") or (t.get("function") or {}).get("name"))
+            for t in request.tools
+            if isinstance(t, dict)
+        }
+        lock = self._locks.setdefault(call.scope.session, asyncio.Lock())
+        async with lock:
+            await anyio.to_thread.run_sync(self.recorder.note_instructions, call)
+            return await self._serve(call)
+
+    # -- one turn ---------------------------------------------------------------------------
+    async def _turn(self, call: Call, *, allow_recall: bool) -> Turn | Forward:
+        try:
+            return await anyio.to_thread.run_sync(
+                lambda: build_turn(
+                    self.ledger,
+                    call.scope,
+                    call.request,
+                    call.routed.entry_ids,
+                    self.config,
+                    allow_recall=allow_recall,
+                    recall_tool=self.recall_tools[call.protocol],
+                    engine=self.engine,
+                )
+            )
+        except ComalError as exc:
+            # CONTEXT_OVERHEAD, CONTEXT_PRESSURE_LOOP: nothing is sent (TOK-5, LIM-5).
+            return Forward(
+                400,
+                self._headers(call, None),
+                error_body(call.protocol, 400, f"[{exc.code}] {exc}"),
+            )
+
+    def _headers(self, call: Call, turn: Turn | None) -> dict[str, str]:
+        out = {"x-comal-session": call.scope.session}
+        if turn is not None:
+            out["x-comal-stage"] = turn.stage
+            if turn.lowered_from is not None:
+                out["x-comal-max-tokens"] = f"{turn.lowered_from}->{turn.max_tokens}"
+        return out
+
+    async def _serve(self, call: Call) -> Forward:
+        rounds = 0
+        while True:
+            turn = await self._turn(call, allow_recall=rounds < self.config.max_recalls)
+            if isinstance(turn, Forward):
+                return turn
+            if call.request.stream and not turn.offered_recall:
+                return await self._relay(call, turn)
+            exchange = await self._exchange(call, turn)
+            reply = exchange.reply
+            internal = [
+                c
+                for c in (reply.message.tool_calls if reply and reply.message else ())
+                if c.name == EVIDENCE_TOOL and c.name not in call.client_tools
+            ]
+            if reply is not None and turn.offered_recall and internal:
+                await anyio.to_thread.run_sync(self.recorder.recall, call, turn, exchange)
+                rounds += 1
+                continue
+            if exchange.status < 400:
+                await anyio.to_thread.run_sync(self.recorder.record, call, turn, exchange)
+            headers = {**exchange.headers, **self._headers(call, turn)}
+            return Forward(exchange.status, headers, exchange.body, exchange.media_type)
+
+    # -- upstream exchanges -----------------------------------------------------------------
+    def _fail(self, call: Call, turn: Turn, status: int, message: str) -> Forward:
+        self.recorder.request_record(call, turn, None, None, {"error": status, "message": message})
+        return Forward(
+            status, self._headers(call, turn), error_body(call.protocol, status, message)
+        )
+
+    async def _exchange(self, call: Call, turn: Turn) -> Exchange:
+        """Send ``turn`` and read the whole reply (a stream is read to its end)."""
+        started = time.perf_counter()
+        acc = accumulator(call.protocol)
+        chunks: list[bytes] = []
+        try:
+            request = self.client.build_request(
+                "POST", call.url, content=turn.body, headers=call.headers
+            )
+            response = await self.client.send(request, stream=True)
+        except httpx.TimeoutException as exc:
+            return self._error_exchange(call, turn, 504, f"upstream timed out: {exc}", started)
+        except httpx.HTTPError as exc:
+            return self._error_exchange(call, turn, 502, f"upstream unreachable: {exc}", started)
+        try:
+            if response.status_code >= 400 or not _is_stream(response):
+                body = await response.aread()
+                reply, unparsed = None, None
+                if response.status_code < 400:
+                    reply, unparsed = read_reply(lambda: parse_reply(call.protocol, _json(body)))
+                else:
+                    await anyio.to_thread.run_sync(
+                        self.recorder.request_record,
+                        call,
+                        turn,
+                        None,
+                        None,
+                        {"error": response.status_code},
+                    )
+                return Exchange(
+                    response.status_code,
+                    response_headers(response.headers),
+                    body,
+                    reply,
+                    _ms(started),
+                    unparsed=unparsed,
+                )
+            tee = httpx.Response(
+                200, headers=response.headers, stream=Tee(response.aiter_bytes(), chunks.append)
+            )
+            async for event in EventSource(tee).aiter_sse():
+                acc.feed(event.event, event.data)
+        except httpx.TimeoutException as exc:
+            await anyio.to_thread.run_sync(
+                self.recorder.interrupted, call, acc, f"upstream timed out: {exc}"
+            )
+            return self._error_exchange(
+                call, turn, 504, f"upstream timed out: {exc}", started, record=False
+            )
+        except httpx.HTTPError as exc:
+            await anyio.to_thread.run_sync(
+                self.recorder.interrupted, call, acc, f"upstream broke: {exc}"
+            )
+            return self._error_exchange(
+                call, turn, 502, f"upstream stream broke: {exc}", started, record=False
+            )
+        finally:
+            await response.aclose()
+        if not acc.done or acc.error is not None:
+            why = "upstream sent an error event" if acc.error else "stream ended before its end"
+            await anyio.to_thread.run_sync(self.recorder.interrupted, call, acc, why)
+            return self._error_exchange(call, turn, 502, f"upstream {why}", started, record=False)
+        reply, unparsed = read_reply(acc.reply)
+        return Exchange(
+            200,
+            response_headers(response.headers),
+            b"".join(chunks),
+            reply,
+            _ms(started),
+            "text/event-stream",
+            unparsed,
+        )
+
+    def _error_exchange(
+        self,
+        call: Call,
+        turn: Turn,
+        status: int,
+        message: str,
+        started: float,
+        *,
+        record: bool = True,
+    ) -> Exchange:
+        if record:
+            self.recorder.request_record(
+                call, turn, None, None, {"error": status, "message": message}
+            )
+        return Exchange(status, {}, error_body(call.protocol, status, message), None, _ms(started))
+
+    async def _relay(self, call: Call, turn: Turn) -> Forward:
+        """Stream ``turn``'s reply to the client event by event, recording it at the end."""
+        started = time.perf_counter()
+        try:
+            request = self.client.build_request(
+                "POST", call.url, content=turn.body, headers=call.headers
+            )
+            response = await self.client.send(request, stream=True)
+        except httpx.TimeoutException as exc:
+            return await anyio.to_thread.run_sync(
+                self._fail, call, turn, 504, f"upstream timed out: {exc}"
+            )
+        except httpx.HTTPError as exc:
+            return await anyio.to_thread.run_sync(
+                self._fail, call, turn, 502, f"upstream unreachable: {exc}"
+            )
+        headers = {**response_headers(response.headers), **self._headers(call, turn)}
+        if response.status_code >= 400 or not _is_stream(response):
+            body = await response.aread()
+            await response.aclose()
+            exchange = Exchange(response.status_code, headers, body, None, _ms(started))
+            if response.status_code < 400:
+                exchange.reply, exchange.unparsed = read_reply(
+                    lambda: parse_reply(call.protocol, _json(body))
+                )
+                await anyio.to_thread.run_sync(self.recorder.record, call, turn, exchange)
+            else:
+                await anyio.to_thread.run_sync(
+                    self.recorder.request_record,
+                    call,
+                    turn,
+                    None,
+                    None,
+                    {"error": response.status_code},
+                )
+            return Forward(response.status_code, headers, body)
+        return Forward(
+            200, headers, self._events(call, turn, response, started), "text/event-stream"
+        )
+
+    async def _events(
+        self, call: Call, turn: Turn, response: httpx.Response, started: float
+    ) -> AsyncIterator[bytes]:
+        acc = accumulator(call.protocol)
+        pending: list[bytes] = []
+        first: float | None = None
+        broken: str | None = None
+        recorded = False
+        tee = httpx.Response(
+            200, headers=response.headers, stream=Tee(response.aiter_bytes(), pending.append)
+        )
+        try:
+            try:
+                async for event in EventSource(tee).aiter_sse():
+                    acc.feed(event.event, event.data)
+                    if acc.done and not recorded and acc.error is None:
+                        # Stored before the client sees the end: a client that has the whole
+                        # reply finds it in the ledger.
+                        recorded = True
+                        reply, unparsed = read_reply(acc.reply)
+                        exchange = Exchange(200, {}, b"", reply, _ms(started), unparsed=unparsed)
+                        meta = {"first_byte_ms": first}
+                        await anyio.to_thread.run_sync(
+                            self.recorder.record, call, turn, exchange, meta
+                        )
+                    if pending:
+                        data = b"".join(pending)
+                        pending.clear()
+                        first = first if first is not None else _ms(started)
+                        yield data
+                if pending:
+                    yield b"".join(pending)
+            except httpx.HTTPError as exc:
+                broken = f"upstream stream broke: {exc}"
+            if not recorded and acc.error is None:
+                # The client's SDK would take a stream that just stops for a whole reply.
+                yield stream_error(call.protocol, broken or "the upstream stream ended early")
+        finally:
+            with anyio.CancelScope(shield=True):
+                await response.aclose()
+                if not recorded:
+                    if broken is None and acc.error is not None:
+                        broken = "upstream sent an error event"
+                    elif broken is None and acc.done is False:
+                        broken = "the stream ended (or the client left) before the reply ended"
+                    await anyio.to_thread.run_sync(
+                        self.recorder.interrupted, call, acc, broken or "the reply did not finish"
+                    )
+
+
+def _is_stream(response: httpx.Response) -> bool:
+    kind: str = response.headers.get("content-type", "")
+    return kind.startswith("text/event-stream")
+
+
+def _json(body: bytes) -> dict[str, Any]:
+    import json
+
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)

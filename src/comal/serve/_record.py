@@ -1,0 +1,176 @@
+"""Recording what the proxy saw: replies as steps, requests with their usage, interruptions,
+recall steps, and the instructions of each session. Everything here runs in a worker thread
+(the ledger is synchronous)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import ComalError, InputError
+from ..ledger import LedgerBackend, Scope, UsageInput
+from ..messages import Message, canonical_json, sha256_hex
+from ..ops import Actor, House, Policy, Registry
+from ..tokens import Usage, normalize_usage
+from ._sessions import RECALL_EVENT, Routed, SessionRouter
+from ._stream import Accumulator
+from ._turn import EVIDENCE_TOOL, Turn
+from ._wire import ClientRequest, Protocol, Reply
+
+__all__ = [
+    "INSTRUCTIONS_EVENT",
+    "INTERRUPTED_EVENT",
+    "Call",
+    "Exchange",
+    "Recorder",
+    "read_reply",
+]
+
+INSTRUCTIONS_EVENT = "proxy_instructions"
+INTERRUPTED_EVENT = "interrupted_response"
+_UNKNOWN = Usage(None, None, None, None, None)
+
+
+@dataclass
+class Exchange:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+    reply: Reply | None
+    latency_ms: float
+    media_type: str = "application/json"
+    unparsed: str | None = None  # why a successful reply could not be read into a message
+
+
+def read_reply(make: Callable[[], Reply]) -> tuple[Reply | None, str | None]:
+    """A reply comal cannot read (an output item it does not know) still goes to the client;
+    the request record says why no entry was appended."""
+    try:
+        return make(), None
+    except (ComalError, ValueError, KeyError, TypeError) as exc:
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+@dataclass
+class Call:
+    """One request in progress: where it was routed and what it carries."""
+
+    protocol: Protocol
+    request: ClientRequest
+    routed: Routed
+    url: str
+    headers: dict[str, str]
+    tenant: str
+    client_tools: set[str] = field(default_factory=set)
+
+    @property
+    def scope(self) -> Scope:
+        return self.routed.scope
+
+
+class Recorder:
+    """The proxy's writes to the ledger."""
+
+    def __init__(self, ledger: LedgerBackend, router: SessionRouter, recall: Registry) -> None:
+        self.ledger = ledger
+        self.router = router
+        self.recall_registry = recall
+        self._instructions: dict[str, str] = {}
+
+    def note_instructions(self, call: Call) -> None:
+        """Record the request's system prompt and tools when they change (lossless)."""
+        body = call.request.body
+        system = body.get("system") if call.protocol == "anthropic" else body.get("instructions")
+        value = {"system": system, "tools": list(call.request.tools)}
+        digest = sha256_hex(canonical_json(value))
+        sid = call.scope.session
+        if sid not in self._instructions:
+            seen = self.ledger.records(call.scope, "event", kinds=(INSTRUCTIONS_EVENT,))
+            self._instructions[sid] = str(seen[-1].body.get("digest")) if seen else ""
+        if self._instructions[sid] != digest:
+            self.ledger.add_record(
+                call.scope, "event", INSTRUCTIONS_EVENT, {"v": 1, "digest": digest, **value}
+            )
+            self._instructions[sid] = digest
+
+    def usage(
+        self, call: Call, reply: Reply | None, turn: Turn, meta: dict[str, Any]
+    ) -> UsageInput:
+        usage = _UNKNOWN
+        if reply is not None and reply.usage is not None:
+            try:
+                usage = normalize_usage(call.protocol, reply.usage)
+            except InputError:
+                meta = {**meta, "usage_raw": reply.usage}
+        model = (reply.model if reply is not None else None) or call.request.model
+        full = {"v": 1, "route": call.protocol, "stream": call.request.stream, **turn.meta, **meta}
+        if reply is not None:
+            full |= {"stop": reply.stop, "response_id": reply.response_id}
+        return UsageInput(usage, model=model, protocol=call.protocol, meta=full)
+
+    def request_record(
+        self,
+        call: Call,
+        turn: Turn,
+        entry_id: int | None,
+        reply: Reply | None,
+        meta: dict[str, Any],
+    ) -> None:
+        self.ledger.record_request(call.scope, entry_id, self.usage(call, reply, turn, meta))
+
+    def record(
+        self, call: Call, turn: Turn, exchange: Exchange, meta: dict[str, Any] | None = None
+    ) -> None:
+        reply = exchange.reply
+        extra = {"latency_ms": exchange.latency_ms, **(meta or {})}
+        if reply is None or reply.message is None or not reply.message.parts:
+            extra |= {"empty": True, "unparsed": exchange.unparsed}
+            self.request_record(call, turn, None, reply, extra)
+            return
+        usage = self.usage(call, reply, turn, extra)
+        self.router.record_reply(call.scope, reply.message, usage)
+
+    def interrupted(self, call: Call, acc: Accumulator, why: str) -> None:
+        body = {"v": 1, "reason": why, "route": call.protocol, **acc.partial()}
+        with self.ledger.atomic():
+            self.ledger.add_record(call.scope, "event", INTERRUPTED_EVENT, body)
+            usage = UsageInput(_UNKNOWN, call.request.model, call.protocol, {"interrupted": why})
+            self.ledger.record_request(call.scope, None, usage)
+
+    def recall(self, call: Call, turn: Turn, exchange: Exchange) -> None:
+        """Run the reply's EvidenceRead calls through the house as a step of their own."""
+        reply = exchange.reply
+        assert reply is not None and reply.message is not None
+        usage = self.usage(call, reply, turn, {"recall": True, "latency_ms": exchange.latency_ms})
+        house = House(self.ledger, call.scope, self.recall_registry, Policy())
+        actor = Actor.user(f"proxy:{call.tenant}")
+        with self.router.hold():
+            try:
+                self._recall_step(call, reply.message, usage, house, actor)
+            except BaseException:
+                # The step rolled back: the cached projection must not keep what it noted.
+                self.router.forget(call.scope)
+                raise
+
+    def _recall_step(
+        self, call: Call, message: Message, usage: UsageInput, house: House, actor: Actor
+    ) -> None:
+        catalog = house.catalog("model")
+        with self.ledger.atomic():
+            entry = self.router.record_reply(call.scope, message, usage, internal=True)
+            for c in message.tool_calls:
+                if c.name == EVIDENCE_TOOL:
+                    house.record(house.run(c, actor, offered=catalog), join_step=entry.step)
+                else:
+                    text = (
+                        f"[comal: {c.name} was not run: this reply also read evidence, so the "
+                        "model was asked again with what it read; propose the call again]"
+                    )
+                    self.ledger.append(
+                        call.scope, [Message.tool(c.id, text, is_error=True)], join_step=entry.step
+                    )
+            added = self.ledger.entries(call.scope, start_seq=entry.seq + 1)
+            self.router.record_results(call.scope, added)
+            ids = [entry.id, *(e.id for e in added)]
+            self.ledger.add_record(call.scope, "event", RECALL_EVENT, {"v": 1, "entries": ids})

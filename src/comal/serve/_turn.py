@@ -1,0 +1,216 @@
+"""One proxied turn: budget, assembly, and the upstream body built from it (no I/O but the
+ledger reads and the checkpoint it stores).
+
+The engine assembles the session's view under the upstream model's window (TOK-3: the model's
+window and ``--context-window`` by minimum), with the input budgeted against the window minus
+the output reserve. What it returns is mapped back onto the client's own items: an item whose
+messages all go up unchanged is sent exactly as the client sent it (``cache_control``,
+signatures and unknown keys included); only what the engine replaced (a checkpoint, a
+reference, a bounded message) is rendered anew. A request whose every item goes up unchanged,
+with nothing added and no limit lowered, is sent as the client's exact bytes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..context import Bounded, Checkpointed, MediaReferenced, Referenced, store_checkpoint
+from ..ledger import LedgerBackend, Scope
+from ..messages import Message, canonical_json
+from ..ops import CatalogFormat, Registry, default_registry
+from ..tokens import Budget, count_messages, resolve_window
+from ._config import ServeConfig
+from ._engine import EngineAdapter
+from ._wire import ClientRequest, Item, Piece, Protocol, upstream_body
+
+__all__ = ["EVIDENCE_TOOL", "Turn", "build_turn", "evidence_tool"]
+
+EVIDENCE_TOOL = "EvidenceRead"
+_REWRITES = (Referenced, Bounded, MediaReferenced)
+
+
+def evidence_tool(protocol: Protocol, registry: Registry | None = None) -> dict[str, Any]:
+    """The EvidenceRead schema in the route's tool format, from the house's registry (building
+    a registry derives every operation's schema: callers keep the result)."""
+    catalog = (registry or default_registry()).catalog("model")
+    fmt: CatalogFormat = "anthropic" if protocol == "anthropic" else "openai"
+    spec = next(t for t in catalog.tools(fmt) if _name(t) == EVIDENCE_TOOL)
+    if protocol == "openai_responses":
+        function = spec["function"]
+        return {"type": "function", **function}
+    return spec
+
+
+def _name(tool: dict[str, Any]) -> str:
+    return str(tool.get("name") or (tool.get("function") or {}).get("name") or "")
+
+
+@dataclass(frozen=True)
+class Turn:
+    """What goes upstream for one request, and what the request record keeps about it."""
+
+    body: bytes
+    verbatim: bool
+    offered_recall: bool
+    max_tokens: int | None
+    lowered_from: int | None
+    stage: str
+    meta: dict[str, Any]
+
+
+def _ranges(seqs: Sequence[int]) -> list[list[int]]:
+    out: list[list[int]] = []
+    for s in seqs:
+        if out and out[-1][1] == s - 1:
+            out[-1][1] = s
+        else:
+            out.append([s, s])
+    return out
+
+
+def _pieces(
+    assembled: Sequence[tuple[Message, int | None]],
+    items: Sequence[Item],
+    item_entries: Sequence[Sequence[int]],
+    rewritten: set[int],
+) -> list[Piece]:
+    where: dict[int, int] = {}
+    for index, members in enumerate(item_entries):
+        for entry_id in members:
+            where[entry_id] = index
+    pieces: list[Piece] = []
+    canonical: list[Message] = []
+
+    def flush() -> None:
+        if canonical:
+            pieces.append(("canonical", tuple(canonical)))
+            canonical.clear()
+
+    def item_of(position: int) -> int | None:
+        entry_id = assembled[position][1]
+        return where.get(entry_id) if entry_id is not None else None
+
+    k = 0
+    while k < len(assembled):
+        j = item_of(k)
+        if j is None:
+            canonical.append(assembled[k][0])
+            k += 1
+            continue
+        run = [k]
+        while k + len(run) < len(assembled) and item_of(k + len(run)) == j:
+            run.append(k + len(run))
+        ids = [assembled[i][1] for i in run]
+        whole = ids == list(item_entries[j]) and not any(i in rewritten for i in ids if i)
+        if whole:
+            flush()
+            pieces.append(("wire", items[j]))
+        else:
+            canonical.extend(assembled[i][0] for i in run)
+        k += len(run)
+    flush()
+    return pieces
+
+
+def build_turn(
+    ledger: LedgerBackend,
+    scope: Scope,
+    request: ClientRequest,
+    entry_ids: Sequence[int],
+    config: ServeConfig,
+    *,
+    allow_recall: bool,
+    recall_tool: dict[str, Any],
+    engine: EngineAdapter,
+) -> Turn:
+    counter = ledger.counter
+    resolution = resolve_window(request.model, override=config.context_window)
+    declared = {_name(t) for t in request.tools if isinstance(t, dict)}
+    tools_json = canonical_json([*request.tools, recall_tool])
+    budget = Budget.for_window(
+        resolution.window,
+        system_tokens=count_messages(counter, list(request.instructions)),
+        tools_tokens=counter.count(tools_json),
+        output_reserve=config.output_reserve,
+        max_output=resolution.max_output,
+        max_input=resolution.max_input,
+    )
+    # The client's previous turn is whole now (its results came with this request): the
+    # engine's planned maintenance runs before this assembly, as at the end of an agent's turn.
+    engine.maintain(ledger, scope, budget)
+    view = engine.view(ledger, scope)
+    assembly = engine.assemble(view, budget)
+    if assembly.checkpoint_to_store is not None:
+        store_checkpoint(ledger, scope, assembly.checkpoint_to_store)
+    rewritten = {a.entry_id for a in assembly.actions if isinstance(a, _REWRITES)}
+    # Map each request message to its entry, item by item.
+    item_entries: list[list[int]] = []
+    cursor = 0
+    for item in request.items:
+        item_entries.append(list(entry_ids[cursor : cursor + len(item.messages)]))
+        cursor += len(item.messages)
+    assembled = list(zip(assembly.messages, assembly.entry_ids, strict=True))
+    pieces = _pieces(assembled, request.items, item_entries, rewritten)
+    referenced = [a.entry_id for a in assembly.actions if isinstance(a, Referenced)]
+    has_checkpoint = view.checkpoint is not None or assembly.checkpoint_to_store is not None
+    offer = allow_recall and (bool(referenced) or has_checkpoint) and EVIDENCE_TOOL not in declared
+    input_tokens = budget.fixed + assembly.history_tokens
+    room = budget.window - input_tokens - budget.margin
+    if resolution.max_output is not None:
+        room = min(room, resolution.max_output)
+    upstream_max = request.max_tokens
+    lowered: int | None = None
+    if request.max_tokens is not None and request.max_tokens > room:
+        upstream_max, lowered = max(room, 1), request.max_tokens
+    all_wire = [p[1] for p in pieces if p[0] == "wire"]
+    verbatim = (
+        len(all_wire) == len(pieces) == len(request.items)
+        and all(a is b for a, b in zip(all_wire, request.items, strict=False))
+        and not offer
+        and lowered is None
+    )
+    if verbatim:
+        body = request.raw
+    else:
+        value = upstream_body(
+            request,
+            pieces,
+            max_tokens=upstream_max,
+            extra_tools=[recall_tool] if offer else [],
+        )
+        body = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+    stage = str(assembly.breakdown.get("stage", "verbatim"))
+    sent = [
+        e.seq for e in (*view.pinned, *view.entries) if e.id in set(assembly.entry_ids) - {None}
+    ]
+    checkpoint = next((a for a in assembly.actions if isinstance(a, Checkpointed)), None)
+    latest = view.checkpoint
+    info = ledger.session(scope)
+    meta = {
+        "stage": stage,
+        "verbatim": verbatim,
+        "window": budget.window,
+        "window_source": resolution.source,
+        "input_limit": budget.input_limit,
+        "fixed_tokens": budget.fixed,
+        "history_tokens": assembly.history_tokens,
+        "input_tokens": input_tokens,
+        "session_tokens": budget.fixed + (info.tokens if info is not None else 0),
+        "sent_seqs": _ranges(sent),
+        "referenced": referenced,
+        "bounded": [a.entry_id for a in assembly.actions if isinstance(a, Bounded)],
+        "checkpoint": (
+            [checkpoint.first_seq, checkpoint.last_seq]
+            if checkpoint is not None
+            else ([latest.first_seq, latest.last_seq] if latest is not None else None)
+        ),
+        "checkpoint_new": checkpoint is not None,
+        "recall_offered": offer,
+        "max_tokens": {"client": request.max_tokens, "upstream": upstream_max},
+        "metrics": assembly.metrics.as_dict(),
+        "engine": config.engine,
+    }
+    return Turn(body, verbatim, offer, upstream_max, lowered, stage, meta)

@@ -1,0 +1,397 @@
+"""The client's request and the upstream's reply, in each of the three wire formats.
+
+A request is read into :class:`ClientRequest`: the conversation as *items* — one wire message
+(Anthropic, Chat Completions), or one Responses input item or run of adjacent assistant-side
+items (reasoning, output message, calls) — each with the canonical messages it stands for and
+its JSON exactly as sent. Everything else in the body (``system``, ``tools``, ``metadata``,
+``thinking``, ``context_management`` ...) is left alone: :func:`upstream_body` replaces only
+the conversation, the output limit and, for recall, the tool list.
+
+Canonical messages are stored without cache hints: clients move their ``cache_control``
+breakpoints every turn (Claude Code marks the newest tool result), so the same message is sent
+with and without one; the hint belongs to the request, which keeps it, not to the message.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from ..errors import InputError
+from ..messages import (
+    Message,
+    Part,
+    Role,
+    Text,
+    ToolCall,
+    ToolResult,
+    canonical_json,
+    message_to_dict,
+    sha256_hex,
+)
+from ..messages.wire import (
+    from_anthropic,
+    from_anthropic_message,
+    from_openai_chat,
+    from_openai_responses,
+    to_anthropic,
+    to_openai_chat,
+    to_openai_responses,
+)
+
+__all__ = [
+    "PROTOCOLS",
+    "ClientRequest",
+    "Item",
+    "Piece",
+    "Protocol",
+    "Reply",
+    "message_key",
+    "parse_reply",
+    "parse_request",
+    "render_messages",
+    "strip_cache",
+    "tool_names",
+    "upstream_body",
+]
+
+Protocol = Literal["anthropic", "openai_chat", "openai_responses"]
+PROTOCOLS: tuple[Protocol, ...] = ("anthropic", "openai_chat", "openai_responses")
+
+_MAX_KEYS: dict[Protocol, tuple[str, ...]] = {
+    "anthropic": ("max_tokens",),
+    "openai_chat": ("max_completion_tokens", "max_tokens"),
+    "openai_responses": ("max_output_tokens",),
+}
+_CONVERSATION: dict[Protocol, str] = {
+    "anthropic": "messages",
+    "openai_chat": "messages",
+    "openai_responses": "input",
+}
+_ASSISTANT_ITEMS = ("reasoning", "function_call", "custom_tool_call")
+
+
+def _bare(part: Part) -> Part:
+    if isinstance(part, (Text, ToolCall)) and part.cache is not None:
+        return replace(part, cache=None)
+    if isinstance(part, ToolResult):
+        content = part.content
+        if not isinstance(content, str):
+            content = tuple(replace(p, cache=None) if isinstance(p, Text) else p for p in content)
+        return replace(part, content=content, cache=None)
+    return part
+
+
+def strip_cache(message: Message) -> Message:
+    """``message`` without prompt-cache hints (see the module docstring)."""
+    return Message(message.role, tuple(_bare(p) for p in message.parts), message.name)
+
+
+def message_key(message: Message) -> str:
+    """What two sightings of one message share: the digest of its canonical JSON."""
+    return sha256_hex(canonical_json(message_to_dict(message)))
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """One unit of the client's conversation: its wire JSON values and canonical messages."""
+
+    raw: tuple[Any, ...]
+    messages: tuple[Message, ...]
+
+
+@dataclass(frozen=True)
+class ClientRequest:
+    protocol: Protocol
+    raw: bytes
+    body: dict[str, Any]
+    items: tuple[Item, ...]
+    instructions: tuple[Message, ...]  # top-level system / instructions, priced, not stored
+    model: str
+    stream: bool
+    max_key: str | None
+    max_tokens: int | None
+    tools: tuple[Any, ...] = field(default=())
+    # Why the conversation could not be read as canonical messages (an item type comal does
+    # not know yet); such a request is forwarded unmanaged rather than refused.
+    unmanaged: str | None = None
+
+    @property
+    def messages(self) -> list[Message]:
+        return [m for item in self.items for m in item.messages]
+
+    @property
+    def tools_json(self) -> str:
+        return canonical_json(list(self.tools)) if self.tools else ""
+
+
+def _system_message(content: object, where: str) -> Message:
+    """A ``role: "system"`` entry inside Anthropic ``messages`` (Claude Code sends them)."""
+    if isinstance(content, str):
+        return Message(Role.SYSTEM, (Text(content),))
+    if isinstance(content, list) and all(
+        isinstance(b, Mapping) and b.get("type") == "text" and isinstance(b.get("text"), str)
+        for b in content
+    ):
+        return Message(Role.SYSTEM, tuple(Text(b["text"]) for b in content))
+    raise InputError("a system message holds a string or text blocks", field=f"{where}.content")
+
+
+def _anthropic_items(conversation: Sequence[Any]) -> list[Item]:
+    items = []
+    for i, raw in enumerate(conversation):
+        where = f"messages[{i}]"
+        if not isinstance(raw, Mapping):
+            raise InputError("expected an object", field=where)
+        if raw.get("role") == "system":
+            messages = [_system_message(raw.get("content"), where)]
+        else:
+            try:
+                messages = from_anthropic({"messages": [raw]})
+            except InputError as exc:
+                raise InputError(exc.reason, field=f"{where} ({exc.field})") from exc
+        items.append(Item((raw,), tuple(strip_cache(m) for m in messages)))
+    return items
+
+
+def _chat_items(conversation: Sequence[Any]) -> list[Item]:
+    items = []
+    for i, raw in enumerate(conversation):
+        try:
+            messages = from_openai_chat([raw])
+        except InputError as exc:
+            raise InputError(exc.reason, field=f"messages[{i}] ({exc.field})") from exc
+        items.append(Item((raw,), tuple(strip_cache(m) for m in messages)))
+    return items
+
+
+def _assistant_side(raw: object) -> bool:
+    if not isinstance(raw, Mapping):
+        return False
+    kind = raw.get("type", "message" if "role" in raw else None)
+    return kind in _ASSISTANT_ITEMS or (kind == "message" and raw.get("role") == "assistant")
+
+
+def _responses_items(conversation: Sequence[Any]) -> list[Item]:
+    # Adjacent assistant-side items are one canonical assistant message, as the upstream's
+    # output is: they must stay one item for the next request to find the recorded reply.
+    groups: list[list[Any]] = []
+    for raw in conversation:
+        if groups and _assistant_side(raw) and _assistant_side(groups[-1][-1]):
+            groups[-1].append(raw)
+        else:
+            groups.append([raw])
+    items = []
+    start = 0
+    for group in groups:
+        try:
+            messages = from_openai_responses(group)
+        except InputError as exc:
+            raise InputError(exc.reason, field=f"input[{start}..] ({exc.field})") from exc
+        items.append(Item(tuple(group), tuple(strip_cache(m) for m in messages)))
+        start += len(group)
+    return items
+
+
+def parse_request(protocol: Protocol, raw: bytes) -> ClientRequest:
+    """Read a client's request body; bad JSON or a bad conversation is an :class:`InputError`."""
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InputError(f"the request body is not JSON ({exc})") from exc
+    if not isinstance(body, dict):
+        raise InputError("the request body is not a JSON object")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise InputError("model: a string is required", field="model")
+    key = _CONVERSATION[protocol]
+    conversation = body.get(key)
+    if protocol == "openai_responses" and isinstance(conversation, str):
+        conversation = [{"role": "user", "content": conversation}]
+    if not isinstance(conversation, list):
+        raise InputError(f"{key}: an array is required", field=key)
+    instructions: list[Message] = []
+    unmanaged: str | None = None
+    try:
+        if protocol == "anthropic":
+            items = _anthropic_items(conversation)
+            if body.get("system") is not None:
+                system = from_anthropic({"system": body["system"], "messages": []})
+                instructions = [strip_cache(m) for m in system]
+        elif protocol == "openai_chat":
+            items = _chat_items(conversation)
+        else:
+            items = _responses_items(conversation)
+            if isinstance(body.get("instructions"), str) and body["instructions"]:
+                instructions = [Message.system(body["instructions"])]
+    except InputError as exc:
+        items, instructions, unmanaged = [], [], str(exc)
+    max_key = next((k for k in _MAX_KEYS[protocol] if k in body), None)
+    max_tokens = body.get(max_key) if max_key is not None else None
+    if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)):
+        raise InputError(f"{max_key}: an integer is required", field=max_key)
+    tools = body.get("tools") or []
+    if not isinstance(tools, list):
+        raise InputError("tools: an array is required", field="tools")
+    return ClientRequest(
+        protocol,
+        raw,
+        body,
+        tuple(items),
+        tuple(instructions),
+        model,
+        bool(body.get("stream")),
+        max_key,
+        max_tokens,
+        tuple(tools),
+        unmanaged,
+    )
+
+
+def tool_names(protocol: Protocol, tools: Sequence[Any]) -> set[str]:
+    names = set()
+    for tool in tools:
+        if not isinstance(tool, Mapping):
+            continue
+        name = tool.get("name")
+        if protocol == "openai_chat" and isinstance(tool.get("function"), Mapping):
+            name = tool["function"].get("name")
+        if isinstance(name, str):
+            names.add(name)
+    return names
+
+
+# -- what goes upstream -------------------------------------------------------------------------
+
+# A piece of the upstream conversation: a client item sent exactly as it came, or canonical
+# messages (the engine's checkpoint, references, bounded messages) rendered for the format.
+Piece = tuple[Literal["wire"], Item] | tuple[Literal["canonical"], tuple[Message, ...]]
+
+
+def render_messages(protocol: Protocol, messages: Sequence[Message]) -> list[Any]:
+    """Canonical messages as wire conversation values (system entries inline where allowed)."""
+    if protocol == "openai_chat":
+        return list(to_openai_chat(messages))
+    if protocol == "openai_responses":
+        return list(to_openai_responses(messages))
+    out: list[Any] = []
+    run: list[Message] = []
+
+    def flush() -> None:
+        if run:
+            out.extend(to_anthropic(run)["messages"])
+            run.clear()
+
+    for msg in messages:
+        if msg.role in (Role.SYSTEM, Role.DEVELOPER):
+            flush()
+            out.append({"role": "system", "content": msg.text})
+        else:
+            run.append(msg)
+    flush()
+    return out
+
+
+def _merge_anthropic(values: list[tuple[Any, bool]]) -> list[Any]:
+    """Adjacent user (or assistant) messages joined into one where one of them is comal's (a
+    checkpoint followed by the client's next user message must not make two user turns in a
+    row); the client's own adjacent messages stay as it sent them."""
+    out: list[Any] = []
+    previous_ours = False
+    for value, ours in values:
+        prev = out[-1] if out else None
+        if (
+            (ours or previous_ours)
+            and isinstance(prev, dict)
+            and isinstance(value, Mapping)
+            and prev.get("role") == value.get("role")
+            and value.get("role") in ("user", "assistant")
+        ):
+
+            def blocks(content: Any) -> list[Any]:
+                if isinstance(content, str):
+                    return [{"type": "text", "text": content}]
+                return list(content)
+
+            out[-1] = {
+                **prev,
+                "content": blocks(prev.get("content")) + blocks(value.get("content")),
+            }
+        else:
+            out.append(value)
+        previous_ours = ours
+    return out
+
+
+def upstream_body(
+    request: ClientRequest,
+    pieces: Sequence[Piece],
+    *,
+    max_tokens: int | None,
+    extra_tools: Sequence[Any] = (),
+) -> dict[str, Any]:
+    """The client's body with the conversation, output limit and tools replaced."""
+    tagged: list[tuple[Any, bool]] = []
+    for piece in pieces:
+        if piece[0] == "wire":
+            tagged.extend((value, False) for value in piece[1].raw)
+        else:
+            tagged.extend((value, True) for value in render_messages(request.protocol, piece[1]))
+    if request.protocol == "anthropic":
+        conversation = _merge_anthropic(tagged)
+    else:
+        conversation = [value for value, _ in tagged]
+    body = dict(request.body)
+    body[_CONVERSATION[request.protocol]] = conversation
+    if max_tokens is not None and request.max_key is not None:
+        body[request.max_key] = max_tokens
+    if extra_tools:
+        body["tools"] = [*request.tools, *extra_tools]
+    return body
+
+
+# -- what comes back ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A complete upstream reply: the assistant message, its raw usage and stop reason."""
+
+    message: Message | None
+    usage: dict[str, Any] | None
+    stop: str | None
+    response_id: str | None
+    model: str | None
+
+
+def parse_reply(protocol: Protocol, body: Mapping[str, Any]) -> Reply:
+    """A whole (non-streamed, or reassembled) upstream response."""
+    usage = body.get("usage")
+    usage = dict(usage) if isinstance(usage, Mapping) else None
+    rid = body.get("id") if isinstance(body.get("id"), str) else None
+    model = body.get("model") if isinstance(body.get("model"), str) else None
+    if protocol == "anthropic":
+        message = from_anthropic_message({"content": body.get("content") or []})
+        return Reply(strip_cache(message), usage, body.get("stop_reason"), rid, model)
+    if protocol == "openai_chat":
+        choices = body.get("choices") or []
+        if not choices:
+            return Reply(None, usage, None, rid, model)
+        choice = choices[0]
+        raw = dict(choice.get("message") or {})
+        raw.setdefault("role", "assistant")
+        message = from_openai_chat([raw])[0]
+        return Reply(strip_cache(message), usage, choice.get("finish_reason"), rid, model)
+    output = body.get("output") or []
+    messages = from_openai_responses(output)
+    assistant = next((m for m in messages if m.role is Role.ASSISTANT), None)
+    status = body.get("status")
+    return Reply(
+        None if assistant is None else strip_cache(assistant),
+        usage,
+        status if isinstance(status, str) else None,
+        rid,
+        model,
+    )

@@ -1,0 +1,290 @@
+// comal dashboard: plain JavaScript over the HTTP API (/api), no build step.
+// Views: #/ sessions, #/s/ID session timeline + turns chart, #/s/ID/t/N one turn's context,
+// #/approvals pending asks. Live: /api/events (server-sent events) re-renders the open view.
+"use strict";
+
+const main = document.getElementById("main");
+let key = localStorage.getItem("comal-key") || "";
+
+function esc(value) {
+  return String(value ?? "").replace(/[&<>"']/g, (c) => ({
+    "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;",
+  }[c]));
+}
+const fmt = (n) => (n === null || n === undefined ? "–" : Number(n).toLocaleString("en-US"));
+const short = (id) => esc(String(id).slice(0, 8));
+const money = (v) => (v === null || v === undefined ? "–" : "$" + Number(v).toFixed(4));
+
+async function api(path, options = {}) {
+  const headers = { ...(options.headers || {}) };
+  if (key) headers["x-comal-key"] = key;
+  const response = await fetch(path, { ...options, headers });
+  if (response.status === 401) {
+    askKey();
+    throw new Error("unauthorized");
+  }
+  const body = await response.json();
+  if (!response.ok) throw new Error(body.error ? body.error.message : JSON.stringify(body));
+  return body;
+}
+
+function askKey() {
+  const dialog = document.getElementById("key-dialog");
+  if (dialog.open) return;
+  dialog.showModal();
+  dialog.addEventListener("close", () => {
+    key = document.getElementById("key-input").value.trim();
+    localStorage.setItem("comal-key", key);
+    connect();
+    render();
+  }, { once: true });
+}
+
+// -- sessions list ------------------------------------------------------------------------------
+const filters = { status: "", q: "" };
+
+async function sessionsView() {
+  const params = new URLSearchParams();
+  if (filters.status) params.set("status", filters.status);
+  if (filters.q) params.set("q", filters.q);
+  const data = await api("/api/sessions?" + params);
+  const rows = data.sessions.map((s) => `
+    <tr class="click" data-href="#/s/${esc(s.id)}">
+      <td class="mono">${short(s.id)}</td><td>${esc(s.agent)}</td><td>${esc(s.model || "")}</td>
+      <td><span class="status ${esc(s.status)}">${esc(s.status)}</span>
+        ${s.pending_approvals ? `<span class="badge">${s.pending_approvals} ask</span>` : ""}</td>
+      <td class="num">${fmt(s.entries)}</td><td class="num">${fmt(s.tokens)}</td>
+      <td class="num">${fmt(s.requests)}</td>
+      <td class="num">${fmt(s.usage.new_input)} / ${fmt(s.usage.cache_read)} / ${fmt(s.usage.output)}</td>
+      <td class="num">${money(s.cost_usd)}</td><td>${esc(s.engine)}</td>
+      <td class="num">${fmt(s.checkpoints)}</td>
+      <td class="muted">${esc(s.created_at.slice(0, 19).replace("T", " "))}</td>
+    </tr>`).join("");
+  main.innerHTML = `
+    <h1>Sessions</h1>
+    <p class="muted">Tenant <b>${esc(data.tenant)}</b>: every conversation the proxy and the agents
+      recorded in the ledger. Usage is measured (new input / cache read / output tokens).</p>
+    <div class="filters">
+      <select id="f-status">
+        <option value="">any status</option>
+        <option value="active" ${filters.status === "active" ? "selected" : ""}>active</option>
+        <option value="finished" ${filters.status === "finished" ? "selected" : ""}>finished</option>
+      </select>
+      <input id="f-q" placeholder="search id, title, model" value="${esc(filters.q)}">
+    </div>
+    <table id="sessions">
+      <thead><tr><th>session</th><th>agent</th><th>model</th><th>status</th>
+        <th class="num">entries</th><th class="num">tokens</th><th class="num">requests</th>
+        <th class="num">measured in / cached / out</th><th class="num">input cost</th>
+        <th>engine</th><th class="num">checkpoints</th><th>started</th></tr></thead>
+      <tbody>${rows || `<tr><td colspan="12" class="muted">No sessions yet.</td></tr>`}</tbody>
+    </table>`;
+  document.getElementById("f-status").onchange = (e) => { filters.status = e.target.value; render(); };
+  document.getElementById("f-q").onchange = (e) => { filters.q = e.target.value; render(); };
+}
+
+// -- one session ----------------------------------------------------------------------------
+function turnsChart(sessionId, turns) {
+  if (!turns.length) return `<p class="muted">No model requests recorded yet.</p>`;
+  const width = 1180, height = 220, pad = 44;
+  const top = Math.max(...turns.map((t) => Math.max(t.session_tokens || 0, t.input_tokens || 0, t.window || 0)), 1);
+  const bar = Math.max(4, Math.min(36, (width - pad) / turns.length - 4));
+  const y = (v) => height - 24 - ((v || 0) / top) * (height - 44);
+  const parts = [];
+  const windowLine = turns.find((t) => t.window);
+  if (windowLine) {
+    const wy = y(windowLine.window);
+    parts.push(`<line x1="${pad}" x2="${width}" y1="${wy}" y2="${wy}" stroke="#c8443a" stroke-dasharray="4 3"/>`);
+    parts.push(`<text x="${pad + 4}" y="${wy - 4}">window ${fmt(windowLine.window)}</text>`);
+  }
+  turns.forEach((t, i) => {
+    const x = pad + i * (bar + 4);
+    const full = t.session_tokens ?? t.input_tokens ?? 0;
+    const sent = t.input_tokens ?? (t.usage.new_input ?? 0) + (t.usage.cache_read ?? 0);
+    const color = t.checkpoint_new ? "var(--ckpt)" : t.referenced.length ? "var(--ref)" : "var(--sent)";
+    parts.push(`<a href="#/s/${esc(sessionId)}/t/${t.turn}">
+      <rect x="${x}" y="${y(full)}" width="${bar}" height="${height - 24 - y(full)}" fill="var(--full)"><title>turn ${t.turn}: full history ${fmt(full)}</title></rect>
+      <rect class="sent" x="${x + bar * 0.2}" y="${y(sent)}" width="${bar * 0.6}" height="${height - 24 - y(sent)}" fill="${color}"><title>turn ${t.turn}: sent ${fmt(sent)} (${esc(t.stage || "")})</title></rect></a>`);
+    if (turns.length <= 40 || i % 5 === 0) parts.push(`<text x="${x}" y="${height - 8}">${t.turn}</text>`);
+  });
+  parts.push(`<text x="0" y="${y(top) + 4}">${fmt(top)}</text><text x="0" y="${height - 24}">0</text>`);
+  return `<div class="legend"><span><i style="background:var(--full)"></i>full history</span>
+    <span><i style="background:var(--sent)"></i>sent verbatim</span>
+    <span><i style="background:var(--ref)"></i>with references</span>
+    <span><i style="background:var(--ckpt)"></i>new checkpoint</span></div>
+    <svg id="turns-chart" width="100%" viewBox="0 0 ${width} ${height}">${parts.join("")}</svg>`;
+}
+
+function entryItem(e) {
+  const calls = e.calls.map((c) => `<span class="pill">${esc(c.name)}</span>`).join("");
+  const result = e.result_of ? `<span class="pill ${e.is_error ? "err" : ""}">result of ${esc(e.result_of)}</span>` : "";
+  return `<li class="${esc(e.role)}"><div class="head">#${e.seq} · ${esc(e.role)} · ${fmt(e.tokens)} tokens ${calls}${result}</div>
+    <pre>${esc(e.preview)}</pre></li>`;
+}
+
+async function sessionView(id) {
+  const [info, entries, turns, receipts, checkpoints, events] = await Promise.all([
+    api(`/api/sessions/${id}`),
+    api(`/api/sessions/${id}/entries?limit=5000`),
+    api(`/api/sessions/${id}/turns`),
+    api(`/api/sessions/${id}/receipts`),
+    api(`/api/sessions/${id}/checkpoints`),
+    api(`/api/sessions/${id}/events`),
+  ]);
+  const items = entries.entries.map((e) => ({ at: e.created_at, seq: e.seq, html: entryItem(e) }));
+  for (const r of receipts.receipts) {
+    const judged = r.judgment ? `${esc(r.judgment.decision)} by ${esc(r.judgment.rule)}` : "";
+    const approved = r.judgment && r.judgment.approval ? ` · approved by ${esc(r.judgment.approval.by.id)}` : "";
+    items.push({ at: r.created_at, seq: Infinity, html: `<li class="receipt"><div class="head">receipt · ${esc(r.operation)} ${esc(r.call_id)} · ${esc(r.status)} · ${judged}${approved}</div></li>` });
+  }
+  for (const c of checkpoints.checkpoints) {
+    items.push({ at: c.created_at, seq: Infinity, html: `<li class="checkpoint"><div class="head">checkpoint · covers #${c.first_seq}–#${c.last_seq} · ${fmt(c.tokens)} tokens</div><pre>${esc(c.text.slice(0, 600))}</pre></li>` });
+  }
+  for (const ev of events.events) {
+    if (ev.kind === "proxy_instructions") continue;
+    items.push({ at: ev.created_at, seq: Infinity, html: `<li class="event"><div class="head">event · ${esc(ev.kind)}</div><pre>${esc(JSON.stringify(ev.body).slice(0, 300))}</pre></li>` });
+  }
+  items.sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : a.seq - b.seq));
+  const turnLinks = turns.turns.map((t) => `<a href="#/s/${esc(id)}/t/${t.turn}">${t.turn}</a>`).join(" ");
+  main.innerHTML = `
+    <h1>Session <span class="mono">${esc(info.id)}</span></h1>
+    <div class="muted">${esc(info.agent)} · ${esc(info.model || "")} · engine ${esc(info.engine)}
+      ${info.parent ? ` · branch of <a href="#/s/${esc(info.parent)}">${short(info.parent)}</a>` : ""}</div>
+    <div class="card stats">
+      <div class="stat"><b><span class="status ${esc(info.status)}">${esc(info.status)}</span></b><span>status</span></div>
+      <div class="stat"><b>${fmt(info.entries)}</b><span>entries</span></div>
+      <div class="stat"><b>${fmt(info.tokens)}</b><span>history tokens</span></div>
+      <div class="stat"><b>${fmt(info.requests)}</b><span>requests</span></div>
+      <div class="stat"><b>${fmt(info.usage.new_input)} / ${fmt(info.usage.cache_read)}</b><span>measured input / cached</span></div>
+      <div class="stat"><b>${fmt(info.usage.output)}</b><span>measured output</span></div>
+      <div class="stat"><b>${money(info.cost_usd)}</b><span>input cost</span></div>
+      <div class="stat"><b>${fmt(info.checkpoints)}</b><span>checkpoints</span></div>
+    </div>
+    <h2>What the model saw, per turn</h2>
+    <div class="card">${turnsChart(id, turns.turns)}<div class="turns muted">turns: ${turnLinks}</div></div>
+    <h2>Timeline</h2>
+    <ul class="timeline">${items.map((i) => i.html).join("")}</ul>`;
+}
+
+// -- one turn -------------------------------------------------------------------------------
+async function turnView(id, n) {
+  const [turns, entries] = await Promise.all([
+    api(`/api/sessions/${id}/turns`),
+    api(`/api/sessions/${id}/entries?limit=5000`),
+  ]);
+  const t = turns.turns[n];
+  if (!t) { main.innerHTML = `<p>No turn ${esc(n)}.</p>`; return; }
+  const sent = new Set();
+  for (const [a, b] of t.sent_seqs || []) for (let s = a; s <= b; s++) sent.add(s);
+  const referenced = new Set(t.referenced || []);
+  const bounded = new Set(t.bounded || []);
+  const [cf, cl] = t.checkpoint || [-1, -2];
+  const before = t.entry_id ? entries.entries.filter((e) => e.id < t.entry_id) : entries.entries;
+  const width = 1180, rowH = 18, cols = Math.max(1, Math.min(before.length, 60));
+  const cell = Math.floor(width / cols);
+  const kind = (e) => referenced.has(e.id) ? "ref" : bounded.has(e.id) ? "bound"
+    : sent.has(e.seq) ? "sent" : (e.seq >= cf && e.seq <= cl) ? "ckpt" : "full";
+  const counts = { sent: 0, ref: 0, bound: 0, ckpt: 0, full: 0 };
+  const cells = before.map((e, i) => {
+    const k = kind(e); counts[k] += e.tokens;
+    const x = (i % cols) * cell, y = Math.floor(i / cols) * (rowH + 4);
+    return `<rect class="cell ${k}" x="${x}" y="${y}" width="${cell - 3}" height="${rowH}" fill="var(--${k})"><title>#${e.seq} ${esc(e.role)} ${fmt(e.tokens)} tokens: ${k}</title></rect>`;
+  }).join("");
+  const rows = Math.ceil(before.length / cols);
+  main.innerHTML = `
+    <h1>Turn ${esc(n)} of <a class="mono" href="#/s/${esc(id)}">${short(id)}</a></h1>
+    <div class="card stats">
+      <div class="stat"><b>${esc(t.stage || "–")}</b><span>engine stage</span></div>
+      <div class="stat"><b>${fmt(t.input_tokens)}</b><span>input sent</span></div>
+      <div class="stat"><b>${fmt(t.session_tokens)}</b><span>full history + instructions</span></div>
+      <div class="stat"><b>${fmt(t.window)}</b><span>window</span></div>
+      <div class="stat"><b>${fmt(t.usage.new_input)} / ${fmt(t.usage.cache_read)}</b><span>measured input / cached</span></div>
+      <div class="stat"><b>${t.referenced.length}</b><span>references</span></div>
+      <div class="stat"><b>${t.checkpoint ? `#${t.checkpoint[0]}–#${t.checkpoint[1]}` : "–"}</b><span>checkpoint covers</span></div>
+      <div class="stat"><b>${t.max_tokens ? `${fmt(t.max_tokens.client)} → ${fmt(t.max_tokens.upstream)}` : "–"}</b><span>max output tokens</span></div>
+    </div>
+    <h2>The history at this turn, entry by entry</h2>
+    <div class="legend"><span><i style="background:var(--sent)"></i>sent verbatim (${fmt(counts.sent)} tokens)</span>
+      <span><i style="background:var(--ref)"></i>sent as an exact reference (${fmt(counts.ref)})</span>
+      <span><i style="background:var(--bound)"></i>bounded head + tail (${fmt(counts.bound)})</span>
+      <span><i style="background:var(--ckpt)"></i>behind the checkpoint (${fmt(counts.ckpt)})</span></div>
+    <div class="card"><svg id="turn-chart" width="100%" viewBox="0 0 ${width} ${Math.max(rows, 1) * (rowH + 4)}">${cells}</svg></div>
+    <p class="muted">Every entry stays in the ledger byte for byte; references and the checkpoint
+      name the EvidenceRead call that returns the exact bytes.</p>`;
+}
+
+// -- approvals ------------------------------------------------------------------------------
+async function approvalsView() {
+  const data = await api("/api/approvals");
+  const rows = data.approvals.map((a) => `
+    <div class="card approval" data-id="${esc(a.id)}">
+      <div class="what"><b>${esc(a.operation)}</b> <code>${esc(JSON.stringify(a.arguments))}</code>
+        <div class="muted">session <a href="#/s/${esc(a.session)}">${short(a.session)}</a> ·
+          proposed by ${esc(a.actor.kind)} ${esc(a.actor.id)} · rule ${esc(a.rule)} ·
+          effects ${esc(a.effects.map((e) => e.kind).join(", "))}</div></div>
+      <button class="approve" data-answer="true">Approve</button>
+      <button class="deny" data-answer="false">Deny</button>
+    </div>`).join("");
+  main.innerHTML = `<h1>Approvals</h1>
+    <p class="muted">A running agent's calls that its policy sends to a human. Your answer is
+      recorded with your identity as this server authenticated it.</p>
+    ${rows || `<p class="muted" id="no-approvals">Nothing is waiting for an answer.</p>`}`;
+  for (const button of main.querySelectorAll("button[data-answer]")) {
+    button.onclick = async () => {
+      const card = button.closest(".approval");
+      const a = data.approvals.find((x) => x.id === card.dataset.id);
+      await api(`/api/approvals/${a.session}/${a.id}`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ granted: button.dataset.answer === "true" }),
+      });
+      render();
+    };
+  }
+}
+
+// -- routing and live updates ---------------------------------------------------------------
+let rendering = Promise.resolve();
+
+function render() {
+  rendering = rendering.then(async () => {
+    const hash = location.hash || "#/";
+    for (const a of document.querySelectorAll("nav a[data-nav]")) {
+      a.classList.toggle("active", (a.dataset.nav === "approvals") === hash.startsWith("#/approvals"));
+    }
+    try {
+      let m;
+      if (hash.startsWith("#/approvals")) await approvalsView();
+      else if ((m = hash.match(/^#\/s\/([^/]+)\/t\/(\d+)$/))) await turnView(m[1], Number(m[2]));
+      else if ((m = hash.match(/^#\/s\/([^/]+)$/))) await sessionView(m[1]);
+      else await sessionsView();
+    } catch (error) {
+      if (error.message !== "unauthorized") main.innerHTML = `<p class="muted">${esc(error.message)}</p>`;
+    }
+  });
+  return rendering;
+}
+
+let source = null;
+function connect() {
+  if (source) source.close();
+  source = new EventSource("/api/events" + (key ? "?key=" + encodeURIComponent(key) : ""));
+  const dot = document.getElementById("live");
+  source.onopen = () => dot.classList.add("on");
+  source.onerror = () => dot.classList.remove("on");
+  source.addEventListener("change", (event) => {
+    const data = JSON.parse(event.data);
+    const badge = document.getElementById("approval-count");
+    badge.textContent = String(data.approvals.length);
+    badge.classList.toggle("hidden", data.approvals.length === 0);
+    render();
+  });
+}
+
+document.addEventListener("click", (event) => {
+  const row = event.target.closest("tr[data-href]");
+  if (row) location.hash = row.dataset.href;
+});
+window.addEventListener("hashchange", render);
+connect();
+render();

@@ -1,0 +1,92 @@
+"""The dashboard in a real browser: Debian's chromium driven by Playwright (nothing downloaded).
+
+# covers: OPS-2, OBS-1
+
+Opens the sessions list, a session (timeline and per-turn chart), one turn's context view and
+the approvals view; approves a pending ask and sees the agent finish. Screenshots go to
+``$COMAL_SCREENSHOTS`` when set (``make screenshots`` writes them into docs/).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ._support import asking_agent, drive_long_session, long_session_script, proxy
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+TURNS = 24
+
+
+def _shots(tmp_path: Path) -> Path:
+    target = Path(os.environ.get("COMAL_SCREENSHOTS") or tmp_path / "shots")
+    target.mkdir(parents=True, exist_ok=True)
+    return target
+
+
+def test_dashboard_pages_and_an_approval_in_chromium(tmp_path: Path) -> None:
+    if not CHROMIUM.exists() or shutil.which("chromium") is None:
+        pytest.skip(
+            "Debian's chromium is missing: `.ci/run` installs it (apt-get install chromium)"
+        )
+    sync_api = pytest.importorskip("playwright.sync_api")
+    shots = _shots(tmp_path)
+    work = tmp_path / "work"
+    work.mkdir()
+    with proxy(tmp_path, long_session_script(TURNS), context_window=8_000) as px:
+        sid = drive_long_session(px.url, TURNS)
+        turns = px.ledger.requests(px.ledger.sessions()[0].scope)
+        referenced = next(i for i, r in enumerate(turns) if r.meta.get("referenced"))
+        with sync_api.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+            page = browser.new_page(viewport={"width": 1320, "height": 900})
+            page.goto(px.url + "/")
+            page.wait_for_selector("#sessions tbody tr.click")
+            assert sid[:8] in page.inner_text("#sessions")
+            page.screenshot(path=str(shots / "serve-sessions.png"), full_page=True)
+
+            page.click(f"tr[data-href='#/s/{sid}']")
+            page.wait_for_selector("#turns-chart rect.sent")
+            assert page.locator("#turns-chart rect.sent").count() == len(turns)
+            assert page.locator(".timeline li.checkpoint").count() >= 1
+            assert page.locator(".timeline li.tool").count() == TURNS
+            page.screenshot(path=str(shots / "serve-session.png"), full_page=False)
+
+            page.goto(f"{px.url}/#/s/{sid}/t/{len(turns) - 1}")
+            page.wait_for_selector("#turn-chart rect.cell")
+            assert page.locator("#turn-chart rect.ckpt").count() > 0
+            page.goto(f"{px.url}/#/s/{sid}/t/{referenced}")
+            page.wait_for_selector("#turn-chart rect.ref")
+            assert page.locator("#turn-chart rect.ref").count() >= 1
+            assert page.locator("#turn-chart rect.sent").count() >= 1
+            page.screenshot(path=str(shots / "serve-turn.png"), full_page=True)
+
+            agent = asking_agent(tmp_path / "ledger.db", work, command="echo approved-in-browser")
+            page.goto(px.url + "/#/approvals")
+            page.wait_for_selector(".approval button.approve", timeout=20_000)
+            assert "echo approved-in-browser" in page.inner_text(".approval")
+            page.screenshot(path=str(shots / "serve-approvals.png"), full_page=False)
+            page.click(".approval button.approve")
+            page.wait_for_selector("#no-approvals", timeout=20_000)
+            result = agent.join()
+            assert result.get("status") == "finished", result
+            page.goto(f"{px.url}/#/s/{agent.scope.session}")
+            page.wait_for_selector(".timeline li.receipt")
+            text = page.inner_text(".timeline")
+            assert "approved by local:" in text and "approved-in-browser" in text
+            page.goto(px.url + "/")
+            page.wait_for_selector("#sessions tbody tr.click")
+            assert "finished" in page.inner_text("#sessions")
+            browser.close()
