@@ -32,6 +32,7 @@ def _isolated_user_dirs(
     monkeypatch.setenv("XDG_DATA_HOME", str(home / "data"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "config"))
     monkeypatch.delenv("COMAL_CONTEXT_WINDOW", raising=False)
+    monkeypatch.delenv("COMAL_CONFIG", raising=False)
     # Real provider calls are impossible in tests: no keys, and base URLs that go nowhere.
     # A test that talks to the local fake server passes its own base_url and key.
     for key in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_COMPAT_API_KEY"):

@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from _agent_support import TASK, TASK_ANSWER, TASK_CHECKS, TASK_FILES, write_script
 from comal.agent import INCOMPLETE_EVENT, answer_of
 from comal.ledger import Scope, open_ledger, verify
@@ -121,7 +123,9 @@ def final_state(root: Path) -> dict[str, str]:
     }
 
 
-def test_sigkill_at_random_points_then_resume_finishes_the_task(tmp_path: Path) -> None:
+def test_sigkill_at_random_points_then_resume_finishes_the_task(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # covers: RES-1, RES-2, RES-3, RES-4, RES-5, OUT-2, OPS-3
     rng = random.Random(20261129)
     db = tmp_path / "ledger.db"
@@ -129,7 +133,8 @@ def test_sigkill_at_random_points_then_resume_finishes_the_task(tmp_path: Path) 
     config = tmp_path / "home" / "comal" / "config.json"
     config.parent.mkdir(parents=True)
     config.write_text(json.dumps({"checks": list(TASK_CHECKS)}))
-    os.environ["COMAL_CONFIG"] = str(config)  # for the workers that go through run_prompt
+    # For the workers that go through run_prompt; monkeypatched, so no later test inherits it.
+    monkeypatch.setenv("COMAL_CONFIG", str(config))
     led = open_ledger(db, counter=EstimatingCounter())
     zygote = Zygote(tmp_path / "driver.err")
     kills = {"phase": 0, "delay": 0, "cli": 0}

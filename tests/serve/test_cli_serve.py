@@ -45,7 +45,7 @@ def test_keys_add_list_revoke(tmp_path: Path) -> None:
 def test_serve_runs_and_refuses_an_unknown_engine(tmp_path: Path) -> None:
     runner = CliRunner()
     bad = runner.invoke(app, ["serve", "--ledger", str(tmp_path / "x.db"), "--engine", "nope"])
-    assert bad.exit_code == 2 and "unknown engine" in bad.output
+    assert bad.exit_code == 2 and "UNKNOWN_ENGINE" in bad.output
     port = free_port()
     env = {**os.environ, "COMAL_LEDGER": str(tmp_path / "l.db")}
     code = "from comal.cli import main; main()"

@@ -93,7 +93,7 @@ def keys_add(
 
     Example: comal keys add --tenant acme --name ci
     """
-    with coded_errors(as_json), ledger() as led:
+    with coded_errors(as_json), ledger(create=True) as led:
         key, secret = led.add_proxy_key(tenant, name)
     if as_json:
         emit_json({**key.as_dict(), "key": secret})
