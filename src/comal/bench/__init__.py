@@ -24,6 +24,7 @@ from ._strategies import (
     Strategy,
     make_strategy,
 )
+from ._turn import TurnBench, run_turn_bench
 
 __all__ = [
     "DEFAULT_STRATEGIES",
@@ -44,6 +45,7 @@ __all__ = [
     "Sent",
     "Session",
     "Strategy",
+    "TurnBench",
     "TurnStat",
     "cached_prefix",
     "classify_retention",
@@ -58,6 +60,7 @@ __all__ = [
     "run_context_bench",
     "run_ledger_bench",
     "run_strategy",
+    "run_turn_bench",
     "synthetic_steps",
     "totals",
     "wire_groups",

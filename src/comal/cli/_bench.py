@@ -134,6 +134,39 @@ def _windows(text: str) -> list[int]:
     return values
 
 
+@app.command("turn")
+def turn_bench(
+    at: Annotated[str, typer.Option(help="Session sizes in turns, comma-separated.")] = "100,5000",
+    imported: Annotated[
+        int, typer.Option(help="Requests of an imported history in the same tenant.", min=0)
+    ] = 40_000,
+    turns: Annotated[int, typer.Option(help="Turns to time per size.", min=5)] = 30,
+    as_json: JsonOpt = False,
+) -> None:
+    """Per-turn overhead of the agent loop (everything but the model call) at two session
+    sizes, in a ledger that also holds an imported history: flat means a ratio near 1.
+
+    Example: comal bench turn --at 100,5000 --imported 40000
+    """
+    sizes = [int(s) for s in at.split(",") if s.strip()]
+    with err.status("turn bench") as status:
+        results = _b().run_turn_bench(
+            at=sizes, imported=imported, measure=turns, progress=lambda m: status.update(m)
+        )
+    if as_json:
+        emit_json([r.as_dict() for r in results])
+        return
+    table = Table("turn", "entries", "imported requests", "p50 ms", "p90 ms", "max ms")
+    for r in results:
+        table.add_row(
+            f"{r.turn:,}", f"{r.entries:,}", f"{r.imported_requests:,}", f"{r.p50_ms:.2f}",
+            f"{r.p90_ms:.2f}", f"{r.max_ms:.2f}",
+        )  # fmt: skip
+    out.print(table)
+    if len(results) >= 2 and results[0].p50_ms > 0:
+        out.print(f"ratio p50 {results[-1].p50_ms / results[0].p50_ms:.2f} (1.0 is flat)")
+
+
 @app.command("compare")
 def compare_bench(
     transcripts: Annotated[
