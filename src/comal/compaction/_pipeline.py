@@ -103,6 +103,7 @@ def summarize_pipeline(
         "level": level,
         "summarizer": made.summarizer,
         "body_offset": offset,
+        "body_chars": len(made.text),
         "source_first": job.source_first,
         "source_entries": len(sources),
         "source_tokens": job.source_tokens,

@@ -378,6 +378,16 @@ def plan_summary(
     target = min(config.summary_max_tokens, math.floor(config.summary_max_ratio * capacity))
     source = sum(e.tokens for e in middle) + sum(s.tokens for s in run.work if s.zone == "summary")
     reason = "forced" if force else ("over the window" if over_capacity else "threshold")
+    facts = ctx.schedule.facts
+    outputs = [i for i in range(tail_start) if i in facts]
+    refs = (
+        tuple(
+            f"- seq {tail[i].seq}, {facts[i].tool}: {recovery_call(tail[i])}"
+            for i in outputs[len(outputs) - config.summary_references :]
+        )
+        if config.summary_references
+        else ()
+    )
     return PipelineSummarize(
         first_seq=first,
         last_seq=middle[-1].seq,
@@ -390,4 +400,6 @@ def plan_summary(
         previous=previous,
         reason=reason,
         keeps_head=base is None or stored is not None,
+        references=refs,
+        outputs=len(outputs),
     )

@@ -110,6 +110,10 @@ class PipelineConfig(BaseModel):
         description="comal: share of the history capacity a summary leaves verbatim at the end.",
     )  # fmt: skip
     summary_max_tokens: int = Field(2_000, ge=200, le=20_000)
+    summary_references: int = Field(
+        8, ge=0, le=50,
+        description="comal: exact EvidenceRead calls to the newest outputs a summary covers.",
+    )  # fmt: skip
     summary_max_ratio: float = Field(0.1, gt=0, le=0.3)
     # -- layer 9: restored context -------------------------------------------------------------
     instructions: str = Field(

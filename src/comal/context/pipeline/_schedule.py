@@ -17,7 +17,7 @@ from ...messages import Reasoning, Role, Text, ToolCall
 from .._bound import message_chars
 from .._render import EngineCache
 from ._config import PipelineConfig
-from ._timeline import Aging, Timeline
+from ._timeline import Aging, Timeline, masking_periods
 from ._tools import ResultFacts, result_facts
 
 __all__ = ["Schedule", "build_schedule", "is_user_turn"]
@@ -155,16 +155,11 @@ def build_schedule(
     prefix = [0]
     for e in tail:
         prefix.append(prefix[-1] + entry_chars(e, cache))
-    active_at: dict[int, int | None] = {}
-    since: int | None = None
-    chars = head_chars
-    for p in timeline.points:
-        chars = head_chars + prefix[p] - prefix[fronts[p]]
-        if since is None and chars > config.observation_trigger_chars:
-            since = p
-        elif since is not None and chars < config.observation_deactivation_chars:
-            since = None
-        active_at[p] = since
+    chars_at = [(p, head_chars + prefix[p] - prefix[fronts[p]]) for p in timeline.points]
+    active_at = masking_periods(
+        chars_at, config.observation_trigger_chars, config.observation_deactivation_chars
+    )
+    chars = chars_at[-1][1]
     # The fence at every point: the oldest position an age-based edit may still change.
     fence: dict[int, int] = {}
     cursors = [0, 0, 0, 0, 0]

@@ -138,6 +138,8 @@ class PipelineSummarize(Job):
     previous: tuple[str, ...] = ()
     reason: str = "threshold"
     keeps_head: bool = True
+    references: tuple[str, ...] = ()  # one line per covered output: seq, tool, exact call
+    outputs: int = 0  # outputs the summary covers in all
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,13 +160,14 @@ class StoredSummary:
         meta = record.meta
         text = record.message.text
         offset = int(meta.get("body_offset", 0))
+        end = offset + int(meta.get("body_chars", len(text)))
         return cls(
             record,
             str(meta.get("level", "")),
             str(meta.get("summarizer", "")),
             int(meta.get("made_at_seq", record.last_seq + 1)),
             RestoreData.from_dict(meta.get("restore") or {}),
-            text[offset:],
+            text[offset:end],
         )
 
 
@@ -235,6 +238,10 @@ def summary_message(
         "any of them and EvidenceRead returns its exact text.]"
     )
     text = f"{header}\n{body}"
+    if job.references:
+        shown = len(job.references)
+        footer = [f"[Exact outputs it covers (newest {shown} of {job.outputs}):", *job.references]
+        text += "\n" + "\n".join(footer) + "]"
     part = Summary(text, 0, job.first_seq, job.last_seq)
     return Message(Role.USER, (part,)), len(header) + 1
 

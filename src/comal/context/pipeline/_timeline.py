@@ -34,7 +34,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["Aging", "Timeline"]
+__all__ = ["Aging", "Timeline", "masking_periods"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,3 +118,20 @@ class Aging:
         if r < len(self.items) and self.items[r] < p:
             return r, self.items[r]
         return r, p
+
+
+def masking_periods(
+    chars: Sequence[tuple[int, int]], trigger: int, deactivation: int
+) -> dict[int, int | None]:
+    """For each ``(point, history characters)`` in order, the point the current masking period
+    started at (None: masking off). On above ``trigger``, off only below ``deactivation``: the
+    gap between them keeps masking from flapping."""
+    out: dict[int, int | None] = {}
+    since: int | None = None
+    for p, n in chars:
+        if since is None and n > trigger:
+            since = p
+        elif since is not None and n < deactivation:
+            since = None
+        out[p] = since
+    return out

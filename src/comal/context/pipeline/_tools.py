@@ -38,7 +38,7 @@ _GIT_READS = frozenset(
 )  # fmt: skip
 _SEPARATORS = frozenset({";", "&&", "||", "|", "\n"})
 _WRITES = frozenset({">", ">>", "&>", ">&", "<<", "<<<", "&", "|&"})
-_REFUSE = ("`", "$(", "<(", ">", "<<", "&")
+_REFUSE = ("`", "$(", "<(", ">", "<<")
 _MAX_COMMAND = 2_000
 _PATH_KEYS = ("file_path", "path", "filename", "file", "notebook_path", "target_file")
 _COMMAND_KEYS = ("command", "cmd", "commands", "script")
