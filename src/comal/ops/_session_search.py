@@ -72,13 +72,20 @@ def _session_search(args: SessionSearchInput, ctx: CallContext) -> ToolOutput:
     from ..evidence import evidence_call
 
     hits = _search(args, ctx)
+    entries = {h.entry_id: ctx.ledger.entry(ctx.scope, h.entry_id) for h in hits}
+    # The message proposing this very call names the words it searches for; it is no hit.
+    hits = [
+        h
+        for h in hits
+        if (e := entries[h.entry_id]) is not None
+        and not any(c.id == ctx.call_id for c in e.message.tool_calls)
+    ]
     how = "regex" if args.regex else "full-text"
     lines = [f"session_search {how} {args.query!r}: {len(hits)} hit(s) in this session."]
     found: list[dict[str, object]] = []
     for h in sorted(hits, key=lambda h: h.seq):
-        entry = ctx.ledger.entry(ctx.scope, h.entry_id)
-        if entry is None:
-            continue
+        entry = entries[h.entry_id]
+        assert entry is not None
         field, text = _field(entry)
         digest = entry.output_digest if field == "content" and entry.output_digest else None
         call = evidence_call(entry.id, field, digest or sha256_hex(text))

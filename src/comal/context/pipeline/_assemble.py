@@ -345,8 +345,9 @@ def plan_summary(
     for slot in run.work:
         if slot.zone == "tail":
             rendered[slot.index] = slot.tokens
-    starts = [i for i, e in enumerate(tail) if i == 0 or e.step != tail[i - 1].step]
-    room = math.floor(config.summary_tail_ratio * capacity)
+    starts = list(ctx.schedule.groups)
+    # /compact keeps only the newest step (and the newest request's turn, below) verbatim.
+    room = 0 if force else math.floor(config.summary_tail_ratio * capacity)
     tail_start = starts[-1]
     kept = sum(rendered[tail_start:])
     for s in reversed(starts[:-1]):

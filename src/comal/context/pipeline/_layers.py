@@ -27,6 +27,7 @@ first wins, so a placeholder the model saw never changes its text.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
@@ -351,16 +352,18 @@ def restore(work: Work, ctx: Context) -> LayerResult:
 
 
 # -- 10 -----------------------------------------------------------------------------------------
-def _steps(work: Work) -> list[list[int]]:
-    """Work indices of the tail slots, grouped by step, oldest first."""
+def _steps(work: Work, ctx: Context) -> list[list[int]]:
+    """Work indices of the tail slots, grouped by step (LIM-4 groups), oldest first."""
     groups: list[list[int]] = []
     last: int | None = None
+    starts = ctx.schedule.groups
     for k, slot in enumerate(work):
         if slot.zone != "tail" or slot.entry is None:
             continue
-        if slot.entry.step != last:
+        group = bisect_right(starts, slot.index) - 1
+        if group != last:
             groups.append([])
-            last = slot.entry.step
+            last = group
         groups[-1].append(k)
     return groups
 
@@ -369,7 +372,7 @@ def _cut(work: Work, ctx: Context, room: int) -> tuple[Work, list[Action]]:
     """Leave out the oldest tail steps until the history is at or under ``target``; never the
     newest step, never the step of the newest user turn."""
     target = int(ctx.config.fit_target_ratio * room)
-    steps = _steps(work)
+    steps = _steps(work, ctx)
     if len(steps) < 2:
         return work, []
     user_steps = [n for n, g in enumerate(steps) if any(_is_user(work[k]) for k in g)]

@@ -8,19 +8,19 @@ of small values, not a re-read of outputs.
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ...ledger import Entry
-from ...messages import Reasoning, Role, Text, ToolCall
+from ...messages import Reasoning, Role, Text, ToolCall, group_messages
 from .._bound import message_chars
 from .._render import EngineCache
 from ._config import PipelineConfig
 from ._timeline import Aging, Timeline, masking_periods
 from ._tools import ResultFacts, result_facts
 
-__all__ = ["Schedule", "build_schedule", "is_user_turn"]
+__all__ = ["Schedule", "build_schedule", "group_starts", "is_user_turn"]
 
 
 def is_user_turn(entry: Entry) -> bool:
@@ -50,6 +50,7 @@ class Schedule:
     mask_since: int | None  # start of the current masking period (None: masking is off)
     mask_prev: bool  # whether masking was on at the previous point
     chars_now: int
+    groups: tuple[int, ...]  # tail index where each group starts (cuts go only there)
 
     @property
     def now(self) -> int:
@@ -93,17 +94,23 @@ def _facts(
     return out
 
 
-def _window_fronts(tail: Sequence[Entry], timeline: Timeline, keep: int) -> dict[int, int]:
-    """The kept window's first tail index at every point: the step start of the ``keep``-th
+def group_starts(entries: Sequence[Entry]) -> tuple[int, ...]:
+    """Index of the first entry of every group (a message, or an assistant message and the
+    results of its calls, LIM-4): the only places the history may be cut."""
+    return tuple(g.start for g in group_messages([e.message for e in entries]))
+
+
+def _window_fronts(
+    tail: Sequence[Entry], timeline: Timeline, keep: int, starts_of: Sequence[int]
+) -> dict[int, int]:
+    """The kept window's first tail index at every point: the group start of the ``keep``-th
     newest user turn once there are more than ``keep`` of them, else the start."""
     users: list[int] = []
     starts: list[int] = []
-    first_of_step: dict[int, int] = {}
     for i, e in enumerate(tail):
-        first_of_step.setdefault(e.step, i)
         if is_user_turn(e):
             users.append(i)
-            starts.append(first_of_step[e.step])
+            starts.append(starts_of[bisect_right(starts_of, i) - 1])
     fronts: dict[int, int] = {}
     for p in timeline.points:
         u = bisect_left(users, p)
@@ -149,7 +156,8 @@ def build_schedule(
         [i for i in results if facts[i].maskable and facts[i].ephemeral],
         config.ephemeral_keep_window,
     )
-    fronts = _window_fronts(tail, timeline, config.turns_kept)
+    groups = group_starts(tail)
+    fronts = _window_fronts(tail, timeline, config.turns_kept, groups)
     # Characters of the history each point sent, before any masking (so masking cannot switch
     # itself off), with the hysteresis gap between switching on and off.
     prefix = [0]
@@ -189,6 +197,7 @@ def build_schedule(
         mask_since=active_at[timeline.n],
         mask_prev=prev is not None and active_at[prev] is not None,
         chars_now=chars,
+        groups=groups,
     )
 
 

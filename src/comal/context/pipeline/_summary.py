@@ -20,11 +20,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 from ...evidence import evidence_call, utf16_len
 from ...ledger import CheckpointRecord, Entry
-from ...messages import Message, Role, Summary, Text, sha256_hex
+from ...messages import Message, Role, Summary, Text, group_messages, sha256_hex
 from .._engine import Job
 from ._schedule import is_user_turn
 from ._tools import ResultFacts
@@ -180,11 +181,8 @@ def head_end(entries: Sequence[Entry], anchor_turns: int, cap: int) -> int:
     users = 0
     tokens = 0
     end = 0
-    i = 0
-    while i < len(entries):
-        j = i + 1
-        while j < len(entries) and entries[j].step == entries[i].step:
-            j += 1
+    bounds = [g.start for g in group_messages([e.message for e in entries])]
+    for i, j in pairwise([*bounds, len(entries)]):
         step = entries[i:j]
         users += sum(1 for e in step if is_user_turn(e))
         size = sum(e.tokens for e in step)
@@ -192,7 +190,6 @@ def head_end(entries: Sequence[Entry], anchor_turns: int, cap: int) -> int:
             break
         tokens += size
         end = j
-        i = j
     return end
 
 
