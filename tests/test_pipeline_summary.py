@@ -93,7 +93,7 @@ def test_the_cooldown_waits_five_turns_and_the_next_summary_folds_the_last(
     waited = 0
     pressed = False
     while True:
-        s.step(f"later {waited}", bash(f"python job.py --later {waited}", lines(waited, 70)))
+        s.step(f"later {waited}", bash(f"python job.py --later {waited}", lines(waited, 130)))
         waited += 1
         jobs = ENGINE.plan(s.view(), budget(WINDOW), config)
         if waited < 5:
