@@ -36,6 +36,7 @@ _GIT_READS = frozenset(
     {"log", "show", "diff", "status", "grep", "blame", "branch", "rev-parse", "ls-files",
      "describe", "shortlog", "reflog", "tag"}
 )  # fmt: skip
+_SPECIAL = frozenset({"git", "sed", "find", "awk"})
 _SEPARATORS = frozenset({";", "&&", "||", "|", "\n"})
 _WRITES = frozenset({">", ">>", "&>", ">&", "<<", "<<<", "&", "|&"})
 _REFUSE = ("`", "$(", "<(", ">", "<<")
@@ -66,6 +67,9 @@ def command_is_read_only(command: str) -> bool:
     # anywhere (even quoted) is enough to call a command a possible write.
     if len(command) > _MAX_COMMAND or any(mark in command for mark in _REFUSE):
         return False
+    first = command.split(None, 1)[0].rsplit("/", 1)[-1] if command.strip() else ""
+    if first not in _READERS and first not in _SPECIAL:
+        return False  # most commands are not reads: no need to split them
     try:
         lexer = shlex.shlex(command, posix=True, punctuation_chars=";&|<>")
         lexer.whitespace_split = True
