@@ -128,10 +128,13 @@ def run_layers(
     )
     reports: list[LayerReport] = []
     actions: list[Action] = []
+    tokens = history_tokens(work)
     for name, layer in LAYERS:
         done = layer(work, ctx)
+        after = tokens if done.work is work else history_tokens(done.work)
         work = done.work
-        reports.append(done.report)
+        reports.append(replace(done.report, tokens_before=tokens, tokens_after=after))
+        tokens = after
         actions += done.actions
         if name == until:
             break

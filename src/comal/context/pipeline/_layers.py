@@ -75,9 +75,12 @@ Layer = Callable[[Work, Context], LayerResult]
 def _result(
     name: str, before: Work, after: Work, actions: list[Action], *, items: int, new: int = 0
 ) -> LayerResult:
+    """The layer's result; its report's token counts are filled in by the runner, which knows
+    the history before the layer (what the one before it left) and prices only a changed
+    work, so a turn does not re-add every slot twice per layer."""
     order = LAYER_ORDER.index(name) + 1
-    report = LayerReport(name, order, items, history_tokens(before), history_tokens(after), new)
-    return LayerResult(after, report, tuple(actions))
+    report = LayerReport(name, order, items, -1, -1, new)
+    return LayerResult(after if items else before, report, tuple(actions))
 
 
 def _due_map(rule: Aging) -> dict[int, int]:
@@ -157,27 +160,28 @@ def _placeholders(
 ) -> LayerResult:
     """Apply ``decisions`` (tail index -> (landed at, reason)) where no earlier one holds."""
     rank = LAYER_ORDER.index(name) + 1
-    out: list[Slot] = []
+    out = list(work)
+    where = {s.index: k for k, s in enumerate(work) if s.zone == "tail"}
     actions: list[Action] = []
     new = 0
-    for slot in work:
-        decision = decisions.get(slot.index) if slot.zone == "tail" else None
+    for index in sorted(decisions):
+        k = where.get(index)
+        if k is None:
+            continue  # left out by the history window
+        slot = work[k]
         entry = slot.entry
-        if decision is None or entry is None or entry.message.tool_result is None:
-            out.append(slot)
+        if entry is None or entry.message.tool_result is None:
             continue
-        due, reason = decision
+        due, reason = decisions[index]
         if slot.edit is not None and slot.edit.due <= due:
-            out.append(slot)  # an earlier placeholder stays exactly as the model saw it
-            continue
-        facts = ctx.schedule.facts[slot.index]
+            continue  # an earlier placeholder stays exactly as the model saw it
+        facts = ctx.schedule.facts[index]
         message, tokens, call = placeholder(
             entry, facts, reason, ctx.counter, ctx.cache, ctx.config.preview_chars
         )
         if tokens >= entry.tokens:
-            out.append(slot)  # too small to be worth a placeholder (a pure function of it)
-            continue
-        out.append(replace(slot, message=message, tokens=tokens, edit=Edit(due, rank, reason)))
+            continue  # too small to be worth a placeholder (a pure function of it)
+        out[k] = replace(slot, message=message, tokens=tokens, edit=Edit(due, rank, reason))
         fresh = due == ctx.now
         new += fresh
         result = entry.message.tool_result
@@ -186,8 +190,7 @@ def _placeholders(
             fresh, call,
         )  # fmt: skip
         actions.append(done)
-    items = sum(isinstance(a, Placeholdered) for a in actions)
-    return _result(name, work, tuple(out), actions, items=items, new=new)
+    return _result(name, work, tuple(out), actions, items=len(actions), new=new)
 
 
 _SUPERSEDED = MappingProxyType(
