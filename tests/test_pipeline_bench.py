@@ -70,7 +70,7 @@ def test_context_editing_clears_all_but_the_last_three_results(session: Session)
 
 
 def test_pipeline_and_peer_rows_in_a_compare_run(session: Session) -> None:
-    # covers: PIP-1, CCH-2
+    # covers: PIP-1
     for name in (
         "comal-pipeline",
         "langchain-context-editing",

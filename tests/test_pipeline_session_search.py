@@ -88,7 +88,7 @@ def test_session_search_stays_in_its_own_session(s: Setup) -> None:
 
 
 def test_session_search_is_offered_only_under_the_pipeline(s: Setup) -> None:
-    # covers: PIP-1, DAG-7
+    # covers: PIP-1
     catalog = s.house.catalog("model")
     assert "session_search" in catalog.names
     assert "session_search" in model_catalog(catalog, get_engine("pipeline")).names

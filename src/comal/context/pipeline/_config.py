@@ -111,12 +111,16 @@ class PipelineConfig(BaseModel):
         0.2, ge=0.05, le=0.6,
         description="comal: share of the history capacity a summary leaves verbatim at the end.",
     )  # fmt: skip
-    summary_max_tokens: int = Field(2_000, ge=200, le=20_000)
+    summary_max_tokens: int = Field(
+        2_000, ge=200, le=20_000, description="The most tokens a summary's body aims for."
+    )
     summary_references: int = Field(
         8, ge=0, le=50,
         description="comal: exact EvidenceRead calls to the newest outputs a summary covers.",
     )  # fmt: skip
-    summary_max_ratio: float = Field(0.1, gt=0, le=0.3)
+    summary_max_ratio: float = Field(
+        0.1, gt=0, le=0.3, description="...and at most this share of the history capacity."
+    )
     # -- layer 9: restored context -------------------------------------------------------------
     instructions: str = Field(
         "",
@@ -125,15 +129,23 @@ class PipelineConfig(BaseModel):
             "after a summary. The engine reads no files: the caller passes the content."
         ),
     )
-    instructions_source: str = Field("AGENTS.md", min_length=1)
-    instructions_max_chars: int = Field(8_000, ge=0, le=100_000)
-    restore_recent_files: int = Field(5, ge=0, le=20)
+    instructions_source: str = Field(
+        "AGENTS.md", min_length=1, description="The file the instructions came from, named."
+    )
+    instructions_max_chars: int = Field(
+        8_000, ge=0, le=100_000, description="The most instruction characters re-injected."
+    )
+    restore_recent_files: int = Field(
+        5, ge=0, le=20, description="Recently accessed files listed after a summary."
+    )
     # -- layer 10: the final fit ---------------------------------------------------------------
     fit_target_ratio: float = Field(
         0.7, gt=0.1, lt=1,
         description="comal: an emergency cut (over the window, no summary yet) goes down to this.",
     )  # fmt: skip
-    preview_chars: int = Field(120, ge=0, le=2_000)
+    preview_chars: int = Field(
+        120, ge=0, le=2_000, description="How much of a call's object a placeholder names."
+    )
     # -- tool families (matched case-insensitively) --------------------------------------------
     read_tools: ToolNames = frozenset(
         {"read", "read_file", "view", "open_file", "open", "cat", "file_read", "notebookread"}
