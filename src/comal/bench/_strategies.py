@@ -14,6 +14,8 @@ prices, checks and times what each one yields in the same way.
   by a one-line placeholder, rewritten each turn as the window moves (SWE-agent's
   ``LastNObservations`` history processor; N=5 is the setting studied in arXiv 2508.21433).
 - ``langchain-trim``: ``langchain_core.messages.trim_messages`` (see :mod:`._langchain`).
+- ``langchain-context-editing``: LangChain v1's ``ContextEditingMiddleware`` with its
+  documented defaults (see :mod:`._context_editing`).
 """
 
 from __future__ import annotations
@@ -217,9 +219,14 @@ def make_strategy(name: str, counter: TokenCounter) -> Strategy:
         from ._langchain import LangchainTrim
 
         return LangchainTrim(counter)
+    if name.split(":")[0] == "langchain-context-editing":
+        from ._context_editing import ContextEditing
+
+        return ContextEditing(name)
     if name.startswith("openhands"):
         raise UserError(f"{name}: {OPENHANDS_UNAVAILABLE}")
     engines = ", ".join(f"comal-{e}" for e in engine_names())
     raise UserError(
-        f"unknown strategy {name!r}; choose from full, {engines}, masking-N, langchain-trim"
+        f"unknown strategy {name!r}; choose from full, {engines}, masking-N, langchain-trim, "
+        "langchain-context-editing"
     )

@@ -8,10 +8,13 @@ from types import MappingProxyType
 
 from ._engine import Engine, UnknownEngine
 from .limit import LimitEngine
+from .pipeline import PipelineEngine
 
 __all__ = ["ENGINES", "engine_names", "get_engine"]
 
-ENGINES: Mapping[str, Engine] = MappingProxyType({e.name: e for e in (LimitEngine(),)})
+ENGINES: Mapping[str, Engine] = MappingProxyType(
+    {e.name: e for e in (LimitEngine(), PipelineEngine())}
+)
 
 
 def engine_names() -> tuple[str, ...]:

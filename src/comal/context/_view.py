@@ -2,11 +2,13 @@
 
 A view is the session's leading system entries (``pinned``, which nothing may cover), the
 stand-ins an engine reads in front of the history (its ``bases``: the latest checkpoint, the
-frontier of summaries), and every entry after what they cover. :meth:`View.from_ledger` reads
-one from the ledger and :meth:`View.from_entries` builds the same one from entries in memory
-(a replay), by one rule; :func:`store_checkpoint` persists what an assembly proposes.
-Everything between is pure: an engine's ``assemble`` reads only the view, the budget and the
-config.
+frontier of summaries), and every entry after what they cover. A checkpoint whose meta says
+``keeps_head`` stands for a middle only (middle-out, PIP-4): the entries between the pinned
+ones and its ``first_seq`` are read back in front of it as the view's ``head``.
+:meth:`View.from_ledger` reads one from the ledger and :meth:`View.from_entries` builds the
+same one from entries in memory (a replay), by one rule; :func:`store_checkpoint` persists
+what an assembly proposes. Everything between is pure: an engine's ``assemble`` reads only the
+view, the budget and the config.
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ class View:
     the caller's instructions, priced by ``Budget.system_tokens`` (not by the engine).
     ``session`` is the session id the entries belong to. ``summaries`` is the frontier of the
     summary DAG (the summaries no other one condenses), oldest first, covering whole steps
-    before ``entries``.
+    before ``entries``. ``head`` holds the entries before a ``keeps_head`` checkpoint's range
+    (after the pinned ones), which that checkpoint does not stand for.
     """
 
     entries: tuple[Entry, ...]
@@ -50,20 +53,23 @@ class View:
     system: tuple[Message, ...] = ()
     pinned: tuple[Entry, ...] = ()
     summaries: tuple[SummaryRecord, ...] = ()
+    head: tuple[Entry, ...] = ()
 
     def __post_init__(self) -> None:
-        for name in ("entries", "system", "pinned", "summaries"):
+        for name in ("entries", "system", "pinned", "summaries", "head"):
             value: Sequence[Any] = getattr(self, name)
             if not isinstance(value, tuple):
                 object.__setattr__(self, name, tuple(value))
-        seqs = [e.seq for e in (*self.pinned, *self.entries)]
+        seqs = [e.seq for e in (*self.pinned, *self.head, *self.entries)]
         if any(b <= a for a, b in pairwise(seqs)):
-            raise UserError("a View's pinned entries and entries must be in strictly rising seq")
+            raise UserError(
+                "a View's pinned entries, head and entries must be in strictly rising seq"
+            )
 
     @property
     def end_seq(self) -> int:
         """The seq after the newest entry the view knows of (the session depth so far)."""
-        last = [e.seq for e in (*self.pinned, *self.entries)]
+        last = [e.seq for e in (*self.pinned, *self.head, *self.entries)]
         if self.checkpoint is not None:
             last.append(self.checkpoint.last_seq)
         last += [s.last_seq for s in self.summaries]
@@ -104,8 +110,18 @@ class View:
             if nxt is not None and nxt.step < start:
                 start = nxt.step
         rest = tuple(e for e in entries[lead:] if e.seq >= start)
+        head: tuple[Entry, ...] = ()
+        if _keeps_head(checkpoint):
+            assert checkpoint is not None
+            head = tuple(e for e in entries[lead:] if e.seq < checkpoint.first_seq)
         return cls(
-            rest, checkpoint, session, tuple(system), tuple(entries[:lead]), tuple(summaries)
+            rest,
+            checkpoint,
+            session,
+            tuple(system),
+            tuple(entries[:lead]),
+            tuple(summaries),
+            head,
         )
 
     @classmethod
@@ -146,9 +162,24 @@ class View:
             if first and first[0].step < start:
                 start = first[0].step
         entries = tuple(ledger.entries(scope, start_seq=start))
+        head: tuple[Entry, ...] = ()
+        if _keeps_head(checkpoint) and checkpoint is not None and checkpoint.first_seq > pinned_end:
+            head = tuple(
+                ledger.entries(scope, start_seq=pinned_end, end_seq=checkpoint.first_seq - 1)
+            )
         return cls(
-            entries, checkpoint, scope.session, tuple(system), tuple(pinned), tuple(summaries)
+            entries,
+            checkpoint,
+            scope.session,
+            tuple(system),
+            tuple(pinned),
+            tuple(summaries),
+            head,
         )
+
+
+def _keeps_head(checkpoint: CheckpointRecord | None) -> bool:
+    return checkpoint is not None and checkpoint.meta.get("keeps_head") is True
 
 
 def store_checkpoint(

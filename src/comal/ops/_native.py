@@ -9,13 +9,14 @@ from ._controls import human_controls
 from ._evidence_op import evidence_operation
 from ._files import file_operations
 from ._operation import Operation, Registry
+from ._session_search import session_search_operation
 
 __all__ = ["default_registry", "native_operations"]
 
 
 def native_operations() -> list[Operation]:
-    """Read, Write, Edit, Glob, Grep, Bash and EvidenceRead."""
-    return [*file_operations(), bash_operation(), evidence_operation()]
+    """Read, Write, Edit, Glob, Grep, Bash, EvidenceRead and session_search."""
+    return [*file_operations(), bash_operation(), evidence_operation(), session_search_operation()]
 
 
 def default_registry(*, login: Callable[[str], str] | None = None) -> Registry:

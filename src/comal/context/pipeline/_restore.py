@@ -1,0 +1,56 @@
+"""Layer 9: the context re-injected after a summary (PIP-1): the workspace's instructions file
+(passed in as text by the caller; the engine reads no files), the files the summarized steps
+touched with the exact calls that read their content back, the request when the summary
+covers it, and a resume note. A pure function of the stored summary and the settings, so it is
+byte-identical on every turn until the next summary."""
+
+from __future__ import annotations
+
+from ...messages import Message, Role, Text
+from ._config import PipelineConfig
+from ._summary import StoredSummary
+
+__all__ = ["restore_message"]
+
+
+def restore_message(stored: StoredSummary, config: PipelineConfig) -> tuple[Message, int]:
+    """The restore message and how many characters of the instructions file it carries."""
+    data = stored.restore
+    record = stored.record
+    blocks = [
+        f"[Context restored after the summary of seq {record.first_seq}..{record.last_seq} "
+        "(comal pipeline). Nothing was deleted; the ledger keeps every entry.]"
+    ]
+    chars = 0
+    text = config.instructions.strip()
+    if text and config.instructions_max_chars:
+        shown = text[: config.instructions_max_chars]
+        chars = len(shown)
+        cut = (
+            f"\n[… cut at {chars:,} of {len(text):,} characters; read {config.instructions_source}"
+            " again for the rest]"
+            if len(shown) < len(text)
+            else ""
+        )
+        blocks.append(
+            f"Instructions from {config.instructions_source}, re-injected as written:\n{shown}{cut}"
+        )
+    files = data.files[: config.restore_recent_files]
+    if files:
+        lines = ["Files accessed before the summary (newest first):"]
+        for f in files:
+            line = f"- {f.path}: {f.op} at seq {f.seq}"
+            if f.recovery:
+                line += f"; the content read then: {f.recovery}"
+            lines.append(line)
+        blocks.append("\n".join(lines))
+    if data.request is not None:
+        q = data.request
+        blocks.append(f"The current request (seq {q.seq}), quoted exactly:\n{q.text}")
+    last = f" The last action before the summary: {data.last_action}." if data.last_action else ""
+    blocks.append(
+        "Resume: continue the task from where it stopped; do not start over." + last + " Use "
+        "session_search(query=...) to find anything earlier in this session and EvidenceRead "
+        "for exact text."
+    )
+    return Message(Role.USER, (Text("\n\n".join(blocks)),)), chars
