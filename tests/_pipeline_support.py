@@ -21,7 +21,9 @@ ENGINE = get_engine("pipeline")
 
 
 def cfg(**overrides: Any) -> PipelineConfig:
-    return PipelineConfig(counter=COUNTER, **overrides)
+    """A config whose age-based edits land every turn (the layers' own behaviour under test);
+    the shipped default batches them (``edit_stride_turns`` 10)."""
+    return PipelineConfig(counter=COUNTER, **({"edit_stride_turns": 1} | overrides))
 
 
 def budget(window: int, *, system: bool = True) -> Budget:

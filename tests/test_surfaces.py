@@ -325,3 +325,30 @@ def test_engine_actions_become_events_once_and_metrics_travel_with_requests(
     assert listed.exit_code == 0, listed.output
     lines = [json.loads(line) for line in listed.stdout.splitlines()]
     assert lines and all(line["kind"] == "checkpointed" for line in lines)
+
+
+def test_every_engine_of_the_registry_runs_the_agent(db: Path, tmp_path: Path) -> None:
+    # covers: CFG-2, PIP-1, DAG-7
+    from comal.context import ENGINES
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "AGENTS.md").write_text("Always run the tests before answering.\n")
+    for name in ENGINES:
+
+        def model(request: ModelRequest) -> dict[str, Any]:
+            return reply(text("ok"))
+
+        led = open_ledger(db)
+        flags = Flags(model="anthropic:claude-sonnet-4-6", workspace=ws, engine=name)
+        rt = Runtime.open(led, flags, config=Config(), provider=FunctionProvider(model))
+        assert rt.settings().engine_name == name
+        if "instructions" in type(rt.settings().engine).model_fields:
+            assert "run the tests" in rt.settings().engine.instructions  # type: ignore[attr-defined]
+        assert rt.run("hi").status == "finished"
+        offered = {op.name for op in rt.proposer().catalog.operations}
+        for other in ENGINES.values():
+            for tool_name in other.model_tools:
+                # A recall tool is offered exactly while its engine runs.
+                assert (tool_name in offered) == (tool_name in ENGINES[name].model_tools)
+        led.close()

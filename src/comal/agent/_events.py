@@ -32,6 +32,9 @@ def _new(action: Action, since: int) -> bool:
     """Whether ``action`` happened after seq ``since`` (the previous request's last entry)."""
     if isinstance(action, Checkpointed):
         return True  # only the assembly that proposes a checkpoint carries this action
+    flagged = getattr(action, "new", None)
+    if isinstance(flagged, bool):
+        return flagged  # the engine says itself whether it did this now (pipeline)
     decided = getattr(action, "decided_at", None)
     if isinstance(decided, int) and decided >= 0:
         return decided > since

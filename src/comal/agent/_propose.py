@@ -387,7 +387,7 @@ class Proposer:
         if not self.compact_requested and not queued:
             return view
         self.compact_requested = False
-        jobs = self.engine.plan(view, budget, self.settings.engine, force=True)
+        jobs = self.engine.plan(view, budget, self.settings.engine, force=True, cache=self.cache)
         with self.ledger.atomic():
             execute(self.ledger, self.scope, jobs)
             if queued:
@@ -414,7 +414,7 @@ class Proposer:
         """After a turn: run the maintenance the engine plans now (inline); the records made."""
         view = self._view()
         budget = self.budget()
-        jobs = self.engine.plan(view, budget, self.settings.engine)
+        jobs = self.engine.plan(view, budget, self.settings.engine, cache=self.cache)
         return execute(self.ledger, self.scope, jobs) if jobs else ()
 
     def _meta(

@@ -216,6 +216,15 @@ class Runtime:
         )
         if self.host.effort != settings.effort:
             settings = replace(settings, effort=self.host.effort)
+        fields = type(settings.engine).model_fields
+        if "instructions" in fields and not getattr(settings.engine, "instructions", ""):
+            found = instructions_file(self.workspace.root)
+            if found is not None:
+                # The engine cannot read files: the workspace's instructions reach it as data
+                # (the pipeline re-injects them after a summary, PIP-1 layer 10).
+                name, text = found
+                update = {"instructions": text, "instructions_source": name}
+                settings = replace(settings, engine=settings.engine.model_copy(update=update))
         return settings
 
     def _provider(self, spec: str) -> Provider:
@@ -379,6 +388,24 @@ class Runtime:
             yield self
         finally:
             self.close()
+
+
+INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md")
+_INSTRUCTIONS_MAX = 64_000
+
+
+def instructions_file(root: Path) -> tuple[str, str] | None:
+    """The workspace's instructions file (``AGENTS.md``, else ``CLAUDE.md``): its name and
+    text (at most 64,000 characters; a file that cannot be read as text is skipped)."""
+    for name in INSTRUCTION_FILES:
+        path = root / name
+        try:
+            if path.is_file():
+                with path.open(encoding="utf-8", errors="replace") as handle:
+                    return name, handle.read(_INSTRUCTIONS_MAX)
+        except OSError:
+            continue
+    return None
 
 
 def _workspace(root: Path) -> Workspace:

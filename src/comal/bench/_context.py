@@ -73,7 +73,7 @@ def run_context_bench(
                 if a.checkpoint_to_store is not None:
                     store_checkpoint(led, scope, a.checkpoint_to_store)
                 view = View.from_ledger(led, scope, bases=chosen.bases)
-                execute(led, scope, chosen.plan(view, budget, config))
+                execute(led, scope, chosen.plan(view, budget, config, cache=cache))
         progress(f"timing {measure} turns")
         total, view_ms, asm_ms = [], [], []
         last_input = 0

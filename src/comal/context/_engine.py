@@ -102,10 +102,17 @@ class Engine(Protocol):
     ) -> Assembly: ...
 
     def plan(
-        self, view: View, budget: Budget, config: BaseModel, *, force: bool = False
+        self,
+        view: View,
+        budget: Budget,
+        config: BaseModel,
+        *,
+        force: bool = False,
+        cache: EngineCache | None = None,
     ) -> tuple[Job, ...]:
         """Maintenance due now; ``force`` is ``/compact``: do what can be done even under
-        the thresholds. An engine with nothing to maintain returns ``()``."""
+        the thresholds. ``cache`` is the caller's, as for ``assemble``. An engine with nothing
+        to maintain returns ``()``."""
         ...
 
 

@@ -146,7 +146,7 @@ def replay(
             turn += 1
             prefix = entries[:i]
             view = _view(prefix, session, bases, engine, system)
-            jobs = engine.plan(view, budget, config)
+            jobs = engine.plan(view, budget, config, cache=cache)
             made: tuple[object, ...] = ()
             if jobs:
                 if execute is None:

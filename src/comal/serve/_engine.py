@@ -44,5 +44,5 @@ class EngineAdapter:
 
     def maintain(self, ledger: LedgerBackend, scope: Scope, budget: Budget) -> tuple[object, ...]:
         """After a turn: the maintenance the engine plans now, executed against the ledger."""
-        jobs = self.engine.plan(self.view(ledger, scope), budget, self.config)
+        jobs = self.engine.plan(self.view(ledger, scope), budget, self.config, cache=self.cache)
         return execute(ledger, scope, jobs) if jobs else ()

@@ -64,7 +64,13 @@ class LimitEngine:
         return assemble(view, budget, _config(config), state=state, cache=cache)
 
     def plan(
-        self, view: View, budget: Budget, config: BaseModel, *, force: bool = False
+        self,
+        view: View,
+        budget: Budget,
+        config: BaseModel,
+        *,
+        force: bool = False,
+        cache: EngineCache | None = None,
     ) -> tuple[Job, ...]:
         # Checkpoints are derived inside assemble when the history crosses the threshold, so
         # the request that needs one already carries it; only /compact asks for one early.

@@ -68,8 +68,11 @@ class PipelineConfig(BaseModel):
         10, ge=1, le=50, alias="ephemeralKeepWindow",
         description="Recent ephemeral (web) tool results kept from masking.",
     )  # fmt: skip
+    # Batched by default: each age-based edit rewrites the cached prefix from that result on,
+    # and edits every turn cost more than they save (comal bench compare, 32k/45k: stride 1
+    # loses to limit on Anthropic, stride 10 wins at 32k); compact rarely and deep.
     edit_stride_turns: int = Field(
-        1, ge=1, le=50, alias="editStrideTurns",
+        10, ge=1, le=50, alias="editStrideTurns",
         description=(
             "comal: age-based edits (thinking, errors, masking, Tier-0) land every N model "
             "turns, so the cached prefix is rewritten at most that often."
