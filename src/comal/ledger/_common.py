@@ -10,20 +10,17 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from ..errors import UserError
 from ..messages import (
     Message,
     Role,
     group_messages,
-    load_json,
-    message_from_json,
     message_to_json,
     sha256_hex,
 )
 from ..tokens import TokenCounter, count_message
-from ._model import CheckpointRecord, Entry, Record, RequestRecord, SearchHit, SessionInfo
+from ._model import Entry, SearchHit
 
 
 def check_step_shape(messages: Sequence[Message], *, joining: bool) -> None:
@@ -142,32 +139,3 @@ def hit(e: Entry, query_words: list[str] | None, offsets: tuple[int, ...] = ()) 
     lo = max(0, first - 80)
     snippet = text[lo : first + 160].replace("\n", " ")
     return SearchHit(e.id, e.seq, e.role, snippet, tuple(sorted(offsets)))
-
-
-# -- rows to values: both backends SELECT the same columns in the same order ----------------
-
-
-def session_from_row(r: Sequence[Any]) -> SessionInfo:
-    return SessionInfo(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], load_json(r[10]))
-
-
-def entry_from_row(r: Sequence[Any]) -> Entry:
-    return Entry(
-        r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], message_from_json(r[10])
-    )
-
-
-def request_from_row(r: Sequence[Any]) -> RequestRecord:
-    return RequestRecord(
-        r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], load_json(r[10])
-    )
-
-
-def checkpoint_from_row(r: Sequence[Any]) -> CheckpointRecord:
-    return CheckpointRecord(
-        r[0], r[1], r[2], r[3], r[4], r[5], r[6], message_from_json(r[7]), load_json(r[8])
-    )
-
-
-def record_from_row(r: Sequence[Any]) -> Record:
-    return Record(r[0], r[1], r[2], r[3], r[4], load_json(r[5]))
