@@ -20,7 +20,8 @@ from ..messages import (
     sha256_hex,
 )
 from ..tokens import TokenCounter, count_message
-from ._model import Entry, SearchHit
+from ._errors import LedgerCorrupt
+from ._model import Entry, Scope, SearchHit
 
 
 def check_step_shape(messages: Sequence[Message], *, joining: bool) -> None:
@@ -139,3 +140,28 @@ def hit(e: Entry, query_words: list[str] | None, offsets: tuple[int, ...] = ()) 
     lo = max(0, first - 80)
     snippet = text[lo : first + 160].replace("\n", " ")
     return SearchHit(e.id, e.seq, e.role, snippet, tuple(sorted(offsets)))
+
+
+def in_order(
+    target: str, scope: Scope, ids: Sequence[int], found: dict[int, Entry], start: int, end: int
+) -> list[Entry]:
+    """The entries ``ids`` (read from an index) as the table holds them, checked against it.
+
+    An id the table does not have, or a row of another session or out of the range or order
+    the index gave, means index and table disagree: a damaged database, reported as such rather
+    than returned as a shorter or shuffled history.
+    """
+    out: list[Entry] = []
+    last = start - 1
+    for i in ids:
+        e = found.get(i)
+        if e is None or e.session != scope.session or not last < e.seq <= end:
+            raise LedgerCorrupt(
+                target,
+                f"the entry index of session {scope.session} lists entry {i}, which the table "
+                + ("does not hold" if e is None else f"holds at session {e.session} seq {e.seq}"),
+                "run `comal verify`, and restore the ledger from a backup",
+            )
+        last = e.seq
+        out.append(e)
+    return out

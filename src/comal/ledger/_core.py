@@ -79,6 +79,7 @@ class _Core:
         def _index_summary(self, c: Any, scope: Scope, record_id: int, text: str) -> None: ...
         def _forget_text(self, c: Any, session: str) -> None: ...
         def _session_tables(self, c: Any) -> list[str]: ...
+        def _lenient(self) -> AbstractContextManager[Any]: ...
 
     def _q(self, sql: str) -> str:
         return self._dialect.q(sql)
@@ -746,7 +747,7 @@ class _Core:
         """Every entry row (``COLUMNS["entries"]``) by session and seq, in keyset pages."""
         after: tuple[str, int] = ("", -1)
         while True:
-            with self._reading() as c:
+            with self._reading() as c, self._lenient():
                 rows = c.execute(
                     self._q(
                         f"SELECT {COLUMNS['entries']} FROM entries WHERE (session_id, seq) > (?, ?)"
@@ -760,11 +761,16 @@ class _Core:
             after = (rows[-1][0], rows[-1][1])
 
     def _raw_table(self, table: str) -> Iterator[tuple[Any, ...]]:
-        """Every row of ``table`` (``COLUMNS[table]``) by id, in keyset pages."""
+        """Every row of ``table`` (``COLUMNS[table]``) by id, in keyset pages.
+
+        Read leniently: text that is not valid UTF-8 (a damaged row) comes back with its bad
+        bytes as surrogates, so its digest or seal fails and verify names the row, instead of
+        the whole walk stopping there.
+        """
         id_col = "id"
         after: Any = "" if table == "sessions" else -1
         while True:
-            with self._reading() as c:
+            with self._reading() as c, self._lenient():
                 rows = c.execute(
                     self._q(
                         f"SELECT {COLUMNS[table]} FROM {table} WHERE {id_col} > ?"

@@ -18,8 +18,9 @@ from psycopg import sql
 from psycopg.pq import TransactionStatus
 
 from ..errors import LedgerError, UserError
+from ..messages import load_json, message_from_json, sha256_hex
 from ..tokens import TokenCounter, default_counter
-from ._common import hit, regex_hits, tail_start, words
+from ._common import hit, in_order, regex_hits, tail_start, words
 from ._core import ENTRY_INSERT, _Core
 from ._errors import (
     LedgerBadTarget,
@@ -129,6 +130,11 @@ class _PgBase:
                 with self.atomic() as c:
                     yield c
 
+    @contextmanager
+    def _lenient(self) -> Iterator[None]:
+        """Nothing to relax: PostgreSQL never hands back text that is not valid UTF-8."""
+        yield
+
     # -- raw access for verify ---------------------------------------------------------------
     def _raw_rows(self) -> Iterator[tuple[Any, ...]]:
         # Keyset pages, each in its own short read: nothing stays open between yields, so an
@@ -185,7 +191,7 @@ class _PgReads(_PgBase, _Core):
                 )
             ]
             found = self._load(ids)
-        return [found[i] for i in ids]
+        return in_order(self.target, scope, ids, found, start_seq, end)
 
     def iter_entries(self, scope: Scope, *, batch: int = 500) -> Iterator[Entry]:
         """Stream a whole session in batches, so memory stays bounded on huge sessions."""
@@ -333,6 +339,64 @@ class _PgReads(_PgBase, _Core):
             ).fetchall()
         ]
 
+    def _search_check(self) -> list[str]:
+        """Each entry's and summary's stored search vectors against those its text gives now."""
+        problems: list[str] = []
+        for table, source in (("entries_fts", "entries"), ("summaries_fts", "records")):
+            bad = 0
+            after = -1
+            while True:
+                with self._reading() as c:
+                    rows = c.execute(
+                        f"SELECT id, digest, body FROM {source} WHERE id > %s"
+                        + (" AND table_name = 'summary'" if source == "records" else "")
+                        + " ORDER BY id LIMIT 500",
+                        (after,),
+                    ).fetchall()
+                    if not rows:
+                        break
+                    after = rows[-1][0]
+                    texts = _texts(rows, source)
+                    ids = [i for i, _ in texts]
+                    fresh = [(i, k, v) for i, t in texts for k, v in enumerate(search_vectors(t))]
+                    ref = "entry_id" if source == "entries" else "record_id"
+                    # Both sides through PostgreSQL's own tsvector text form, so they compare.
+                    stored = c.execute(
+                        f"SELECT {ref}, chunk, tsv::text FROM {table} WHERE {ref} = ANY(%s)"
+                        f" ORDER BY {ref}, chunk",
+                        (ids,),
+                    ).fetchall()
+                    expected = c.execute(
+                        "SELECT i, k, v::tsvector::text FROM unnest(%s::bigint[], %s::int[],"
+                        " %s::text[]) AS x(i, k, v) ORDER BY i, k",
+                        ([f[0] for f in fresh], [f[1] for f in fresh], [f[2] for f in fresh]),
+                    ).fetchall()
+                if stored != expected:
+                    bad += len({r[0] for r in set(stored) ^ set(expected)})
+            if bad:
+                problems.append(
+                    f"full-text index {table}: {bad} rows do not match their stored text; "
+                    "rebuild it (rebuild_search_index)"
+                )
+        return problems
+
+    def rebuild_search_index(self) -> None:
+        """Recompute every search vector from the stored text, in one transaction."""
+        with self.atomic() as c:
+            c.execute("DELETE FROM entries_fts")
+            c.execute("DELETE FROM summaries_fts")
+            for source, table in (("entries", "entries_fts"), ("records", "summaries_fts")):
+                rows = c.execute(
+                    f"SELECT id, session_id, digest, body FROM {source}"
+                    + (" WHERE table_name = 'summary'" if source == "records" else "")
+                ).fetchall()
+                by_session: dict[str, list[tuple[Any, ...]]] = {}
+                for r in rows:
+                    by_session.setdefault(r[1], []).append((r[0], r[2], r[3]))
+                for session, found in by_session.items():
+                    scope = Scope("-", "-", session)  # only the session id is written
+                    self._index_text(c, table, scope, _texts(found, source))
+
     def _database_check(self) -> tuple[str, list[str]]:
         """``amcheck``'s ``bt_index_check`` (with ``heapallindexed``) on every b-tree index of
         the ledger's schema, when the extension is installed and the role may run it; otherwise
@@ -455,3 +519,21 @@ def insert_rows(
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _texts(rows: Sequence[tuple[Any, ...]], source: str) -> list[tuple[int, str]]:
+    """(id, text) of sound (id, digest, body) rows; damaged ones are verify's to report."""
+    out: list[tuple[int, str]] = []
+    for row_id, digest, body in rows:
+        if sha256_hex(body) != digest:
+            continue
+        try:
+            if source == "entries":
+                text = message_from_json(body).text
+            else:
+                value = load_json(body).get("text")
+                text = value if isinstance(value, str) else ""
+        except Exception:  # does not decode: verify reports it
+            continue
+        out.append((int(row_id), text))
+    return out

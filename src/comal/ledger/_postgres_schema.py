@@ -148,6 +148,8 @@ CREATE INDEX requests_run ON requests (tenant, run) INCLUDE (tokens) WHERE run I
 CREATE INDEX requests_anchor ON requests (session_id, id)
     WHERE entry_id IS NOT NULL AND new_input IS NOT NULL AND prompt_last_seq IS NOT NULL;
 CREATE INDEX records_kind ON records (session_id, table_name, kind, id);
+-- The foreign key's child side: deleting entries must not scan every request.
+CREATE INDEX requests_entry ON requests (entry_id);
 
 -- What delete_session leaves behind: the only deletion there is, recorded.
 CREATE TABLE deletions (

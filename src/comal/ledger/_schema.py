@@ -135,6 +135,8 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
             WHERE entry_id IS NOT NULL AND new_input IS NOT NULL
             AND prompt_last_seq IS NOT NULL;
         CREATE INDEX records_kind ON records (session_id, table_name, kind, id);
+        -- The foreign key's child side: deleting entries must not scan every request.
+        CREATE INDEX requests_entry ON requests (entry_id);
 
         -- What delete_session leaves behind: the only deletion there is, recorded.
         CREATE TABLE deletions (
@@ -204,6 +206,35 @@ def inspect(conn: sqlite3.Connection, target: str) -> tuple[State, list[str]]:
             f"comal's ({SCHEMA_VERSION}); upgrade comal to open it"
         )
     return "ledger", [name for name, _ in MIGRATIONS if name not in applied]
+
+
+def schema_problems(conn: sqlite3.Connection) -> list[str]:
+    """How the ledger's tables and indexes differ from those the migrations create: a damaged
+    schema can still parse (a renamed column) and pass SQLite's own check."""
+    ref = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        migrate(ref)
+        problems: list[str] = []
+        for kind, name, sql in ref.execute(
+            "SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY name"
+        ).fetchall():
+            found = conn.execute(
+                "SELECT type, sql FROM sqlite_master WHERE name = ?", (name,)
+            ).fetchone()
+            if found is None or found[0] != kind:
+                problems.append(f"schema: {kind} {name} is missing")
+            elif kind == "index" and found[1] != sql:
+                problems.append(f"schema: index {name} is not the one comal creates")
+            elif kind == "table":
+                columns = 'SELECT name, type, "notnull", dflt_value, pk FROM pragma_table_info(?)'
+                want = set(ref.execute(columns, (name,)).fetchall())
+                have = set(conn.execute(columns, (name,)).fetchall())
+                if not want <= have:
+                    lost = ", ".join(sorted(str(c[0]) for c in want - have))
+                    problems.append(f"schema: table {name} lacks or changed columns {lost}")
+        return problems
+    finally:
+        ref.close()
 
 
 def migrate(conn: sqlite3.Connection, pending: list[str] | None = None) -> None:

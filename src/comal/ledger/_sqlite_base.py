@@ -113,7 +113,7 @@ class _Base:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _translate(self, exc: sqlite3.Error, doing: str) -> LedgerError:
+    def _translate(self, exc: sqlite3.Error | UnicodeDecodeError, doing: str) -> LedgerError:
         return translate(exc, self.target, doing)
 
     @contextmanager
@@ -140,7 +140,7 @@ class _Base:
                 yield self._conn
             except BaseException as exc:
                 self._undo(depth)
-                if isinstance(exc, sqlite3.Error):
+                if isinstance(exc, sqlite3.Error | UnicodeDecodeError):
                     raise self._translate(exc, "writing") from exc
                 raise
             finally:
@@ -170,8 +170,19 @@ class _Base:
         with self._lock:
             try:
                 yield self._conn
-            except sqlite3.Error as exc:
+            except (sqlite3.Error, UnicodeDecodeError) as exc:
                 raise self._translate(exc, "reading") from exc
+
+    @contextmanager
+    def _lenient(self) -> Iterator[None]:
+        """Within: text columns decode with ``surrogateescape`` instead of failing the query."""
+        with self._lock:
+            old = self._conn.text_factory
+            self._conn.text_factory = _lenient_text
+            try:
+                yield
+            finally:
+                self._conn.text_factory = old
 
     # -- raw access for verify ---------------------------------------------------------------
     def _raw_rows(self) -> Iterator[tuple[Any, ...]]:
@@ -180,3 +191,7 @@ class _Base:
                 "SELECT session_id, seq, step, role, digest, output_digest, body FROM entries"
                 " ORDER BY session_id, seq"
             )
+
+
+def _lenient_text(data: bytes) -> str:
+    return data.decode("utf-8", "surrogateescape")

@@ -32,10 +32,20 @@ _WRITABLE = "make the ledger file and its directory writable by this user, or po
 _WRITABLE += "writable place"
 
 
-def translate(exc: sqlite3.Error, target: str, doing: str) -> LedgerError:
-    """A coded error for a ``sqlite3`` failure while ``doing`` something with ``target``."""
+def translate(exc: sqlite3.Error | UnicodeDecodeError, target: str, doing: str) -> LedgerError:
+    """A coded error for a ``sqlite3`` failure while ``doing`` something with ``target``.
+
+    A ``UnicodeDecodeError`` is SQLite reporting a damaged name: the driver could not even
+    decode its error message.
+    """
     name = getattr(exc, "sqlite_errorname", "") or ""
     text = str(exc)
+    if isinstance(exc, UnicodeDecodeError):
+        return LedgerCorrupt(
+            target,
+            f"the database file is damaged (SQLite named something not in UTF-8) while {doing}",
+            "run `comal verify` to see where, and restore the ledger from a backup",
+        )
     if name.startswith("SQLITE_READONLY") or "readonly" in text:
         why = (
             "the directory is read-only, and SQLite must create the ledger's -wal and -shm files "
@@ -50,6 +60,18 @@ def translate(exc: sqlite3.Error, target: str, doing: str) -> LedgerError:
             f"the database file is damaged ({text}) while {doing}",
             "run `comal verify` to see where, and restore the ledger from a backup (sqlite3's "
             "`.recover` may salvage rows)",
+        )
+    if "Could not decode to UTF-8" in text:
+        return LedgerCorrupt(
+            target,
+            f"a stored text is not valid UTF-8 while {doing}: a row was changed outside comal",
+            "run `comal verify` to find it, and restore the ledger from a backup",
+        )
+    if text.startswith(("no such column", "no such table")):
+        return LedgerCorrupt(
+            target,
+            f"the ledger's schema is not the one comal wrote ({text}) while {doing}",
+            "run `comal verify`, and restore the ledger from a backup",
         )
     if name == "SQLITE_NOTADB" or "not a database" in text:
         return LedgerNotADatabase(
@@ -117,7 +139,7 @@ def open_sqlite(path: str, *, create: bool, target: str) -> sqlite3.Connection:
                         "open it once where it is writable (or with the comal that wrote it)",
                     )
                 raise err from exc
-    except sqlite3.Error as exc:
+    except (sqlite3.Error, UnicodeDecodeError) as exc:
         conn.close()
         raise translate(exc, target, "opening") from exc
     except BaseException:

@@ -5,16 +5,24 @@ integrity check)."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..errors import UserError
-from ..messages import load_json, message_from_json, sha256_hex
-from ._common import hit, regex_hits, tail_start, words
+from ._common import hit, in_order, regex_hits, tail_start, words
 from ._core import ENTRY_INSERT, _Core
 from ._model import Entry, EntryHead, Scope, SearchHit, SummaryRecord, log
 from ._rows import COLUMNS, entry_from_row
+from ._schema import schema_problems
 from ._sqlite_base import _Base
+from ._sqlite_fts import (
+    entry_text,
+    forget_session,
+    fts_text,
+    indexed_texts,
+    rebuild,
+    search_check,
+)
 from ._text import storable
 
 _ENTRY_COLS = COLUMNS["entries"]
@@ -60,7 +68,7 @@ class _Reads(_Base, _Core):
                 ):
                     found[e.id] = e
                     self._cache.put(e)
-        return [found[i] for i in ids]
+        return in_order(self.target, scope, ids, found, start_seq, end)
 
     def iter_entries(self, scope: Scope, *, batch: int = 500) -> Iterator[Entry]:
         """Stream a whole session in batches, so memory stays bounded on huge sessions."""
@@ -158,14 +166,14 @@ class _Reads(_Base, _Core):
                 ).fetchall()
                 if not rows:
                     return done
-                texts, damaged = _indexed_texts(rows, _entry_text)
+                texts, damaged = indexed_texts(rows, entry_text)
                 if damaged:
                     # Search is best effort over what is sound; reading such an entry raises.
                     log.warning("full-text index skipped %d damaged entries; run `comal verify`",
                                 damaged)  # fmt: skip
                 c.executemany(
                     "INSERT INTO entries_fts (rowid, text) VALUES (?, ?)",
-                    [(i, _fts_text(t)) for i, t in texts],
+                    texts,
                 )
                 c.execute("UPDATE fts_state SET upto = ? WHERE name = 'entries'", (rows[-1][0],))
             done += len(rows)
@@ -219,7 +227,9 @@ class _Reads(_Base, _Core):
     def _index_summary(
         self, c: sqlite3.Connection, scope: Scope, record_id: int, text: str
     ) -> None:
-        c.execute("INSERT INTO summaries_fts (rowid, text) VALUES (?, ?)", (record_id, text))
+        c.execute(
+            "INSERT INTO summaries_fts (rowid, text) VALUES (?, ?)", (record_id, fts_text(text))
+        )
 
     def _session_tables(self, c: sqlite3.Connection) -> list[str]:
         return [
@@ -231,46 +241,17 @@ class _Reads(_Base, _Core):
         ]
 
     def _forget_text(self, c: sqlite3.Connection, session: str) -> None:
-        """Take a deleted session's rows out of the contentless full-text indexes.
+        forget_session(c, session)
 
-        FTS5 forgets a row only when told the exact text it indexed, which is re-derived from
-        the stored body; a body that fails its digest may not be what was indexed, so then the
-        whole index is dropped and rebuilt instead (entries lazily, by the next search).
-        """
-        upto = c.execute("SELECT upto FROM fts_state WHERE name = 'entries'").fetchone()[0]
-        rows = c.execute(
-            "SELECT id, digest, body FROM entries WHERE session_id = ? AND id <= ?", (session, upto)
-        ).fetchall()
-        texts, damaged = _indexed_texts(rows, _entry_text)
-        if damaged:
-            c.execute("INSERT INTO entries_fts (entries_fts) VALUES ('delete-all')")
-            c.execute("UPDATE fts_state SET upto = 0 WHERE name = 'entries'")
-        else:
-            c.executemany(
-                "INSERT INTO entries_fts (entries_fts, rowid, text) VALUES ('delete', ?, ?)",
-                [(i, _fts_text(t)) for i, t in texts],
-            )
-        summaries = c.execute(
-            "SELECT id, digest, body FROM records WHERE session_id = ? AND table_name = 'summary'",
-            (session,),
-        ).fetchall()
-        found, damaged = _indexed_texts(summaries, _summary_text)
-        if damaged:
-            c.execute("INSERT INTO summaries_fts (summaries_fts) VALUES ('delete-all')")
-            kept = c.execute(
-                "SELECT id, digest, body FROM records WHERE session_id <> ?"
-                " AND table_name = 'summary'",
-                (session,),
-            ).fetchall()
-            c.executemany(
-                "INSERT INTO summaries_fts (rowid, text) VALUES (?, ?)",
-                _indexed_texts(kept, _summary_text)[0],
-            )
-        else:
-            c.executemany(
-                "INSERT INTO summaries_fts (summaries_fts, rowid, text) VALUES ('delete', ?, ?)",
-                found,
-            )
+    def rebuild_search_index(self) -> None:
+        """Drop and rebuild the full-text indexes from the stored text (after ``verify`` with
+        ``search=True`` found them damaged); entries are re-indexed by the next search."""
+        with self.atomic() as c:
+            rebuild(c)
+
+    def _search_check(self) -> list[str]:
+        with self._reading() as c:
+            return search_check(c)
 
     def _database_check(self) -> tuple[str, list[str]]:
         """SQLite's full ``integrity_check`` (pages, b-trees, every index against its table)
@@ -280,46 +261,10 @@ class _Reads(_Base, _Core):
             rows = [str(r[0]) for r in c.execute("PRAGMA integrity_check(100)")]
             if rows != ["ok"]:
                 problems += rows
+            problems += schema_problems(c)
             for fts in ("entries_fts", "summaries_fts"):
                 try:
                     c.execute(f"INSERT INTO {fts} ({fts}) VALUES ('integrity-check')")
                 except sqlite3.DatabaseError as exc:
                     problems.append(f"full-text index {fts}: {exc}")
         return ("ok" if not problems else "faults"), problems
-
-
-def _fts_text(text: str) -> str:
-    # SQLite needs valid UTF-8; a lone surrogate (from surrogateescape-decoded output) becomes
-    # U+FFFD in the index only. The stored body keeps it exactly.
-    if text.isascii():
-        return text
-    return text.encode("utf-8", "replace").decode("utf-8")
-
-
-def _entry_text(body: str) -> str:
-    return message_from_json(body).text
-
-
-def _summary_text(body: str) -> str:
-    text = load_json(body).get("text")
-    return text if isinstance(text, str) else ""
-
-
-def _indexed_texts(
-    rows: Sequence[tuple[Any, ...]], text_of: Callable[[str], str]
-) -> tuple[list[tuple[int, str]], int]:
-    """(id, text) of the (id, digest, body) rows that have text, and how many rows were skipped
-    because their body fails its digest or does not decode."""
-    out: list[tuple[int, str]] = []
-    damaged = 0
-    for row_id, digest, body in rows:
-        try:
-            if sha256_hex(body) != digest:
-                raise ValueError("digest")
-            text = text_of(body)
-        except Exception:  # any damage: the row is counted, not indexed
-            damaged += 1
-            continue
-        if text:
-            out.append((int(row_id), text))
-    return out, damaged

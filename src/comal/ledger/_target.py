@@ -102,6 +102,9 @@ def describe_target(target: LedgerTarget) -> str:
     text = os.fspath(target)
     if not isinstance(text, str) or not _looks_like_url(text):
         return str(text)
+    scheme, _, rest = text.partition(":")
+    if not rest.startswith("//"):  # a collapsed URL still carries its user and password
+        text = f"{scheme}://{rest.lstrip('/')}"
     try:
         parts = urlsplit(text)
     except ValueError:
