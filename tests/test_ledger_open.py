@@ -11,10 +11,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
-import shutil
 from pathlib import Path
 
 import pytest
