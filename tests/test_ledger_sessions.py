@@ -15,6 +15,7 @@ import pytest
 
 from _pg_support import LedgerStore, url_with_schema
 from comal.errors import UserError
+from comal.importers import ImportedSession, store
 from comal.ledger import (
     InvalidIdentifier,
     LedgerBackend,
@@ -207,3 +208,20 @@ def test_delete_of_a_damaged_session_still_works(
     report = verify(ledger, search=True)
     assert report.ok, report.faults
     assert [h.seq for h in ledger.search(other, "indexed")] == [0]
+
+
+def test_imported_sessions_are_finished_history(ledger: LedgerBackend) -> None:
+    # covers: LED-3
+    imported = ImportedSession(
+        "/t/a.jsonl", "plain", "k", "a title", (Message.user("then"),), (),
+        {"started_at": "2023-05-06T07:08:09Z", "skipped_records": 0, "closed_calls": 0},
+    )  # fmt: skip
+    stored = store(ledger, [imported], digest="d" * 64)
+    info = ledger.session(Scope("local", "plain", stored[0].session))
+    assert info is not None
+    assert (info.status, info.created_at) == ("finished", "2023-05-06T07:08:09.000000+00:00")
+    undated = ImportedSession("/t/b.jsonl", "plain", "k2", None, (Message.user("x"),), (),
+                              {"started_at": "not a time"})  # fmt: skip
+    later = store(ledger, [undated], digest="e" * 64)
+    info = ledger.session(Scope("local", "plain", later[0].session))
+    assert info is not None and info.created_at > "2024"

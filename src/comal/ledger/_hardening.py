@@ -58,7 +58,7 @@ def _derive_requests(conn: Any, q: Any) -> None:
                 facts = (None, None, None)
             tokens = billed_tokens(new_input, cache_read, cache_write, output)
             updates.append((tokens, *facts, rid))
-        conn.executemany(
+        conn.cursor().executemany(
             q(
                 "UPDATE requests SET tokens = ?, run = ?, spent_at = ?, prompt_last_seq = ?"
                 " WHERE id = ?"
@@ -69,7 +69,7 @@ def _derive_requests(conn: Any, q: Any) -> None:
 
 def _seal(conn: Any, q: Any, table: str) -> None:
     for rows in _pages(conn, q, table, ", ".join(SEALED[table])):
-        conn.executemany(
+        conn.cursor().executemany(
             q(f"UPDATE {table} SET seal = ? WHERE id = ?"),
             [(seal_of(table, r[1:]), r[0]) for r in rows],
         )
