@@ -116,3 +116,21 @@ def test_a_row_that_does_not_decode_is_a_coded_error(ledger_store: LedgerStore) 
         assert isinstance(err.value, LedgerIntegrityError) and err.value.code == "LEDGER_CORRUPT"
         faults = verify(led).faults
     assert ("entries", "decode", 0) in [(f.table, f.kind, f.seq) for f in faults]
+
+
+def test_the_database_checks_itself(ledger_store: LedgerStore) -> None:
+    # covers: LED-6, LED-4
+    with ledger_store.open() as led:
+        _fill(led)
+        report = verify(led)
+        if ledger_store.backend == "postgres":
+            with led.atomic() as c:
+                amcheck = c.execute("SELECT 1 FROM pg_extension WHERE extname = 'amcheck'")
+                installed = amcheck.fetchone() is not None
+        else:
+            installed = True
+    assert report.ok
+    if installed:
+        assert report.database == "ok"
+    else:  # .ci/run installs amcheck; a server without it says so instead of claiming "ok"
+        assert report.database.startswith("not checked: the amcheck extension")
