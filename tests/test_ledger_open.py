@@ -31,6 +31,7 @@ from comal.ledger import (
     LedgerUnavailable,
     PostgresLedger,
     SQLiteLedger,
+    default_ledger_path,
     describe_target,
     open_ledger,
     verify,
@@ -286,6 +287,8 @@ def test_default_target_reads_comal_ledger_as_text(
     monkeypatch.chdir(tmp_path)
     with pytest.raises(LedgerUnavailable):
         open_ledger()  # the URL from the environment, not a file named postgresql:
+    with pytest.raises(LedgerBadTarget, match="pass the URL as text"):
+        open_ledger(default_ledger_path())  # what a Path-typed --ledger hands over
     assert list(tmp_path.iterdir()) == []
 
 

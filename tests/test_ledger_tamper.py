@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from _pg_support import LedgerStore
-from comal.errors import LedgerIntegrityError
+from comal.errors import LedgerIntegrityError, UserError
 from comal.ledger import LedgerBackend, LedgerCorrupt, LedgerRowDamaged, Scope, UsageInput, verify
 from comal.ledger._rows import SEALED, seal_of
 from comal.messages import Message, ToolCall, sha256_hex
@@ -134,3 +134,25 @@ def test_the_database_checks_itself(ledger_store: LedgerStore) -> None:
         assert report.database == "ok"
     else:  # .ci/run installs amcheck; a server without it says so instead of claiming "ok"
         assert report.database.startswith("not checked: the amcheck extension")
+
+
+def test_hostile_numbers_are_refused_not_a_driver_crash(ledger_store: LedgerStore) -> None:
+    # covers: LED-2
+    huge = 10**30
+    with ledger_store.open() as led:
+        scope = _fill(led)
+        calls: list[Callable[[], object]] = [
+            lambda: led.entry(scope, huge),
+            lambda: led.record(scope, "event", huge),
+            lambda: led.records(scope, "event", since_id=huge),
+            lambda: led.entries(scope, start_seq=huge),
+            lambda: led.heads(scope, start_seq=-huge),
+            lambda: led.tail(scope, n=huge),
+            lambda: led.search(scope, "file", limit=huge),
+            lambda: led.append(scope, [Message.tool("c9", "x")], join_step=huge),
+            lambda: led.add_checkpoint(scope, Message.user("x"), first_seq=0, last_seq=huge),
+        ]
+        for call in calls:
+            with pytest.raises(UserError, match="64 bits"):
+                call()
+        assert verify(led).ok

@@ -70,6 +70,19 @@ def _search(led: SQLiteLedger) -> Any:
     return [[h.entry_id for h in led.search(i.scope, "parse_header")] for i in led.sessions()]
 
 
+def _write(led: SQLiteLedger) -> None:
+    """Writes on a damaged copy may fail, but only with a coded error."""
+    try:
+        for info in led.sessions():
+            step = led.append(info.scope, [Message.assistant("more", ToolCall("w", "Bash", "{}"))])
+            led.append(info.scope, [Message.tool("w", "done")], join_step=step[0].step)
+            led.add_record(info.scope, "receipt", "Bash", {"status": "ok"})
+            led.rename_session(info.scope, "renamed")
+        led.delete_session(led.sessions()[0].scope, children=True)
+    except ComalError:
+        pass
+
+
 def _outcome(path: Path, original: Any, found: Any) -> str:
     """What a damaged copy gives; reads run whatever verify said, so none may raise uncoded."""
     try:
@@ -83,6 +96,7 @@ def _outcome(path: Path, original: Any, found: Any) -> str:
             data, hits = _snapshot(led), _search(led)
         except ComalError as exc:
             read_error = exc.code
+        _write(led)
     finally:
         led.close()
     if not report.ok:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import UserError
 from ..messages import (
@@ -21,7 +22,8 @@ from ..messages import (
 )
 from ..tokens import TokenCounter, count_message
 from ._errors import LedgerCorrupt
-from ._model import Entry, Scope, SearchHit
+from ._model import Entry, EntryHead, Scope, SearchHit
+from ._rows import damaged_index, whole
 
 
 def check_step_shape(messages: Sequence[Message], *, joining: bool) -> None:
@@ -101,6 +103,8 @@ def tail_start(newest_first: Iterable[tuple[int, int, int]], budget: int) -> int
     start: int | None = None
     step_tokens = 0
     for seq, step, tok in newest_first:
+        if not (whole(seq) and whole(step) and whole(tok)):
+            raise damaged_index(None, "the entry index holds a value that is not a number")
         step_tokens += tok
         if seq == step:  # reached the first entry of a step: the whole step is counted
             if used + step_tokens > budget:
@@ -164,4 +168,16 @@ def in_order(
             )
         last = e.seq
         out.append(e)
+    return out
+
+
+def heads_of(target: str, scope: Scope, rows: Iterable[Sequence[Any]]) -> list[EntryHead]:
+    """Index rows (id, seq, step, role, tokens) as heads, refusing values a damaged index holds."""
+    out = []
+    for r in rows:
+        if not (whole(r[0]) and whole(r[1]) and whole(r[2]) and isinstance(r[3], str)):
+            raise damaged_index(target, f"the entry index of session {scope.session} is not sound")
+        if not whole(r[4]):
+            raise damaged_index(target, f"the entry index of session {scope.session} is not sound")
+        out.append(EntryHead(r[0], r[1], r[2], r[3], r[4]))
     return out

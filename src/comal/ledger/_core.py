@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from ..errors import LedgerError, UserError
@@ -18,6 +18,7 @@ from ..messages import Message, canonical_json, group_messages, message_to_json,
 from ..tokens import TokenCounter, count_message
 from ._common import check_step_shape, prepare, usage_anchor
 from ._errors import SessionHasChildren
+from ._hardening import SPEND_MINUTES, SPEND_RUNS
 from ._model import (
     RECORD_TABLES,
     STATUSES,
@@ -38,6 +39,7 @@ from ._rows import (
     check_identifier,
     check_seal,
     checkpoint_from_row,
+    damaged_index,
     deletion_from_row,
     record_from_row,
     request_facts,
@@ -45,16 +47,17 @@ from ._rows import (
     seal_of,
     session_from_row,
     utc_text,
+    whole,
 )
 from ._sql import Dialect
 from ._sqlite_base import StepInput, UsageInput, _now
-from ._text import check_text, storable
+from ._text import check_int, check_text, storable
 
 # Tables this module owns rows of; a session's rows in any other table with a ``session_id``
 # column (a later migration's) are deleted with it too.
 OWN_TABLES = frozenset(
     {"sessions", "entries", "requests", "checkpoints", "records", "deletions", "fts_state"}
-    | {"entries_fts", "summaries_fts", "schema_migrations"}
+    | {"entries_fts", "summaries_fts", "schema_migrations", "spend_runs", "spend_minutes"}
 )
 ENTRY_INSERT = (
     "INSERT INTO entries (session_id, seq, step, role, tokens, size, created_at, call_id, digest,"
@@ -68,6 +71,7 @@ class _Core:
     """Every read takes a Scope and reads nothing when it does not resolve (LED-2)."""
 
     counter: TokenCounter
+    target: str
     _dialect: Dialect
 
     if TYPE_CHECKING:
@@ -101,6 +105,8 @@ class _Core:
             row: tuple[Any, ...] | None = c.execute(
                 query, (scope.session, scope.tenant, scope.agent)
             ).fetchone()
+        if row is not None and not (whole(row[0]) and (row[2] is None or whole(row[2]))):
+            raise damaged_index(self.target, f"session {scope.session}'s counters are not numbers")
         return row
 
     def _visible(self, scope: Scope) -> bool:
@@ -230,6 +236,10 @@ class _Core:
             )
         if len(rows) > 1:
             raise UserError(f"session prefix {session_prefix!r} is ambiguous; give more characters")
+        if not all(isinstance(v, str) and v for v in rows[0]):
+            raise damaged_index(
+                self.target, f"the session matching {session_prefix!r} has no scope"
+            )
         return Scope(*rows[0])
 
     def children(self, scope: Scope) -> list[SessionInfo]:
@@ -298,6 +308,7 @@ class _Core:
     ) -> list[Entry]:
         if not step.messages:
             raise UserError("a step needs at least one message")
+        check_int(join_step=join_step)
         check_step_shape(step.messages, joining=join_step is not None)
         for u in step.usages:
             _check_usage(u)
@@ -365,9 +376,30 @@ class _Core:
             ),
             (*sealed, seal_of("requests", sealed)),
         )
+        if tokens:
+            self._add_spend(c, scope.tenant, run, spent_at, tokens)
+
+    def _add_spend(
+        self, c: Any, tenant: str, run: str | None, spent_at: str | None, tokens: int
+    ) -> None:
+        for table, key, value in (
+            ("spend_runs", "run", run),
+            ("spend_minutes", "minute", spent_at),
+        ):
+            if value is None:
+                continue
+            c.execute(
+                self._q(
+                    f"INSERT INTO {table} (tenant, {key}, tokens) VALUES (?, ?, ?)"
+                    f" ON CONFLICT (tenant, {key}) DO UPDATE SET tokens = {table}.tokens"
+                    " + excluded.tokens"
+                ),
+                (tenant, value if table == "spend_runs" else value[:16], tokens),
+            )
 
     def record_request(self, scope: Scope, entry_id: int | None, usage: UsageInput) -> None:
         _check_usage(usage)
+        check_int(entry_id=entry_id)
         with self.atomic() as c:
             self._require(scope)
             if entry_id is not None:
@@ -434,22 +466,41 @@ class _Core:
             raise UserError("spend needs since=, run= or both")
         if not storable(tenant) or (run is not None and not storable(run)):
             return 0
-        where, args = ["tenant = ?"], [tenant]
+        start = None
         if since is not None:
             start = utc_text(since)
             if start is None:
                 raise UserError(f"since {since!r} is not an ISO time")
-            where.append("spent_at >= ?")
-            args.append(start)
-        if run is not None:
-            where.append("run = ?")
-            args.append(run)
         with self._reading() as c:
+            if start is None:  # one run: its running total
+                row = c.execute(
+                    self._q("SELECT tokens FROM spend_runs WHERE tenant = ? AND run = ?"),
+                    (tenant, run),
+                ).fetchone()
+                return int(row[0]) if row else 0
+            if run is None:
+                # Whole minutes after ``since`` from the running totals (at most 1,440 rows a
+                # day), the rest of its own minute from the requests themselves.
+                minute = start[:16]
+                try:
+                    boundary = utc_text(datetime.fromisoformat(minute) + timedelta(minutes=1))
+                except OverflowError:
+                    boundary = None
+                row = c.execute(
+                    self._q(
+                        "SELECT (SELECT coalesce(sum(tokens), 0) FROM spend_minutes"
+                        " WHERE tenant = ? AND minute > ?), (SELECT coalesce(sum(tokens), 0)"
+                        " FROM requests WHERE tenant = ? AND spent_at >= ? AND spent_at < ?)"
+                    ),
+                    (tenant, minute, tenant, start, boundary or "A"),
+                ).fetchone()
+                return int(row[0]) + int(row[1])
             row = c.execute(
                 self._q(
-                    f"SELECT coalesce(sum(tokens), 0) FROM requests WHERE {' AND '.join(where)}"
+                    "SELECT coalesce(sum(tokens), 0) FROM requests"
+                    " WHERE tenant = ? AND run = ? AND spent_at >= ?"
                 ),
-                tuple(args),
+                (tenant, run, start),
             ).fetchone()
         return int(row[0])
 
@@ -483,6 +534,7 @@ class _Core:
     ) -> CheckpointRecord:
         if not isinstance(message, Message):
             raise UserError(f"a checkpoint is a Message, not {type(message).__name__}")
+        check_int(first_seq=first_seq, last_seq=last_seq)
         body = message_to_json(message)
         tokens = count_message(self.counter, message)
         digest = sha256_hex(body)
@@ -569,6 +621,7 @@ class _Core:
 
     def record(self, scope: Scope, table: RecordTable, record_id: int) -> Record | None:
         """One record of this session by id (None if it is not this session's)."""
+        check_int(record_id=record_id)
         found = self._records(
             scope,
             "id = ? AND session_id = ? AND table_name = ?",
@@ -592,6 +645,7 @@ class _Core:
         stored outputs); ``since_id`` keeps those after that id and ``limit`` the first ``limit``
         of them, so a live tail reads only what is new (``since_id`` = the last id it showed).
         """
+        check_int(since_id=since_id, limit=limit)
         if kinds is not None and not kinds:
             return []
         where = "session_id = ? AND table_name = ?"
@@ -697,10 +751,12 @@ class _Core:
                 cur = c.execute(self._q(f"DELETE FROM {extra} WHERE session_id = ?"), (sid,))
                 counts[extra] = max(cur.rowcount, 0)
         self._forget_text(c, sid)
+        self._remove_spend(c, sid)
         for table in ("requests", "records", "checkpoints", "entries"):
             c.execute(self._q(f"DELETE FROM {table} WHERE session_id = ?"), (sid,))
         c.execute(self._q("DELETE FROM sessions WHERE id = ?"), (sid,))
         tenant, agent, parent, title, created_at, tokens = info
+        tokens = tokens if whole(tokens) else 0  # a damaged counter must not block deletion
         sealed: tuple[Any, ...] = (sid, tenant, agent, parent, title, created_at, _now(), by)
         sealed += (counts["entries"],)
         sealed += (int(tokens), canonical_json(counts), sha256_hex(canonical_json(removed)))
@@ -727,6 +783,47 @@ class _Core:
             counts,
             sealed[11],
         )
+
+    def _remove_spend(self, c: Any, sid: str) -> None:
+        """A deleted session's requests leave the running totals, as they leave the ledger."""
+        for table, key, column in (
+            ("spend_runs", "run", "run"),
+            ("spend_minutes", "minute", "substr(spent_at, 1, 16)"),
+        ):
+            rows = c.execute(
+                self._q(
+                    f"SELECT tenant, {column}, sum(tokens) FROM requests WHERE session_id = ?"
+                    f" AND {column} IS NOT NULL AND tenant IS NOT NULL GROUP BY tenant, {column}"
+                ),
+                (sid,),
+            ).fetchall()
+            for tenant, value, tokens in rows:
+                c.execute(
+                    self._q(
+                        f"UPDATE {table} SET tokens = tokens - ? WHERE tenant = ? AND {key} = ?"
+                    ),
+                    (int(tokens), tenant, value),
+                )
+            c.execute(self._q(f"DELETE FROM {table} WHERE tokens = 0"))
+
+    def _spend_mismatches(self) -> list[tuple[str, str, str, int, int]]:
+        """(table, tenant, key, expected, stored) where a running total disagrees with the
+        requests it sums (verify)."""
+        found: list[tuple[str, str, str, int, int]] = []
+        with self._reading() as c:
+            for table, key, expected in (
+                ("spend_runs", "run", SPEND_RUNS),
+                ("spend_minutes", "minute", SPEND_MINUTES),
+            ):
+                want = {(r[0], r[1]): int(r[2]) for r in c.execute(expected).fetchall()}
+                have = {
+                    (r[0], r[1]): r[2] if whole(r[2]) else -1
+                    for r in c.execute(f"SELECT tenant, {key}, tokens FROM {table}").fetchall()
+                }
+                for k in sorted(set(want) | set(have), key=repr):
+                    if want.get(k, 0) != have.get(k, 0):
+                        found.append((table, str(k[0]), str(k[1]), want.get(k, 0), have.get(k, 0)))
+        return found
 
     def deletions(self, *, tenant: str | None = None) -> list[Deletion]:
         """The tombstones of deleted sessions, oldest first (operator listing)."""

@@ -6,6 +6,7 @@ session's ``last_step``, and the request columns the per-turn aggregates read (`
 ``tokens``, ``run``, ``spent_at``, ``prompt_last_seq``), derived from each request's meta exactly
 as new appends derive them. A row is sealed as it is found: damage done before the migration is
 sealed in with it (``verify`` before upgrading, if that matters), bodies keep their own digests.
+The running spend totals are summed from the requests.
 """
 
 from __future__ import annotations
@@ -17,6 +18,20 @@ from ._rows import SEALED, billed_tokens, request_facts, seal_of
 from ._sql import Dialect
 
 _BATCH = 2000
+
+# The running spend totals, from the requests as they are (also what verify compares with).
+SPEND_RUNS = (
+    "SELECT tenant, run, sum(tokens) FROM requests WHERE run IS NOT NULL AND tenant IS NOT NULL"
+    " GROUP BY tenant, run"
+)
+SPEND_MINUTES = (
+    "SELECT tenant, substr(spent_at, 1, 16), sum(tokens) FROM requests"
+    " WHERE spent_at IS NOT NULL AND tenant IS NOT NULL GROUP BY tenant, substr(spent_at, 1, 16)"
+)
+SPEND_TOTALS = (
+    f"INSERT INTO spend_runs (tenant, run, tokens) {SPEND_RUNS}",
+    f"INSERT INTO spend_minutes (tenant, minute, tokens) {SPEND_MINUTES}",
+)
 
 
 def backfill(conn: Any, dialect: Dialect) -> None:
@@ -30,6 +45,8 @@ def backfill(conn: Any, dialect: Dialect) -> None:
         " WHERE sessions.id = requests.session_id)"
     )
     _derive_requests(conn, q)
+    for statement in SPEND_TOTALS:
+        conn.execute(statement)
     for table in ("sessions", "entries", "requests", "checkpoints", "records"):
         _seal(conn, q, table)
 

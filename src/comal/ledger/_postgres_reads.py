@@ -20,7 +20,7 @@ from psycopg.pq import TransactionStatus
 from ..errors import LedgerError, UserError
 from ..messages import load_json, message_from_json, sha256_hex
 from ..tokens import TokenCounter, default_counter
-from ._common import hit, in_order, regex_hits, tail_start, words
+from ._common import heads_of, hit, in_order, regex_hits, tail_start, words
 from ._core import ENTRY_INSERT, _Core
 from ._errors import (
     LedgerBadTarget,
@@ -35,7 +35,7 @@ from ._rows import COLUMNS, entry_from_row
 from ._sql import POSTGRES
 from ._sqlite_base import EntryCache
 from ._target import parse_target, redact
-from ._text import storable
+from ._text import check_int, storable
 
 Conn = psycopg.Connection[tuple[Any, ...]]
 
@@ -178,6 +178,7 @@ class _PgReads(_PgBase, _Core):
     ) -> list[Entry]:
         """Entries with ``start_seq <= seq <= end_seq`` in order; ids come from the covering
         index and only bodies not already in the cache are read and decoded."""
+        check_int(start_seq=start_seq, end_seq=end_seq)
         with self._reading() as c:
             if not self._visible(scope):
                 return []
@@ -205,6 +206,7 @@ class _PgReads(_PgBase, _Core):
 
     def heads(self, scope: Scope, *, start_seq: int = 0) -> list[EntryHead]:
         """Small columns only, read from the covering index (no bodies)."""
+        check_int(start_seq=start_seq)
         with self._reading() as c:
             if not self._visible(scope):
                 return []
@@ -213,7 +215,7 @@ class _PgReads(_PgBase, _Core):
                 " WHERE session_id = %s AND seq >= %s ORDER BY seq",
                 (scope.session, start_seq),
             ).fetchall()
-        return [EntryHead(*r) for r in rows]
+        return heads_of(self.target, scope, rows)
 
     def tail(self, scope: Scope, *, n: int | None = None, tokens: int | None = None) -> list[Entry]:
         """The newest entries: the last ``n``, or as many whole steps as fit in ``tokens``."""
@@ -221,6 +223,7 @@ class _PgReads(_PgBase, _Core):
             return []
         if n is None and tokens is None:
             raise UserError("tail needs n or tokens")
+        check_int(n=n, tokens=tokens)
         if n is not None:
             newest = self._entries(
                 f"SELECT {_ENTRY_COLS} FROM entries WHERE session_id = %s"
@@ -241,6 +244,7 @@ class _PgReads(_PgBase, _Core):
         return [] if start is None else self.entries(scope, start_seq=start)
 
     def entry(self, scope: Scope, entry_id: int) -> Entry | None:
+        check_int(entry_id=entry_id)
         with self._reading():
             if not self._visible(scope):
                 return None
@@ -265,6 +269,7 @@ class _PgReads(_PgBase, _Core):
         Regexes run in Python over the session's text, as in SQLite, so a pattern means the same
         on both backends (PostgreSQL's ``~`` speaks another dialect: ``\\b`` is a backspace).
         """
+        check_int(limit=limit)
         if not self._visible(scope):
             return []
         if regex:

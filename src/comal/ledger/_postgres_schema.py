@@ -170,6 +170,22 @@ CREATE TABLE deletions (
 );
 CREATE INDEX deletions_session ON deletions (session_id);
 CREATE INDEX deletions_tenant ON deletions (tenant, id);
+
+-- Running spend totals, kept with each request in its transaction, so the spend guard reads a
+-- bounded number of rows however long the session or run: per run, and per minute of meta.at
+-- (a day is at most 1,440 rows).
+CREATE TABLE spend_runs (
+    tenant TEXT COLLATE "C" NOT NULL,
+    run TEXT COLLATE "C" NOT NULL,
+    tokens BIGINT NOT NULL,
+    PRIMARY KEY (tenant, run)
+);
+CREATE TABLE spend_minutes (
+    tenant TEXT COLLATE "C" NOT NULL,
+    minute TEXT COLLATE "C" NOT NULL,
+    tokens BIGINT NOT NULL,
+    PRIMARY KEY (tenant, minute)
+);
 """
 
 MIGRATIONS: tuple[tuple[str, str], ...] = (

@@ -60,17 +60,46 @@ def seal_of(table: str, values: Sequence[Any]) -> str:
     return sha256_hex(canonical_json([table, *values]))
 
 
-def check_seal(table: str, r: Sequence[Any], row_id: Any, session: Any) -> None:
+def seal_matches(table: str, r: Sequence[Any]) -> tuple[bool, str]:
+    """Whether the row matches its seal, and the seal it should have.
+
+    SQLite stores a type with each value, and damage can change it: a column that no longer
+    holds text, a number or NULL cannot match (and must not reach the JSON encoder).
+    """
     n = len(SEALED[table])
-    computed = seal_of(table, r[:n])
-    if r[n] != computed:
-        raise LedgerRowDamaged(table, row_id, session, "seal", str(r[n]), computed)
+    values = r[:n]
+    if not all(v is None or isinstance(v, str | int | float) for v in values):
+        return False, "(a column holds bytes)"
+    computed = seal_of(table, values)
+    return r[n] == computed, computed
 
 
-def _body(table: str, r: Sequence[Any], digest: str, body: str, row_id: Any) -> None:
-    computed = sha256_hex(body)
-    if computed != digest:
+def check_seal(table: str, r: Sequence[Any], row_id: Any, session: Any) -> None:
+    ok, computed = seal_matches(table, r)
+    if not ok:
+        raise LedgerRowDamaged(table, row_id, session, "seal", str(r[len(SEALED[table])]), computed)
+
+
+def body_matches(body: Any, digest: Any) -> bool:
+    return isinstance(body, str) and sha256_hex(body) == digest
+
+
+def _body(table: str, r: Sequence[Any], digest: str, body: Any, row_id: Any) -> None:
+    if not body_matches(body, digest):
+        computed = sha256_hex(body) if isinstance(body, str) else "(the body is not text)"
         raise LedgerRowDamaged(table, row_id, r[0], "body", str(digest), computed)
+
+
+def whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def damaged_index(target: str | None, what: str) -> LedgerCorrupt:
+    return LedgerCorrupt(
+        target,
+        f"{what}: the database is damaged",
+        "run `comal verify` to see where, and restore the ledger from a backup",
+    )
 
 
 def _corrupt(table: str, row_id: Any, session: Any, exc: BaseException) -> LedgerCorrupt:
@@ -91,6 +120,8 @@ def _json(table: str, text: Any, row_id: Any, session: Any) -> Any:
 
 def session_from_row(r: Sequence[Any]) -> SessionInfo:
     check_seal("sessions", r, r[0], r[0])
+    if not (whole(r[10]) and whole(r[11])):
+        raise damaged_index(None, f"session {r[0]}'s counters are not numbers")
     meta = _json("sessions", r[8], r[0], r[0])
     return SessionInfo(r[0], r[1], r[2], r[3], r[4], r[6], r[7], r[5], r[10], r[11], meta)
 

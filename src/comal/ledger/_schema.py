@@ -157,6 +157,22 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         );
         CREATE INDEX deletions_session ON deletions (session_id);
         CREATE INDEX deletions_tenant ON deletions (tenant, id);
+
+        -- Running spend totals, kept with each request in its transaction, so the spend guard
+        -- reads a bounded number of rows however long the session or run: per run, and per
+        -- minute of meta.at (a day is at most 1,440 rows).
+        CREATE TABLE spend_runs (
+            tenant TEXT NOT NULL,
+            run TEXT NOT NULL,
+            tokens INTEGER NOT NULL,
+            PRIMARY KEY (tenant, run)
+        ) WITHOUT ROWID;
+        CREATE TABLE spend_minutes (
+            tenant TEXT NOT NULL,
+            minute TEXT NOT NULL,
+            tokens INTEGER NOT NULL,
+            PRIMARY KEY (tenant, minute)
+        ) WITHOUT ROWID;
         """,
     ),
 )

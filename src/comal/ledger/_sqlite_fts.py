@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..messages import load_json, message_from_json, sha256_hex
+from ._rows import damaged_index
 
 _TABLES = {"entries_fts": "entries", "summaries_fts": "summaries"}
 
@@ -54,11 +55,6 @@ def indexed_texts(
     return out, damaged
 
 
-def _entry_rows(c: sqlite3.Connection, where: str, args: Sequence[Any]) -> list[tuple[int, str]]:
-    rows = c.execute(f"SELECT id, digest, body FROM entries WHERE {where}", tuple(args))
-    return indexed_texts(rows.fetchall(), entry_text)[0]
-
-
 def _summary_rows(c: sqlite3.Connection, where: str, args: Sequence[Any]) -> list[tuple[int, str]]:
     rows = c.execute(
         f"SELECT id, digest, body FROM records WHERE table_name = 'summary' AND {where}",
@@ -67,8 +63,11 @@ def _summary_rows(c: sqlite3.Connection, where: str, args: Sequence[Any]) -> lis
     return indexed_texts(rows.fetchall(), summary_text)[0]
 
 
-def _upto(c: sqlite3.Connection) -> int:
-    return int(c.execute("SELECT upto FROM fts_state WHERE name = 'entries'").fetchone()[0])
+def upto(c: sqlite3.Connection) -> int:
+    row = c.execute("SELECT upto FROM fts_state WHERE name = 'entries'").fetchone()
+    if row is None or not isinstance(row[0], int):
+        raise damaged_index(None, "the full-text index's high-water mark is gone")
+    return row[0]
 
 
 def forget_session(c: sqlite3.Connection, session: str) -> None:
@@ -80,7 +79,7 @@ def forget_session(c: sqlite3.Connection, session: str) -> None:
     """
     rows = c.execute(
         "SELECT id, digest, body FROM entries WHERE session_id = ? AND id <= ?",
-        (session, _upto(c)),
+        (session, upto(c)),
     ).fetchall()
     texts, damaged = indexed_texts(rows, entry_text)
     if damaged:
@@ -135,15 +134,20 @@ def search_check(c: sqlite3.Connection) -> list[str]:
                 f"CREATE VIRTUAL TABLE comal_check.{table} USING fts5"
                 " (text, content='', tokenize='unicode61')"
             )
-        upto, last = _upto(c), 0
-        while True:  # in pages, so memory stays bounded on a large ledger
-            page = _entry_rows(c, "id > ? AND id <= ? ORDER BY id LIMIT 2000", (last, upto))
-            c.executemany("INSERT INTO comal_check.entries_fts (rowid, text) VALUES (?, ?)", page)
-            if not page:
+        high, last = upto(c), 0
+        while last < high:  # in pages, so memory stays bounded on a large ledger
+            rows = c.execute(
+                "SELECT id, digest, body FROM entries WHERE id > ? AND id <= ? ORDER BY id"
+                " LIMIT 2000",
+                (last, high),
+            ).fetchall()
+            if not rows:
                 break
-            last = page[-1][0]
-            if last >= upto:
-                break
+            last = rows[-1][0]
+            c.executemany(
+                "INSERT INTO comal_check.entries_fts (rowid, text) VALUES (?, ?)",
+                indexed_texts(rows, entry_text)[0],
+            )
         c.executemany(
             "INSERT INTO comal_check.summaries_fts (rowid, text) VALUES (?, ?)",
             _summary_rows(c, "1", ()),

@@ -9,7 +9,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..errors import UserError
-from ._common import hit, in_order, regex_hits, tail_start, words
+from ._common import heads_of, hit, in_order, regex_hits, tail_start, words
 from ._core import ENTRY_INSERT, _Core
 from ._model import Entry, EntryHead, Scope, SearchHit, SummaryRecord, log
 from ._rows import COLUMNS, entry_from_row
@@ -22,8 +22,9 @@ from ._sqlite_fts import (
     indexed_texts,
     rebuild,
     search_check,
+    upto,
 )
-from ._text import storable
+from ._text import check_int, storable
 
 _ENTRY_COLS = COLUMNS["entries"]
 
@@ -46,6 +47,7 @@ class _Reads(_Base, _Core):
         the same tail every turn decodes only what was appended since (ids come from the
         covering index, bodies are read only for ids not in the cache).
         """
+        check_int(start_seq=start_seq, end_seq=end_seq)
         if not self._visible(scope):
             return []
         end = end_seq if end_seq is not None else 2**62
@@ -83,6 +85,7 @@ class _Reads(_Base, _Core):
 
     def heads(self, scope: Scope, *, start_seq: int = 0) -> list[EntryHead]:
         """Small columns only, read from the covering index (no bodies)."""
+        check_int(start_seq=start_seq)
         if not self._visible(scope):
             return []
         with self._reading():
@@ -91,7 +94,7 @@ class _Reads(_Base, _Core):
                 " WHERE session_id = ? AND seq >= ? ORDER BY seq",
                 (scope.session, start_seq),
             ).fetchall()
-        return [EntryHead(*r) for r in rows]
+        return heads_of(self.target, scope, rows)
 
     def tail(self, scope: Scope, *, n: int | None = None, tokens: int | None = None) -> list[Entry]:
         """The newest entries: the last ``n``, or as many whole steps as fit in ``tokens``.
@@ -103,6 +106,7 @@ class _Reads(_Base, _Core):
             return []
         if n is None and tokens is None:
             raise UserError("tail needs n or tokens")
+        check_int(n=n, tokens=tokens)
         if n is not None:
             return list(
                 reversed(
@@ -132,6 +136,7 @@ class _Reads(_Base, _Core):
         return start
 
     def entry(self, scope: Scope, entry_id: int) -> Entry | None:
+        check_int(entry_id=entry_id)
         if not self._visible(scope):
             return None
         rows = self._entries(
@@ -159,10 +164,10 @@ class _Reads(_Base, _Core):
         done = 0
         while True:
             with self.atomic() as c:
-                upto = c.execute("SELECT upto FROM fts_state WHERE name = 'entries'").fetchone()[0]
+                done_upto = upto(c)
                 rows = c.execute(
                     "SELECT id, digest, body FROM entries WHERE id > ? ORDER BY id LIMIT ?",
-                    (upto, batch),
+                    (done_upto, batch),
                 ).fetchall()
                 if not rows:
                     return done
@@ -182,6 +187,7 @@ class _Reads(_Base, _Core):
         self, scope: Scope, query: str, *, regex: bool = False, limit: int = 50
     ) -> list[SearchHit]:
         """Full-text (FTS5 query syntax) or regex search over a session's messages (LED-5)."""
+        check_int(limit=limit)
         if not self._visible(scope):
             return []
         if not regex:

@@ -26,3 +26,14 @@ def check_text(**fields: str | None) -> None:
                 f"{name} {value!r} contains NUL or a lone surrogate, which a ledger text column "
                 "cannot store; remove those characters"
             )
+
+
+_INT64 = range(-(2**63), 2**63)
+
+
+def check_int(**fields: int | None) -> None:
+    """Numbers bound into a query must fit a 64-bit column (a hostile id must not crash the
+    driver); None passes."""
+    for name, value in fields.items():
+        if value is not None and (not isinstance(value, int) or value not in _INT64):
+            raise UserError(f"{name} must be a whole number that fits 64 bits, not {value!r}")

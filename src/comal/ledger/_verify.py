@@ -33,13 +33,14 @@ from ..messages import (
     sha256_hex,
 )
 from ._model import RECORD_TABLES, Fault, VerifyReport
-from ._rows import SEALED, billed_tokens, request_facts, seal_of
+from ._rows import billed_tokens, body_matches, request_facts, seal_matches, whole
 
 
 class _Source(Protocol):
     def _raw_entries(self) -> Iterator[tuple[Any, ...]]: ...
     def _raw_table(self, table: str) -> Iterator[tuple[Any, ...]]: ...
     def _raw_request_refs(self) -> list[tuple[Any, ...]]: ...
+    def _spend_mismatches(self) -> list[tuple[str, str, str, int, int]]: ...
     def _database_check(self) -> tuple[str, list[str]]: ...
     def _search_check(self) -> list[str]: ...
 
@@ -78,8 +79,7 @@ class _Walk:
         self.faults.append(Fault(session, seq, kind, detail, table, row))
 
     def sealed(self, table: str, r: tuple[Any, ...], row: Any, session: Any) -> bool:
-        n = len(SEALED[table])
-        if r[n] != seal_of(table, r[:n]):
+        if not seal_matches(table, r)[0]:
             self.fault(session, table, row, "seal", "row does not match its seal")
             return False
         return True
@@ -127,6 +127,13 @@ def verify(ledger: _Source, *, database: bool = True, search: bool = False) -> V
             w.fault(sid, "requests", rid, "entry-ref", f"entry {entry_id} is not in this session")
     except LedgerError as exc:
         w.fault(None, "requests", None, "unreadable", str(exc))
+    try:
+        for table, tenant, key, want, have in ledger._spend_mismatches():
+            w.fault(None, table, None, "spend-total",
+                    f"tenant {tenant!r} {key}: the running total says {have:,} tokens, its "
+                    f"requests sum to {want:,}")  # fmt: skip
+    except LedgerError as exc:
+        w.fault(None, "spend_runs", None, "unreadable", str(exc))
     w.walk("checkpoints", lambda: ledger._raw_table("checkpoints"), lambda r: _checkpoint(w, r))
     w.walk("records", lambda: ledger._raw_table("records"), lambda r: _record(w, r))
     w.walk("deletions", lambda: ledger._raw_table("deletions"), lambda r: _deletion(w, r))
@@ -158,7 +165,11 @@ def _session(w: _Walk, r: tuple[Any, ...]) -> None:
         load_json(r[8])
     except Exception as exc:  # a meta that does not decode is reported, not raised
         w.fault(sid, "sessions", sid, "decode", f"meta does not decode: {exc}")
-    w.sessions[sid] = _Session(r[1], int(r[13] or 0), int(r[10] or 0), int(r[11] or 0), r[12])
+    counters = (r[13], r[10], r[11])
+    if not all(whole(v) for v in counters) or not (r[12] is None or whole(r[12])):
+        w.fault(sid, "sessions", sid, "type", "the session's counters are not numbers")
+        counters = (-1, -1, -1)
+    w.sessions[sid] = _Session(r[1], *counters, r[12])
 
 
 def _counters(w: _Walk) -> None:
@@ -219,6 +230,9 @@ class _Entries:
         w = self.w
         sid, seq, step, role, tokens, size, _created, call_id, digest, output_digest = r[:10]
         row, body = r[11], r[12]
+        if not (whole(seq) and whole(step) and whole(tokens)):
+            w.fault(sid, "entries", row, "type", "seq, step or tokens is not a number")
+            return
         if sid != self.session:
             self.close_session()
             self.session, self.expected, self.open_step = sid, 0, None
@@ -234,13 +248,13 @@ class _Entries:
         s = w.sessions.get(sid)
         if s is not None:
             s.entries += 1
-            s.tokens += int(tokens or 0)
+            s.tokens += tokens
             s.last_seq, s.step = seq, step
         if seq != self.expected:
             w.fault(sid, "entries", row, "gap", f"expected seq {self.expected}, found {seq}", seq)
         self.expected = seq + 1
         w.sealed("entries", r, row, sid)
-        if sha256_hex(body) != digest:
+        if not body_matches(body, digest):
             w.fault(sid, "entries", row, "digest", "body does not match its sha256 digest", seq)
             return
         if size != len(body.encode("utf-8", "surrogatepass")):
@@ -333,8 +347,9 @@ def _request(w: _Walk, r: tuple[Any, ...]) -> None:
 
 def _checkpoint(w: _Walk, r: tuple[Any, ...]) -> None:
     row, sid, body = r[8], r[0], r[9]
-    w.sealed("checkpoints", r, row, sid)
-    if sha256_hex(body) != r[5]:
+    if not w.sealed("checkpoints", r, row, sid):
+        return
+    if not body_matches(body, r[5]):
         w.fault(sid, "checkpoints", row, "digest", "body does not match its sha256 digest")
         return
     try:
@@ -360,10 +375,11 @@ def _checkpoint(w: _Walk, r: tuple[Any, ...]) -> None:
 
 def _record(w: _Walk, r: tuple[Any, ...]) -> None:
     row, sid, body = r[6], r[0], r[7]
-    w.sealed("records", r, row, sid)
+    if not w.sealed("records", r, row, sid):
+        return
     if r[1] not in RECORD_TABLES:
         w.fault(sid, "records", row, "table-name", f"unknown record table {r[1]!r}")
-    if sha256_hex(body) != r[4]:
+    if not body_matches(body, r[4]):
         w.fault(sid, "records", row, "digest", f"{r[1]} body does not match its sha256 digest")
         return
     try:
