@@ -124,7 +124,8 @@ def search_check(c: sqlite3.Connection) -> list[str]:
     """Index the stored text again in a scratch database and compare the postings.
 
     The comparison is a few sums over every (term, row, offset) instance of each index, so any
-    moved, lost or invented posting shows; it costs about as much as indexing the text once.
+    moved, lost or invented posting shows; walking every instance twice is what makes it slow
+    (about 10 s for 20,000 entries, 2.5 million postings).
     """
     problems: list[str] = []
     c.execute("ATTACH ':memory:' AS comal_check")
