@@ -8,29 +8,21 @@ same statements on SQLite and PostgreSQL; a backend supplies its connection (``a
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import LedgerError, UserError
-from ..messages import Message, canonical_json, group_messages, message_to_json, sha256_hex
-from ..tokens import TokenCounter, count_message
+from ..messages import Message, canonical_json, group_messages
 from ._common import check_step_shape, prepare, usage_anchor
-from ._errors import SessionHasChildren
-from ._hardening import SPEND_MINUTES, SPEND_RUNS
+from ._core_admin import _Admin
+from ._core_records import _Records
 from ._model import (
-    RECORD_TABLES,
     STATUSES,
-    CheckpointRecord,
-    Deletion,
     Entry,
-    Record,
-    RecordTable,
     RequestRecord,
     Scope,
     SessionInfo,
-    log,
 )
 from ._rows import (
     COLUMNS,
@@ -38,27 +30,16 @@ from ._rows import (
     billed_tokens,
     check_identifier,
     check_seal,
-    checkpoint_from_row,
     damaged_index,
-    deletion_from_row,
-    record_from_row,
     request_facts,
     request_from_row,
     seal_of,
     session_from_row,
     utc_text,
-    whole,
 )
-from ._sql import Dialect
 from ._sqlite_base import StepInput, UsageInput, _now
 from ._text import check_int, check_text, storable
 
-# Tables this module owns rows of; a session's rows in any other table with a ``session_id``
-# column (a later migration's) are deleted with it too.
-OWN_TABLES = frozenset(
-    {"sessions", "entries", "requests", "checkpoints", "records", "deletions", "fts_state"}
-    | {"entries_fts", "summaries_fts", "schema_migrations", "spend_runs", "spend_minutes"}
-)
 ENTRY_INSERT = (
     "INSERT INTO entries (session_id, seq, step, role, tokens, size, created_at, call_id, digest,"
     " output_digest, seal, body)"
@@ -67,63 +48,10 @@ _MAX_INT = 2**63 - 1
 _USAGE_FIELDS = ("new_input", "cache_read", "cache_write", "output", "reasoning")
 
 
-class _Core:
-    """Every read takes a Scope and reads nothing when it does not resolve (LED-2)."""
-
-    counter: TokenCounter
-    target: str
-    _dialect: Dialect
-
-    if TYPE_CHECKING:
-
-        def atomic(self) -> AbstractContextManager[Any]: ...
-        def _reading(self) -> AbstractContextManager[Any]: ...
-        def _insert_entries(self, c: Any, rows: list[tuple[Any, ...]]) -> list[int]: ...
-        def _index_entries(self, c: Any, scope: Scope, entries: list[Entry]) -> None: ...
-        def _index_summary(self, c: Any, scope: Scope, record_id: int, text: str) -> None: ...
-        def _forget_text(self, c: Any, session: str) -> None: ...
-        def _session_tables(self, c: Any) -> list[str]: ...
-        def _lenient(self) -> AbstractContextManager[Any]: ...
-
-    def _q(self, sql: str) -> str:
-        return self._dialect.q(sql)
-
-    # -- scoping ------------------------------------------------------------------------------
-    def _session_row(self, scope: Scope, *, lock: bool = False) -> tuple[Any, ...] | None:
-        """(next_seq, status, last_step) of the scope's session, or None when it does not resolve.
-
-        ``lock`` (inside ``atomic``) serializes appends to one session on PostgreSQL: the second
-        writer waits for the first to commit and then reads its next_seq.
-        """
-        if not all(storable(v) for v in (scope.tenant, scope.agent, scope.session)):
-            return None  # no stored session can have such a name
-        query = self._q(
-            "SELECT next_seq, status, last_step FROM sessions"
-            " WHERE id = ? AND tenant = ? AND agent = ?"
-        ) + (self._dialect.for_update if lock else "")
-        with self._reading() as c:
-            row: tuple[Any, ...] | None = c.execute(
-                query, (scope.session, scope.tenant, scope.agent)
-            ).fetchone()
-        if row is not None and not (whole(row[0]) and (row[2] is None or whole(row[2]))):
-            raise damaged_index(self.target, f"session {scope.session}'s counters are not numbers")
-        return row
-
-    def _visible(self, scope: Scope) -> bool:
-        """LED-2: a scope that does not resolve to a stored session reads as empty."""
-        if self._session_row(scope) is None:
-            log.warning("ledger read refused: no session %s for tenant/agent", scope.session)
-            return False
-        return True
-
-    def _require(self, scope: Scope, *, lock: bool = False) -> tuple[Any, ...]:
-        row = self._session_row(scope, lock=lock)
-        if row is None:
-            raise UserError(
-                f"no session {scope.session} for tenant {scope.tenant!r} and agent "
-                f"{scope.agent!r}; create it first (or list them with `comal sessions`)"
-            )
-        return row
+class _Core(_Records, _Admin):
+    """The ledger's semantics, shared by both backends: sessions, appends and requests here,
+    checkpoints and records in ``_core_records``, deletion and verify's walks in
+    ``_core_admin``, scoping in ``_core_base``."""
 
     # -- sessions -----------------------------------------------------------------------------
     def create_session(
@@ -521,374 +449,6 @@ class _Core:
             ).fetchone()
         values = [None if v is None else int(v) for v in row[1:]]
         return {"requests": int(row[0]), **dict(zip(_USAGE_FIELDS, values, strict=True))}
-
-    # -- checkpoints ----------------------------------------------------------------------------
-    def add_checkpoint(
-        self,
-        scope: Scope,
-        message: Message,
-        *,
-        first_seq: int,
-        last_seq: int,
-        meta: dict[str, Any] | None = None,
-    ) -> CheckpointRecord:
-        if not isinstance(message, Message):
-            raise UserError(f"a checkpoint is a Message, not {type(message).__name__}")
-        check_int(first_seq=first_seq, last_seq=last_seq)
-        body = message_to_json(message)
-        tokens = count_message(self.counter, message)
-        digest = sha256_hex(body)
-        created = _now()
-        with self.atomic() as c:
-            next_seq = int(self._require(scope)[0])
-            if not 0 <= first_seq <= last_seq < next_seq:
-                raise UserError(
-                    f"checkpoint range {first_seq}..{last_seq} is outside the session's "
-                    f"entries 0..{next_seq - 1}"
-                )
-            sealed: tuple[Any, ...] = (scope.session, first_seq, last_seq, tokens, created)
-            sealed += (digest,)
-            sealed += (canonical_json(meta or {}),)
-            new = c.execute(
-                self._q(
-                    "INSERT INTO checkpoints (session_id, first_seq, last_seq, tokens, created_at,"
-                    " digest, meta, seal, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"
-                ),
-                (*sealed, seal_of("checkpoints", sealed), body),
-            ).fetchone()
-        return CheckpointRecord(
-            int(new[0]),
-            scope.session,
-            first_seq,
-            last_seq,
-            tokens,
-            digest,
-            created,
-            message,
-            meta or {},
-        )
-
-    def checkpoints(self, scope: Scope) -> list[CheckpointRecord]:
-        return self._checkpoints(scope, "last_seq, id", None)
-
-    def latest_checkpoint(self, scope: Scope) -> CheckpointRecord | None:
-        found = self._checkpoints(scope, "last_seq DESC, id DESC", 1)
-        return found[0] if found else None
-
-    def _checkpoints(self, scope: Scope, order: str, limit: int | None) -> list[CheckpointRecord]:
-        with self._reading() as c:
-            if not self._visible(scope):
-                return []
-            rows = c.execute(
-                self._q(
-                    f"SELECT {COLUMNS['checkpoints']} FROM checkpoints WHERE session_id = ?"
-                    f" ORDER BY {order}" + ("" if limit is None else f" LIMIT {int(limit)}")
-                ),
-                (scope.session,),
-            ).fetchall()
-        return [checkpoint_from_row(r) for r in rows]
-
-    # -- receipts, summaries, events, preparations -----------------------------------------------
-    def add_record(
-        self,
-        scope: Scope,
-        table: RecordTable,
-        kind: str,
-        body: dict[str, Any],
-    ) -> Record:
-        if table not in RECORD_TABLES:
-            raise UserError(f"record table must be one of {RECORD_TABLES}, not {table!r}")
-        if not isinstance(kind, str) or not kind:
-            raise UserError(f"a record kind is non-empty text, not {kind!r}")
-        check_text(kind=kind)
-        text = canonical_json(body)
-        digest = sha256_hex(text)
-        created = _now()
-        with self.atomic() as c:
-            self._require(scope)
-            sealed = (scope.session, table, kind, created, digest)
-            new = c.execute(
-                self._q(
-                    "INSERT INTO records (session_id, table_name, kind, created_at, digest, seal,"
-                    " body) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id"
-                ),
-                (*sealed, seal_of("records", sealed), text),
-            ).fetchone()
-            rid = int(new[0])
-            if table == "summary" and isinstance(body.get("text"), str):
-                self._index_summary(c, scope, rid, body["text"])
-        return Record(rid, scope.session, kind, created, digest, body, table)
-
-    def record(self, scope: Scope, table: RecordTable, record_id: int) -> Record | None:
-        """One record of this session by id (None if it is not this session's)."""
-        check_int(record_id=record_id)
-        found = self._records(
-            scope,
-            "id = ? AND session_id = ? AND table_name = ?",
-            [record_id, scope.session, table],
-            None,
-        )
-        return found[0] if found else None
-
-    def records(
-        self,
-        scope: Scope,
-        table: RecordTable,
-        *,
-        kinds: Sequence[str] | None = None,
-        since_id: int | None = None,
-        limit: int | None = None,
-    ) -> list[Record]:
-        """A session's records of ``table`` in id order, from an index.
-
-        ``kinds`` narrows them in the query (a caller looking for a few small events decodes no
-        stored outputs); ``since_id`` keeps those after that id and ``limit`` the first ``limit``
-        of them, so a live tail reads only what is new (``since_id`` = the last id it showed).
-        """
-        check_int(since_id=since_id, limit=limit)
-        if kinds is not None and not kinds:
-            return []
-        where = "session_id = ? AND table_name = ?"
-        args: list[Any] = [scope.session, table]
-        if kinds is not None:
-            kinds = [k for k in kinds if storable(k)]
-            if not kinds:
-                return []
-            where += f" AND kind IN ({', '.join('?' * len(kinds))})"
-            args += kinds
-        if since_id is not None:
-            where += " AND id > ?"
-            args.append(int(since_id))
-        if limit is not None and limit < 0:
-            raise UserError(f"limit must be 0 or more, not {limit}")
-        return self._records(scope, where, args, limit)
-
-    def _records(
-        self, scope: Scope, where: str, args: Sequence[Any], limit: int | None
-    ) -> list[Record]:
-        with self._reading() as c:
-            if not self._visible(scope):
-                return []
-            rows = c.execute(
-                self._q(
-                    f"SELECT {COLUMNS['records']} FROM records WHERE {where} ORDER BY id"
-                    + ("" if limit is None else f" LIMIT {int(limit)}")
-                ),
-                tuple(args),
-            ).fetchall()
-        return [record_from_row(r) for r in rows]
-
-    def record_mark(self, scope: Scope, table: RecordTable = "receipt") -> int:
-        """The highest record id of ``table`` in the session (0 if none): one index lookup.
-
-        ``records(scope, table, since_id=mark)`` later reads just what came after it.
-        """
-        with self._reading() as c:
-            if not self._visible(scope):
-                return 0
-            row = c.execute(
-                self._q("SELECT max(id) FROM records WHERE session_id = ? AND table_name = ?"),
-                (scope.session, table),
-            ).fetchone()
-        return int(row[0] or 0)
-
-    # -- deletion ---------------------------------------------------------------------------------
-    def delete_session(
-        self, scope: Scope, *, by: str | None = None, children: bool = False
-    ) -> Deletion:
-        """Remove every row of the session in one transaction and leave a tombstone.
-
-        Gone: its entries (and their full-text rows), requests, checkpoints, records (receipts,
-        summaries, events, preparations) and its rows in any later table keyed by
-        ``session_id``. Kept: a :class:`Deletion` in ``deletions`` naming the session, ``by``
-        (who asked), when, how many rows of each table went and a digest of their digests and
-        seals, so the deletion is recorded and ``verify`` stays clean. A session with child
-        sessions is refused (:class:`SessionHasChildren`) unless ``children=True``, which
-        deletes its descendants first, each with its own tombstone. This is the only deletion
-        the ledger has; compaction never deletes (LED-1).
-        """
-        check_text(deleted_by=by)
-        with self.atomic() as c:
-            self._require(scope, lock=True)
-            return self._delete(c, scope.session, by, children)
-
-    def _delete(self, c: Any, sid: str, by: str | None, children: bool) -> Deletion:
-        kids = [
-            r[0]
-            for r in c.execute(
-                self._q("SELECT id FROM sessions WHERE parent = ? ORDER BY created_at, id"), (sid,)
-            ).fetchall()
-        ]
-        if kids and not children:
-            raise SessionHasChildren(
-                f"session {sid} has {len(kids)} child session(s) ({', '.join(kids[:3])}"
-                f"{', ...' if len(kids) > 3 else ''}); delete them first, or pass children=True "
-                "(`comal rm` asks before it does)"
-            )
-        for kid in kids:
-            self._delete(c, kid, by, True)
-        info = c.execute(
-            self._q(
-                "SELECT tenant, agent, parent, title, created_at, token_total FROM sessions"
-                " WHERE id = ?"
-            ),
-            (sid,),
-        ).fetchone()
-        removed: dict[str, list[list[Any]]] = {}
-        for table, cols in (
-            ("entries", "seal, digest"),
-            ("requests", "seal"),
-            ("checkpoints", "seal, digest"),
-            ("records", "seal, digest"),
-        ):
-            rows = c.execute(
-                self._q(f"SELECT {cols} FROM {table} WHERE session_id = ? ORDER BY id"), (sid,)
-            ).fetchall()
-            removed[table] = [list(r) for r in rows]
-        counts = {table: len(rows) for table, rows in removed.items()}
-        for extra in self._session_tables(c):
-            if extra not in OWN_TABLES:
-                cur = c.execute(self._q(f"DELETE FROM {extra} WHERE session_id = ?"), (sid,))
-                counts[extra] = max(cur.rowcount, 0)
-        self._forget_text(c, sid)
-        self._remove_spend(c, sid)
-        for table in ("requests", "records", "checkpoints", "entries"):
-            c.execute(self._q(f"DELETE FROM {table} WHERE session_id = ?"), (sid,))
-        c.execute(self._q("DELETE FROM sessions WHERE id = ?"), (sid,))
-        tenant, agent, parent, title, created_at, tokens = info
-        tokens = tokens if whole(tokens) else 0  # a damaged counter must not block deletion
-        sealed: tuple[Any, ...] = (sid, tenant, agent, parent, title, created_at, _now(), by)
-        sealed += (counts["entries"],)
-        sealed += (int(tokens), canonical_json(counts), sha256_hex(canonical_json(removed)))
-        new = c.execute(
-            self._q(
-                f"INSERT INTO deletions ({', '.join(SEALED['deletions'])}, seal)"
-                f" VALUES ({', '.join('?' * (len(sealed) + 1))}) RETURNING id"
-            ),
-            (*sealed, seal_of("deletions", sealed)),
-        ).fetchone()
-        log.info("ledger: session %s deleted (%d entries)", sid, counts["entries"])
-        return Deletion(
-            int(new[0]),
-            sid,
-            tenant,
-            agent,
-            parent,
-            title,
-            created_at,
-            sealed[6],
-            by,
-            counts["entries"],
-            int(tokens),
-            counts,
-            sealed[11],
-        )
-
-    def _remove_spend(self, c: Any, sid: str) -> None:
-        """A deleted session's requests leave the running totals, as they leave the ledger."""
-        for table, key, column in (
-            ("spend_runs", "run", "run"),
-            ("spend_minutes", "minute", "substr(spent_at, 1, 16)"),
-        ):
-            rows = c.execute(
-                self._q(
-                    f"SELECT tenant, {column}, sum(tokens) FROM requests WHERE session_id = ?"
-                    f" AND {column} IS NOT NULL AND tenant IS NOT NULL GROUP BY tenant, {column}"
-                ),
-                (sid,),
-            ).fetchall()
-            for tenant, value, tokens in rows:
-                c.execute(
-                    self._q(
-                        f"UPDATE {table} SET tokens = tokens - ? WHERE tenant = ? AND {key} = ?"
-                    ),
-                    (int(tokens), tenant, value),
-                )
-            c.execute(self._q(f"DELETE FROM {table} WHERE tokens = 0"))
-
-    def _spend_mismatches(self) -> list[tuple[str, str, str, int, int]]:
-        """(table, tenant, key, expected, stored) where a running total disagrees with the
-        requests it sums (verify)."""
-        found: list[tuple[str, str, str, int, int]] = []
-        with self._reading() as c:
-            for table, key, expected in (
-                ("spend_runs", "run", SPEND_RUNS),
-                ("spend_minutes", "minute", SPEND_MINUTES),
-            ):
-                want = {(r[0], r[1]): int(r[2]) for r in c.execute(expected).fetchall()}
-                have = {
-                    (r[0], r[1]): r[2] if whole(r[2]) else -1
-                    for r in c.execute(f"SELECT tenant, {key}, tokens FROM {table}").fetchall()
-                }
-                for k in sorted(set(want) | set(have), key=repr):
-                    if want.get(k, 0) != have.get(k, 0):
-                        found.append((table, str(k[0]), str(k[1]), want.get(k, 0), have.get(k, 0)))
-        return found
-
-    def deletions(self, *, tenant: str | None = None) -> list[Deletion]:
-        """The tombstones of deleted sessions, oldest first (operator listing)."""
-        where, args = "1 = 1", []
-        if tenant is not None:
-            if not storable(tenant):
-                return []
-            where, args = "tenant = ?", [tenant]
-        with self._reading() as c:
-            rows = c.execute(
-                self._q(f"SELECT {COLUMNS['deletions']} FROM deletions WHERE {where} ORDER BY id"),
-                tuple(args),
-            ).fetchall()
-        return [deletion_from_row(r) for r in rows]
-
-    # -- raw access for verify ------------------------------------------------------------------
-    def _raw_entries(self) -> Iterator[tuple[Any, ...]]:
-        """Every entry row (``COLUMNS["entries"]``) by session and seq, in keyset pages."""
-        after: tuple[str, int] = ("", -1)
-        while True:
-            with self._reading() as c, self._lenient():
-                rows = c.execute(
-                    self._q(
-                        f"SELECT {COLUMNS['entries']} FROM entries WHERE (session_id, seq) > (?, ?)"
-                        " ORDER BY session_id, seq LIMIT 500"
-                    ),
-                    after,
-                ).fetchall()
-            yield from rows
-            if len(rows) < 500:
-                return
-            after = (rows[-1][0], rows[-1][1])
-
-    def _raw_table(self, table: str) -> Iterator[tuple[Any, ...]]:
-        """Every row of ``table`` (``COLUMNS[table]``) by id, in keyset pages.
-
-        Read leniently: text that is not valid UTF-8 (a damaged row) comes back with its bad
-        bytes as surrogates, so its digest or seal fails and verify names the row, instead of
-        the whole walk stopping there.
-        """
-        id_col = "id"
-        after: Any = "" if table == "sessions" else -1
-        while True:
-            with self._reading() as c, self._lenient():
-                rows = c.execute(
-                    self._q(
-                        f"SELECT {COLUMNS[table]} FROM {table} WHERE {id_col} > ?"
-                        f" ORDER BY {id_col} LIMIT 500"
-                    ),
-                    (after,),
-                ).fetchall()
-            yield from rows
-            if len(rows) < 500:
-                return
-            after = rows[-1][0] if table == "sessions" else rows[-1][len(SEALED[table]) + 1]
-
-    def _raw_request_refs(self) -> list[tuple[Any, ...]]:
-        """Requests whose entry is missing or another session's: (id, session, entry_id)."""
-        with self._reading() as c:
-            rows: list[tuple[Any, ...]] = c.execute(
-                "SELECT r.id, r.session_id, r.entry_id FROM requests r"
-                " LEFT JOIN entries e ON e.id = r.entry_id WHERE r.entry_id IS NOT NULL"
-                " AND (e.id IS NULL OR e.session_id <> r.session_id) ORDER BY r.id"
-            ).fetchall()
-        return rows
 
 
 def _check_usage(u: UsageInput) -> None:
