@@ -19,7 +19,15 @@ import pytest
 
 from _pg_support import fresh_schema, pg_dsn, url_with_schema
 from comal.errors import LedgerError, UserError
-from comal.ledger import MIGRATIONS, PostgresLedger, Scope, SQLiteLedger, open_ledger, verify
+from comal.ledger import (
+    MIGRATIONS,
+    InvalidIdentifier,
+    PostgresLedger,
+    Scope,
+    SQLiteLedger,
+    open_ledger,
+    verify,
+)
 from comal.ledger._postgres_schema import MIGRATIONS as PG_MIGRATIONS
 from comal.ledger._postgres_schema import fts_query, search_vectors, search_words
 from comal.messages import Message, ToolCall, group_messages
@@ -205,7 +213,7 @@ def test_unstorable_names_are_refused_or_read_as_nothing(pg: PostgresLedger) -> 
         wrong = Scope(bad, "a", scope.session)
         assert pg.entries(wrong) == [] and pg.session(wrong) is None
         assert pg.sessions(tenant=bad) == []
-        with pytest.raises(UserError, match="cannot store"):
+        with pytest.raises(InvalidIdentifier, match=r"control|format"):
             pg.create_session(bad, "a")
         with pytest.raises(UserError, match="no session"):
             pg.append(wrong, [Message.user("x")])

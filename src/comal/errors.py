@@ -8,7 +8,7 @@ The tree::
     ├── InputError                  bad input data; names the file, line and field
     │   └── ImportFormatError       a transcript that cannot be imported as the given format
     ├── LedgerError                 the store refused or found a fault
-    │   ├── LedgerIntegrityError    a stored entry fails its digest or a step is not whole
+    │   ├── LedgerIntegrityError    a stored row fails its digest or seal, or does not decode
     │   └── SchemaVersionError      the database was written by a newer comal
     ├── TokenizerUnavailable        the requested encoding cannot be loaded offline
     └── BudgetError                 the budget algebra cannot be satisfied
@@ -19,6 +19,10 @@ The tree::
 
 Packages add leaves where they raise them, each also under the class a caller already catches:
 
+- ``comal.ledger``: ``LedgerNotFound``, ``LedgerForeign``, ``LedgerNotADatabase``,
+  ``LedgerIsADirectory``, ``LedgerReadOnly``, ``LedgerUnavailable``, ``LedgerBusy``
+  (LedgerError); ``LedgerCorrupt``, ``LedgerRowDamaged`` (LedgerIntegrityError);
+  ``LedgerBadTarget``, ``InvalidIdentifier``, ``SessionHasChildren`` (UserError);
 - ``comal.evidence``: ``EvidenceError`` → ``EvidenceNotFound`` (UserError),
   ``EvidenceNotAllowed`` (ScopeError), ``EvidenceFieldError`` / ``EvidenceArgumentError``
   (UserError), ``EvidenceDigestMismatch`` / ``EvidenceCorrupt`` (LedgerIntegrityError);

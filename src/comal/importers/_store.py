@@ -6,6 +6,7 @@ import hashlib
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from ..ledger import LedgerBackend, Scope, StepInput, UsageInput
@@ -64,7 +65,12 @@ def store(
     agent: str | None = None,
     digest: str | None = None,
 ) -> list[StoredSession]:
-    """Write every session parsed from one file atomically; parents before children."""
+    """Write every session parsed from one file atomically; parents before children.
+
+    An imported session is history: it is stored ``finished`` (resuming it reopens it), and
+    starts when its transcript did (``meta["started_at"]``, an ISO time, when the importer
+    found one; else the import's own time).
+    """
     if not sessions:
         return []
     digest = digest or file_digest(sessions[0].source)
@@ -105,6 +111,8 @@ def store(
                 title=imp.title,
                 source=str(imp.source),
                 meta=meta,
+                created_at=_started(imp),
+                status="finished",
             )
             written = ledger.append_steps(scope, _steps(imp))
             results.append(
@@ -121,6 +129,17 @@ def store(
                 )
             )
     return results
+
+
+def _started(imp: ImportedSession) -> str | None:
+    started = imp.meta.get("started_at")
+    if not isinstance(started, str):
+        return None
+    try:
+        datetime.fromisoformat(started)
+    except ValueError:
+        return None  # an unreadable time is not worth failing the import over
+    return started
 
 
 def _steps(imp: ImportedSession) -> list[StepInput]:

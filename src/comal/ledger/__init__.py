@@ -1,9 +1,15 @@
 """The ledger: an append-only, lossless, scoped store of everything an agent saw (LED-1..6).
 
-Open one with :func:`open_ledger`; the embedded backend is SQLite in WAL mode, and a
-``postgresql://`` URL opens the scale-out backend, :class:`PostgresLedger`, with the same interface
-(LED-4). Every read takes a :class:`Scope` (tenant, agent, session) and reads nothing when the
-scope does not resolve.
+Open one with :func:`open_ledger`: a file path opens the embedded backend, SQLite in WAL mode; a
+``postgresql://`` (or ``postgres://``) URL opens the scale-out backend, :class:`PostgresLedger`,
+with the same interface (LED-4). Only a caller that writes should pass ``create=True``: with
+``create=False`` a missing ledger is :class:`LedgerNotFound` and nothing is made. Every read takes
+a :class:`Scope` (tenant, agent, session) and reads nothing when the scope does not resolve.
+
+Every row is sealed and every body digested (see ``_rows``); reads check both and raise
+:class:`LedgerRowDamaged` rather than return altered data, and :func:`verify` checks them all
+plus the database's own integrity. Messages name a ledger through :func:`describe_target`, which
+never shows a password.
 """
 
 from __future__ import annotations
@@ -12,15 +18,28 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
-from platformdirs import user_data_dir
-
-from ..errors import LedgerError, UserError
+from ..errors import UserError
 from ..tokens import TokenCounter
 from ._backend import LedgerBackend
+from ._errors import (
+    InvalidIdentifier,
+    LedgerBadTarget,
+    LedgerBusy,
+    LedgerCorrupt,
+    LedgerForeign,
+    LedgerIsADirectory,
+    LedgerNotADatabase,
+    LedgerNotFound,
+    LedgerReadOnly,
+    LedgerRowDamaged,
+    LedgerUnavailable,
+    SessionHasChildren,
+)
 from ._keys import KEY_PREFIX as PROXY_KEY_PREFIX
 from ._keys import ProxyKey
 from ._model import (
     CheckpointRecord,
+    Deletion,
     Entry,
     EntryHead,
     Fault,
@@ -36,6 +55,7 @@ from ._model import (
 from ._schema import MIGRATIONS, SCHEMA_VERSION
 from ._sqlite import SQLiteLedger
 from ._sqlite_base import StepInput, Synchronous, UsageInput
+from ._target import LedgerTarget, default_ledger_target, describe_target, parse_target
 from ._verify import verify
 
 if TYPE_CHECKING:
@@ -46,11 +66,24 @@ __all__ = [
     "PROXY_KEY_PREFIX",
     "SCHEMA_VERSION",
     "CheckpointRecord",
+    "Deletion",
     "Entry",
     "EntryHead",
     "Fault",
+    "InvalidIdentifier",
     "Ledger",
     "LedgerBackend",
+    "LedgerBadTarget",
+    "LedgerBusy",
+    "LedgerCorrupt",
+    "LedgerForeign",
+    "LedgerIsADirectory",
+    "LedgerNotADatabase",
+    "LedgerNotFound",
+    "LedgerReadOnly",
+    "LedgerRowDamaged",
+    "LedgerTarget",
+    "LedgerUnavailable",
     "PostgresLedger",
     "ProxyKey",
     "Record",
@@ -59,6 +92,7 @@ __all__ = [
     "SQLiteLedger",
     "Scope",
     "SearchHit",
+    "SessionHasChildren",
     "SessionInfo",
     "StepInput",
     "SummaryRecord",
@@ -66,15 +100,13 @@ __all__ = [
     "UsageInput",
     "VerifyReport",
     "default_ledger_path",
+    "default_ledger_target",
+    "describe_target",
     "open_ledger",
     "verify",
 ]
 
 Ledger = SQLiteLedger
-
-
-class LedgerNotFound(LedgerError):
-    code = "LEDGER_NOT_FOUND"
 
 
 def __getattr__(name: str) -> Any:
@@ -92,65 +124,62 @@ def _conforms(sqlite: SQLiteLedger, postgres: PostgresLedger) -> list[LedgerBack
 
 
 def default_ledger_path() -> Path:
-    """``COMAL_LEDGER`` if set, else ``ledger.db`` in the per-user data directory."""
-    env = os.environ.get("COMAL_LEDGER")
-    if env:
-        return Path(env)
-    return Path(user_data_dir("comal", appauthor=False)) / "ledger.db"
+    """``COMAL_LEDGER`` if set, else ``ledger.db`` in the per-user data directory.
 
-
-_PG_SCHEMES = ("postgresql://", "postgres://")
+    ``COMAL_LEDGER`` may be a ``postgresql://`` URL, which a Path would mangle: prefer
+    :func:`default_ledger_target` (text), which :func:`open_ledger` takes as it is.
+    """
+    return Path(default_ledger_target())
 
 
 @overload
 def open_ledger(
-    path: Path | None = None,
+    target: os.PathLike[str],
     *,
+    create: bool = True,
     counter: TokenCounter | None = None,
     synchronous: Synchronous = "NORMAL",
-    create: bool = True,
 ) -> SQLiteLedger: ...
 
 
 @overload
 def open_ledger(
-    path: str,
+    target: str | None = None,
     *,
+    create: bool = True,
     counter: TokenCounter | None = None,
     synchronous: Synchronous = "NORMAL",
     schema: str | None = None,
-    create: bool = True,
 ) -> SQLiteLedger | PostgresLedger: ...
 
 
 def open_ledger(
-    path: str | Path | None = None,
+    target: LedgerTarget = None,
     *,
+    create: bool = True,
     counter: TokenCounter | None = None,
     synchronous: Synchronous = "NORMAL",
     schema: str | None = None,
-    create: bool = True,
 ) -> SQLiteLedger | PostgresLedger:
-    """Open (creating and migrating if needed) the ledger at ``path`` or the default place.
+    """Open the ledger at ``target``: a file path, or a ``postgresql://`` / ``postgres://`` URL
+    given as text (None: :func:`default_ledger_target`, i.e. ``COMAL_LEDGER`` or the per-user
+    default).
 
-    A ``postgresql://`` URL opens a :class:`PostgresLedger` on that database, in ``schema`` if
-    given (created if missing). ``synchronous`` is SQLite's durability setting; PostgreSQL's is
-    the server's ``synchronous_commit``.
+    ``create`` lets a missing ledger (file, directory, PostgreSQL schema) be created; pass
+    ``create=False`` from every command that only reads, so a mistyped path is
+    :class:`LedgerNotFound` and nothing appears on disk. An existing ledger of an older schema is
+    migrated either way. A database that is not a comal ledger is :class:`LedgerForeign` and left
+    untouched; the other failures are the ``Ledger*`` errors of :mod:`comal.ledger`, each with a
+    stable ``code``, the target as :func:`describe_target` shows it, and what to do.
+
+    ``schema`` places a PostgreSQL ledger in that schema; ``synchronous`` is SQLite's durability
+    setting (PostgreSQL's is the server's ``synchronous_commit``).
     """
-    if isinstance(path, str) and path.startswith(_PG_SCHEMES):
+    parsed = parse_target(target)
+    if parsed.kind == "postgres":
         from ._postgres import PostgresLedger
 
-        return PostgresLedger(path, counter=counter, schema=schema)
+        return PostgresLedger(parsed.value, counter=counter, schema=schema, create=create)
     if schema is not None:
         raise UserError("schema applies to PostgreSQL ledgers only; pass a postgresql:// URL")
-    where = Path(path) if path is not None else default_ledger_path()
-    if not create and not where.exists() and str(where) != ":memory:":
-        raise LedgerNotFound(
-            f"no ledger at {where}: check the path (--ledger, COMAL_LEDGER), or import or run "
-            "something first to create one"
-        )
-    return SQLiteLedger(
-        path if path is not None else default_ledger_path(),
-        counter=counter,
-        synchronous=synchronous,
-    )
+    return SQLiteLedger(parsed.value, counter=counter, synchronous=synchronous, create=create)

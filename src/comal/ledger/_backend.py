@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
+from datetime import datetime
 from typing import Any, Protocol
 
 from ..messages import Message
@@ -11,6 +12,7 @@ from ..tokens import TokenCounter
 from ._keys import ProxyKey
 from ._model import (
     CheckpointRecord,
+    Deletion,
     Entry,
     EntryHead,
     Record,
@@ -25,9 +27,13 @@ from ._sqlite_base import StepInput, UsageInput
 
 
 class LedgerBackend(Protocol):
-    """Append-only, scoped, lossless. Reads of an unresolved scope return nothing (LED-2)."""
+    """Append-only, scoped, lossless. Reads of an unresolved scope return nothing (LED-2).
+
+    ``target`` names the ledger for messages (a URL without its password).
+    """
 
     counter: TokenCounter
+    target: str
 
     def atomic(self) -> AbstractContextManager[Any]: ...
     def close(self) -> None: ...
@@ -42,7 +48,9 @@ class LedgerBackend(Protocol):
         title: str | None = None,
         source: str | None = None,
         meta: dict[str, Any] | None = None,
-        created_at: str | None = None,
+        created_at: str | datetime | None = None,
+        status: str = "active",
+        messages: Sequence[Message] = (),
     ) -> Scope: ...
     def session(self, scope: Scope) -> SessionInfo | None: ...
     def sessions(
@@ -51,6 +59,11 @@ class LedgerBackend(Protocol):
     def resolve(self, session_prefix: str) -> Scope: ...
     def children(self, scope: Scope) -> list[SessionInfo]: ...
     def set_status(self, scope: Scope, status: str) -> None: ...
+    def rename_session(self, scope: Scope, title: str | None) -> None: ...
+    def delete_session(
+        self, scope: Scope, *, by: str | None = None, children: bool = False
+    ) -> Deletion: ...
+    def deletions(self, *, tenant: str | None = None) -> list[Deletion]: ...
 
     def append(
         self,
@@ -78,6 +91,11 @@ class LedgerBackend(Protocol):
         self, scope: Scope, query: str, *, regex: bool = False, limit: int = 50
     ) -> list[SearchHit]: ...
     def requests(self, scope: Scope) -> list[RequestRecord]: ...
+    def last_request(self, scope: Scope, *, measured: bool = True) -> RequestRecord | None: ...
+    def spend(
+        self, tenant: str, *, since: str | datetime | None = None, run: str | None = None
+    ) -> int: ...
+    def usage_totals(self, scope: Scope, *, run: str | None = None) -> dict[str, int | None]: ...
     def token_total(self, scope: Scope) -> int: ...
 
     def add_checkpoint(
@@ -97,8 +115,15 @@ class LedgerBackend(Protocol):
     ) -> Record: ...
     def record(self, scope: Scope, table: RecordTable, record_id: int) -> Record | None: ...
     def records(
-        self, scope: Scope, table: RecordTable, *, kinds: Sequence[str] | None = None
+        self,
+        scope: Scope,
+        table: RecordTable,
+        *,
+        kinds: Sequence[str] | None = None,
+        since_id: int | None = None,
+        limit: int | None = None,
     ) -> list[Record]: ...
+    def record_mark(self, scope: Scope, table: RecordTable = "receipt") -> int: ...
 
     # Proxy API keys (``comal keys``, ``comal serve``): stored hashed, one tenant each.
     def add_proxy_key(self, tenant: str, name: str = "") -> tuple[ProxyKey, str]: ...

@@ -17,13 +17,13 @@ from ..messages import (
     Message,
     Role,
     group_messages,
-    load_json,
-    message_from_json,
     message_to_json,
     sha256_hex,
 )
 from ..tokens import TokenCounter, count_message
-from ._model import CheckpointRecord, Entry, Record, RequestRecord, SearchHit, SessionInfo
+from ._errors import LedgerCorrupt
+from ._model import Entry, EntryHead, Scope, SearchHit
+from ._rows import damaged_index, whole
 
 
 def check_step_shape(messages: Sequence[Message], *, joining: bool) -> None:
@@ -103,6 +103,8 @@ def tail_start(newest_first: Iterable[tuple[int, int, int]], budget: int) -> int
     start: int | None = None
     step_tokens = 0
     for seq, step, tok in newest_first:
+        if not (whole(seq) and whole(step) and whole(tok)):
+            raise damaged_index(None, "the entry index holds a value that is not a number")
         step_tokens += tok
         if seq == step:  # reached the first entry of a step: the whole step is counted
             if used + step_tokens > budget:
@@ -144,30 +146,38 @@ def hit(e: Entry, query_words: list[str] | None, offsets: tuple[int, ...] = ()) 
     return SearchHit(e.id, e.seq, e.role, snippet, tuple(sorted(offsets)))
 
 
-# -- rows to values: both backends SELECT the same columns in the same order ----------------
+def in_order(
+    target: str, scope: Scope, ids: Sequence[int], found: dict[int, Entry], start: int, end: int
+) -> list[Entry]:
+    """The entries ``ids`` (read from an index) as the table holds them, checked against it.
+
+    An id the table does not have, or a row of another session or out of the range or order
+    the index gave, means index and table disagree: a damaged database, reported as such rather
+    than returned as a shorter or shuffled history.
+    """
+    out: list[Entry] = []
+    last = start - 1
+    for i in ids:
+        e = found.get(i)
+        if e is None or e.session != scope.session or not last < e.seq <= end:
+            raise LedgerCorrupt(
+                target,
+                f"the entry index of session {scope.session} lists entry {i}, which the table "
+                + ("does not hold" if e is None else f"holds at session {e.session} seq {e.seq}"),
+                "run `comal verify`, and restore the ledger from a backup",
+            )
+        last = e.seq
+        out.append(e)
+    return out
 
 
-def session_from_row(r: Sequence[Any]) -> SessionInfo:
-    return SessionInfo(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], load_json(r[10]))
-
-
-def entry_from_row(r: Sequence[Any]) -> Entry:
-    return Entry(
-        r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], message_from_json(r[10])
-    )
-
-
-def request_from_row(r: Sequence[Any]) -> RequestRecord:
-    return RequestRecord(
-        r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], load_json(r[10])
-    )
-
-
-def checkpoint_from_row(r: Sequence[Any]) -> CheckpointRecord:
-    return CheckpointRecord(
-        r[0], r[1], r[2], r[3], r[4], r[5], r[6], message_from_json(r[7]), load_json(r[8])
-    )
-
-
-def record_from_row(r: Sequence[Any]) -> Record:
-    return Record(r[0], r[1], r[2], r[3], r[4], load_json(r[5]))
+def heads_of(target: str, scope: Scope, rows: Iterable[Sequence[Any]]) -> list[EntryHead]:
+    """Index rows (id, seq, step, role, tokens) as heads, refusing values a damaged index holds."""
+    out = []
+    for r in rows:
+        if not (whole(r[0]) and whole(r[1]) and whole(r[2]) and isinstance(r[3], str)):
+            raise damaged_index(target, f"the entry index of session {scope.session} is not sound")
+        if not whole(r[4]):
+            raise damaged_index(target, f"the entry index of session {scope.session} is not sound")
+        out.append(EntryHead(r[0], r[1], r[2], r[3], r[4]))
+    return out

@@ -16,6 +16,7 @@ STATUSES = ("active", "finished")
 # Receipts (OPS-3), summaries (DAG), events (OBS-2) and durable write preparations (RES-3) share
 # one table: a kind, a canonical JSON body and its digest.
 RecordTable = Literal["receipt", "summary", "event", "preparation"]
+RECORD_TABLES: tuple[RecordTable, ...] = ("receipt", "summary", "event", "preparation")
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +53,15 @@ class SessionInfo:
     @property
     def scope(self) -> Scope:
         return Scope(self.tenant, self.agent, self.id)
+
+    @property
+    def workspace(self) -> str | None:
+        """The directory the session's tools worked in (``meta["workspace"]``), if recorded.
+
+        The agent stores it when it creates a session; ``--resume`` must use it (RES-6).
+        """
+        value = self.meta.get("workspace")
+        return value if isinstance(value, str) and value else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +108,8 @@ class RequestRecord:
     output: int | None
     reasoning: int | None
     meta: dict[str, Any]
+    created_at: str = ""
+    tokens: int = 0  # billed: new input + cache reads and writes + output (unknown adds 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +167,7 @@ class Record:
     created_at: str
     digest: str
     body: dict[str, Any]
+    table: str = ""  # receipt, summary, event or preparation
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,27 +180,68 @@ class SearchHit:
 
 
 @dataclass(frozen=True, slots=True)
-class Fault:
+class Deletion:
+    """The tombstone :meth:`delete_session` leaves: who removed which session, when, and a
+    digest of everything removed (``rows`` counts them per table)."""
+
+    id: int
     session: str
+    tenant: str
+    agent: str
+    parent: str | None
+    title: str | None
+    created_at: str  # the session's own start
+    deleted_at: str
+    deleted_by: str | None
+    entries: int
+    tokens: int
+    rows: dict[str, int]
+    digest: str  # sha256 of the canonical JSON of the removed rows' digests and seals
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """One thing wrong: in which session (None: the database as a whole), table and row (id),
+    at which seq (entries), of what kind, and the detail."""
+
+    session: str | None
     seq: int | None
     kind: str
     detail: str
+    table: str = "entries"
+    row: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"session": self.session, "seq": self.seq, "kind": self.kind, "detail": self.detail}
+        return {
+            "session": self.session,
+            "table": self.table,
+            "row": self.row,
+            "seq": self.seq,
+            "kind": self.kind,
+            "detail": self.detail,
+        }
 
 
 @dataclass(frozen=True, slots=True)
 class VerifyReport:
+    """``ok`` when nothing is wrong. ``rows`` counts what was checked per table; ``database``
+    says what the database's own check found (``ok``, ``faults`` or ``not checked: why``)."""
+
     ok: bool
     entries: int
     faults: tuple[Fault, ...]
     paused: tuple[str, ...] = ()  # sessions ending in open tool calls (not a fault)
+    rows: dict[str, int] = field(default_factory=dict)
+    database: str = "not checked"
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
+    def as_dict(self, *, checks: bool = False) -> dict[str, Any]:
+        """``checks`` adds what was checked: ``rows`` per table and the ``database`` status."""
+        out: dict[str, Any] = {
             "ok": self.ok,
             "entries": self.entries,
             "faults": [f.as_dict() for f in self.faults],
             "paused": list(self.paused),
         }
+        if checks:
+            out |= {"rows": dict(self.rows), "database": self.database}
+        return out

@@ -13,69 +13,80 @@ from contextlib import contextmanager
 from typing import Any, Self
 
 import psycopg
-from psycopg.conninfo import conninfo_to_dict
+from psycopg import errors as pg_errors
 from psycopg.pq import TransactionStatus
 
 from ..errors import LedgerError, UserError
 from ..tokens import TokenCounter, default_counter
-from ._common import (
-    checkpoint_from_row,
-    entry_from_row,
-    hit,
-    record_from_row,
-    regex_hits,
-    request_from_row,
-    tail_start,
-    words,
+from ._common import heads_of, hit, in_order, regex_hits, tail_start, words
+from ._core import ENTRY_INSERT, _Core
+from ._errors import (
+    LedgerBadTarget,
+    LedgerBusy,
+    LedgerCorrupt,
+    LedgerReadOnly,
+    LedgerUnavailable,
 )
-from ._model import (
-    CheckpointRecord,
-    Entry,
-    EntryHead,
-    Record,
-    RecordTable,
-    RequestRecord,
-    Scope,
-    SearchHit,
-    SummaryRecord,
-    log,
-)
-from ._postgres_schema import fts_query, prepare_schema, storable
+from ._model import Entry, EntryHead, Scope, SearchHit, SummaryRecord
+from ._postgres_checks import _PgChecks
+from ._postgres_schema import fts_query, prepare_schema, search_vectors
+from ._rows import COLUMNS, entry_from_row
+from ._sql import POSTGRES
 from ._sqlite_base import EntryCache
+from ._target import parse_target, redact
+from ._text import check_int, storable
 
 Conn = psycopg.Connection[tuple[Any, ...]]
 
-_ENTRY_COLS = (
-    "id, session_id, seq, step, role, tokens, size, created_at, digest, output_digest, body"
-)
+_ENTRY_COLS = COLUMNS["entries"]
 _OPEN = (TransactionStatus.INTRANS, TransactionStatus.INERROR)
-_CHECKPOINT_COLS = "id, session_id, first_seq, last_seq, tokens, digest, created_at, body, meta"
 
 
 class _PgBase:
     """One connection per ledger, guarded by a re-entrant lock so threads may share it."""
 
+    _dialect = POSTGRES
+
     def __init__(
-        self, url: str, *, counter: TokenCounter | None = None, schema: str | None = None
+        self,
+        url: str,
+        *,
+        counter: TokenCounter | None = None,
+        schema: str | None = None,
+        create: bool = True,
     ) -> None:
+        parsed = parse_target(url)
+        if parsed.kind != "postgres":
+            raise LedgerBadTarget(
+                parsed.described, "not a PostgreSQL URL", "write postgresql://user@host/database"
+            )
         self.url = url
         self.schema = schema
+        self.target = parsed.described + (f" (schema {schema})" if schema else "")
+        self._password = parsed.password
         self.counter = counter if counter is not None else default_counter()
         self._lock = threading.RLock()
         self._depth = 0
         self._cache = EntryCache()
-        self._conn = _connect(url)
+        self._conn = _connect(url, self.target, self._password)
         try:
-            prepare_schema(self._conn, schema)
+            prepare_schema(self._conn, schema, create=create, target=self.target)
         except psycopg.Error as exc:
             self._conn.close()
-            raise LedgerError(
-                f"cannot prepare the ledger's tables in {_where(url)}: {_first_line(exc)}; "
-                "check that the user may create tables in the schema (or pass schema=...)"
-            ) from exc
+            err = self._translate(exc, "preparing the ledger's tables")
+            if isinstance(err, LedgerReadOnly):
+                raise LedgerReadOnly(
+                    self.target,
+                    f"cannot create or migrate the ledger's tables ({err.what})",
+                    "check that the user may create tables in the schema (or pass schema=...)",
+                ) from exc
+            raise err from exc
         except BaseException:
             self._conn.close()
             raise
+
+    def _translate(self, exc: psycopg.Error, doing: str) -> LedgerError:
+        return translate(exc, self.target, self._password, doing)
 
     # -- plumbing -----------------------------------------------------------------------------
     def close(self) -> None:
@@ -90,7 +101,8 @@ class _PgBase:
 
     @contextmanager
     def atomic(self) -> Iterator[Conn]:
-        """One transaction; nested calls become savepoints (all or nothing together)."""
+        """One transaction; nested calls become savepoints (all or nothing together). A
+        ``psycopg`` error inside leaves as a coded :class:`~comal.errors.LedgerError`."""
         with self._lock:
             if self._depth == 0 and self._conn.info.transaction_status in _OPEN:
                 raise LedgerError(
@@ -101,6 +113,8 @@ class _PgBase:
             try:
                 with self._conn.transaction():
                     yield self._conn
+            except psycopg.Error as exc:
+                raise self._translate(exc, "writing" if self._depth == 1 else "reading") from exc
             finally:
                 self._depth -= 1
 
@@ -115,24 +129,10 @@ class _PgBase:
                 with self.atomic() as c:
                     yield c
 
-    def _session_row(self, scope: Scope, *, lock: bool = False) -> tuple[Any, ...] | None:
-        if not all(storable(v) for v in (scope.tenant, scope.agent, scope.session)):
-            return None  # PostgreSQL cannot have stored such a name, so no session has it
-        # FOR UPDATE serializes appends to one session: the second writer waits for the first
-        # to commit and then reads its next_seq, so two writers never take the same seq.
-        query = (
-            "SELECT next_seq, status FROM sessions WHERE id = %s AND tenant = %s AND agent = %s"
-            + (" FOR UPDATE" if lock else "")
-        )
-        with self._reading() as c:
-            return c.execute(query, (scope.session, scope.tenant, scope.agent)).fetchone()
-
-    def _visible(self, scope: Scope) -> bool:
-        """LED-2: a scope that does not resolve to a stored session reads as empty."""
-        if self._session_row(scope) is None:
-            log.warning("ledger read refused: no session %s for tenant/agent", scope.session)
-            return False
-        return True
+    @contextmanager
+    def _lenient(self) -> Iterator[None]:
+        """Nothing to relax: PostgreSQL never hands back text that is not valid UTF-8."""
+        yield
 
     # -- raw access for verify ---------------------------------------------------------------
     def _raw_rows(self) -> Iterator[tuple[Any, ...]]:
@@ -152,7 +152,7 @@ class _PgBase:
             after = (rows[-1][0], rows[-1][1])
 
 
-class _PgReads(_PgBase):
+class _PgReads(_PgBase, _PgChecks, _Core):
     """Every read takes a Scope and reads nothing when it does not resolve (LED-2)."""
 
     def _entries(self, query: str, args: Sequence[Any]) -> list[Entry]:
@@ -177,6 +177,7 @@ class _PgReads(_PgBase):
     ) -> list[Entry]:
         """Entries with ``start_seq <= seq <= end_seq`` in order; ids come from the covering
         index and only bodies not already in the cache are read and decoded."""
+        check_int(start_seq=start_seq, end_seq=end_seq)
         with self._reading() as c:
             if not self._visible(scope):
                 return []
@@ -190,7 +191,7 @@ class _PgReads(_PgBase):
                 )
             ]
             found = self._load(ids)
-        return [found[i] for i in ids]
+        return in_order(self.target, scope, ids, found, start_seq, end)
 
     def iter_entries(self, scope: Scope, *, batch: int = 500) -> Iterator[Entry]:
         """Stream a whole session in batches, so memory stays bounded on huge sessions."""
@@ -204,6 +205,7 @@ class _PgReads(_PgBase):
 
     def heads(self, scope: Scope, *, start_seq: int = 0) -> list[EntryHead]:
         """Small columns only, read from the covering index (no bodies)."""
+        check_int(start_seq=start_seq)
         with self._reading() as c:
             if not self._visible(scope):
                 return []
@@ -212,7 +214,7 @@ class _PgReads(_PgBase):
                 " WHERE session_id = %s AND seq >= %s ORDER BY seq",
                 (scope.session, start_seq),
             ).fetchall()
-        return [EntryHead(*r) for r in rows]
+        return heads_of(self.target, scope, rows)
 
     def tail(self, scope: Scope, *, n: int | None = None, tokens: int | None = None) -> list[Entry]:
         """The newest entries: the last ``n``, or as many whole steps as fit in ``tokens``."""
@@ -220,6 +222,7 @@ class _PgReads(_PgBase):
             return []
         if n is None and tokens is None:
             raise UserError("tail needs n or tokens")
+        check_int(n=n, tokens=tokens)
         if n is not None:
             newest = self._entries(
                 f"SELECT {_ENTRY_COLS} FROM entries WHERE session_id = %s"
@@ -240,6 +243,7 @@ class _PgReads(_PgBase):
         return [] if start is None else self.entries(scope, start_seq=start)
 
     def entry(self, scope: Scope, entry_id: int) -> Entry | None:
+        check_int(entry_id=entry_id)
         with self._reading():
             if not self._visible(scope):
                 return None
@@ -264,6 +268,7 @@ class _PgReads(_PgBase):
         Regexes run in Python over the session's text, as in SQLite, so a pattern means the same
         on both backends (PostgreSQL's ``~`` speaks another dialect: ``\\b`` is a backspace).
         """
+        check_int(limit=limit)
         if not self._visible(scope):
             return []
         if regex:
@@ -285,29 +290,6 @@ class _PgReads(_PgBase):
         query_words = words(query)
         return [hit(found[i], query_words) for i in ids]
 
-    def requests(self, scope: Scope) -> list[RequestRecord]:
-        with self._reading() as c:
-            if not self._visible(scope):
-                return []
-            rows = c.execute(
-                "SELECT id, session_id, entry_id, model, protocol, new_input, cache_read,"
-                " cache_write, output, reasoning, meta FROM requests WHERE session_id = %s"
-                " ORDER BY id",
-                (scope.session,),
-            ).fetchall()
-        return [request_from_row(r) for r in rows]
-
-    def checkpoints(self, scope: Scope) -> list[CheckpointRecord]:
-        with self._reading() as c:
-            if not self._visible(scope):
-                return []
-            rows = c.execute(
-                f"SELECT {_CHECKPOINT_COLS} FROM checkpoints WHERE session_id = %s"
-                " ORDER BY last_seq, id",
-                (scope.session,),
-            ).fetchall()
-        return [checkpoint_from_row(r) for r in rows]
-
     def summary_frontier(self, scope: Scope) -> list[SummaryRecord]:
         """The summaries no other one condenses, oldest first (the dag engine's stand-ins).
 
@@ -315,75 +297,124 @@ class _PgReads(_PgBase):
         """
         return []
 
-    def latest_checkpoint(self, scope: Scope) -> CheckpointRecord | None:
-        with self._reading() as c:
-            if not self._visible(scope):
-                return None
-            r = c.execute(
-                f"SELECT {_CHECKPOINT_COLS} FROM checkpoints WHERE session_id = %s"
-                " ORDER BY last_seq DESC, id DESC LIMIT 1",
-                (scope.session,),
-            ).fetchone()
-        return None if r is None else checkpoint_from_row(r)
+    # -- what the shared core needs from PostgreSQL -------------------------------------------
+    def _insert_entries(self, c: Conn, rows: list[tuple[Any, ...]]) -> list[int]:
+        returned = insert_rows(
+            c,
+            f"{ENTRY_INSERT} VALUES {{}} RETURNING seq, id",
+            "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            rows,
+        )
+        ids = dict(returned)
+        return [int(ids[r[1]]) for r in rows]
 
-    def record(self, scope: Scope, table: RecordTable, record_id: int) -> Record | None:
-        """One record of this session by id (None if it is not this session's)."""
-        with self._reading() as c:
-            if not self._visible(scope):
-                return None
-            r = c.execute(
-                "SELECT id, session_id, kind, created_at, digest, body FROM records"
-                " WHERE id = %s AND session_id = %s AND table_name = %s",
-                (record_id, scope.session, table),
-            ).fetchone()
-        return None if r is None else record_from_row(r)
+    def _index_entries(self, c: Conn, scope: Scope, entries: list[Entry]) -> None:
+        self._index_text(c, "entries_fts", scope, [(e.id, e.message.text) for e in entries])
 
-    def records(
-        self, scope: Scope, table: RecordTable, *, kinds: Sequence[str] | None = None
-    ) -> list[Record]:
-        """A session's records of ``table`` in order; ``kinds`` narrows them in the query, so a
-        caller looking for a few small events does not decode stored outputs."""
-        if kinds is not None and not kinds:
-            return []
-        with self._reading() as c:
-            if not self._visible(scope):
-                return []
-            rows = c.execute(
-                "SELECT id, session_id, kind, created_at, digest, body FROM records"
-                " WHERE session_id = %s AND table_name = %s"
-                + ("" if kinds is None else " AND kind IN (" + ",".join(["%s"] * len(kinds)) + ")")
-                + " ORDER BY id",
-                (scope.session, table, *(kinds or ())),
+    def _index_summary(self, c: Conn, scope: Scope, record_id: int, text: str) -> None:
+        self._index_text(c, "summaries_fts", scope, [(record_id, text)])
+
+    def _index_text(
+        self, c: Conn, table: str, scope: Scope, texts: Sequence[tuple[int, str]]
+    ) -> None:
+        rows = [
+            (ref, k, scope.session, vector)
+            for ref, text in texts
+            for k, vector in enumerate(search_vectors(text))
+        ]
+        ref_column = "entry_id" if table == "entries_fts" else "record_id"
+        insert_rows(
+            c,
+            f"INSERT INTO {table} ({ref_column}, chunk, session_id, tsv) VALUES {{}}",
+            "(%s, %s, %s, %s::tsvector)",
+            rows,
+        )
+
+    def _forget_text(self, c: Conn, session: str) -> None:
+        """Nothing: the full-text rows go with their entries and records (ON DELETE CASCADE)."""
+
+    def _session_tables(self, c: Conn) -> list[str]:
+        return [
+            r[0]
+            for r in c.execute(
+                "SELECT table_name FROM information_schema.columns"
+                " WHERE table_schema = current_schema() AND column_name = 'session_id'"
+                " ORDER BY table_name"
             ).fetchall()
-        return [record_from_row(r) for r in rows]
+        ]
 
 
-def _connect(url: str) -> Conn:
+def _connect(url: str, target: str, password: str | None) -> Conn:
     try:
         conn = psycopg.connect(url, autocommit=False, client_encoding="UTF8")
+    except psycopg.ProgrammingError as exc:
+        raise LedgerBadTarget(
+            target,
+            f"the URL is not a valid connection string ({redact(_first_line(exc), password)})",
+            "write postgresql://user@host:port/database, options after ?",
+        ) from exc
     except psycopg.Error as exc:
-        raise LedgerError(
-            f"cannot open the PostgreSQL ledger at {_where(url)}: {_first_line(exc)}; "
-            "check the URL, the credentials and that the server is running"
+        raise LedgerUnavailable(
+            target,
+            f"cannot open the PostgreSQL ledger ({redact(_first_line(exc), password)})",
+            "check the URL, the credentials and that the server is running",
         ) from exc
     encoding = conn.info.parameter_status("server_encoding")
     if encoding != "UTF8":
         conn.close()
-        raise LedgerError(
-            f"PostgreSQL database {_where(url)} is encoded as {encoding!r}, not UTF8; create it "
-            "with ENCODING 'UTF8' TEMPLATE template0"
+        raise LedgerUnavailable(
+            target,
+            f"the database is encoded as {encoding!r}, not UTF8",
+            "create it with ENCODING 'UTF8' TEMPLATE template0",
         )
     return conn
 
 
-def _where(url: str) -> str:
-    # Host, port and database only: the URL may carry a password.
-    try:
-        info = conninfo_to_dict(url)
-    except psycopg.Error:
-        return "the given URL"
-    host, port, db = info.get("host", "localhost"), info.get("port", "5432"), info.get("dbname")
-    return f"{host}:{port}/{db or '(default database)'}"
+def translate(exc: psycopg.Error, target: str, password: str | None, doing: str) -> LedgerError:
+    """A coded error for a ``psycopg`` failure; the message never holds the password."""
+    text = redact(_first_line(exc), password)
+    state = exc.sqlstate or ""
+    if isinstance(exc, pg_errors.InsufficientPrivilege | pg_errors.ReadOnlySqlTransaction):
+        return LedgerReadOnly(
+            target,
+            f"cannot write while {doing} ({text})",
+            "grant the ledger's role write access to its schema and tables, or use one that has it",
+        )
+    if state in ("XX001", "XX002"):
+        return LedgerCorrupt(
+            target,
+            f"the database reports damaged data while {doing} ({text})",
+            "run `comal verify`, and restore the database from a backup",
+        )
+    if state.startswith("40") or state == "55P03":
+        return LedgerBusy(
+            target, f"a conflicting transaction held the ledger while {doing} ({text})", "retry"
+        )
+    if isinstance(exc, psycopg.OperationalError) or state.startswith(("08", "53", "57")):
+        return LedgerUnavailable(
+            target,
+            f"the server failed while {doing} ({text})",
+            "check that the server is running and reachable and has space, then retry",
+        )
+    return LedgerError(
+        f"{target}: {doing} failed ({type(exc).__name__}: {text}); run `comal verify`, and "
+        "report it if the ledger is sound"
+    )
+
+
+def insert_rows(
+    c: Conn, statement: str, row: str, rows: Sequence[tuple[Any, ...]]
+) -> list[tuple[Any, ...]]:
+    """Multi-row INSERTs, one round trip per thousand rows; returns any RETURNING rows."""
+    returned: list[tuple[Any, ...]] = []
+    for k in range(0, len(rows), 1000):
+        batch = rows[k : k + 1000]
+        cur = c.execute(
+            statement.format(", ".join([row] * len(batch))), [v for r in batch for v in r]
+        )
+        if cur.description is not None:
+            returned += cur.fetchall()
+    return returned
 
 
 def _first_line(exc: BaseException) -> str:

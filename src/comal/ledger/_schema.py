@@ -1,14 +1,24 @@
 """Named migrations. Each runs in one transaction together with its "applied" record, so a crash
 mid-migration leaves the previous schema. ``PRAGMA user_version`` mirrors the count, letting an
-older comal refuse a database written by a newer one."""
+older comal refuse a database written by a newer one.
+
+Before anything is migrated, :func:`inspect` says what the file holds: nothing yet (``empty``), a
+comal ledger (and which migrations it lacks), or something else — another program's database,
+which is refused without a single write.
+"""
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Literal
 
 from ..errors import SchemaVersionError
+from ._errors import LedgerForeign
+from ._hardening import backfill
 from ._keys import KEYS_DDL
+from ._sql import HARDENING, SQLITE
 
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     (
@@ -102,37 +112,176 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         """,
     ),
     ("0002_proxy_keys", KEYS_DDL),
+    (
+        HARDENING,
+        """
+        ALTER TABLE sessions ADD COLUMN last_step INTEGER;
+        ALTER TABLE sessions ADD COLUMN seal TEXT;
+        ALTER TABLE entries ADD COLUMN seal TEXT;
+        ALTER TABLE requests ADD COLUMN tenant TEXT;
+        ALTER TABLE requests ADD COLUMN tokens INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE requests ADD COLUMN run TEXT;
+        ALTER TABLE requests ADD COLUMN spent_at TEXT;
+        ALTER TABLE requests ADD COLUMN prompt_last_seq INTEGER;
+        ALTER TABLE requests ADD COLUMN seal TEXT;
+        ALTER TABLE checkpoints ADD COLUMN seal TEXT;
+        ALTER TABLE records ADD COLUMN seal TEXT;
+
+        -- The spend guard's windows and runs are index ranges (covering: tokens is in the
+        -- index); imported usage has no time and no run, so it is not in them at all.
+        CREATE INDEX requests_spend ON requests (tenant, spent_at, tokens)
+            WHERE spent_at IS NOT NULL;
+        CREATE INDEX requests_run ON requests (tenant, run, tokens) WHERE run IS NOT NULL;
+        -- The newest request that can anchor an estimate (TOK-2): one index step.
+        CREATE INDEX requests_anchor ON requests (session_id, id)
+            WHERE entry_id IS NOT NULL AND new_input IS NOT NULL
+            AND prompt_last_seq IS NOT NULL;
+        CREATE INDEX records_kind ON records (session_id, table_name, kind, id);
+        -- The foreign key's child side: deleting entries must not scan every request.
+        CREATE INDEX requests_entry ON requests (entry_id);
+
+        -- What delete_session leaves behind: the only deletion there is, recorded.
+        CREATE TABLE deletions (
+            id INTEGER PRIMARY KEY,
+            session_id TEXT NOT NULL,
+            tenant TEXT NOT NULL,
+            agent TEXT NOT NULL,
+            parent TEXT,
+            title TEXT,
+            created_at TEXT NOT NULL,
+            deleted_at TEXT NOT NULL,
+            deleted_by TEXT,
+            entries INTEGER NOT NULL,
+            tokens INTEGER NOT NULL,
+            row_counts TEXT NOT NULL,
+            digest TEXT NOT NULL,
+            seal TEXT NOT NULL
+        );
+        CREATE INDEX deletions_session ON deletions (session_id);
+        CREATE INDEX deletions_tenant ON deletions (tenant, id);
+
+        -- Running spend totals, kept with each request in its transaction, so the spend guard
+        -- reads a bounded number of rows however long the session or run: per run, and per
+        -- minute of meta.at (a day is at most 1,440 rows).
+        CREATE TABLE spend_runs (
+            tenant TEXT NOT NULL,
+            run TEXT NOT NULL,
+            tokens INTEGER NOT NULL,
+            PRIMARY KEY (tenant, run)
+        ) WITHOUT ROWID;
+        CREATE TABLE spend_minutes (
+            tenant TEXT NOT NULL,
+            minute TEXT NOT NULL,
+            tokens INTEGER NOT NULL,
+            PRIMARY KEY (tenant, minute)
+        ) WITHOUT ROWID;
+        """,
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
 
+# Python steps run inside a migration's transaction, after its DDL.
+BACKFILLS: dict[str, Callable[[sqlite3.Connection], None]] = {
+    HARDENING: lambda conn: backfill(conn, SQLITE),
+}
+FIRST = MIGRATIONS[0][0]
 
-def migrate(conn: sqlite3.Connection) -> None:
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if version > SCHEMA_VERSION:
-        raise SchemaVersionError(
-            f"ledger schema version {version} is newer than this comal's ({SCHEMA_VERSION}); "
-            "upgrade comal to open it"
+State = Literal["empty", "ledger"]
+
+
+def inspect(conn: sqlite3.Connection, target: str) -> tuple[State, list[str]]:
+    """What the database holds, read without writing: ``empty``, or ``ledger`` with the names of
+    the migrations it still needs. Another program's database raises :class:`LedgerForeign`,
+    one written by a newer comal :class:`SchemaVersionError`."""
+    tables = sorted(
+        r[0]
+        for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"
+            " AND name NOT LIKE 'sqlite_%'"
         )
+    )
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    if not tables and version == 0:
+        return "empty", [name for name, _ in MIGRATIONS]
+    applied: set[str] = set()
+    if "schema_migrations" in tables:
+        columns = {r[1] for r in conn.execute("PRAGMA table_info(schema_migrations)")}
+        if "name" in columns:
+            applied = {str(r[0]) for r in conn.execute("SELECT name FROM schema_migrations")}
+    if FIRST not in applied:
+        shown = ", ".join(tables[:6]) + (", ..." if len(tables) > 6 else "")
+        raise LedgerForeign(
+            target,
+            f"this SQLite database is not a comal ledger (it holds {shown or 'no tables'}, and no "
+            "comal migrations); it was left untouched",
+            "check the path (or COMAL_LEDGER), or give a new file name to start a ledger",
+        )
+    known = {name for name, _ in MIGRATIONS}
+    if version > SCHEMA_VERSION or applied - known:
+        raise SchemaVersionError(
+            f"{target}: ledger schema version {max(version, len(applied))} is newer than this "
+            f"comal's ({SCHEMA_VERSION}); upgrade comal to open it"
+        )
+    return "ledger", [name for name, _ in MIGRATIONS if name not in applied]
+
+
+def schema_problems(conn: sqlite3.Connection) -> list[str]:
+    """How the ledger's tables and indexes differ from those the migrations create: a damaged
+    schema can still parse (a renamed column) and pass SQLite's own check."""
+    ref = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        migrate(ref)
+        problems: list[str] = []
+        for kind, name, sql in ref.execute(
+            "SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY name"
+        ).fetchall():
+            found = conn.execute(
+                "SELECT type, sql FROM sqlite_master WHERE name = ?", (name,)
+            ).fetchone()
+            if found is None or found[0] != kind:
+                problems.append(f"schema: {kind} {name} is missing")
+            elif kind == "index" and found[1] != sql:
+                problems.append(f"schema: index {name} is not the one comal creates")
+            elif kind == "table":
+                columns = 'SELECT name, type, "notnull", dflt_value, pk FROM pragma_table_info(?)'
+                want = set(ref.execute(columns, (name,)).fetchall())
+                have = set(conn.execute(columns, (name,)).fetchall())
+                if not want <= have:
+                    lost = ", ".join(sorted(str(c[0]) for c in want - have))
+                    problems.append(f"schema: table {name} lacks or changed columns {lost}")
+        return problems
+    finally:
+        ref.close()
+
+
+def migrate(conn: sqlite3.Connection, pending: list[str] | None = None) -> None:
+    """Apply the migrations not yet recorded, each in its own transaction."""
     conn.execute(
         "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT)"
     )
     applied = {r[0] for r in conn.execute("SELECT name FROM schema_migrations")}
-    for index, (name, sql) in enumerate(MIGRATIONS, start=1):
-        if name in applied:
+    for name, sql in MIGRATIONS:
+        if name in applied or (pending is not None and name not in pending):
             continue
         conn.execute("BEGIN IMMEDIATE")
         try:
             for statement in _statements(sql):
                 conn.execute(statement)
+            step = BACKFILLS.get(name)
+            if step is not None:
+                step(conn)
             conn.execute(
                 "INSERT INTO schema_migrations (name, applied_at) VALUES (?, ?)",
                 (name, datetime.now(UTC).isoformat()),
             )
-            conn.execute(f"PRAGMA user_version = {index}")
+            applied.add(name)
+            # The count of applied migrations, whatever order they were merged in.
+            conn.execute(f"PRAGMA user_version = {len(applied)}")
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
             raise
 
 

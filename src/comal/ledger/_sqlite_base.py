@@ -12,16 +12,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, Self
 
-from ..messages import (
-    Message,
-)
+from ..errors import LedgerError, UserError
+from ..messages import Message
 from ..tokens import TokenCounter, Usage, default_counter
-from ._model import (
-    Entry,
-    Scope,
-    log,
-)
-from ._schema import migrate
+from ._model import Entry
+from ._sql import SQLITE
+from ._sqlite_open import open_sqlite, translate
+from ._target import describe_target
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 
@@ -84,26 +81,26 @@ class StepInput:
 class _Base:
     """One connection per ledger, guarded by a re-entrant lock so threads may share it."""
 
+    _dialect = SQLITE
+
     def __init__(
         self,
         path: str | Path,
         *,
         counter: TokenCounter | None = None,
         synchronous: Synchronous = "NORMAL",
+        create: bool = True,
     ) -> None:
+        if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
+            raise UserError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
         self.path = str(path)
-        if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self.target = describe_target(self.path)
         self.counter = counter if counter is not None else default_counter()
         self._lock = threading.RLock()
         self._depth = 0
         self._cache = EntryCache()
-        self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        self._conn.execute("PRAGMA journal_mode = WAL")
+        self._conn = open_sqlite(self.path, create=create, target=self.target)
         self._conn.execute(f"PRAGMA synchronous = {synchronous}")
-        self._conn.execute("PRAGMA foreign_keys = ON")
-        self._conn.execute("PRAGMA busy_timeout = 10000")
-        migrate(self._conn)
 
     # -- plumbing -----------------------------------------------------------------------------
     def close(self) -> None:
@@ -116,52 +113,85 @@ class _Base:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _translate(self, exc: sqlite3.Error | UnicodeDecodeError, doing: str) -> LedgerError:
+        return translate(exc, self.target, doing)
+
     @contextmanager
     def atomic(self) -> Iterator[sqlite3.Connection]:
         """One write transaction; nested calls become savepoints (all or nothing together).
 
         BEGIN IMMEDIATE takes the write lock up front so a concurrent writer waits
-        (busy_timeout) instead of failing half way through a step.
+        (busy_timeout) instead of failing half way through a step. A ``sqlite3`` error inside
+        leaves as a coded :class:`~comal.errors.LedgerError`.
         """
         with self._lock:
             depth = self._depth
-            self._depth += 1
-            begin, commit, rollback = (
-                ("BEGIN IMMEDIATE", "COMMIT", "ROLLBACK")
+            begin, commit = (
+                ("BEGIN IMMEDIATE", "COMMIT")
                 if depth == 0
-                else (f"SAVEPOINT sp{depth}", f"RELEASE sp{depth}", f"ROLLBACK TO sp{depth}")
+                else (f"SAVEPOINT sp{depth}", f"RELEASE sp{depth}")
             )
-            self._conn.execute(begin)
+            try:
+                self._conn.execute(begin)
+            except sqlite3.Error as exc:
+                raise self._translate(exc, "starting a write") from exc
+            self._depth += 1
             try:
                 yield self._conn
-            except BaseException:
-                self._conn.execute(rollback)
-                if depth:
-                    self._conn.execute(f"RELEASE sp{depth}")
+            except BaseException as exc:
+                self._undo(depth)
+                if isinstance(exc, sqlite3.Error | UnicodeDecodeError):
+                    raise self._translate(exc, "writing") from exc
                 raise
             finally:
                 self._depth -= 1
-            self._conn.execute(commit)
+            try:
+                self._conn.execute(commit)
+            except sqlite3.Error as exc:
+                self._undo(depth)
+                raise self._translate(exc, "committing") from exc
 
-    def _session_row(self, scope: Scope) -> sqlite3.Row | tuple[Any, ...] | None:
-        row: tuple[Any, ...] | None = self._conn.execute(
-            "SELECT next_seq, status FROM sessions WHERE id = ? AND tenant = ? AND agent = ?",
-            (scope.session, scope.tenant, scope.agent),
-        ).fetchone()
-        return row
+    def _undo(self, depth: int) -> None:
+        # SQLite rolls a transaction back by itself after some errors (a full disk, an I/O
+        # error): then there is nothing left to undo here.
+        try:
+            if depth == 0:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+            else:
+                self._conn.execute(f"ROLLBACK TO sp{depth}")
+                self._conn.execute(f"RELEASE sp{depth}")
+        except sqlite3.Error:
+            pass
 
-    def _visible(self, scope: Scope) -> bool:
-        """LED-2: a scope that does not resolve to a stored session reads as empty."""
+    @contextmanager
+    def _reading(self) -> Iterator[sqlite3.Connection]:
+        """The connection for reads, under the lock; ``sqlite3`` errors leave coded."""
         with self._lock:
-            if self._session_row(scope) is None:
-                log.warning("ledger read refused: no session %s for tenant/agent", scope.session)
-                return False
-            return True
+            try:
+                yield self._conn
+            except (sqlite3.Error, UnicodeDecodeError) as exc:
+                raise self._translate(exc, "reading") from exc
+
+    @contextmanager
+    def _lenient(self) -> Iterator[None]:
+        """Within: text columns decode with ``surrogateescape`` instead of failing the query."""
+        with self._lock:
+            old = self._conn.text_factory
+            self._conn.text_factory = _lenient_text
+            try:
+                yield
+            finally:
+                self._conn.text_factory = old
 
     # -- raw access for verify ---------------------------------------------------------------
     def _raw_rows(self) -> Iterator[tuple[Any, ...]]:
-        with self._lock:
-            yield from self._conn.execute(
+        with self._reading() as c:
+            yield from c.execute(
                 "SELECT session_id, seq, step, role, digest, output_digest, body FROM entries"
                 " ORDER BY session_id, seq"
             )
+
+
+def _lenient_text(data: bytes) -> str:
+    return data.decode("utf-8", "surrogateescape")

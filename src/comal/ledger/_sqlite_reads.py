@@ -1,56 +1,40 @@
-"""Reads of the SQLite ledger: entries, tails, search, checkpoints and records."""
+"""Reads of the SQLite ledger that are its own (entries through the cache, tails, search) and
+the hooks the shared core needs from SQLite (entry inserts, the trailing full-text index, the
+integrity check)."""
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator, Sequence
-from typing import Any, Literal
+from typing import Any
 
 from ..errors import UserError
-from ..messages import (
-    Message,
-    canonical_json,
-    message_from_json,
-    message_to_json,
-    sha256_hex,
+from ._common import heads_of, hit, in_order, regex_hits, tail_start, words
+from ._core import ENTRY_INSERT, _Core
+from ._model import Entry, EntryHead, Scope, SearchHit, SummaryRecord, log
+from ._rows import COLUMNS, entry_from_row
+from ._schema import schema_problems
+from ._sqlite_base import _Base
+from ._sqlite_fts import (
+    entry_text,
+    forget_session,
+    fts_text,
+    indexed_texts,
+    rebuild,
+    search_check,
+    upto,
 )
-from ..tokens import count_message
-from ._common import (
-    checkpoint_from_row,
-    entry_from_row,
-    hit,
-    record_from_row,
-    regex_hits,
-    request_from_row,
-    tail_start,
-    words,
-)
-from ._model import (
-    CheckpointRecord,
-    Entry,
-    EntryHead,
-    Record,
-    RecordTable,
-    RequestRecord,
-    Scope,
-    SearchHit,
-    SummaryRecord,
-)
-from ._sqlite_base import _Base, _now
+from ._text import check_int, storable
 
-Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
-
-_ENTRY_COLS = (
-    "id, session_id, seq, step, role, tokens, size, created_at, digest, output_digest, body"
-)
+_ENTRY_COLS = COLUMNS["entries"]
 
 
-class _Reads(_Base):
+class _Reads(_Base, _Core):
     """Every read takes a Scope and reads nothing when it does not resolve (LED-2)."""
 
     # -- reads --------------------------------------------------------------------------------
     def _entries(self, sql: str, args: Sequence[Any]) -> list[Entry]:
-        with self._lock:
+        with self._reading():
             rows = self._conn.execute(sql, tuple(args)).fetchall()
         return [entry_from_row(r) for r in rows]
 
@@ -63,10 +47,11 @@ class _Reads(_Base):
         the same tail every turn decodes only what was appended since (ids come from the
         covering index, bodies are read only for ids not in the cache).
         """
+        check_int(start_seq=start_seq, end_seq=end_seq)
         if not self._visible(scope):
             return []
         end = end_seq if end_seq is not None else 2**62
-        with self._lock:
+        with self._reading():
             ids = [
                 r[0]
                 for r in self._conn.execute(
@@ -85,7 +70,7 @@ class _Reads(_Base):
                 ):
                     found[e.id] = e
                     self._cache.put(e)
-        return [found[i] for i in ids]
+        return in_order(self.target, scope, ids, found, start_seq, end)
 
     def iter_entries(self, scope: Scope, *, batch: int = 500) -> Iterator[Entry]:
         """Stream a whole session in batches, so memory stays bounded on huge sessions."""
@@ -100,15 +85,16 @@ class _Reads(_Base):
 
     def heads(self, scope: Scope, *, start_seq: int = 0) -> list[EntryHead]:
         """Small columns only, read from the covering index (no bodies)."""
+        check_int(start_seq=start_seq)
         if not self._visible(scope):
             return []
-        with self._lock:
+        with self._reading():
             rows = self._conn.execute(
                 "SELECT id, seq, step, role, tokens FROM entries INDEXED BY entries_budget"
                 " WHERE session_id = ? AND seq >= ? ORDER BY seq",
                 (scope.session, start_seq),
             ).fetchall()
-        return [EntryHead(*r) for r in rows]
+        return heads_of(self.target, scope, rows)
 
     def tail(self, scope: Scope, *, n: int | None = None, tokens: int | None = None) -> list[Entry]:
         """The newest entries: the last ``n``, or as many whole steps as fit in ``tokens``.
@@ -120,6 +106,7 @@ class _Reads(_Base):
             return []
         if n is None and tokens is None:
             raise UserError("tail needs n or tokens")
+        check_int(n=n, tokens=tokens)
         if n is not None:
             return list(
                 reversed(
@@ -138,7 +125,7 @@ class _Reads(_Base):
 
     def _tail_start(self, scope: Scope, budget: int) -> int | None:
         """Seq of the first entry of the longest run of whole steps that fits ``budget``."""
-        with self._lock:
+        with self._reading():
             cur = self._conn.execute(
                 "SELECT seq, step, tokens FROM entries INDEXED BY entries_budget"
                 " WHERE session_id = ? ORDER BY seq DESC",
@@ -149,6 +136,7 @@ class _Reads(_Base):
         return start
 
     def entry(self, scope: Scope, entry_id: int) -> Entry | None:
+        check_int(entry_id=entry_id)
         if not self._visible(scope):
             return None
         rows = self._entries(
@@ -158,7 +146,7 @@ class _Reads(_Base):
         return rows[0] if rows else None
 
     def entry_by_call(self, scope: Scope, call_id: str) -> Entry | None:
-        if not self._visible(scope):
+        if not self._visible(scope) or not storable(call_id):
             return None
         rows = self._entries(
             f"SELECT {_ENTRY_COLS} FROM entries WHERE session_id = ? AND call_id = ?"
@@ -176,15 +164,21 @@ class _Reads(_Base):
         done = 0
         while True:
             with self.atomic() as c:
-                upto = c.execute("SELECT upto FROM fts_state WHERE name = 'entries'").fetchone()[0]
+                done_upto = upto(c)
                 rows = c.execute(
-                    "SELECT id, body FROM entries WHERE id > ? ORDER BY id LIMIT ?", (upto, batch)
+                    "SELECT id, digest, body FROM entries WHERE id > ? ORDER BY id LIMIT ?",
+                    (done_upto, batch),
                 ).fetchall()
                 if not rows:
                     return done
+                texts, damaged = indexed_texts(rows, entry_text)
+                if damaged:
+                    # Search is best effort over what is sound; reading such an entry raises.
+                    log.warning("full-text index skipped %d damaged entries; run `comal verify`",
+                                damaged)  # fmt: skip
                 c.executemany(
                     "INSERT INTO entries_fts (rowid, text) VALUES (?, ?)",
-                    [(i, _fts_text(t)) for i, body in rows if (t := message_from_json(body).text)],
+                    texts,
                 )
                 c.execute("UPDATE fts_state SET upto = ? WHERE name = 'entries'", (rows[-1][0],))
             done += len(rows)
@@ -193,11 +187,14 @@ class _Reads(_Base):
         self, scope: Scope, query: str, *, regex: bool = False, limit: int = 50
     ) -> list[SearchHit]:
         """Full-text (FTS5 query syntax) or regex search over a session's messages (LED-5)."""
+        check_int(limit=limit)
         if not self._visible(scope):
             return []
         if not regex:
+            if not storable(query):
+                raise UserError(f"bad full-text query {query!r}: it holds NUL or a lone surrogate")
             self.index_text()
-            with self._lock:
+            with self._reading():
                 try:
                     ids = [
                         r[0]
@@ -218,77 +215,6 @@ class _Reads(_Base):
             return hits
         return regex_hits(self.iter_entries(scope), query, limit)
 
-    def requests(self, scope: Scope) -> list[RequestRecord]:
-        if not self._visible(scope):
-            return []
-        with self._lock:
-            rows = self._conn.execute(
-                "SELECT id, session_id, entry_id, model, protocol, new_input, cache_read,"
-                " cache_write, output, reasoning, meta FROM requests WHERE session_id = ?"
-                " ORDER BY id",
-                (scope.session,),
-            ).fetchall()
-        return [request_from_row(r) for r in rows]
-
-    # -- checkpoints, receipts, summaries, events ---------------------------------------------
-    def add_checkpoint(
-        self,
-        scope: Scope,
-        message: Message,
-        *,
-        first_seq: int,
-        last_seq: int,
-        meta: dict[str, Any] | None = None,
-    ) -> CheckpointRecord:
-        body = message_to_json(message)
-        tokens = count_message(self.counter, message)
-        created = _now()
-        with self.atomic() as c:
-            row = self._session_row(scope)
-            if row is None:
-                raise UserError(f"no session {scope.session} in this tenant/agent")
-            if not 0 <= first_seq <= last_seq < int(row[0]):
-                raise UserError(
-                    f"checkpoint range {first_seq}..{last_seq} is outside the session's "
-                    f"entries 0..{int(row[0]) - 1}"
-                )
-            cur = c.execute(
-                "INSERT INTO checkpoints (session_id, first_seq, last_seq, tokens, created_at,"
-                " digest, body, meta) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    scope.session,
-                    first_seq,
-                    last_seq,
-                    tokens,
-                    created,
-                    sha256_hex(body),
-                    body,
-                    canonical_json(meta or {}),
-                ),
-            )
-        return CheckpointRecord(
-            int(cur.lastrowid or 0),
-            scope.session,
-            first_seq,
-            last_seq,
-            tokens,
-            sha256_hex(body),
-            created,
-            message,
-            meta or {},
-        )
-
-    def checkpoints(self, scope: Scope) -> list[CheckpointRecord]:
-        if not self._visible(scope):
-            return []
-        with self._lock:
-            rows = self._conn.execute(
-                "SELECT id, session_id, first_seq, last_seq, tokens, digest, created_at, body,"
-                " meta FROM checkpoints WHERE session_id = ? ORDER BY last_seq, id",
-                (scope.session,),
-            ).fetchall()
-        return [checkpoint_from_row(r) for r in rows]
-
     def summary_frontier(self, scope: Scope) -> list[SummaryRecord]:
         """The summaries no other one condenses, oldest first (the dag engine's stand-ins).
 
@@ -296,80 +222,55 @@ class _Reads(_Base):
         """
         return []
 
-    def latest_checkpoint(self, scope: Scope) -> CheckpointRecord | None:
-        if not self._visible(scope):
-            return None
-        with self._lock:
-            r = self._conn.execute(
-                "SELECT id, session_id, first_seq, last_seq, tokens, digest, created_at, body,"
-                " meta FROM checkpoints WHERE session_id = ? ORDER BY last_seq DESC, id DESC"
-                " LIMIT 1",
-                (scope.session,),
-            ).fetchone()
-        if r is None:
-            return None
-        return checkpoint_from_row(r)
+    # -- what the shared core needs from SQLite ---------------------------------------------
+    def _insert_entries(self, c: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> list[int]:
+        sql = f"{ENTRY_INSERT} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"
+        return [int(c.execute(sql, r).fetchone()[0]) for r in rows]
 
-    def add_record(
-        self,
-        scope: Scope,
-        table: RecordTable,
-        kind: str,
-        body: dict[str, Any],
-    ) -> Record:
-        text = canonical_json(body)
-        digest = sha256_hex(text)
-        created = _now()
-        with self.atomic() as c:
-            if self._session_row(scope) is None:
-                raise UserError(f"no session {scope.session} in this tenant/agent")
-            cur = c.execute(
-                "INSERT INTO records (session_id, table_name, kind, created_at, digest, body)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (scope.session, table, kind, created, digest, text),
+    def _index_entries(self, c: sqlite3.Connection, scope: Scope, entries: list[Entry]) -> None:
+        """Nothing at append time: the full-text index trails the entries (``index_text``)."""
+
+    def _index_summary(
+        self, c: sqlite3.Connection, scope: Scope, record_id: int, text: str
+    ) -> None:
+        c.execute(
+            "INSERT INTO summaries_fts (rowid, text) VALUES (?, ?)", (record_id, fts_text(text))
+        )
+
+    def _session_tables(self, c: sqlite3.Connection) -> list[str]:
+        return [
+            r[0]
+            for r in c.execute(
+                "SELECT m.name FROM sqlite_master m, pragma_table_info(m.name) p"
+                " WHERE m.type = 'table' AND p.name = 'session_id' ORDER BY m.name"
             )
-            rid = int(cur.lastrowid or 0)
-            if table == "summary" and isinstance(body.get("text"), str):
-                c.execute(
-                    "INSERT INTO summaries_fts (rowid, text) VALUES (?, ?)", (rid, body["text"])
-                )
-        return Record(rid, scope.session, kind, created, digest, body)
+        ]
 
-    def record(self, scope: Scope, table: RecordTable, record_id: int) -> Record | None:
-        """One record of this session by id (None if it is not this session's)."""
-        if not self._visible(scope):
-            return None
-        with self._lock:
-            r = self._conn.execute(
-                "SELECT id, session_id, kind, created_at, digest, body FROM records"
-                " WHERE id = ? AND session_id = ? AND table_name = ?",
-                (record_id, scope.session, table),
-            ).fetchone()
-        return None if r is None else record_from_row(r)
+    def _forget_text(self, c: sqlite3.Connection, session: str) -> None:
+        forget_session(c, session)
 
-    def records(
-        self, scope: Scope, table: RecordTable, *, kinds: Sequence[str] | None = None
-    ) -> list[Record]:
-        """A session's records of ``table`` in order; ``kinds`` narrows them in the query, so a
-        caller looking for a few small events does not decode stored outputs."""
-        if kinds is not None and not kinds:
-            return []
-        if not self._visible(scope):
-            return []
-        with self._lock:
-            rows = self._conn.execute(
-                "SELECT id, session_id, kind, created_at, digest, body FROM records"
-                " WHERE session_id = ? AND table_name = ?"
-                + ("" if kinds is None else " AND kind IN (" + ",".join(["?"] * len(kinds)) + ")")
-                + " ORDER BY id",
-                (scope.session, table, *(kinds or ())),
-            ).fetchall()
-        return [record_from_row(r) for r in rows]
+    def rebuild_search_index(self) -> None:
+        """Drop and rebuild the full-text indexes from the stored text (after ``verify`` with
+        ``search=True`` found them damaged); entries are re-indexed by the next search."""
+        with self.atomic() as c:
+            rebuild(c)
 
+    def _search_check(self) -> list[str]:
+        with self._reading() as c:
+            return search_check(c)
 
-def _fts_text(text: str) -> str:
-    # SQLite needs valid UTF-8; a lone surrogate (from surrogateescape-decoded output) becomes
-    # U+FFFD in the index only. The stored body keeps it exactly.
-    if text.isascii():
-        return text
-    return text.encode("utf-8", "replace").decode("utf-8")
+    def _database_check(self) -> tuple[str, list[str]]:
+        """SQLite's full ``integrity_check`` (pages, b-trees, every index against its table)
+        and each full-text index's own check."""
+        problems: list[str] = []
+        with self._reading() as c:
+            rows = [str(r[0]) for r in c.execute("PRAGMA integrity_check(100)")]
+            if rows != ["ok"]:
+                problems += rows
+            problems += schema_problems(c)
+            for fts in ("entries_fts", "summaries_fts"):
+                try:
+                    c.execute(f"INSERT INTO {fts} ({fts}) VALUES ('integrity-check')")
+                except sqlite3.DatabaseError as exc:
+                    problems.append(f"full-text index {fts}: {exc}")
+        return ("ok" if not problems else "faults"), problems

@@ -1,0 +1,222 @@
+"""The shared core's deletion (the only one there is, tombstoned) and the raw walks verify uses."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from ..messages import canonical_json, sha256_hex
+from ._core_base import _CoreBase
+from ._errors import SessionHasChildren
+from ._hardening import SPEND_MINUTES, SPEND_RUNS
+from ._model import Deletion, Scope, log
+from ._rows import COLUMNS, SEALED, deletion_from_row, seal_of, whole
+from ._sqlite_base import _now
+from ._text import check_text, storable
+
+# Tables the core owns rows of; a session's rows in any other table with a ``session_id``
+# column (a later migration's) are deleted with it too.
+OWN_TABLES = frozenset(
+    {"sessions", "entries", "requests", "checkpoints", "records", "deletions", "fts_state"}
+    | {"entries_fts", "summaries_fts", "schema_migrations", "spend_runs", "spend_minutes"}
+)
+
+
+class _Admin(_CoreBase):
+    # -- deletion ---------------------------------------------------------------------------------
+    def delete_session(
+        self, scope: Scope, *, by: str | None = None, children: bool = False
+    ) -> Deletion:
+        """Remove every row of the session in one transaction and leave a tombstone.
+
+        Gone: its entries (and their full-text rows), requests, checkpoints, records (receipts,
+        summaries, events, preparations) and its rows in any later table keyed by
+        ``session_id``. Kept: a :class:`Deletion` in ``deletions`` naming the session, ``by``
+        (who asked), when, how many rows of each table went and a digest of their digests and
+        seals, so the deletion is recorded and ``verify`` stays clean. A session with child
+        sessions is refused (:class:`SessionHasChildren`) unless ``children=True``, which
+        deletes its descendants first, each with its own tombstone. This is the only deletion
+        the ledger has; compaction never deletes (LED-1).
+        """
+        check_text(deleted_by=by)
+        with self.atomic() as c:
+            self._require(scope, lock=True)
+            return self._delete(c, scope.session, by, children)
+
+    def _delete(self, c: Any, sid: str, by: str | None, children: bool) -> Deletion:
+        kids = [
+            r[0]
+            for r in c.execute(
+                self._q("SELECT id FROM sessions WHERE parent = ? ORDER BY created_at, id"), (sid,)
+            ).fetchall()
+        ]
+        if kids and not children:
+            raise SessionHasChildren(
+                f"session {sid} has {len(kids)} child session(s) ({', '.join(kids[:3])}"
+                f"{', ...' if len(kids) > 3 else ''}); delete them first, or pass children=True "
+                "(`comal rm` asks before it does)"
+            )
+        for kid in kids:
+            self._delete(c, kid, by, True)
+        info = c.execute(
+            self._q(
+                "SELECT tenant, agent, parent, title, created_at, token_total FROM sessions"
+                " WHERE id = ?"
+            ),
+            (sid,),
+        ).fetchone()
+        removed: dict[str, list[list[Any]]] = {}
+        for table, cols in (
+            ("entries", "seal, digest"),
+            ("requests", "seal"),
+            ("checkpoints", "seal, digest"),
+            ("records", "seal, digest"),
+        ):
+            rows = c.execute(
+                self._q(f"SELECT {cols} FROM {table} WHERE session_id = ? ORDER BY id"), (sid,)
+            ).fetchall()
+            removed[table] = [list(r) for r in rows]
+        counts = {table: len(rows) for table, rows in removed.items()}
+        for extra in self._session_tables(c):
+            if extra not in OWN_TABLES:
+                cur = c.execute(self._q(f"DELETE FROM {extra} WHERE session_id = ?"), (sid,))
+                counts[extra] = max(cur.rowcount, 0)
+        self._forget_text(c, sid)
+        self._remove_spend(c, sid)
+        for table in ("requests", "records", "checkpoints", "entries"):
+            c.execute(self._q(f"DELETE FROM {table} WHERE session_id = ?"), (sid,))
+        c.execute(self._q("DELETE FROM sessions WHERE id = ?"), (sid,))
+        tenant, agent, parent, title, created_at, tokens = info
+        tokens = tokens if whole(tokens) else 0  # a damaged counter must not block deletion
+        sealed: tuple[Any, ...] = (sid, tenant, agent, parent, title, created_at, _now(), by)
+        sealed += (counts["entries"],)
+        sealed += (int(tokens), canonical_json(counts), sha256_hex(canonical_json(removed)))
+        new = c.execute(
+            self._q(
+                f"INSERT INTO deletions ({', '.join(SEALED['deletions'])}, seal)"
+                f" VALUES ({', '.join('?' * (len(sealed) + 1))}) RETURNING id"
+            ),
+            (*sealed, seal_of("deletions", sealed)),
+        ).fetchone()
+        log.info("ledger: session %s deleted (%d entries)", sid, counts["entries"])
+        return Deletion(
+            int(new[0]),
+            sid,
+            tenant,
+            agent,
+            parent,
+            title,
+            created_at,
+            sealed[6],
+            by,
+            counts["entries"],
+            int(tokens),
+            counts,
+            sealed[11],
+        )
+
+    def _remove_spend(self, c: Any, sid: str) -> None:
+        """A deleted session's requests leave the running totals, as they leave the ledger."""
+        for table, key, column in (
+            ("spend_runs", "run", "run"),
+            ("spend_minutes", "minute", "substr(spent_at, 1, 16)"),
+        ):
+            rows = c.execute(
+                self._q(
+                    f"SELECT tenant, {column}, sum(tokens) FROM requests WHERE session_id = ?"
+                    f" AND {column} IS NOT NULL AND tenant IS NOT NULL GROUP BY tenant, {column}"
+                ),
+                (sid,),
+            ).fetchall()
+            for tenant, value, tokens in rows:
+                c.execute(
+                    self._q(
+                        f"UPDATE {table} SET tokens = tokens - ? WHERE tenant = ? AND {key} = ?"
+                    ),
+                    (int(tokens), tenant, value),
+                )
+            c.execute(self._q(f"DELETE FROM {table} WHERE tokens = 0"))
+
+    def _spend_mismatches(self) -> list[tuple[str, str, str, int, int]]:
+        """(table, tenant, key, expected, stored) where a running total disagrees with the
+        requests it sums (verify)."""
+        found: list[tuple[str, str, str, int, int]] = []
+        with self._reading() as c:
+            for table, key, expected in (
+                ("spend_runs", "run", SPEND_RUNS),
+                ("spend_minutes", "minute", SPEND_MINUTES),
+            ):
+                want = {(r[0], r[1]): int(r[2]) for r in c.execute(expected).fetchall()}
+                have = {
+                    (r[0], r[1]): r[2] if whole(r[2]) else -1
+                    for r in c.execute(f"SELECT tenant, {key}, tokens FROM {table}").fetchall()
+                }
+                for k in sorted(set(want) | set(have), key=repr):
+                    if want.get(k, 0) != have.get(k, 0):
+                        found.append((table, str(k[0]), str(k[1]), want.get(k, 0), have.get(k, 0)))
+        return found
+
+    def deletions(self, *, tenant: str | None = None) -> list[Deletion]:
+        """The tombstones of deleted sessions, oldest first (operator listing)."""
+        where, args = "1 = 1", []
+        if tenant is not None:
+            if not storable(tenant):
+                return []
+            where, args = "tenant = ?", [tenant]
+        with self._reading() as c:
+            rows = c.execute(
+                self._q(f"SELECT {COLUMNS['deletions']} FROM deletions WHERE {where} ORDER BY id"),
+                tuple(args),
+            ).fetchall()
+        return [deletion_from_row(r) for r in rows]
+
+    # -- raw access for verify ------------------------------------------------------------------
+    def _raw_entries(self) -> Iterator[tuple[Any, ...]]:
+        """Every entry row (``COLUMNS["entries"]``) by session and seq, in keyset pages."""
+        after: tuple[str, int] = ("", -1)
+        while True:
+            with self._reading() as c, self._lenient():
+                rows = c.execute(
+                    self._q(
+                        f"SELECT {COLUMNS['entries']} FROM entries WHERE (session_id, seq) > (?, ?)"
+                        " ORDER BY session_id, seq LIMIT 500"
+                    ),
+                    after,
+                ).fetchall()
+            yield from rows
+            if len(rows) < 500:
+                return
+            after = (rows[-1][0], rows[-1][1])
+
+    def _raw_table(self, table: str) -> Iterator[tuple[Any, ...]]:
+        """Every row of ``table`` (``COLUMNS[table]``) by id, in keyset pages.
+
+        Read leniently: text that is not valid UTF-8 (a damaged row) comes back with its bad
+        bytes as surrogates, so its digest or seal fails and verify names the row, instead of
+        the whole walk stopping there.
+        """
+        id_col = "id"
+        after: Any = "" if table == "sessions" else -1
+        while True:
+            with self._reading() as c, self._lenient():
+                rows = c.execute(
+                    self._q(
+                        f"SELECT {COLUMNS[table]} FROM {table} WHERE {id_col} > ?"
+                        f" ORDER BY {id_col} LIMIT 500"
+                    ),
+                    (after,),
+                ).fetchall()
+            yield from rows
+            if len(rows) < 500:
+                return
+            after = rows[-1][0] if table == "sessions" else rows[-1][len(SEALED[table]) + 1]
+
+    def _raw_request_refs(self) -> list[tuple[Any, ...]]:
+        """Requests whose entry is missing or another session's: (id, session, entry_id)."""
+        with self._reading() as c:
+            rows: list[tuple[Any, ...]] = c.execute(
+                "SELECT r.id, r.session_id, r.entry_id FROM requests r"
+                " LEFT JOIN entries e ON e.id = r.entry_id WHERE r.entry_id IS NOT NULL"
+                " AND (e.id IS NULL OR e.session_id <> r.session_id) ORDER BY r.id"
+            ).fetchall()
+        return rows

@@ -1,0 +1,128 @@
+"""The ledger's coded errors: what was wrong, at which (redacted) target, and what to do.
+
+Every failure of opening, reading or writing a ledger reaches the caller as one of these, never as
+a ``sqlite3`` or ``psycopg`` exception: ``code`` is stable, ``target`` is the ledger as
+:func:`~comal.ledger.describe_target` prints it (a URL never carries its password), and the
+message ends with what to do.
+"""
+
+from __future__ import annotations
+
+from ..errors import LedgerError, LedgerIntegrityError, UserError
+
+__all__ = [
+    "InvalidIdentifier",
+    "LedgerBadTarget",
+    "LedgerBusy",
+    "LedgerCorrupt",
+    "LedgerForeign",
+    "LedgerIsADirectory",
+    "LedgerNotADatabase",
+    "LedgerNotFound",
+    "LedgerReadOnly",
+    "LedgerRowDamaged",
+    "LedgerUnavailable",
+    "SessionHasChildren",
+]
+
+
+class _AtTarget(Exception):
+    """Mixin: ``target`` names the ledger; the message is "<target>: <what>; <todo>"."""
+
+    def __init__(self, target: str | None, what: str, todo: str) -> None:
+        self.target = target
+        self.what = what
+        self.todo = todo
+        super().__init__(f"{target}: {what}; {todo}" if target else f"{what}; {todo}")
+
+
+class LedgerNotFound(_AtTarget, LedgerError):
+    """No ledger where one was named, and the caller may not create one (``create=False``)."""
+
+    code = "LEDGER_NOT_FOUND"
+
+
+class LedgerForeign(_AtTarget, LedgerError):
+    """A database that is not a comal ledger (another program's): it is left untouched."""
+
+    code = "LEDGER_FOREIGN"
+
+
+class LedgerNotADatabase(_AtTarget, LedgerError):
+    """A file that is not a database at all (or not a regular file)."""
+
+    code = "LEDGER_NOT_A_DATABASE"
+
+
+class LedgerIsADirectory(_AtTarget, LedgerError):
+    code = "LEDGER_IS_A_DIRECTORY"
+
+
+class LedgerReadOnly(_AtTarget, LedgerError):
+    """A write was needed (create, migrate, append) where the file, directory or role is
+    read-only."""
+
+    code = "LEDGER_READ_ONLY"
+
+
+class LedgerUnavailable(_AtTarget, LedgerError):
+    """The ledger cannot be reached: a server that refuses, a file that cannot be opened or read,
+    a disk that is full or failing."""
+
+    code = "LEDGER_UNAVAILABLE"
+
+
+class LedgerBusy(_AtTarget, LedgerError):
+    """Another process held the ledger's write lock past the busy timeout."""
+
+    code = "LEDGER_BUSY"
+
+
+class LedgerBadTarget(_AtTarget, UserError):
+    """A ledger target that cannot be parsed (a malformed ``postgresql://`` URL)."""
+
+    code = "LEDGER_BAD_TARGET"
+
+
+class LedgerCorrupt(_AtTarget, LedgerIntegrityError):
+    """The database file is malformed, or a stored row does not decode."""
+
+    code = "LEDGER_CORRUPT"
+
+
+class LedgerRowDamaged(LedgerIntegrityError):
+    """A row read back does not match its digest or seal: it was changed outside comal.
+
+    ``table``, ``row`` (id), ``session``, ``field`` (``body`` or ``seal``) and the ``stored`` and
+    ``computed`` digests say exactly what failed.
+    """
+
+    code = "LEDGER_ROW_DAMAGED"
+
+    def __init__(
+        self, table: str, row: object, session: object, field: str, stored: str, computed: str
+    ) -> None:
+        self.table, self.row, self.session = table, row, session
+        self.field, self.stored, self.computed = field, stored, computed
+        what = (
+            "body does not match its sha256 digest"
+            if field == "body"
+            else ("row does not match its seal")
+        )
+        super().__init__(
+            f"{table} row {row} of session {session}: {what} (stored {stored}, computed "
+            f"{computed}); the ledger was changed outside comal: run `comal verify` and restore "
+            "the ledger from a backup"
+        )
+
+
+class InvalidIdentifier(UserError):
+    """A tenant, agent or session id that is empty, blank, padded or holds control characters."""
+
+    code = "LEDGER_BAD_ID"
+
+
+class SessionHasChildren(UserError):
+    """``delete_session`` of a session with child sessions, without ``children=True``."""
+
+    code = "LEDGER_HAS_CHILDREN"

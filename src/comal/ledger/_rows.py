@@ -1,0 +1,241 @@
+"""Rows to values, checked: both backends select the same columns in the same order.
+
+Every table's row carries a **seal**: the sha256 of the canonical JSON array
+``[table, column, column, ...]`` over the columns named in :data:`SEALED` (every stored column but
+the id, the seal itself and the body, whose own ``digest`` is sealed instead). Bodies keep their
+sha256 ``digest``. Decoding a row checks both, so a row changed outside comal is a
+:class:`~comal.ledger.LedgerRowDamaged` naming table, row and digests, and a row that does not
+decode is a :class:`~comal.ledger.LedgerCorrupt` — never silently wrong data, never a traceback.
+
+Each SELECT list starts with the sealed columns in order, then the seal, the id and the body.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from ..messages import canonical_json, load_json, message_from_json, sha256_hex
+from ._errors import InvalidIdentifier, LedgerCorrupt, LedgerRowDamaged
+from ._model import CheckpointRecord, Deletion, Entry, Record, RequestRecord, SessionInfo
+
+SEALED: dict[str, tuple[str, ...]] = {
+    "sessions": (
+        "id", "tenant", "agent", "parent", "status", "created_at", "title", "source", "meta",
+    ),
+    "entries": (
+        "session_id", "seq", "step", "role", "tokens", "size", "created_at", "call_id",
+        "digest", "output_digest",
+    ),
+    "requests": (
+        "session_id", "tenant", "entry_id", "model", "protocol", "new_input", "cache_read",
+        "cache_write", "output", "reasoning", "tokens", "run", "spent_at", "prompt_last_seq",
+        "created_at", "meta",
+    ),
+    "checkpoints": (
+        "session_id", "first_seq", "last_seq", "tokens", "created_at", "digest", "meta",
+    ),
+    "records": ("session_id", "table_name", "kind", "created_at", "digest"),
+    "deletions": (
+        "session_id", "tenant", "agent", "parent", "title", "created_at", "deleted_at",
+        "deleted_by", "entries", "tokens", "row_counts", "digest",
+    ),
+}  # fmt: skip
+
+# What follows the sealed columns in each SELECT list.
+_TRAILERS = {
+    "sessions": ("seal", "entry_count", "token_total", "last_step", "next_seq"),
+    "entries": ("seal", "id", "body"),
+    "requests": ("seal", "id"),
+    "checkpoints": ("seal", "id", "body"),
+    "records": ("seal", "id", "body"),
+    "deletions": ("seal", "id"),
+}
+COLUMNS = {t: ", ".join(SEALED[t] + _TRAILERS[t]) for t in SEALED}
+
+
+def seal_of(table: str, values: Sequence[Any]) -> str:
+    return sha256_hex(canonical_json([table, *values]))
+
+
+def seal_matches(table: str, r: Sequence[Any]) -> tuple[bool, str]:
+    """Whether the row matches its seal, and the seal it should have.
+
+    SQLite stores a type with each value, and damage can change it: a column that no longer
+    holds text, a number or NULL cannot match (and must not reach the JSON encoder).
+    """
+    n = len(SEALED[table])
+    try:
+        computed = seal_of(table, r[:n])
+    except (TypeError, ValueError):  # canonical JSON refuses bytes, which no column ever held
+        return False, "(a column holds bytes)"
+    return r[n] == computed, computed
+
+
+def check_seal(table: str, r: Sequence[Any], row_id: Any, session: Any) -> None:
+    ok, computed = seal_matches(table, r)
+    if not ok:
+        raise LedgerRowDamaged(table, row_id, session, "seal", str(r[len(SEALED[table])]), computed)
+
+
+def body_matches(body: Any, digest: Any) -> bool:
+    return isinstance(body, str) and sha256_hex(body) == digest
+
+
+def _body(table: str, r: Sequence[Any], digest: str, body: Any, row_id: Any) -> None:
+    if not body_matches(body, digest):
+        computed = sha256_hex(body) if isinstance(body, str) else "(the body is not text)"
+        raise LedgerRowDamaged(table, row_id, r[0], "body", str(digest), computed)
+
+
+def whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def damaged_index(target: str | None, what: str) -> LedgerCorrupt:
+    return LedgerCorrupt(
+        target,
+        f"{what}: the database is damaged",
+        "run `comal verify` to see where, and restore the ledger from a backup",
+    )
+
+
+def _corrupt(table: str, row_id: Any, session: Any, exc: BaseException) -> LedgerCorrupt:
+    return LedgerCorrupt(
+        None,
+        f"{table} row {row_id} of session {session} does not decode ({type(exc).__name__}: "
+        f"{str(exc)[:200]})",
+        "the ledger was changed outside comal: run `comal verify` and restore it from a backup",
+    )
+
+
+def _json(table: str, text: Any, row_id: Any, session: Any) -> Any:
+    try:
+        return load_json(text)
+    except Exception as exc:  # any decode failure of stored bytes is corruption, coded
+        raise _corrupt(table, row_id, session, exc) from exc
+
+
+def session_from_row(r: Sequence[Any]) -> SessionInfo:
+    check_seal("sessions", r, r[0], r[0])
+    if not (whole(r[10]) and whole(r[11])):
+        raise damaged_index(None, f"session {r[0]}'s counters are not numbers")
+    meta = _json("sessions", r[8], r[0], r[0])
+    return SessionInfo(r[0], r[1], r[2], r[3], r[4], r[6], r[7], r[5], r[10], r[11], meta)
+
+
+def entry_from_row(r: Sequence[Any]) -> Entry:
+    row_id, body = r[11], r[12]
+    check_seal("entries", r, row_id, r[0])
+    _body("entries", r, r[8], body, row_id)
+    try:
+        message = message_from_json(body)
+    except Exception as exc:  # digest matched, yet it does not decode: written damaged
+        raise _corrupt("entries", row_id, r[0], exc) from exc
+    return Entry(row_id, r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[8], r[9], message)
+
+
+def request_from_row(r: Sequence[Any]) -> RequestRecord:
+    row_id = r[17]
+    check_seal("requests", r, row_id, r[0])
+    meta = _json("requests", r[15], row_id, r[0])
+    return RequestRecord(
+        row_id, r[0], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], meta, r[14], r[10]
+    )
+
+
+def checkpoint_from_row(r: Sequence[Any]) -> CheckpointRecord:
+    row_id, body = r[8], r[9]
+    check_seal("checkpoints", r, row_id, r[0])
+    _body("checkpoints", r, r[5], body, row_id)
+    meta = _json("checkpoints", r[6], row_id, r[0])
+    try:
+        message = message_from_json(body)
+    except Exception as exc:
+        raise _corrupt("checkpoints", row_id, r[0], exc) from exc
+    return CheckpointRecord(row_id, r[0], r[1], r[2], r[3], r[5], r[4], message, meta)
+
+
+def record_from_row(r: Sequence[Any]) -> Record:
+    row_id, body = r[6], r[7]
+    check_seal("records", r, row_id, r[0])
+    _body("records", r, r[4], body, row_id)
+    return Record(row_id, r[0], r[2], r[3], r[4], _json("records", body, row_id, r[0]), r[1])
+
+
+def deletion_from_row(r: Sequence[Any]) -> Deletion:
+    row_id = r[13]
+    check_seal("deletions", r, row_id, r[0])
+    rows = _json("deletions", r[10], row_id, r[0])
+    return Deletion(row_id, r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], rows, r[11])
+
+
+# -- values on their way in ------------------------------------------------------------------
+_BAD_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+MAX_ID_LENGTH = 256
+
+
+def check_identifier(kind: str, value: object) -> None:
+    """Tenant, agent and session ids: printable text, not blank, not padded, not huge."""
+    if not isinstance(value, str):
+        raise InvalidIdentifier(f"{kind} id must be text, not {type(value).__name__}")
+    if not value.strip():
+        raise InvalidIdentifier(
+            f"{kind} id {value!r} is empty or only whitespace; give a name such as 'local'"
+        )
+    if value != value.strip():
+        raise InvalidIdentifier(
+            f"{kind} id {value!r} starts or ends with whitespace; remove it ({value.strip()!r})"
+        )
+    bad = sorted({c for c in value if unicodedata.category(c) in _BAD_CATEGORIES})
+    if bad:
+        shown = ", ".join(f"U+{ord(c):04X}" for c in bad)
+        raise InvalidIdentifier(
+            f"{kind} id {value!r} holds control, format or unassigned characters ({shown}); "
+            "use printable characters only"
+        )
+    if len(value) > MAX_ID_LENGTH:
+        raise InvalidIdentifier(
+            f"{kind} id is {len(value)} characters long; keep it under {MAX_ID_LENGTH}"
+        )
+
+
+def utc_text(value: object) -> str | None:
+    """An ISO time as fixed-width UTC text (so text order is time order); None if it is not one.
+
+    A time without a zone is read as UTC, as the spend guard always has.
+    """
+    if isinstance(value, datetime):
+        when = value
+    elif isinstance(value, str):
+        try:
+            when = datetime.fromisoformat(value)
+        except ValueError:
+            return None
+    else:
+        return None
+    try:
+        when = when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
+    except (OverflowError, ValueError):
+        return None
+    return when.isoformat(timespec="microseconds")
+
+
+def billed_tokens(
+    new_input: int | None, cache_read: int | None, cache_write: int | None, output: int | None
+) -> int:
+    """Everything a request was billed for (output includes reasoning); unknown adds nothing."""
+    return sum(n or 0 for n in (new_input, cache_read, cache_write, output))
+
+
+def request_facts(meta: dict[str, Any]) -> tuple[str | None, str | None, int | None]:
+    """(run, spent_at, prompt_last_seq) as the agent writes them into a request's meta."""
+    run = meta.get("run")
+    seq = meta.get("prompt_last_seq")
+    return (
+        run if isinstance(run, str) else None,
+        utc_text(meta.get("at")),
+        seq if isinstance(seq, int) and not isinstance(seq, bool) else None,
+    )
