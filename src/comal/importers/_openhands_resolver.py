@@ -65,6 +65,7 @@ _BOOKKEEPING_OBSERVATIONS = {
 # Action fields that are OpenHands' own bookkeeping, not arguments the model wrote.
 _NOT_ARGS = {
     "action",
+    "source",  # an event_to_dict pair's, not a field of the action
     "thought",
     "blocking",
     "is_static",
@@ -213,10 +214,10 @@ class _Run:
             self.b.add(Role.USER if user else Role.ASSISTANT, parts, at=self.lineno)
             return
         # finish / reject: what the agent said as it stopped.
-        self.begin()
         texts = [opt(ev, k, str) for k in ("thought", "final_thought")]
         said = [t for n, t in enumerate(texts) if t and t not in texts[:n]]
         outputs = opt(ev, "outputs", dict)
+        self.begin()
         if outputs:
             self.meta[f"{kind}_outputs"] = outputs
         if "task_completed" in ev:
@@ -226,7 +227,7 @@ class _Run:
 
     def call(self, ev: dict[str, Any], kind: str, where: str, position: str) -> None:
         thought = opt(ev, "thought", str)
-        arguments = json_text({k: v for k, v in ev.items() if k not in _NOT_ARGS | {"source"}})
+        arguments = json_text({k: v for k, v in ev.items() if k not in _NOT_ARGS})
         self.begin()
         cid = f"oh0-{self.lineno}-{position}"
         parts: list[Part] = [*([Text(thought)] if thought else []), ToolCall(cid, kind, arguments)]
