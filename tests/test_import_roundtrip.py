@@ -35,8 +35,10 @@ def test_whole_corpus_imports_exports_and_verifies(tmp_path: Path) -> None:
     assert len(files) >= 30
     result = runner.invoke(app, ["--ledger", str(db), "import", *map(str, files), "--json"])
     assert result.exit_code == 0, result.output
-    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    *rows, last = [json.loads(line) for line in result.stdout.splitlines()]
     assert {"path", "session", "format", "entries", "tool_calls", "tool_results"} <= set(rows[0])
+    assert last["summary"]["files"] == last["summary"]["imported"] == len(files)
+    assert last["summary"]["sessions"] == len(rows) and last["summary"]["failed"] == 0
     assert {r["path"] for r in rows} == {str(f) for f in files}
 
     expected: dict[str, list[str]] = {}
@@ -65,7 +67,9 @@ def test_whole_corpus_imports_exports_and_verifies(tmp_path: Path) -> None:
     assert all(s["source"] for s in sessions)
 
     again = runner.invoke(app, ["--ledger", str(db), "import", str(files[0]), "--json"])
-    assert all(json.loads(line)["created"] is False for line in again.stdout.splitlines())
+    *again_rows, again_summary = [json.loads(line) for line in again.stdout.splitlines()]
+    assert again_rows and all(r["created"] is False for r in again_rows)
+    assert again_summary["summary"]["sessions"] == 0
 
 
 def _join(parts: list[dict[str, str]]) -> str:
@@ -107,7 +111,9 @@ def test_damaged_file_strict_imports_nothing_lenient_reports(tmp_path: Path) -> 
     db = tmp_path / "d.db"
     strict = runner.invoke(app, ["--ledger", str(db), "import", str(damaged), "--json"])
     assert strict.exit_code == 2
-    error = json.loads(strict.stdout)["error"]
+    row, summary = map(json.loads, strict.stdout.splitlines())
+    assert summary["summary"]["failed"] == 1
+    error = row["error"]
     assert error["code"] == "IMPORT_FORMAT" and "torn.jsonl:" in error["message"]
     with open_ledger(db) as led:
         assert led.sessions() == []

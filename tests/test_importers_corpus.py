@@ -193,6 +193,7 @@ def test_public_api_is_pinned() -> None:
         "mini-swe-agent",
         "codex",
         "openhands",
+        "openhands-resolver",
         "openai",
         "anthropic",
         "locomo",

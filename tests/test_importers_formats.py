@@ -10,8 +10,18 @@ from typing import Any
 import pytest
 
 from comal.errors import ImportFormatError, UserError
-from comal.importers import detect_format, load
-from comal.messages import Media, Reasoning, Role, Text, ToolCall, open_calls
+from comal.importers import INTERRUPTED, detect_format, load
+from comal.messages import (
+    Media,
+    Message,
+    Reasoning,
+    Role,
+    Text,
+    ToolCall,
+    ToolResult,
+    open_calls,
+    pairs,
+)
 from conftest import corpus_dir
 
 
@@ -654,14 +664,359 @@ def test_call_ids_are_unique_per_session() -> None:
                 assert all(isinstance(c, ToolCall) for m in s.messages for c in m.tool_calls)
 
 
-def test_openhands_resolver_output_is_refused_clearly(tmp_path: Path) -> None:
+# --- OpenHands 0.x resolver output ----------------------------------------------------------
+
+_INSTRUCTION = (
+    "Please fix the following issue for the repository in /workspace.\n"
+    "# Title\nparse() drops the last field\n"
+)
+_AUTO_REPLY = "Please continue working on the task on whatever approach you think is suitable."
+# Observation contents with what a terminal leaves in them: CRLF, a trailing prompt, non-ASCII.
+_GREP = "src/p.py:3:def parse(s):\r\nsrc/p.py:4:    return s.split(',')[:-1]  \r\n"
+_EDIT = (
+    "The file /workspace/src/p.py has been edited. Here's the result of running `cat -n`:\n"
+    "     4\t    return s.split(',')\n"
+)
+_PYTEST = (
+    "F.\r\n== 1 failed, 1 passed in 0.02s ==\r\n\x1b[0m café ✓\r\n"
+    "[Python Interpreter: /usr/bin/python]\nroot@ab12:/workspace # "
+)
+
+
+def _resolver_line(history: list[Any], **extra: Any) -> dict[str, Any]:
+    """A ResolverOutput as OpenHands 0.x wrote it: history from dataclasses.asdict(event)."""
+    return {
+        "issue": {
+            "owner": "acme",
+            "repo": "csvkit",
+            "number": 42,
+            "title": "parse() drops the last field\nmore",
+            "body": "It drops it.",
+            "thread_comments": None,
+            "closing_issues": None,
+            "review_comments": None,
+        },
+        "issue_type": "issue",
+        "instruction": _INSTRUCTION,
+        "base_commit": "9f1c2e7",
+        "git_patch": (
+            "diff --git a/src/p.py b/src/p.py\n"
+            "-    return s.split(',')[:-1]\n+    return s.split(',')\n"
+        ),
+        "history": history,
+        "metrics": {"accumulated_cost": 0.0421, "costs": [0.011, 0.0131, 0.018]},
+        "success": True,
+        "comment_success": None,
+        "result_explanation": "The parser keeps the last field now.",
+        "error": None,
+        **extra,
+    }
+
+
+def _run(command: str, thought: str = "") -> dict[str, Any]:
+    return {
+        "command": command,
+        "is_input": False,
+        "thought": thought,
+        "blocking": False,
+        "is_static": False,
+        "cwd": None,
+        "hidden": False,
+        "action": "run",
+        "confirmation_state": "confirmed",
+        "security_risk": None,
+    }
+
+
+def _ran(command: str, content: str, exit_code: int = 0) -> dict[str, Any]:
+    return {
+        "content": content,
+        "command": command,
+        "observation": "run",
+        "metadata": {"exit_code": exit_code, "pid": -1, "working_dir": "/workspace"},
+        "hidden": False,
+    }
+
+
+def _message(content: str, wait: bool) -> dict[str, Any]:
+    return {
+        "content": content,
+        "file_urls": None,
+        "image_urls": None,
+        "wait_for_response": wait,
+        "action": "message",
+        "security_risk": None,
+    }
+
+
+def _resolver_history() -> list[Any]:
+    return [
+        {
+            "content": "You are OpenHands agent.",
+            "tools": [{"type": "function", "function": {"name": "execute_bash"}}],
+            "openhands_version": "0.39.0",
+            "agent_class": "CodeActAgent",
+            "action": "system",
+        },
+        _message(_INSTRUCTION, wait=False),
+        {
+            "query": _INSTRUCTION,
+            "thought": "",
+            "recall_type": "workspace_context",
+            "action": "recall",
+        },
+        {
+            "content": "Added workspace context",
+            "recall_type": "workspace_context",
+            "observation": "recall",
+        },
+        _run("grep -rn 'def parse' src/", "Let me find the parser first."),
+        _ran("grep -rn 'def parse' src/", _GREP),
+        {
+            "path": "/workspace/src/p.py",
+            "command": "str_replace",
+            "file_text": None,
+            "old_str": "    return s.split(',')[:-1]",
+            "new_str": "    return s.split(',')",
+            "insert_line": None,
+            "content": "",
+            "start": 1,
+            "end": -1,
+            "thought": "",
+            "action": "edit",
+            "security_risk": None,
+            "impl_source": "oh_aci",
+        },
+        {
+            "content": _EDIT,
+            "path": "/workspace/src/p.py",
+            "prev_exist": True,
+            "old_content": "a",
+            "new_content": "b",
+            "observation": "edit",
+            "impl_source": "oh_aci",
+            "diff": None,
+        },
+        _run("pytest -q tests/test_p.py", "Now the tests."),
+        {"content": _PYTEST, "observation": "error", "error_id": ""},
+        _message("One test still fails. Should I update it?", wait=True),
+        _message(_AUTO_REPLY, wait=False),
+        {
+            "final_thought": "Fixed parse() and its test.",
+            "task_completed": "true",
+            "outputs": {},
+            "thought": "All green.",
+            "action": "finish",
+        },
+    ]
+
+
+def test_openhands_resolver_output_imports_one_session_per_issue(tmp_path: Path) -> None:
     # covers: LED-1
+    history = _resolver_history()
+    old = [  # an openhands-resolver 0.1 line: IPython cells, no system message
+        _message("Add a LICENSE", wait=False) | {"images_urls": None},
+        {
+            "code": "print(open('LICENSE').read())",
+            "thought": "Check what is there.",
+            "action": "run_ipython",
+            "is_confirmed": "confirmed",
+            "security_risk": None,
+            "kernel_init_code": "from agentskills import *",
+        },
+        {
+            "content": "MIT License\r\n",
+            "code": "print(open('LICENSE').read())",
+            "observation": "run_ipython",
+        },
+        {"outputs": {}, "thought": "It is already licensed.", "action": "finish"},
+    ]
     path = _jsonl(
         tmp_path / "output.jsonl",
-        [{"issue": {"title": "t"}, "history": [{"action": "run", "command": "ls"}]}],
+        [
+            _resolver_line(history),
+            _resolver_line(old, instruction="Add a LICENSE", success_explanation="done")
+            | {"issue": {"owner": "acme", "repo": "csvkit", "number": 7, "title": "License"}},
+        ],
     )
-    with pytest.raises(ImportFormatError, match="resolver output is not supported"):
-        detect_format(path)
+    assert detect_format(path) == "openhands-resolver"
+    first, second = load(path)
+    assert (first.format, first.key, first.title) == (
+        "openhands-resolver",
+        "acme/csvkit#42",
+        "parse() drops the last field",
+    )
+    roles = [m.role for m in first.messages]
+    assert roles == [
+        Role.SYSTEM,
+        Role.USER,  # the instruction, once
+        Role.ASSISTANT,
+        Role.TOOL,
+        Role.ASSISTANT,
+        Role.TOOL,
+        Role.ASSISTANT,
+        Role.TOOL,
+        Role.ASSISTANT,  # the question the agent waited on
+        Role.USER,  # the resolver's automatic reply
+        Role.ASSISTANT,  # finish
+    ]
+    assert first.messages[1].parts == (Text(_INSTRUCTION),)
+    assert first.messages[2].parts == (
+        Text("Let me find the parser first."),
+        ToolCall(
+            "oh0-1-4",
+            "run",
+            json.dumps(
+                {"command": "grep -rn 'def parse' src/", "is_input": False}, separators=(",", ":")
+            ),
+        ),
+    )
+    edit = first.messages[4].tool_calls[0]
+    assert (edit.id, edit.name) == ("oh0-1-6", "edit") and first.messages[4].parts[0] is edit
+    assert json.loads(edit.arguments)["new_str"] == "    return s.split(',')"
+    assert "impl_source" not in json.loads(edit.arguments)
+    # Every pair whole, each result the observation that followed its action, byte for byte.
+    got = [(p.call.id, p.result) for p in pairs(first.messages)]
+    assert [(cid, r.content if r else None, r.is_error if r else None) for cid, r in got] == [
+        ("oh0-1-4", _GREP, False),
+        ("oh0-1-6", _EDIT, False),
+        ("oh0-1-8", _PYTEST, True),
+    ]
+    assert first.messages[-1].parts == (Text("All green.\n\nFixed parse() and its test."),)
+    assert first.messages[-2].parts == (Text(_AUTO_REPLY),)
+    assert first.meta["git_patch"].startswith("diff --git") and first.meta["success"] is True
+    assert first.meta["metrics"] == {"accumulated_cost": 0.0421, "costs": [0.011, 0.0131, 0.018]}
+    assert first.meta["issue"]["number"] == 42 and first.meta["base_commit"] == "9f1c2e7"
+    assert first.meta["result_explanation"] == "The parser keeps the last field now."
+    assert first.meta["instruction_in_history"] is True and first.meta["task_completed"] == "true"
+    assert first.meta["skipped_events"] == {"action:recall": 1, "observation:recall": 1}
+    assert first.meta["tools"][0]["function"]["name"] == "execute_bash"
+    assert first.meta["closed_calls"] == 0 and "open_calls" not in first.meta
+    assert first.warnings == ()
+
+    assert second.key == "acme/csvkit#7" and second.meta["success_explanation"] == "done"
+    assert [m.role for m in second.messages] == [
+        Role.USER,
+        Role.ASSISTANT,
+        Role.TOOL,
+        Role.ASSISTANT,
+    ]
+    cell = second.messages[1].tool_calls[0]
+    assert (cell.id, cell.name) == ("oh0-2-1", "run_ipython")
+    assert cell.arguments == '{"code":"print(open(\'LICENSE\').read())"}'
+    assert second.messages[2].tool_result == ToolResult("oh0-2-1", "MIT License\r\n")
+    ids = [c.id for s in (first, second) for m in s.messages for c in m.tool_calls]
+    assert len(ids) == len(set(ids))
+    # Stable: the same file gives the same ids and messages.
+    assert [s.messages for s in load(path)] == [first.messages, second.messages]
+
+
+def test_openhands_resolver_pairs_and_a_crashed_run(tmp_path: Path) -> None:
+    # covers: LED-1
+    def ev(kind: str, **fields: Any) -> dict[str, Any]:
+        # event_to_dict, as compatibility_for_eval_history_pairs() wrote each half of a pair
+        if kind.startswith("obs:"):
+            content = fields.pop("content", "")
+            return {
+                "id": 3,
+                "source": "agent",
+                "observation": kind[4:],
+                "content": content,
+                "extras": fields,
+                "cause": 2,
+            }
+        return {"id": 2, "source": fields.pop("source", "agent"), "action": kind, "args": fields}
+
+    pairs_history = [
+        [ev("message", content="Fix it", wait_for_response=False, source="user"), ev("obs:null")],
+        [
+            ev("run", command="make test", thought="Run the tests.", keep_prompt=True),
+            ev("obs:run", content="ok\n", command_id=-1, exit_code=0),
+        ],
+        [ev("finish", outputs={}, thought="Done."), ev("obs:null")],
+    ]
+    crashed: list[Any] = []
+    path = _jsonl(
+        tmp_path / "output.jsonl",
+        [
+            _resolver_line(pairs_history, instruction="Fix it"),
+            _resolver_line(crashed, error="Agent failed to run or crashed", success=False),
+        ],
+    )
+    paired, empty = load(path)
+    assert [m.role for m in paired.messages] == [
+        Role.USER,
+        Role.ASSISTANT,
+        Role.TOOL,
+        Role.ASSISTANT,
+    ]
+    assert paired.messages[1].parts == (
+        Text("Run the tests."),
+        ToolCall("oh0-1-1-0", "run", '{"command":"make test"}'),
+    )
+    assert paired.messages[2].tool_result == ToolResult("oh0-1-1-0", "ok\n")
+    assert paired.meta["skipped_events"] == {"observation:null": 2}
+    # No history: the instruction alone, and the run's error in meta.
+    assert empty.messages == (Message.user(_INSTRUCTION),)
+    assert empty.key == "acme/csvkit#42@2"  # the same issue twice in one file stays two sessions
+    assert empty.meta["error"] == "Agent failed to run or crashed"
+    assert empty.meta["instruction_in_history"] is False
+
+
+def test_openhands_resolver_dangling_action_strict_and_lenient(tmp_path: Path) -> None:
+    # covers: LED-1
+    history = _resolver_history()
+    del history[7]  # the edit's observation: the next run action follows the edit directly
+    path = _jsonl(
+        tmp_path / "output.jsonl", [_resolver_line(_resolver_history()), _resolver_line(history)]
+    )
+    with pytest.raises(ImportFormatError) as caught:
+        load(path)
+    err = caught.value
+    assert (err.line, err.field) == (2, "history[6]")
+    assert "'edit' action" in str(err) and "--lenient" in str(err) and "lenient=" not in str(err)
+
+    _, repaired = load(path, lenient=True)
+    (closed,) = [p for p in pairs(repaired.messages) if p.call.id == "oh0-2-6"]
+    assert closed.result == ToolResult("oh0-2-6", INTERRUPTED, is_error=True)
+    assert repaired.meta["closed_calls"] == 1 and open_calls(repaired.messages) == []
+    assert any(":2" in w and "history[6]" in w for w in repaired.warnings)
+    # The next action still gets its own observation.
+    after = next(p for p in pairs(repaired.messages) if p.call.id == "oh0-2-7")
+    assert after.result == ToolResult("oh0-2-7", _PYTEST, is_error=True)
+
+    # An action the history ends on: strict keeps it open (the ledger's paused state), lenient
+    # closes it, as every importer does.
+    tail = _resolver_history()[:9]
+    path = _jsonl(tmp_path / "tail.jsonl", [_resolver_line(tail)])
+    (strict,) = load(path)
+    assert strict.meta["open_calls"] == ["oh0-1-8"] and [
+        c.id for c in open_calls(strict.messages)
+    ] == ["oh0-1-8"]
+    (lenient,) = load(path, lenient=True)
+    assert lenient.messages[-1].tool_result == ToolResult("oh0-1-8", INTERRUPTED, is_error=True)
+
+
+def test_openhands_resolver_output_is_detected_from_its_head(tmp_path: Path) -> None:
+    # covers: LED-1
+    # A git_patch longer than the head detection reads: the fields before it still say what it is.
+    line = _resolver_line(_resolver_history(), git_patch="+" * (1 << 21))
+    path = _jsonl(tmp_path / "output.jsonl", [line])
+    assert detect_format(path) == "openhands-resolver"
+    (session,) = load(path)
+    assert len(session.meta["git_patch"]) == 1 << 21
+    # OpenHands evaluation output names an instance, never an issue: still 'openhands'.
+    evaluation = _jsonl(
+        tmp_path / "eval.jsonl", [{"instance_id": "a__b-1", "instruction": "x", "history": []}]
+    )
+    assert detect_format(evaluation) == "openhands"
+    # A damaged history item names its line and field.
+    bad = _resolver_history()
+    bad[5] = {"observation": "run", "content": None}
+    path = _jsonl(tmp_path / "bad.jsonl", [_resolver_line(bad)])
+    with pytest.raises(ImportFormatError) as caught:
+        load(path)
+    assert (caught.value.line, caught.value.field) == (1, "history[5].content")
 
 
 def test_openhands_arguments_fall_back_to_the_action_args(tmp_path: Path) -> None:

@@ -3,7 +3,8 @@
 :func:`load` is a pure function of a file: it writes nothing. :func:`store` appends what it
 returned to a ledger, one file in one transaction. :func:`load` returns one
 :class:`ImportedSession` per conversation in the file (an OpenHands evaluation file holds one
-per instance; a Claude Code session adds one child session per sub-agent sidechain).
+per instance, resolver output one per issue; a Claude Code session adds one child session per
+sub-agent sidechain).
 
 Every tool output is kept byte for byte as a :class:`~comal.messages.ToolResult`; each tool
 call is paired with its result by the format's ids, or by position where the format has none.
@@ -22,7 +23,16 @@ from pathlib import Path
 
 from comal.errors import ImportFormatError, UserError
 
-from . import _claude_code, _codex, _locomo, _mini_swe_agent, _openhands, _plain, _swe_agent
+from . import (
+    _claude_code,
+    _codex,
+    _locomo,
+    _mini_swe_agent,
+    _openhands,
+    _openhands_resolver,
+    _plain,
+    _swe_agent,
+)
 from ._base import INTERRUPTED, Faults, ImportedSession, UsageRecord
 from ._detect import _NAMES, detect
 from ._store import StoredSession, file_digest, store
@@ -48,6 +58,7 @@ _LOADERS: dict[str, Callable[[Path, Faults], list[ImportedSession]]] = {
     "mini-swe-agent": _mini_swe_agent.load,
     "codex": _codex.load,
     "openhands": _openhands.load,
+    "openhands-resolver": _openhands_resolver.load,
     "openai": _plain.load_openai,
     "anthropic": _plain.load_anthropic,
     "locomo": _locomo.load,

@@ -111,7 +111,7 @@ class Faults:
         line, fld = self.where(at, field)
         if not self.lenient:
             raise ImportFormatError(
-                f"{reason}. Repair or remove that record, or import with lenient=True to skip it",
+                f"{reason}. Repair or remove that record, or import with --lenient to skip it",
                 path=self.path,
                 line=line,
                 field=fld,
@@ -129,7 +129,7 @@ class Faults:
         at: At = None,
         field: str | None = None,
         advice: str | None = "check that it is a transcript of the format given "
-        "(detect_format names the format of a file)",
+        "(leave --format out and the format is detected from the content)",
     ) -> ImportFormatError:
         """A fault nothing can be salvaged from, in either mode: nothing is imported."""
         line, fld = self.where(at, field)
@@ -304,7 +304,7 @@ class SessionBuilder:
                 if not lenient and not final:
                     raise self.faults.fatal(
                         f"{what} has no result but the transcript goes on. Import with "
-                        "lenient=True to close it as interrupted",
+                        "--lenient to close it as interrupted",
                         at=at,
                         advice=None,
                     )
@@ -339,7 +339,7 @@ class SessionBuilder:
                 )
                 if not lenient:
                     raise self.faults.fatal(
-                        f"{reason}. Import with lenient=True to keep it unpaired",
+                        f"{reason}. Import with --lenient to keep it unpaired",
                         at=d.at,
                         advice=None,
                     )

@@ -20,6 +20,7 @@ _NAMES = (
     "mini-swe-agent",
     "codex",
     "openhands",
+    "openhands-resolver",
     "openai",
     "anthropic",
     "locomo",
@@ -89,13 +90,10 @@ def classify(value: Any, name: str) -> str | None:
         return "locomo"
     if str(value.get("trajectory_format", "")).startswith("mini-swe-agent"):
         return "mini-swe-agent"
-    if "history" in keys and "issue" in keys and "instance_id" not in keys:
-        raise ImportFormatError(
-            "OpenHands 0.x resolver output is not supported: its history has no event ids or "
-            "causes to pair tool calls with results. Re-run with a current OpenHands and import "
-            "the event stream or the evaluation output",
-            path=name,
-        )
+    if "issue" in keys and keys & {"history", "issue_type"} and "instance_id" not in keys:
+        # The resolver's ResolverOutput: the GitHub issue it worked on and its event history
+        # (``issue_type`` comes first, for a head cut before a long ``git_patch`` ends).
+        return "openhands-resolver"
     if "history" in keys:
         history = value["history"]
         first = history[0] if isinstance(history, list) and history else None
@@ -126,7 +124,8 @@ def detect(path: Path) -> str:
     if not values:
         raise ImportFormatError(
             "empty, or not JSON or JSON Lines. Supported: agent transcripts from Claude Code, "
-            "Codex, SWE-agent, mini-swe-agent and OpenHands, and OpenAI/Anthropic message lists",
+            "Codex, SWE-agent, mini-swe-agent and OpenHands (event streams, evaluation and "
+            "resolver output), and OpenAI/Anthropic message lists",
             path=str(path),
         )
     for value in values:
@@ -135,7 +134,7 @@ def detect(path: Path) -> str:
             return found
     seen = sorted(values[0])[:8] if isinstance(values[0], dict) else type(values[0]).__name__
     raise ImportFormatError(
-        f"no known transcript format matches (top-level: {seen}). Pass format= explicitly if "
-        "you know it; supported: " + ", ".join(_NAMES),
+        f"no known transcript format matches (top-level: {seen}). Pass --format if you "
+        "know it; supported: " + ", ".join(_NAMES),
         path=str(path),
     )
