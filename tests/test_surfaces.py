@@ -352,3 +352,53 @@ def test_every_engine_of_the_registry_runs_the_agent(db: Path, tmp_path: Path) -
                 # A recall tool is offered exactly while its engine runs.
                 assert (tool_name in offered) == (tool_name in ENGINES[name].model_tools)
         led.close()
+
+
+def test_rename_and_rm_with_a_tombstone(db: Path) -> None:
+    led = open_ledger(db)
+    scope = led.create_session("local", "comal", title="old", messages=[Message.user("hi")])
+    led.close()
+    assert _cli("rename", scope.session, "new title").exit_code == 0
+    shown = json.loads(_cli("sessions", "--json").stdout)
+    assert shown[0]["title"] == "new title"
+    refused = runner.invoke(app, ["rm", scope.session], input="n\n")
+    assert refused.exit_code == 1
+    assert len(json.loads(_cli("sessions", "--json").stdout)) == 1
+    gone = _cli("rm", scope.session, "--yes", "--json")
+    assert gone.exit_code == 0, gone.output
+    assert json.loads(gone.stdout)["entries"] == 1
+    assert json.loads(_cli("sessions", "--json").stdout) == []
+    verified = _cli("verify", "--json")
+    assert verified.exit_code == 0 and json.loads(verified.stdout)["ok"]
+
+
+def test_a_postgres_url_never_becomes_a_file_and_its_password_never_shows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    url = "postgresql://me:s3cret-pw@127.0.0.1:9/nowhere"
+    for args in (("--ledger", url, "sessions", "--json"), ("sessions", "--json")):
+        monkeypatch.setenv("COMAL_LEDGER", url)
+        result = runner.invoke(app, list(args))
+        assert result.exit_code == 2, result.output
+        assert "s3cret-pw" not in result.output
+        assert json.loads(result.stdout)["error"]["code"].startswith("LEDGER_")
+    assert list(tmp_path.iterdir()) == []  # no SQLite file named after the URL
+
+
+@pytest.mark.skipif(not os.environ.get("COMAL_TEST_PG"), reason="needs COMAL_TEST_PG")
+def test_a_postgres_session_lock_holds_across_connections() -> None:
+    # covers: RES-2, LED-4
+    import uuid
+
+    from comal.agent import SessionLocked, lock_session
+
+    led = open_ledger(os.environ["COMAL_TEST_PG"], schema=f"lock_{uuid.uuid4().hex[:8]}")
+    scope = led.create_session("t", "a", messages=[Message.user("hi")])
+    first = lock_session(led, scope)
+    with pytest.raises(SessionLocked):
+        lock_session(led, scope)
+    first.release()
+    again = lock_session(led, scope)  # released: free to take
+    again.release()
+    led.close()

@@ -17,6 +17,7 @@ time) is stale; anything else is held.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import socket
@@ -33,7 +34,7 @@ try:
 except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["SessionLock", "lock_path", "process_start"]
+__all__ = ["PgSessionLock", "SessionLock", "lock_path", "process_start"]
 
 
 def lock_path(ledger_path: str | Path, session: str) -> Path:
@@ -174,3 +175,59 @@ def _write(fd: int, holder: dict[str, Any]) -> None:
     os.ftruncate(fd, 0)
     os.pwrite(fd, data, 0)
     os.fsync(fd)
+
+
+class PgSessionLock:
+    """The session lock of a PostgreSQL ledger (RES-2): a session-level advisory lock held on a
+    connection of its own. The server drops it the instant that connection ends, however the
+    process died, so (like ``flock``) there is never a stale holder to clear; it holds across
+    machines sharing the database. The key is derived from the ledger's schema and the session.
+    """
+
+    def __init__(self, url: str, session: str, *, namespace: str = "") -> None:
+        self.url = url
+        self.session = session
+        digest = hashlib.sha256(f"comal:{namespace}:{session}".encode()).digest()
+        self.key = int.from_bytes(digest[:8], "big", signed=True)
+        self.stale: dict[str, Any] | None = None
+        self._conn: Any = None
+
+    def acquire(self) -> dict[str, Any] | None:
+        import psycopg
+
+        conn = psycopg.connect(self.url, autocommit=True)
+        try:
+            row = conn.execute("SELECT pg_try_advisory_lock(%s)", (self.key,)).fetchone()
+        except BaseException:
+            conn.close()
+            raise
+        if not row or not row[0]:
+            conn.close()
+            raise SessionLocked(
+                f"session {self.session} is in use by another process (PostgreSQL advisory lock "
+                f"{self.key}); wait for it to finish or stop that process, then resume",
+                holder={"advisory_lock": self.key},
+            )
+        self._conn = conn
+        return None
+
+    def release(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        with contextlib.suppress(Exception):
+            conn.execute("SELECT pg_advisory_unlock(%s)", (self.key,))
+        conn.close()
+
+    def __enter__(self) -> Self:
+        if self._conn is None:
+            self.acquire()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()

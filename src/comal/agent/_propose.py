@@ -182,16 +182,10 @@ class Proposer:
     ) -> tuple[InputEstimate, AnchorKey]:
         total = budget.fixed + assembly.history_tokens
         mine = self._key(assembly, None, checkpoint)
-        last = next(
-            (
-                r
-                for r in reversed(self.ledger.requests(self.scope))
-                if r.entry_id is not None
-                and r.new_input is not None
-                and isinstance(r.meta.get("prompt_last_seq"), int)
-            ),
-            None,
-        )
+        # The newest measured request, from an index: the anchor of TOK-2.
+        last = self.ledger.last_request(self.scope, measured=True)
+        if last is not None and not isinstance(last.meta.get("prompt_last_seq"), int):
+            last = None
         if last is None:
             return estimate_input(None, current=mine, delta_tokens=0, estimated_total=total), mine
         upto = int(last.meta["prompt_last_seq"])
@@ -277,10 +271,10 @@ class Proposer:
     def _record(self, assembly: Assembly, at: int) -> None:
         """Store the proposed checkpoint and the OBS-2 events of what is new in this assembly,
         in one transaction, before anything is sent."""
-        requests = self.ledger.requests(self.scope)
+        previous = self.ledger.last_request(self.scope, measured=False)
         since = -1
-        if requests and isinstance(requests[-1].meta.get("prompt_last_seq"), int):
-            since = int(requests[-1].meta["prompt_last_seq"])
+        if previous is not None and isinstance(previous.meta.get("prompt_last_seq"), int):
+            since = int(previous.meta["prompt_last_seq"])
         with self.ledger.atomic():
             if assembly.checkpoint_to_store is not None:
                 stored = store_checkpoint(self.ledger, self.scope, assembly.checkpoint_to_store)

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from ..ledger import LedgerBackend, Scope
 from ..messages import Role, Text
-from ..ops import Receipt, receipts
+from ..ops import Receipt
 
 __all__ = ["RunResult", "RunStatus", "answer_of", "receipt_mark", "receipts_since", "run_usage"]
 
@@ -64,21 +64,17 @@ def answer_of(ledger: LedgerBackend, scope: Scope) -> str:
 
 
 def run_usage(ledger: LedgerBackend, scope: Scope, run: str) -> dict[str, int | None]:
-    """Token usage of run ``run``: sums per TOK-1 field, ``None`` where nothing was reported."""
-    fields = ("new_input", "cache_read", "cache_write", "output", "reasoning")
-    sums: dict[str, int | None] = dict.fromkeys(fields)
-    requests = [r for r in ledger.requests(scope) if r.meta.get("run") == run]
-    for r in requests:
-        for name in fields:
-            value = getattr(r, name)
-            if value is not None:
-                sums[name] = (sums[name] or 0) + value
-    return {"requests": len(requests), **sums}
+    """Token usage of run ``run``: sums per TOK-1 field, ``None`` where nothing was reported
+    (one aggregate query)."""
+    return ledger.usage_totals(scope, run=run)
 
 
 def receipts_since(ledger: LedgerBackend, scope: Scope, mark: int) -> tuple[Receipt, ...]:
-    return tuple(r for r in receipts(ledger, scope) if (r.record_id or 0) > mark)
+    """The receipts recorded after record id ``mark`` (a range read, not the whole list)."""
+    rows = ledger.records(scope, "receipt", since_id=mark)
+    return tuple(Receipt.from_record(r) for r in rows)
 
 
 def receipt_mark(ledger: LedgerBackend, scope: Scope) -> int:
-    return max((r.id for r in ledger.records(scope, "receipt")), default=0)
+    """The newest receipt's record id (one index read)."""
+    return ledger.record_mark(scope, "receipt")

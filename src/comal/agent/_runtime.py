@@ -49,11 +49,11 @@ from ..tokens import default_counter
 from ._agent import Agent, intention
 from ._config import Config, config_path, load_config, policy_from_config, settings_from_config
 from ._human import human_operations
-from ._lock import SessionLock
+from ._lock import PgSessionLock, SessionLock
 from ._propose import Probe, Proposer, Say
 from ._result import RunResult
 from ._script import SCRIPT_PREFIX, ScriptModel
-from ._session import lock_session, start_session
+from ._session import lock_session
 from ._settings import AgentSettings
 
 __all__ = ["Flags", "Runtime"]
@@ -165,7 +165,8 @@ class Runtime:
             )
         # RES-6: a resumed session works where it was started, whatever the current directory;
         # the new process's permissions (mode, rules) still apply.
-        root = flags.workspace or (Path(meta["workspace"]) if meta.get("workspace") else None)
+        stored = previous.workspace if previous is not None else None
+        root = flags.workspace or (Path(stored) if stored else None)
         workspace = _workspace(root or Path.cwd())
         host = HostSettings(
             mode=config.mode,
@@ -322,15 +323,18 @@ class Runtime:
             "engine": settings.engine_name,
             "mode": self.host.mode,
         }
-        with self.ledger.atomic():
-            scope = start_session(
-                self.ledger, self.config.tenant, self.config.agent, title=title, meta=meta
-            )
-            self.ledger.append(scope, [intention(prompt, settings, self.workspace.root)])
+        # One transaction: a start that fails leaves no empty session behind.
+        scope = self.ledger.create_session(
+            self.config.tenant,
+            self.config.agent,
+            title=title,
+            meta=meta,
+            messages=[intention(prompt, settings, self.workspace.root)],
+        )
         self.scope = scope
         return scope
 
-    def lock(self) -> SessionLock:
+    def lock(self) -> SessionLock | PgSessionLock:
         return lock_session(self.ledger, self.need_scope())
 
     def run(

@@ -12,7 +12,7 @@ from ..errors import UserError
 from ..ledger import LedgerBackend, Scope
 from ..messages import ToolCall
 from ..ops import Actor, House, Policy
-from ._lock import SessionLock, lock_path
+from ._lock import PgSessionLock, SessionLock, lock_path
 
 __all__ = ["CHECKER", "Check", "lock_session", "run_checks", "spawn_child", "start_session"]
 
@@ -52,10 +52,15 @@ def spawn_child(
 
 def lock_session(
     ledger: LedgerBackend, scope: Scope, *, path: str | Path | None = None
-) -> SessionLock:
-    """Take the session's lock beside the ledger file, or raise
-    :class:`~comal.agent.SessionLocked`. A lock left by a dead process is cleared and recorded
-    as a ``lock_cleared`` event; history is kept (RES-2)."""
+) -> SessionLock | PgSessionLock:
+    """Take the session's lock, or raise :class:`~comal.agent.SessionLocked`: a file lock
+    beside an SQLite ledger, an advisory lock in a PostgreSQL one. A file lock left by a dead
+    process is cleared and recorded as a ``lock_cleared`` event; history is kept (RES-2)."""
+    url = getattr(ledger, "url", None)
+    if path is None and isinstance(url, str) and url.startswith(("postgresql://", "postgres://")):
+        pg = PgSessionLock(url, scope.session, namespace=str(getattr(ledger, "schema", "") or ""))
+        pg.acquire()
+        return pg
     where = path if path is not None else getattr(ledger, "path", None)
     if where is None or str(where) == ":memory:":
         raise UserError(

@@ -58,22 +58,15 @@ def _when(r: RequestRecord) -> datetime | None:
 
 
 def spent(ledger: LedgerBackend, tenant: str, run: str, *, now: datetime | None = None) -> Spend:
-    """Tokens spent by run ``run`` and by the tenant in the last hour and day."""
+    """Tokens spent by run ``run`` and by the tenant in the last hour and day: three index
+    reads of the ledger's running totals, whatever the length of the session or of the
+    tenant's history (imported usage carries no time and is in none of them)."""
     now = now or datetime.now(UTC)
-    hour_ago, day_ago = now - timedelta(hours=1), now - timedelta(days=1)
-    execution = hour = day = 0
-    for info in ledger.sessions(tenant=tenant):
-        for r in ledger.requests(info.scope):
-            tokens = request_tokens(r)
-            if r.meta.get("run") == run:
-                execution += tokens
-            when = _when(r)
-            if when is None or when < day_ago:
-                continue
-            day += tokens
-            if when >= hour_ago:
-                hour += tokens
-    return Spend(execution, hour, day)
+    return Spend(
+        execution=ledger.spend(tenant, run=run),
+        hour=ledger.spend(tenant, since=now - timedelta(hours=1)),
+        day=ledger.spend(tenant, since=now - timedelta(days=1)),
+    )
 
 
 def check_spend(

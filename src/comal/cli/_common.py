@@ -7,7 +7,6 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
@@ -15,7 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from ..errors import ComalError
-from ..ledger import LedgerBackend, default_ledger_path, open_ledger
+from ..ledger import LedgerBackend, default_ledger_target, open_ledger
 from ..safe_text import safe
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -46,23 +45,17 @@ class State:
 STATE = State()
 
 
-def ledger_target() -> str | Path:
+def ledger_target() -> str:
     """The ledger the commands use: ``--ledger`` / ``COMAL_LEDGER`` (a path or a
     ``postgresql://`` URL), else the per-user default file."""
-    return STATE.ledger_path if STATE.ledger_path else default_ledger_path()
-
-
-def ledger_path() -> Path:
-    target = ledger_target()
-    return target if isinstance(target, Path) else Path(target)
+    return STATE.ledger_path if STATE.ledger_path else default_ledger_target()
 
 
 @contextmanager
 def ledger(*, create: bool = False) -> Iterator[LedgerBackend]:
     """The ledger, opened for one command. Only commands that write pass ``create``: a
     read on a path with no ledger is an error, never a new empty ledger."""
-    target = ledger_target()
-    led = open_ledger(str(target), create=create)
+    led = open_ledger(ledger_target(), create=create)
     try:
         yield led
     finally:

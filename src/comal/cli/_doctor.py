@@ -5,7 +5,6 @@ from __future__ import annotations
 import platform
 import sys
 from typing import Annotated, Any
-from urllib.parse import urlsplit, urlunsplit
 
 import typer
 from rich.markup import escape
@@ -15,26 +14,13 @@ from .. import __version__
 from ..agent import config_path, load_config, policy_from_config
 from ..context import engine_names
 from ..errors import ComalError
+from ..ledger import describe_target
 from ..ops import sandbox_status
 from ..safe_text import safe
 from ..tokens import default_counter
 from ._common import JsonOpt, emit_json, ledger, ledger_target, out
 
 app = typer.Typer()
-
-
-def redacted(target: str) -> str:
-    """A ledger target fit to print: a URL's password is never shown."""
-    if "://" not in target:
-        return target
-    parts = urlsplit(target)
-    if parts.password is None:
-        return target
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    netloc = f"{parts.username}:***@{host}" if parts.username else f"***@{host}"
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def _check(name: str, run: Any) -> dict[str, Any]:
@@ -50,7 +36,7 @@ def checks() -> list[dict[str, Any]]:
 
     def ledger_check() -> str:
         with ledger() as led:
-            return f"{redacted(target)}: {len(led.sessions())} session(s)"
+            return f"{describe_target(target)}: {len(led.sessions())} session(s)"
 
     def config_check() -> str:
         path = config_path()

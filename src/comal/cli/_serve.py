@@ -6,14 +6,13 @@ other command groups are registered.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
 from ._bench import app as bench_app
-from ._common import JsonOpt, coded_errors, emit_json, err, ledger, ledger_path, out
+from ._common import JsonOpt, coded_errors, emit_json, err, ledger, ledger_target, out
 
 app = typer.Typer()
 keys_app = typer.Typer(
@@ -43,7 +42,8 @@ def serve(
     << 20,
     no_dashboard: Annotated[bool, typer.Option(help="Serve no web dashboard.")] = False,
     ledger_file: Annotated[
-        Path | None, typer.Option("--ledger", help="Ledger database (as `comal --ledger`).")
+        str | None,
+        typer.Option("--ledger", help="Ledger: a file path or a postgresql:// URL."),
     ] = None,
 ) -> None:
     """Run the proxy (Anthropic /v1/messages, OpenAI /v1/chat/completions and /v1/responses),
@@ -62,7 +62,7 @@ def serve(
 
     with coded_errors(False):
         config = ServeConfig(
-            ledger=ledger_file if ledger_file is not None else ledger_path(),
+            ledger=ledger_file if ledger_file is not None else ledger_target(),
             host=host,
             port=port,
             engine=engine,

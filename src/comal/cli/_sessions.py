@@ -8,7 +8,7 @@ escaped.
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, cast
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -261,6 +261,76 @@ def events(
     out.print(table)
 
 
+@app.command()
+def rename(
+    session: Annotated[str, typer.Argument(help="Session id (a unique prefix is enough).")],
+    title: Annotated[str, typer.Argument(help="The new title.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Give a session a new title (what `comal sessions` shows).
+
+    Example: comal rename 3f2a "parser fix, second try"
+    """
+    with coded_errors(as_json), ledger() as led:
+        scope = led.resolve(session)
+        led.rename_session(scope, title)
+    if as_json:
+        emit_json({"session": scope.session, "title": title})
+    else:
+        out.print(escape(f"{scope.session}: {safe(title)}"))
+
+
+@app.command()
+def rm(
+    session: Annotated[str, typer.Argument(help="Session id (a unique prefix is enough).")],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
+    children: Annotated[
+        bool, typer.Option("--children", help="Also delete its child sessions (sub-agents).")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Delete a session and everything stored for it: the only deletion comal has. It asks
+    first (or --yes), waits for no agent (a session an agent holds is refused), and leaves a
+    tombstone naming who deleted what and when, so `comal verify` stays clean.
+
+    Example: comal rm 3f2a --yes
+    """
+    from ..agent import lock_session
+
+    with coded_errors(as_json), ledger() as led:
+        scope = led.resolve(session)
+        info = led.session(scope)
+        if not yes:
+            what = f"{scope.session} ({info.entries if info else 0:,} entries"
+            what += f", {safe(info.title)!r})" if info and info.title else ")"
+            if not typer.confirm(f"delete session {what}?", default=False):
+                raise typer.Exit(1)
+        with lock_session(led, scope):
+            gone = led.delete_session(scope, by=_user(), children=children)
+    if as_json:
+        emit_json(
+            {
+                "session": gone.session,
+                "deleted_at": gone.deleted_at,
+                "by": gone.deleted_by,
+                "entries": gone.entries,
+                "rows": dict(gone.rows),
+                "digest": gone.digest,
+            }
+        )
+    else:
+        out.print(f"deleted {gone.session}: {gone.entries:,} entries; tombstone {gone.id}")
+
+
+def _user() -> str:
+    import getpass
+
+    try:
+        return f"cli:{getpass.getuser() or 'user'}"
+    except (KeyError, OSError):
+        return "cli:user"
+
+
 @app.command("verify")
 def verify_cmd(as_json: JsonOpt = False) -> None:
     """Re-hash every stored entry and check every step is whole; exit 1 on any fault.
@@ -268,14 +338,19 @@ def verify_cmd(as_json: JsonOpt = False) -> None:
     Example: comal verify --json
     """
     with coded_errors(as_json), ledger() as led:
-        report = verify(cast(Any, led))
+        report = verify(led)
     if as_json:
-        emit_json(report.as_dict())
+        emit_json(report.as_dict(checks=True))
     else:
         status = "[green]ok[/]" if report.ok else f"[red]{len(report.faults)} fault(s)[/]"
-        out.print(f"verified {report.entries:,} entries: {status}")
+        rows = sum(report.rows.values())
+        out.print(f"verified {report.entries:,} entries ({rows:,} rows in all): {status}")
+        out.print(escape(f"  database: {report.database}"))
         for f in report.faults[:50]:
-            out.print(escape(f"  {f.session} seq {f.seq}: {f.kind}: {safe(f.detail)}"))
+            where = f"{f.table} row {f.row}" if f.row is not None else f.table
+            seq = f" seq {f.seq}" if f.seq is not None else ""
+            line = f"  {f.session or '(database)'} {where}{seq}: {f.kind}: {safe(f.detail)}"
+            out.print(escape(line))
         if report.paused:
             out.print(f"  paused (ending in open tool calls): {', '.join(report.paused)}")
     if not report.ok:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from ..errors import LedgerError
 from ..messages import (
@@ -32,6 +32,7 @@ from ..messages import (
     message_to_json,
     sha256_hex,
 )
+from ._backend import LedgerBackend
 from ._model import RECORD_TABLES, Fault, VerifyReport
 from ._rows import billed_tokens, body_matches, request_facts, seal_matches, whole
 
@@ -100,14 +101,18 @@ class _Walk:
         self.rows[table] = count
 
 
-def verify(ledger: _Source, *, database: bool = True, search: bool = False) -> VerifyReport:
-    """Check every row of every table and the database itself.
+def verify(
+    ledger: LedgerBackend | _Source, *, database: bool = True, search: bool = False
+) -> VerifyReport:
+    """Check every row of every table and the database itself (either backend).
 
     ``database=False`` skips the database's own check. ``search=True`` also re-indexes the
     stored text and compares it with the full-text indexes: slow (on SQLite about 10 s for
     20,000 indexed entries, against under 1 s for the rest), so it is asked for, not default.
     The indexes are derived data; ``rebuild_search_index()`` rebuilds them.
     """
+    # Both backends provide the raw walks; the protocol keeps them private.
+    ledger = cast(_Source, ledger)
     w = _Walk()
     status = "not checked: skipped"
     if database:
