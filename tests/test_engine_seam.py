@@ -147,8 +147,8 @@ class _Planner(LimitEngine):
 
     name = "planner"
 
-    def plan(self, view, budget, config, *, force=False):  # type: ignore[no-untyped-def]
-        return super().plan(view, budget, config, force=True)
+    def plan(self, view, budget, config, *, force=False, cache=None):  # type: ignore[no-untyped-def]
+        return super().plan(view, budget, config, force=True, cache=cache)
 
 
 def test_replay_executes_planned_jobs_in_memory_only(tmp_path: Path) -> None:
