@@ -34,6 +34,7 @@ from ._model import (
 from ._schema import MIGRATIONS, SCHEMA_VERSION
 from ._sqlite import SQLiteLedger
 from ._sqlite_base import StepInput, Synchronous, UsageInput
+from ._summaries import BreakerRow, LeaseInfo, RecallHit, SummaryConflict, SummaryInput
 from ._verify import verify
 
 if TYPE_CHECKING:
@@ -42,13 +43,16 @@ if TYPE_CHECKING:
 __all__ = [
     "MIGRATIONS",
     "SCHEMA_VERSION",
+    "BreakerRow",
     "CheckpointRecord",
     "Entry",
     "EntryHead",
     "Fault",
+    "LeaseInfo",
     "Ledger",
     "LedgerBackend",
     "PostgresLedger",
+    "RecallHit",
     "Record",
     "RecordTable",
     "RequestRecord",
@@ -57,6 +61,8 @@ __all__ = [
     "SearchHit",
     "SessionInfo",
     "StepInput",
+    "SummaryConflict",
+    "SummaryInput",
     "SummaryRecord",
     "Synchronous",
     "UsageInput",

@@ -19,9 +19,10 @@ from ._model import STATUSES, CheckpointRecord, Entry, Record, RecordTable, Scop
 from ._postgres_reads import Conn, _PgReads
 from ._postgres_schema import check_text, search_vectors, storable
 from ._sqlite_base import StepInput, UsageInput, _now
+from ._summaries_pg import PgSummaries
 
 
-class PostgresLedger(_PgReads):
+class PostgresLedger(PgSummaries, _PgReads):
     """Append-only store over one psycopg connection. Synchronous by design, like SQLite's:
     async callers cross to a thread at their edge.
 

@@ -37,7 +37,6 @@ from ._model import (
     RequestRecord,
     Scope,
     SearchHit,
-    SummaryRecord,
     log,
 )
 from ._postgres_schema import fts_query, prepare_schema, storable
@@ -307,13 +306,6 @@ class _PgReads(_PgBase):
                 (scope.session,),
             ).fetchall()
         return [checkpoint_from_row(r) for r in rows]
-
-    def summary_frontier(self, scope: Scope) -> list[SummaryRecord]:
-        """The summaries no other one condenses, oldest first (the dag engine's stand-ins).
-
-        The summary table arrives with the dag engine's migration; until then there are none.
-        """
-        return []
 
     def latest_checkpoint(self, scope: Scope) -> CheckpointRecord | None:
         with self._reading() as c:

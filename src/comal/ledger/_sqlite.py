@@ -18,11 +18,12 @@ from ._model import (
 )
 from ._sqlite_base import StepInput, UsageInput, _now
 from ._sqlite_reads import _Reads
+from ._summaries import SqliteSummaries
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 
 
-class SQLiteLedger(_Reads):
+class SQLiteLedger(SqliteSummaries, _Reads):
     """Append-only store. Synchronous by design: async callers cross to a thread at their edge.
 
     One connection per instance, guarded by a lock so a ledger can be shared by threads.

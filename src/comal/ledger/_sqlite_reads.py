@@ -34,7 +34,6 @@ from ._model import (
     RequestRecord,
     Scope,
     SearchHit,
-    SummaryRecord,
 )
 from ._sqlite_base import _Base, _now
 
@@ -288,13 +287,6 @@ class _Reads(_Base):
                 (scope.session,),
             ).fetchall()
         return [checkpoint_from_row(r) for r in rows]
-
-    def summary_frontier(self, scope: Scope) -> list[SummaryRecord]:
-        """The summaries no other one condenses, oldest first (the dag engine's stand-ins).
-
-        The summary table arrives with the dag engine's migration; until then there are none.
-        """
-        return []
 
     def latest_checkpoint(self, scope: Scope) -> CheckpointRecord | None:
         if not self._visible(scope):

@@ -70,6 +70,9 @@ def verify(ledger: _RawSource) -> VerifyReport:
                     Fault(sid, seq, "orphan", f"result for {result.call_id} answers no open call")
                 )
     close_session()
+    summary_faults = getattr(ledger, "summary_faults", None)
+    if summary_faults is not None:  # the dag engine's summaries (ledger/_summaries.py)
+        faults.extend(summary_faults())
     return VerifyReport(not faults, count, tuple(faults), tuple(paused))
 
 
