@@ -7,11 +7,12 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from ._engine import Engine, UnknownEngine
+from .dag import DagEngine
 from .limit import LimitEngine
 
 __all__ = ["ENGINES", "engine_names", "get_engine"]
 
-ENGINES: Mapping[str, Engine] = MappingProxyType({e.name: e for e in (LimitEngine(),)})
+ENGINES: Mapping[str, Engine] = MappingProxyType({e.name: e for e in (LimitEngine(), DagEngine())})
 
 
 def engine_names() -> tuple[str, ...]:

@@ -41,7 +41,9 @@ class View:
     the caller's instructions, priced by ``Budget.system_tokens`` (not by the engine).
     ``session`` is the session id the entries belong to. ``summaries`` is the frontier of the
     summary DAG (the summaries no other one condenses), oldest first, covering whole steps
-    before ``entries``.
+    before ``entries``. ``carried`` holds the newest user message when a summary covers it
+    (read from the frontier's ``request_seq``): an engine that must never replace the user's
+    latest request sends it verbatim (the dag engine does, when ``entries`` hold no newer one).
     """
 
     entries: tuple[Entry, ...]
@@ -50,9 +52,10 @@ class View:
     system: tuple[Message, ...] = ()
     pinned: tuple[Entry, ...] = ()
     summaries: tuple[SummaryRecord, ...] = ()
+    carried: tuple[Entry, ...] = ()
 
     def __post_init__(self) -> None:
-        for name in ("entries", "system", "pinned", "summaries"):
+        for name in ("entries", "system", "pinned", "summaries", "carried"):
             value: Sequence[Any] = getattr(self, name)
             if not isinstance(value, tuple):
                 object.__setattr__(self, name, tuple(value))
@@ -104,8 +107,16 @@ class View:
             if nxt is not None and nxt.step < start:
                 start = nxt.step
         rest = tuple(e for e in entries[lead:] if e.seq >= start)
+        wanted = _request_seq(summaries)
+        carried = tuple(e for e in entries if e.seq == wanted) if wanted is not None else ()
         return cls(
-            rest, checkpoint, session, tuple(system), tuple(entries[:lead]), tuple(summaries)
+            rest,
+            checkpoint,
+            session,
+            tuple(system),
+            tuple(entries[:lead]),
+            tuple(summaries),
+            carried,
         )
 
     @classmethod
@@ -146,9 +157,27 @@ class View:
             if first and first[0].step < start:
                 start = first[0].step
         entries = tuple(ledger.entries(scope, start_seq=start))
+        wanted = _request_seq(summaries)
+        carried: tuple[Entry, ...] = ()
+        if wanted is not None:
+            carried = tuple(ledger.entries(scope, start_seq=wanted, end_seq=wanted))
         return cls(
-            entries, checkpoint, scope.session, tuple(system), tuple(pinned), tuple(summaries)
+            entries,
+            checkpoint,
+            scope.session,
+            tuple(system),
+            tuple(pinned),
+            tuple(summaries),
+            carried,
         )
+
+
+def _request_seq(summaries: Sequence[SummaryRecord]) -> int | None:
+    """The seq of the newest user message the frontier covers (a summary's meta says)."""
+    if not summaries:
+        return None
+    value = summaries[-1].meta.get("request_seq")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def store_checkpoint(
