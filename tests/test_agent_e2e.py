@@ -16,6 +16,8 @@ import pytest
 
 from _agent_support import Rig, reply, rig, text, tool
 from comal.agent import CONTEXT_EVENT, INCOMPLETE_EVENT, SpendCapExceeded
+from comal.agent._catalog import model_catalog
+from comal.context import get_engine
 from comal.ledger import UsageInput
 from comal.providers import (
     AnthropicProvider,
@@ -93,7 +95,9 @@ def test_streamed_tool_loop(tmp_path: Path, server: FakeServer, adapter: str) ->
     assert b"alpha" in server.requests[2].raw  # the Bash output went back to the model
     first = r.ledger.requests(r.scope)[0]
     assert first.protocol == adapter and first.new_input is not None
-    assert first.meta["catalog_digest"] == r.house.catalog("model").digest
+    # The catalog the model was offered: the house's, less other engines' recall tools.
+    offered = model_catalog(r.house.catalog("model"), get_engine("limit"))
+    assert first.meta["catalog_digest"] == offered.digest
 
 
 def test_output_length_response_is_discarded(

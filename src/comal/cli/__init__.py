@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from .. import __version__
-from . import _bench, _context, _engine, _import, _ops, _sessions
+from . import _bench, _context, _engine, _import, _ops, _sessions, _summaries
 from ._common import STATE
 from ._root import agent_app, is_agent_invocation, normalize_argv
 
@@ -50,7 +50,7 @@ def _root(
     STATE.ledger_path = ledger
 
 
-for sub in (_import.app, _sessions.app, _context.app, _engine.app, _ops.app):
+for sub in (_import.app, _sessions.app, _context.app, _engine.app, _ops.app, _summaries.app):
     for command in sub.registered_commands:
         app.registered_commands.append(command)
 app.add_typer(_bench.app, name="bench")

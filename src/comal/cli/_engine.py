@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from ..agent import COMPACT_REQUESTED, SessionLocked, lock_session
-from ..compaction import execute, memory_executor
+from ..compaction import SweepReport, build_summarizer, execute, memory_executor, sweep
 from ..context import (
     Engine,
     EngineConfig,
@@ -18,11 +18,13 @@ from ..context import (
     View,
     action_dict,
     config_counter,
+    engine_config,
     get_engine,
     render_state,
     replay,
     work_state,
 )
+from ..context.dag import DagConfig
 from ..evidence import read_evidence
 from ..importers import load, store
 from ..ledger import CheckpointRecord, LedgerBackend, Scope, SQLiteLedger
@@ -238,9 +240,15 @@ def compact_cmd(
                 out.print(f"queued: {exc}; the agent compacts at the start of its next turn")
             return
         try:
-            record = _compact(led, scope, chosen, _budget(model, context_window))
+            if chosen.name == "dag":
+                report = _sweep_dag(led, scope, chosen, _budget(model, context_window))
+            else:
+                record = _compact(led, scope, chosen, _budget(model, context_window))
         finally:
             lock.release()
+    if chosen.name == "dag":
+        _print_sweep(report.as_dict(), as_json)
+        return
     result: dict[str, Any] = {"session": scope.session, "checkpoint": None, "queued": False}
     if record is not None:
         result["checkpoint"] = {
@@ -259,6 +267,31 @@ def compact_cmd(
             f"checkpoint {record.id} stands for seq {record.first_seq}..{record.last_seq} "
             f"in {record.tokens:,} tokens (sha256 {record.digest[:16]}…)"
         )
+
+
+def _sweep_dag(led: LedgerBackend, scope: Scope, engine: Engine, budget: Budget) -> SweepReport:
+    """``compact --engine dag``: one sweep now, everything out of the fresh tail summarized."""
+    config = engine_config(engine, {"counter": led.counter})
+    assert isinstance(config, DagConfig)
+    summarizer = build_summarizer(config, led.counter)
+    return sweep(led, scope, engine, config, budget, summarizer, force=True)
+
+
+def _print_sweep(report: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        emit_json(report)
+        return
+    for s in report["made"]:
+        out.print(
+            f"summary {s['id']} (depth {s['depth']}, {s['kind']}) of {s['sources']}: "
+            f"{s['tokens']:,} tokens by {s['summarizer']} ({s['level']})"
+        )
+    for b in report["blocked"]:
+        out.print(f"[{b['code']}] {b['message']}")
+    out.print(
+        f"{len(report['made'])} summaries in {report['passes']} passes; stopped: "
+        f"{report['stopped']}"
+    )
 
 
 def _compact(

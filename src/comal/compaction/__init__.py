@@ -13,6 +13,7 @@ from ._dag import CAP_MARKER, Made, SummarizerFailed, acceptable, make_text
 from ._execute import JobFailed, execute, memory_executor
 from ._guard import Guard, GuardState, guard_state
 from ._provider import SUMMARIZER_SYSTEM, ProviderSummarizer, SummarizerModel, summary_prompt
+from ._report import dag_report
 from ._summarizers import build_summarizer
 from ._sweep import Background, Compactor, Maintainer, SweepReport, sweep
 
@@ -32,6 +33,7 @@ __all__ = [
     "SweepReport",
     "acceptable",
     "build_summarizer",
+    "dag_report",
     "execute",
     "guard_state",
     "make_text",

@@ -41,9 +41,9 @@ class View:
     the caller's instructions, priced by ``Budget.system_tokens`` (not by the engine).
     ``session`` is the session id the entries belong to. ``summaries`` is the frontier of the
     summary DAG (the summaries no other one condenses), oldest first, covering whole steps
-    before ``entries``. ``carried`` holds the newest user message when a summary covers it
-    (read from the frontier's ``request_seq``): an engine that must never replace the user's
-    latest request sends it verbatim (the dag engine does, when ``entries`` hold no newer one).
+    before ``entries``. ``carried`` holds the newest user message a summary covers (read from
+    the frontier's ``request_seq``): an engine that must never replace the user's request by a
+    summary sends it verbatim (the dag engine does).
     """
 
     entries: tuple[Entry, ...]

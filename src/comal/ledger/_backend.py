@@ -109,6 +109,7 @@ class LedgerBackend(Protocol):
         limit: int = 10,
         entries: bool = True,
         summaries: bool = True,
+        any_word: bool = True,
     ) -> list[RecallHit]: ...
     def acquire_lease(
         self, scope: Scope, owner: str, ttl: float, *, now: float | None = None

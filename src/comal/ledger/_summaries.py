@@ -367,17 +367,19 @@ class SummaryStore(StoreHooks):
         limit: int = 10,
         entries: bool = True,
         summaries: bool = True,
+        any_word: bool = True,
     ) -> list[RecallHit]:
         """Ranked hits over the session's messages and summaries (``ctx_search``).
 
-        A query without FTS syntax matches any of its words, ranked by BM25 (SQLite) or
-        ``ts_rank`` (PostgreSQL); a query with syntax is passed through; ``regex`` runs Python
-        ``re`` over the texts and ranks by the number of matches."""
+        With ``any_word`` a query without FTS syntax matches any of its words, ranked by BM25
+        (SQLite) or ``ts_rank`` (PostgreSQL); otherwise (or with syntax) it is an FTS5 query
+        passed through; ``regex`` runs Python ``re`` over the texts and ranks by the number of
+        matches."""
         if not self._visible(scope):
             return []
         if regex:
             return self._regex_hits(scope, query, limit, entries, summaries)
-        match = plain_words_query(query) if is_plain(query) else query
+        match = plain_words_query(query) if any_word and is_plain(query) else query
         if match is None:
             return []
         qwords = words(query)

@@ -1,8 +1,8 @@
 """The dag engine's assembly (DAG-4, DAG-5, DAG-6): pure, deterministic, no I/O.
 
 The active memory is the pinned system entries, the summary frontier (each rendered honestly,
-:mod:`._present`), the user's latest request when a summary covers it (sent verbatim, DAG-1's
-"never the newest user turn"), and every step after the frontier verbatim. A message too large
+:mod:`._present`), the latest user request a summary covers (sent verbatim: a user turn is never
+replaced by a summary), and every step after the frontier verbatim. A message too large
 for the window alone is bounded head + tail around an honest marker (DAG-5).
 
 When that is over the history capacity (compaction has not caught up: it is deferred, the
@@ -100,15 +100,15 @@ def steps_of(
 
 
 def _carried(view: View) -> Entry | None:
-    if not view.carried or any(e.role == Role.USER.value for e in view.entries):
-        return None
-    return view.carried[-1]
+    # Carried until the frontier changes, even once a newer request is in the entries: it
+    # changes only when a compaction does, so it never breaks the cached prefix between two.
+    return view.carried[-1] if view.carried else None
 
 
 def carried_message(entry: Entry) -> Message:
     note = (
-        f"[comal: the user's latest request (seq {entry.seq}, {entry.created_at}), repeated "
-        "verbatim; the summaries above cover the work around it]"
+        f"[comal: the latest user request the summaries above cover (seq {entry.seq}, "
+        f"{entry.created_at}), repeated verbatim]"
     )
     return Message(Role.USER, (Text(note), *entry.message.parts), entry.message.name)
 
