@@ -50,8 +50,10 @@ def render_entries(entries: Sequence[Entry]) -> str:
                 head += " · error"
         head += f" · {e.created_at}"
         lines = [head]
-        text = result.text if result is not None else "".join(
-            p.text for p in m.parts if isinstance(p, Text)
+        text = (
+            result.text
+            if result is not None
+            else "".join(p.text for p in m.parts if isinstance(p, Text))
         )
         if text:
             lines.append(_escape(text))
