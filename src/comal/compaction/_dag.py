@@ -5,8 +5,9 @@ A job's sources are rendered (:func:`comal.context.dag.render_entries` or
 deterministic count-only note, stopping at the first acceptable text. A text is refused, never
 stored, when it is empty, not smaller than its sources, or reads like an error reply (an API
 error body, an apology or refusal, a status line): such output counts as a failure. Output
-over three times the target is first cut there with a marker, then checked. A summarizer that fails outright (a
-:class:`~comal.providers.ProviderError` after every fallback, an auth failure included) writes
+over three times the target is first cut there with a marker, then checked. A summarizer that
+fails outright (a :class:`~comal.providers.ProviderError` after every fallback, an auth failure
+included) writes
 nothing: the failure is counted by the breaker and the job is left for a later pass. With the
 breaker open or the tenant over a spend cap, the summarizer is not called at all and the job
 goes straight to the count-only note.
