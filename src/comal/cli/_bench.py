@@ -134,6 +134,49 @@ def _windows(text: str) -> list[int]:
     return values
 
 
+@app.command("recall")
+def recall_bench(
+    transcripts: Annotated[list[Path], typer.Argument(help="LoCoMo conversation files.")],
+    window: Annotated[int, typer.Option(help="Context window in tokens.", min=1_000)] = 16_000,
+    k: Annotated[
+        str, typer.Option("--k", help="Cut-offs for recall@k, comma-separated.")
+    ] = "1,5,10",
+    as_json: JsonOpt = False,
+) -> None:
+    """For every LoCoMo QA item, at the end of the conversation: is each evidence turn verbatim
+    in the context comal-limit and comal-dag assemble, and among the top k of ctx_search
+    (question)? A BM25 peer (rank_bm25) ranks the same turns in this process.
+
+    Example: comal bench recall ../shared/corpus/locomo/*.json --window 16000 --json
+    """
+    from ..bench._recall import run_recall
+
+    with coded_errors(as_json):
+        try:
+            ks = sorted({int(x) for x in k.split(",") if x.strip()})
+        except ValueError:
+            raise UserError(f"--k {k!r}: give numbers, e.g. 1,5,10") from None
+        if not ks or ks[0] < 1:
+            raise UserError(f"--k {k!r}: give cut-offs of at least 1")
+        with err.status("recall") as status:
+            rows = run_recall(transcripts, window=window, ks=ks, progress=status.update)
+    runs = [r.as_dict() for r in rows]
+    if as_json:
+        emit_json({"runs": runs})
+        return
+    table = Table(
+        "transcript", "strategy", "window", "items", "in context",
+        *(f"recall@{n}" for n in ks), title="evidence recall (LoCoMo)",
+    )  # fmt: skip
+    for r in runs:
+        ctx = "—" if r["in_context"] is None else f"{r['in_context']:.1%}"
+        table.add_row(
+            r["transcript"], r["strategy"], f"{r['window']:,}", str(r["items"]), ctx,
+            *(f"{r['recall_at'][str(n)]:.1%}" for n in ks),
+        )  # fmt: skip
+    out.print(table)
+
+
 @app.command("compare")
 def compare_bench(
     transcripts: Annotated[

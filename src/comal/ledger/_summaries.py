@@ -95,9 +95,6 @@ class RecallHit:
     depth: int | None = None
 
 
-_FTS_SYNTAX = re.compile(r'["*()^:+]|\b(?:AND|OR|NOT|NEAR)\b')
-
-
 def plain_words_query(query: str) -> str | None:
     """An FTS5 query matching any of the words of ``query`` (ranked by BM25), or None when it
     has none: natural-language questions must not need every word to match."""
@@ -106,10 +103,6 @@ def plain_words_query(query: str) -> str | None:
         return None
     unique = list(dict.fromkeys(found))
     return " OR ".join(f'"{w}"' for w in unique)
-
-
-def is_plain(query: str) -> bool:
-    return _FTS_SYNTAX.search(query) is None
 
 
 def summary_from_row(r: Sequence[Any], children: tuple[int, ...]) -> SummaryRecord:
@@ -371,15 +364,15 @@ class SummaryStore(StoreHooks):
     ) -> list[RecallHit]:
         """Ranked hits over the session's messages and summaries (``ctx_search``).
 
-        With ``any_word`` a query without FTS syntax matches any of its words, ranked by BM25
-        (SQLite) or ``ts_rank`` (PostgreSQL); otherwise (or with syntax) it is an FTS5 query
-        passed through; ``regex`` runs Python ``re`` over the texts and ranks by the number of
-        matches."""
+        With ``any_word`` (the default) the query's words are matched, any of them, ranked by
+        BM25 (SQLite) or ``ts_rank`` (PostgreSQL), whatever punctuation it holds; otherwise it
+        is an FTS5 query passed through; ``regex`` runs Python ``re`` over the texts and ranks
+        by the number of matches."""
         if not self._visible(scope):
             return []
         if regex:
             return self._regex_hits(scope, query, limit, entries, summaries)
-        match = plain_words_query(query) if any_word and is_plain(query) else query
+        match = plain_words_query(query) if any_word else query
         if match is None:
             return []
         qwords = words(query)
