@@ -188,8 +188,8 @@ def compare_bench(
     strategies: Annotated[
         str | None,
         typer.Option(
-            help="Comma-separated: full, comal-limit, masking-N, langchain-trim "
-            "(default: all four; langchain-trim needs comal[bench])."
+            help="Comma-separated: full, comal-limit, comal-dag, masking-N, langchain-trim "
+            "(default: all five; langchain-trim needs comal[bench])."
         ),
     ] = None,
     out_dir: Annotated[
@@ -251,5 +251,11 @@ def compare_bench(
             "/".join(str(v) for v in t.retention.values()), f"{t.p50_ms:.3f}",
         )  # fmt: skip
     out.print(table)
+    for rate in report.survival:
+        out.print(
+            f"comal-dag exact-value survival at {rate['window']:,}: {rate['values']:,} values in "
+            f"{rate['chunks']} summarized chunks; {rate['in_summary']:.1%} in the summary, "
+            f"{rate['reachable']:.1%} of {rate['searched']:,} looked up reachable with ctx_search"
+        )
     for note in report.notes:
         err.print(f"note: {note}", markup=False, highlight=False)
