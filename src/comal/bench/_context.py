@@ -34,6 +34,7 @@ class ContextBench:
     view_p50_ms: float
     assemble_p50_ms: float
     input_tokens_last: int
+    summaries: int = 0  # the dag engine's, when it is the engine timed
 
     def as_dict(self) -> dict[str, float | int]:
         return asdict(self)
@@ -93,6 +94,7 @@ def run_context_bench(
             last_input = budget.fixed + a.history_tokens
         info = led.session(scope)
         checkpoints = len(led.checkpoints(scope))
+        summaries = len(led.summaries(scope))
         led.close()
     ordered = sorted(total)
     return ContextBench(
@@ -107,4 +109,5 @@ def run_context_bench(
         view_p50_ms=statistics.median(view_ms),
         assemble_p50_ms=statistics.median(asm_ms),
         input_tokens_last=last_input,
+        summaries=summaries,
     )

@@ -112,12 +112,13 @@ def context_bench(
         emit_json([r.as_dict() for r in results])
         return
     table = Table(
-        "entries", "tokens", "checkpoints", "p50 ms", "p99 ms", "last ms", "view p50",
+        "entries", "tokens", "checkpoints", "summaries", "p50 ms", "p99 ms", "last ms", "view p50",
         "assemble p50", "input", title=f"assembling a {window:,}-token window per turn",
     )  # fmt: skip
     for r in results:
         table.add_row(
-            f"{r.entries:,}", f"{r.session_tokens:,}", str(r.checkpoints), f"{r.p50_ms:.2f}",
+            f"{r.entries:,}", f"{r.session_tokens:,}", str(r.checkpoints), str(r.summaries),
+            f"{r.p50_ms:.2f}",
             f"{r.p99_ms:.2f}", f"{r.last_ms:.2f}", f"{r.view_p50_ms:.2f}",
             f"{r.assemble_p50_ms:.2f}", f"{r.input_tokens_last:,}",
         )  # fmt: skip
