@@ -196,6 +196,11 @@ class ComalApp(App[None]):
         try:
             if name == "context":
                 r = budget_report(s.ledger, s.scope, model=s.model, window=s.context_window)
+                if s.ledger.summary_frontier(s.scope):  # the dag engine's state, as comal context
+                    from ..compaction import dag_report
+
+                    bud = Budget.for_window(r["window"], system_tokens=0, tools_tokens=0)
+                    r["dag"] = dag_report(s.ledger, s.scope, bud)
                 log.write(json.dumps(r, ensure_ascii=False, indent=1))
             elif name == "state":
                 config = EngineConfig(counter=s.ledger.counter)
