@@ -300,6 +300,9 @@ def test_recall_tools_search_inspect_and_expand(tmp_path: Path) -> None:
     missing = _call(house, "ctx_inspect", summary=99_999)
     assert "no summary 99999" in missing
     assert led.records(scope, "event", kinds=("dag_expanded",))
+    # covers: OBS-2
+    made = led.records(scope, "event", kinds=("dag_summarized", "dag_condensed"))
+    assert {r.body["summary"] for r in made} == {s.id for s in led.summaries(scope)}
 
 
 def test_recall_tools_are_offered_only_under_dag_and_never_over_the_api(tmp_path: Path) -> None:
