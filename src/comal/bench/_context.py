@@ -88,6 +88,11 @@ def run_context_bench(
             t2 = time.perf_counter()
             if a.checkpoint_to_store is not None:
                 store_checkpoint(led, scope, a.checkpoint_to_store)
+            if i % every == 0:
+                # Maintenance between turns (untimed), as during growth: an agent's compaction
+                # runs after its reply, off the turn.
+                view = View.from_ledger(led, scope, bases=chosen.bases)
+                execute(led, scope, chosen.plan(view, budget, config))
             total.append((t2 - t0) * 1000)
             view_ms.append((t1 - t0) * 1000)
             asm_ms.append((t2 - t1) * 1000)

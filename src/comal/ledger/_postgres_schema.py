@@ -146,10 +146,12 @@ CREATE TABLE summaries (
     body TEXT NOT NULL,
     meta TEXT NOT NULL DEFAULT '{}',
     sources_digest TEXT NOT NULL,
+    frontier TEXT NOT NULL,
     CHECK (first_seq <= last_seq),
     CHECK ((kind = 'leaf') = (depth = 0))
 );
 CREATE INDEX summaries_session ON summaries (session_id, first_seq);
+CREATE INDEX summaries_latest ON summaries (session_id, id);
 CREATE UNIQUE INDEX summaries_leaf_start ON summaries (session_id, first_seq) WHERE kind = 'leaf';
 CREATE TABLE summary_children (
     parent_id BIGINT NOT NULL REFERENCES summaries(id),

@@ -123,10 +123,14 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
             body TEXT NOT NULL,
             meta TEXT NOT NULL DEFAULT '{}',
             sources_digest TEXT NOT NULL,
+            -- The frontier (JSON ids, oldest first) once this row is stored: the newest row of
+            -- a session names its frontier, so reading it costs O(log n) rows, not a scan.
+            frontier TEXT NOT NULL,
             CHECK (first_seq <= last_seq),
             CHECK ((kind = 'leaf') = (depth = 0))
         );
         CREATE INDEX summaries_session ON summaries (session_id, first_seq);
+        CREATE INDEX summaries_latest ON summaries (session_id, id);
         CREATE UNIQUE INDEX summaries_leaf_start ON summaries (session_id, first_seq)
             WHERE kind = 'leaf';
         -- A child is condensed at most once: the unique child_id is the DAG's own guard.

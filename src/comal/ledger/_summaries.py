@@ -5,7 +5,8 @@ One set of statements for both backends: they are written with ``?`` placeholder
 ranking, locking the session row) is a handful of hooks the two concrete mixins fill in
 (:class:`SqliteSummaries` here, ``PgSummaries`` in :mod:`._summaries_pg`).
 
-Rows never change once written. A leaf stands for whole steps ``first_seq..last_seq`` and must
+Rows never change once written (a row's ``frontier`` column, the frontier once it is stored, is
+filled in by the transaction that inserts it). A leaf stands for whole steps ``first_seq..last_seq`` and must
 start exactly where the coverage so far ends; a condensed node names its children (adjacent
 frontier nodes of one depth) in ``summary_children``, whose ``child_id`` is unique, so no node is
 condensed twice. Both rules are checked inside the writing transaction, under the session's
@@ -184,12 +185,14 @@ class SummaryStore(StoreHooks):
                 self._check_leaf(c, scope, draft)
             else:
                 self._check_condensed(c, scope, draft)
+            before = self._frontier_ids(c, scope)
+            children = set(draft.children)
             sid = self._insert_id(
                 c,
                 "INSERT INTO summaries (session_id, depth, kind, first_seq, last_seq,"
                 " descendant_count, descendant_tokens, time_start, time_end, tokens, summarizer,"
-                " level, digest, created_at, body, meta, sources_digest)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " level, digest, created_at, body, meta, sources_digest, frontier)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '[]')",
                 (
                     scope.session,
                     draft.depth,
@@ -209,6 +212,15 @@ class SummaryStore(StoreHooks):
                     canonical_json(draft.meta),
                     draft.sources_digest,
                 ),
+            )
+            # Children leave the frontier and the new node takes the place of the first one (or
+            # the end, for a leaf): the frontier stays in coverage order.
+            after = [i for i in before if i not in children]
+            at = before.index(draft.children[0]) if draft.children else len(after)
+            after.insert(at, sid)
+            c.execute(
+                self._q("UPDATE summaries SET frontier = ? WHERE id = ?"),
+                (canonical_json(after), sid),
             )
             for pos, child in enumerate(draft.children):
                 c.execute(
@@ -305,16 +317,27 @@ class SummaryStore(StoreHooks):
         if sum(int(r[4]) for r in ordered) != d.descendant_count:
             raise UserError("descendant_count must be the children's sum")
 
+    def _frontier_ids(self, c: Any, scope: Scope) -> list[int]:
+        row = c.execute(
+            self._q("SELECT frontier FROM summaries WHERE session_id = ? ORDER BY id DESC LIMIT 1"),
+            (scope.session,),
+        ).fetchone()
+        return [] if row is None else [int(i) for i in load_json(row[0])]
+
     def summary_frontier(self, scope: Scope) -> list[SummaryRecord]:
-        """The summaries no other one condenses, oldest first (the dag engine's stand-ins)."""
+        """The summaries no other one condenses, oldest first (the dag engine's stand-ins).
+
+        Read from the frontier the newest summary recorded: O(frontier) rows, whatever the
+        session's length (``verify`` checks it against the edges)."""
         with self._read() as c:
             if not self._visible(scope):
                 return []
+            ids = self._frontier_ids(c, scope)
+            if not ids:
+                return []
+            marks = ",".join("?" * len(ids))
             return self._records(
-                c,
-                "s.session_id = ? AND NOT EXISTS"
-                " (SELECT 1 FROM summary_children e WHERE e.child_id = s.id)",
-                (scope.session,),
+                c, f"s.session_id = ? AND s.id IN ({marks})", (scope.session, *ids)
             )
 
     def summaries(self, scope: Scope) -> list[SummaryRecord]:
@@ -493,6 +516,18 @@ class SummaryStore(StoreHooks):
                 faults.append(
                     Fault(sid, first, "summary-children", f"{where}'s children do not span it")
                 )
+        with self._read() as c:
+            latest = c.execute(
+                "SELECT s.session_id, s.frontier FROM summaries s WHERE s.id ="
+                " (SELECT max(t.id) FROM summaries t WHERE t.session_id = s.session_id)"
+            ).fetchall()
+        condensed = {int(child) for _, child, _ in edges}
+        for sid, frontier in latest:
+            want = sorted(
+                (int(r[4]), int(r[1])) for r in rows if r[0] == sid and int(r[1]) not in condensed
+            )
+            if [i for _, i in want] != [int(i) for i in load_json(frontier)]:
+                faults.append(Fault(sid, None, "summary-frontier", "recorded frontier is wrong"))
         return faults
 
 
