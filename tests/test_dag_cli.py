@@ -64,7 +64,7 @@ def test_compact_summaries_and_context_with_the_dag_engine(tmp_path: Path) -> No
             "--context-window",
             "16000",
             "--json",
-        )  # fmt: skip
+        )
     )
     assert made["made"] and made["stopped"] in {"done", "blocked"}
     rows = json.loads(_run("--ledger", str(db), "summaries", session[:8], "--json"))

@@ -6,9 +6,9 @@ ranking, locking the session row) is a handful of hooks the two concrete mixins 
 (:class:`SqliteSummaries` here, ``PgSummaries`` in :mod:`._summaries_pg`).
 
 Rows never change once written (a row's ``frontier`` column, the frontier once it is stored, is
-filled in by the transaction that inserts it). A leaf stands for whole steps ``first_seq..last_seq`` and must
-start exactly where the coverage so far ends; a condensed node names its children (adjacent
-frontier nodes of one depth) in ``summary_children``, whose ``child_id`` is unique, so no node is
+filled in by the transaction that inserts it). A leaf stands for whole steps
+``first_seq..last_seq`` and must start exactly where the coverage so far ends; a condensed node
+names its children (adjacent frontier nodes of one depth) in ``summary_children``, whose ``child_id`` is unique, so no node is
 condensed twice. Both rules are checked inside the writing transaction, under the session's
 write lock, so two processes racing to compact one session store one summary per chunk and
 the loser gets :class:`SummaryConflict`. The summary, its edges and its full-text row commit
