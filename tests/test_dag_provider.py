@@ -138,3 +138,22 @@ def test_the_configuration_builds_the_chain_offline_by_default(server: FakeServe
         session_provider=_claude(server).provider,
     )  # fmt: skip
     assert isinstance(session, ProviderSummarizer) and session.chain[0].model == "claude-x"
+
+
+def test_leaf_chunks_are_clamped_to_the_summarizers_window(tmp_path: Path) -> None:
+    # covers: DAG-1
+    from comal.compaction import Maintainer
+    from comal.context.dag import DagLimits
+    from comal.tokens import resolve_window
+
+    led, scope = _session(tmp_path)
+    m = Maintainer(
+        led, scope, DAG, CONFIG, lambda: ExtractiveSummarizer(COUNTER),
+        summarizer_model="openai:gpt-3.5-turbo",
+    )  # fmt: skip
+    window = resolve_window("openai:gpt-3.5-turbo").window
+    assert m.config.summarizer_window_tokens == window
+    limits = DagLimits.of(Budget.for_window(200_000, system_tokens=0, tools_tokens=0), m.config)
+    assert limits.chunk_cap == min(CONFIG.leaf_chunk_tokens, window - 2 * 1_200 - 600)
+    small = DagConfig(counter=COUNTER, summarizer="provider", summarizer_window_tokens=2_000)
+    assert DagLimits.of(_budget(), small).chunk_cap == 512  # never below the floor

@@ -138,6 +138,7 @@ class Proposer:
             self.settings.engine,
             self._summarizer,
             say=self.say,
+            summarizer_model=self.settings.model,
         )
 
     def _summarizer(self) -> Any:

@@ -271,11 +271,15 @@ class Background:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._again = False
+        self._drain_s = drain_s
+        self._registered = False
         self.errors: list[BaseException] = []
-        atexit.register(self.drain, drain_s)
 
     def submit(self, work: Callable[[], object]) -> None:
         with self._lock:
+            if not self._registered:  # only owners that ever defer work wait at exit
+                atexit.register(self.drain, self._drain_s)
+                self._registered = True
             if self._thread is not None and self._thread.is_alive():
                 self._again = True
                 return
@@ -301,6 +305,22 @@ class Background:
             thread.join(timeout)
 
 
+def _with_summarizer_window(config: Any, session_model: str | None) -> Any:
+    """A provider summarizer's window from the model catalog, so leaf chunks are clamped to it
+    (DAG-1), unless the configuration gives one."""
+    if not isinstance(config, DagConfig) or config.summarizer != "provider":
+        return config
+    if config.summarizer_window_tokens:
+        return config
+    model = config.summarizer_model or session_model
+    if not model:
+        return config
+    from ..tokens import resolve_window
+
+    window = resolve_window(model).window
+    return config.model_copy(update={"summarizer_window_tokens": window})
+
+
 class Maintainer:
     """What an agent runs after each turn, for any engine (see the module docstring)."""
 
@@ -313,11 +333,12 @@ class Maintainer:
         summarizer: Callable[[], Summarizer],
         *,
         say: Callable[[str, str], None] = lambda kind, text: None,
+        summarizer_model: str | None = None,
     ) -> None:
         self.ledger = ledger
         self.scope = scope
         self.engine = engine
-        self.config = config
+        self.config = _with_summarizer_window(config, summarizer_model)
         self.summarizer = summarizer
         self.say = say
         self.background = Background()

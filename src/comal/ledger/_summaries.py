@@ -5,14 +5,14 @@ One set of statements for both backends: they are written with ``?`` placeholder
 ranking, locking the session row) is a handful of hooks the two concrete mixins fill in
 (:class:`SqliteSummaries` here, ``PgSummaries`` in :mod:`._summaries_pg`).
 
-Rows never change once written (a row's ``frontier`` column, the frontier once it is stored, is
-filled in by the transaction that inserts it). A leaf stands for whole steps
-``first_seq..last_seq`` and must start exactly where the coverage so far ends; a condensed node
-names its children (adjacent frontier nodes of one depth) in ``summary_children``, whose ``child_id`` is unique, so no node is
-condensed twice. Both rules are checked inside the writing transaction, under the session's
-write lock, so two processes racing to compact one session store one summary per chunk and
-the loser gets :class:`SummaryConflict`. The summary, its edges and its full-text row commit
-together: a crash leaves the old state.
+Rows never change once written (a row's ``frontier`` column, the frontier once it is stored,
+is filled in by the transaction that inserts it). A leaf stands for whole steps
+``first_seq..last_seq`` and must start exactly where the coverage so far ends; a condensed
+node names its children (adjacent frontier nodes of one depth) in ``summary_children``, whose
+``child_id`` is unique, so no node is condensed twice. Both rules are checked inside the
+writing transaction, under the session's write lock, so two processes racing to compact one
+session store one summary per chunk and the loser gets :class:`SummaryConflict`. The summary,
+its edges and its full-text row commit together: a crash leaves the old state.
 
 Beside them: the per-session compaction lease (owner, heartbeat, expiry), summarizer spend per
 tenant (rolling windows are sums over rows), and the per-tenant circuit breaker's state.
