@@ -86,6 +86,12 @@ class DagEngine:
         return assemble(view, budget, _config(config), cache=cache)
 
     def plan(
-        self, view: View, budget: Budget, config: BaseModel, *, force: bool = False
+        self,
+        view: View,
+        budget: Budget,
+        config: BaseModel,
+        *,
+        force: bool = False,
+        cache: EngineCache | None = None,
     ) -> tuple[Job, ...]:
-        return plan(view, budget, _config(config), force=force)
+        return plan(view, budget, _config(config), force=force, cache=cache)

@@ -56,13 +56,21 @@ def _condense(summaries: tuple[SummaryRecord, ...], config: DagConfig) -> list[J
     return []
 
 
-def plan(view: View, budget: Budget, config: DagConfig, *, force: bool = False) -> tuple[Job, ...]:
-    """The jobs due now; see the module docstring."""
+def plan(
+    view: View,
+    budget: Budget,
+    config: DagConfig,
+    *,
+    force: bool = False,
+    cache: EngineCache | None = None,
+) -> tuple[Job, ...]:
+    """The jobs due now; see the module docstring. ``cache`` is the caller's (summaries'
+    rendered prices are remembered there)."""
     if budget.history_capacity <= 0:
         return ()
     limits = DagLimits.of(budget, config)
     counter = config.token_counter
-    cache = EngineCache(64)
+    cache = cache if cache is not None else EngineCache(64)
     carried = _carried(view)
     carried_tokens = message_tokens(counter, carried_message(carried)) if carried else 0
     fixed = sum(e.tokens for e in view.pinned) + carried_tokens + REPLY_PRIMING
