@@ -99,7 +99,9 @@ def test_streamed_tool_loop(tmp_path: Path, server: FakeServer, adapter: str) ->
     assert b"alpha" in server.requests[2].raw  # the Bash output went back to the model
     first = r.ledger.requests(r.scope)[0]
     assert first.protocol == adapter and first.new_input is not None
-    assert first.meta["catalog_digest"] == model_catalog(r.house.catalog("model"), LIMIT).digest
+    # The catalog the model was offered: the house's, less other engines' recall tools.
+    offered = model_catalog(r.house.catalog("model"), get_engine("limit"))
+    assert first.meta["catalog_digest"] == offered.digest
 
 
 def test_output_length_response_is_discarded(

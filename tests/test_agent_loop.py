@@ -73,7 +73,9 @@ def test_tool_loop_runs_calls_through_the_house_and_records_usage(tmp_path: Path
     )
     for key in ("anchor_model", "effort", "catalog_digest", "config_digest", "checkpoint_id"):
         assert key in first.meta
-    assert first.meta["catalog_digest"] == model_catalog(r.house.catalog("model"), LIMIT).digest
+    # The catalog the model was offered: the house's, less other engines' recall tools.
+    offered = model_catalog(r.house.catalog("model"), get_engine("limit"))
+    assert first.meta["catalog_digest"] == offered.digest
     assert first.entry_id == entries[1].id  # the usage anchors the assistant entry it produced
     assert requests[2].entry_id is None and requests[2].meta["incomplete"] == OUTPUT_LENGTH
     # The request after the measured one is budgeted from the measurement (TOK-2).

@@ -402,3 +402,33 @@ def test_a_postgres_session_lock_holds_across_connections() -> None:
     again = lock_session(led, scope)  # released: free to take
     again.release()
     led.close()
+
+
+def test_deleting_a_dag_session_removes_its_summaries_and_verifies(
+    db: Path, tmp_path: Path
+) -> None:
+    # covers: LED-1, DAG-1
+    def model(request: ModelRequest) -> dict[str, Any]:
+        n = len(provider.calls)
+        if n > 40:
+            return reply(text("done"))
+        return reply(text(f"step {n}"), tool(f"c{n}", "Bash", command="seq 300"))
+
+    provider = FunctionProvider(model)
+    (tmp_path / "ws").mkdir()
+    flags = Flags(
+        model="anthropic:claude-sonnet-4-6", context_window=16_000, workspace=tmp_path / "ws",
+        mode="trusted",
+    )  # fmt: skip
+    config = Config(engine="dag", engine_settings={"defer_compaction": False})
+    led = open_ledger(db)
+    rt = Runtime.open(led, flags, config=config, provider=provider)
+    assert rt.run("go").status == "finished"
+    scope = rt.need_scope()
+    assert led.summaries(scope)  # the engine summarized
+    led.close()
+    gone = _cli("rm", scope.session, "--yes", "--json")
+    assert gone.exit_code == 0, gone.output
+    rows = json.loads(gone.stdout)["rows"]
+    assert rows["summaries"] > 0 and rows["summary_children"] >= 0
+    assert _cli("verify").exit_code == 0

@@ -14,11 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
-from ..compaction import execute
+from ..compaction import build_summarizer, dag_report, execute, sweep
 from ..context import View, config_counter, render_state, work_state
+from ..context.dag import DagConfig
 from ..context.limit import EngineConfig
 from ..errors import ComalError, UserError
-from ..ledger import CheckpointRecord
+from ..ledger import CheckpointRecord, SummaryRecord
 from ..ops import CallContext, Handler, Operation, Outcome, Surface, ToolOutput
 from ..tokens import resolve_window
 from ._errors import SessionLocked
@@ -91,7 +92,16 @@ def context_report(runtime: Runtime, preview: Preview) -> dict[str, Any]:
         "actions": kinds,
         "checkpoint_proposed": assembly.checkpoint_to_store is not None,
         "metrics": assembly.metrics.as_dict(timing=False),
-    }
+    } | _dag_part(runtime, settings.engine_name, preview)
+
+
+def _dag_part(runtime: Runtime, engine: str, preview: Preview) -> dict[str, Any]:
+    """The dag engine's state (summaries by depth, coverage, pending jobs, summarizer spend and
+    breaker) when it runs or the session carries its summaries."""
+    scope = runtime.need_scope()
+    if engine != "dag" and not runtime.ledger.summary_frontier(scope):
+        return {}
+    return {"dag": dag_report(runtime.ledger, scope, preview.budget)}
 
 
 def render_report(report: dict[str, Any]) -> list[tuple[str, str]]:
@@ -120,6 +130,21 @@ def render_report(report: dict[str, Any]) -> list[tuple[str, str]]:
     ]
     if report["checkpoint_proposed"]:
         rows.append(("next request", "derives a checkpoint first"))
+    dag = report.get("dag")
+    if isinstance(dag, dict):
+        depths = ", ".join(f"depth {d}: {n}" for d, n in dag["by_depth"].items()) or "none"
+        rows.append(("dag summaries", f"{dag['summaries']} ({depths})"))
+        rows.append(
+            (
+                "dag coverage",
+                f"{dag['covered_entries']:,} of {dag['session_entries']:,} entries",
+            )
+        )
+        rows.append(("dag pending", str(len(dag["pending"]))))
+        spend = dag["spend"]
+        rows.append(("summarizer", f"{dag['summarizer']}; breaker {spend['breaker']}"))
+        if dag.get("degraded"):
+            rows.append(("degraded", str(dag["degraded"])))
     if report.get("window_note"):
         rows.append(("note", str(report["window_note"])))
     return rows
@@ -198,16 +223,28 @@ def human_operations(runtime: Runtime) -> list[Operation]:
         try:
             proposer = runtime.proposer()
             preview = proposer.preview()
-            engine = proposer.engine
-            jobs = engine.plan(preview.view, preview.budget, runtime.settings().engine, force=True)
-            made = execute(runtime.ledger, scope, jobs)
+            config = runtime.settings().engine
+            if isinstance(config, DagConfig):
+                # The dag engine compacts in a sweep under the session's lease: every chunk
+                # out of the fresh tail summarized now, condensing as it goes.
+                summarizer = build_summarizer(config, runtime.ledger.counter)
+                report = sweep(
+                    runtime.ledger, scope, proposer.engine, config, preview.budget, summarizer,
+                    force=True,
+                )  # fmt: skip
+                made: tuple[object, ...] = tuple(report.made)
+                blocked = [{"code": b.code, "message": b.message} for b in report.blocked]
+            else:
+                jobs = proposer.engine.plan(
+                    preview.view, preview.budget, config, force=True, cache=proposer.cache
+                )
+                made, blocked = execute(runtime.ledger, scope, jobs), []
         finally:
             lock.release()
         if not made:
-            return ToolOutput(
-                "nothing to compact: only the protected tail follows the latest stand-in",
-                observations={"queued": False, "made": []},
-            )
+            text = "nothing to compact: only the protected tail follows the latest stand-in"
+            text += "".join(f"\n[{b['code']}] {b['message']}" for b in blocked)
+            return ToolOutput(text, observations={"queued": False, "made": [], "blocked": blocked})
         lines, records = [], []
         for record in made:
             if isinstance(record, CheckpointRecord):
@@ -225,10 +262,33 @@ def human_operations(runtime: Runtime) -> list[Operation]:
                         "digest": record.digest,
                     }
                 )
+            elif isinstance(record, SummaryRecord):
+                sources = f"seq {record.first_seq}..{record.last_seq}"
+                if record.kind != "leaf":
+                    sources = f"summaries {', '.join(map(str, record.children))}"
+                lines.append(
+                    f"summary {record.id} (depth {record.depth}, {record.kind}) of {sources}: "
+                    f"{record.tokens:,} tokens by {record.summarizer} ({record.level})"
+                )
+                records.append(
+                    {
+                        "kind": "summary",
+                        "id": record.id,
+                        "depth": record.depth,
+                        "first_seq": record.first_seq,
+                        "last_seq": record.last_seq,
+                        "children": list(record.children),
+                        "tokens": record.tokens,
+                        "summarizer": record.summarizer,
+                        "level": record.level,
+                    }
+                )
             else:
                 lines.append(f"made {type(record).__name__}")
                 records.append({"kind": type(record).__name__})
-        return ToolOutput("\n".join(lines), observations={"queued": False, "made": records})
+        lines += [f"[{b['code']}] {b['message']}" for b in blocked]
+        observed = {"queued": False, "made": records, "blocked": blocked}
+        return ToolOutput("\n".join(lines), observations=observed)
 
     return [
         Operation(

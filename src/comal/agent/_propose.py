@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from ..compaction import execute
+from ..compaction import Maintainer, build_summarizer, execute
 from ..context import (
     Assembly,
     Bounded,
@@ -34,6 +34,7 @@ from ..context import (
     get_engine,
     store_checkpoint,
 )
+from ..context.dag import Evicted
 from ..errors import ContextLength, UserError
 from ..ledger import LedgerBackend, Record, Scope, UsageInput
 from ..messages import Message, canonical_json, sha256_hex
@@ -150,6 +151,28 @@ class Proposer:
         engine = {k: sorted(v, key=str) if isinstance(v, list) else v for k, v in engine.items()}
         engine["name"] = self.settings.engine_name
         self._config = sha256_hex(canonical_json({"engine": engine, "system": self.system_text}))
+        self.maintainer = Maintainer(
+            self.ledger,
+            self.scope,
+            self.engine,
+            self.settings.engine,
+            self._summarizer,
+            say=self.say,
+            summarizer_model=self.settings.model,
+            cache=self.cache,
+        )
+
+    def _summarizer(self) -> Any:
+        # The dag engine's summarizer: extractive unless configured (then the session's model
+        # or its own, with fallbacks); built when first needed, never for other engines.
+        from ..context.dag import DagConfig
+
+        config = self.settings.engine
+        assert isinstance(config, DagConfig)
+        counter = config_counter(config)
+        return build_summarizer(
+            config, counter, session_model=self.settings.model, session_provider=self.provider
+        )
 
     # -- budget -----------------------------------------------------------------------------
     def budget(self, scale: float = 1.0) -> Budget:
@@ -405,11 +428,13 @@ class Proposer:
         )
 
     def maintain(self) -> tuple[object, ...]:
-        """After a turn: run the maintenance the engine plans now (inline); the records made."""
-        view = self._view()
-        budget = self.budget()
-        jobs = self.engine.plan(view, budget, self.settings.engine, cache=self.cache)
-        return execute(self.ledger, self.scope, jobs) if jobs else ()
+        """After a turn: run the maintenance the engine plans now (inline, or deferred to a
+        background sweep under the session's lease for the dag engine); the records made."""
+        evicted = None
+        if self.last is not None:
+            actions = self.last.assembly.actions
+            evicted = next((a for a in actions if isinstance(a, Evicted)), None)
+        return self.maintainer.after_turn(self._view(), self.budget(), evicted)
 
     def _meta(
         self, key: AnchorKey, at: int, max_out: int, budget: Budget, estimate: InputEstimate

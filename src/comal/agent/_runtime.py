@@ -413,7 +413,7 @@ def instructions_file(root: Path) -> tuple[str, str] | None:
 
 
 def _workspace(root: Path) -> Workspace:
-    path = root.expanduser()
+    path = Path(root).expanduser()
     if not path.is_dir():
         raise UserError(
             f"the workspace {path} is not a directory (it is gone, or the path is wrong); pass "

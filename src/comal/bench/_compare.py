@@ -265,10 +265,15 @@ class CompareReport:
     elapsed_s: float = 0.0
     quick: bool = False
     transcripts: tuple[str, ...] = field(default=())
+    # The dag engine's exact-value survival rate per window (bench/_survival.py), when it ran.
+    survival: tuple[dict[str, Any], ...] = ()
 
     def summary(self) -> dict[str, Any]:
         """The ``--json`` output."""
-        return {"counter": self.counter, "runs": [r.summary() for r in self.runs]}
+        out = {"counter": self.counter, "runs": [r.summary() for r in self.runs]}
+        if self.survival:
+            out["survival"] = list(self.survival)
+        return out
 
     def as_dict(self) -> dict[str, Any]:
         """Everything, for report.json."""
@@ -293,6 +298,7 @@ class CompareReport:
             },
             "notes": list(self.notes),
             "runs": [r.as_dict() for r in self.runs],
+            "survival": list(self.survival),
         }
 
 
@@ -342,6 +348,13 @@ def run_compare(
                         run_strategy(strategy, session, budget, pricer, tables, memory=memory)
                     )
             pricer.clear()
+        rates: list[dict[str, Any]] = []
+        if any(s.name.startswith("comal-dag") for s in made):
+            from ._survival import survival
+
+            for window in windows:
+                rate = survival(led, sessions, window, counter, progress=progress)
+                rates.append(rate.as_dict())
     return CompareReport(
         counter=counter.name,
         windows=tuple(windows),
@@ -352,4 +365,5 @@ def run_compare(
         elapsed_s=time.perf_counter() - started,
         quick=quick,
         transcripts=tuple(s.name for s in sessions),
+        survival=tuple(rates),
     )

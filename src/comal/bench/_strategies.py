@@ -47,7 +47,7 @@ __all__ = [
     "masking_placeholder",
 ]
 
-DEFAULT_STRATEGIES = ("full", "comal-limit", "masking-5", "langchain-trim")
+DEFAULT_STRATEGIES = ("full", "comal-limit", "comal-dag", "masking-5", "langchain-trim")
 
 # Why no openhands-* strategy runs: said once, shown by the CLI and written into the docs.
 OPENHANDS_UNAVAILABLE = (

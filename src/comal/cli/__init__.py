@@ -8,7 +8,17 @@ from typing import Annotated
 import typer
 
 from .. import __version__
-from . import _bench, _context, _doctor, _engine, _import, _ops, _serve, _sessions
+from . import (
+    _bench,
+    _context,
+    _doctor,
+    _engine,
+    _import,
+    _ops,
+    _serve,
+    _sessions,
+    _summaries,
+)
 from ._common import STATE, LedgerOpt
 from ._root import agent_app, is_agent_invocation, normalize_argv
 
@@ -50,6 +60,7 @@ for sub in (
     _ops.app,
     _doctor.app,
     _serve.app,
+    _summaries.app,
 ):
     for command in sub.registered_commands:
         app.registered_commands.append(command)

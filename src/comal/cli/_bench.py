@@ -112,12 +112,13 @@ def context_bench(
         emit_json([r.as_dict() for r in results])
         return
     table = Table(
-        "entries", "tokens", "checkpoints", "p50 ms", "p99 ms", "last ms", "view p50",
+        "entries", "tokens", "checkpoints", "summaries", "p50 ms", "p99 ms", "last ms", "view p50",
         "assemble p50", "input", title=f"assembling a {window:,}-token window per turn",
     )  # fmt: skip
     for r in results:
         table.add_row(
-            f"{r.entries:,}", f"{r.session_tokens:,}", str(r.checkpoints), f"{r.p50_ms:.2f}",
+            f"{r.entries:,}", f"{r.session_tokens:,}", str(r.checkpoints), str(r.summaries),
+            f"{r.p50_ms:.2f}",
             f"{r.p99_ms:.2f}", f"{r.last_ms:.2f}", f"{r.view_p50_ms:.2f}",
             f"{r.assemble_p50_ms:.2f}", f"{r.input_tokens_last:,}",
         )  # fmt: skip
@@ -167,6 +168,49 @@ def turn_bench(
         out.print(f"ratio p50 {results[-1].p50_ms / results[0].p50_ms:.2f} (1.0 is flat)")
 
 
+@app.command("recall")
+def recall_bench(
+    transcripts: Annotated[list[Path], typer.Argument(help="LoCoMo conversation files.")],
+    window: Annotated[int, typer.Option(help="Context window in tokens.", min=1_000)] = 16_000,
+    k: Annotated[
+        str, typer.Option("--k", help="Cut-offs for recall@k, comma-separated.")
+    ] = "1,5,10",
+    as_json: JsonOpt = False,
+) -> None:
+    """For every LoCoMo QA item, at the end of the conversation: is each evidence turn verbatim
+    in the context comal-limit and comal-dag assemble, and among the top k of ctx_search
+    (question)? A BM25 peer (rank_bm25) ranks the same turns in this process.
+
+    Example: comal bench recall ../shared/corpus/locomo/*.json --window 16000 --json
+    """
+    from ..bench._recall import run_recall
+
+    with coded_errors(as_json):
+        try:
+            ks = sorted({int(x) for x in k.split(",") if x.strip()})
+        except ValueError:
+            raise UserError(f"--k {k!r}: give numbers, e.g. 1,5,10") from None
+        if not ks or ks[0] < 1:
+            raise UserError(f"--k {k!r}: give cut-offs of at least 1")
+        with err.status("recall") as status:
+            rows = run_recall(transcripts, window=window, ks=ks, progress=status.update)
+    runs = [r.as_dict() for r in rows]
+    if as_json:
+        emit_json({"runs": runs})
+        return
+    table = Table(
+        "transcript", "strategy", "window", "items", "in context",
+        *(f"recall@{n}" for n in ks), title="evidence recall (LoCoMo)",
+    )  # fmt: skip
+    for r in runs:
+        ctx = "—" if r["in_context"] is None else f"{r['in_context']:.1%}"
+        table.add_row(
+            r["transcript"], r["strategy"], f"{r['window']:,}", str(r["items"]), ctx,
+            *(f"{r['recall_at'][str(n)]:.1%}" for n in ks),
+        )  # fmt: skip
+    out.print(table)
+
+
 @app.command("compare")
 def compare_bench(
     transcripts: Annotated[
@@ -178,8 +222,8 @@ def compare_bench(
     strategies: Annotated[
         str | None,
         typer.Option(
-            help="Comma-separated: full, comal-limit, masking-N, langchain-trim "
-            "(default: all four; langchain-trim needs comal[bench])."
+            help="Comma-separated: full, comal-limit, comal-dag, masking-N, langchain-trim "
+            "(default: all five; langchain-trim needs comal[bench])."
         ),
     ] = None,
     out_dir: Annotated[
@@ -241,5 +285,11 @@ def compare_bench(
             "/".join(str(v) for v in t.retention.values()), f"{t.p50_ms:.3f}",
         )  # fmt: skip
     out.print(table)
+    for rate in report.survival:
+        out.print(
+            f"comal-dag exact-value survival at {rate['window']:,}: {rate['values']:,} values in "
+            f"{rate['chunks']} summarized chunks; {rate['in_summary']:.1%} in the summary, "
+            f"{rate['reachable']:.1%} of {rate['searched']:,} looked up reachable with ctx_search"
+        )
     for note in report.notes:
         err.print(f"note: {note}", markup=False, highlight=False)

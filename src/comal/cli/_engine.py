@@ -287,6 +287,7 @@ def compact_cmd(
         },
         "made": made,
         "queued": bool(observed.get("queued")),
+        "blocked": list(observed.get("blocked", [])),
     }  # fmt: skip
     if as_json:
         emit_json(result)

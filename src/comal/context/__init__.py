@@ -11,10 +11,12 @@ engines up by name::
     assembly = engine.assemble(view, budget, engine.config_type(), cache=EngineCache())
 
 The engines this package ships: ``limit`` (:mod:`.limit`, the default: verbatim while it fits,
-then exact references, then a deterministic checkpoint; LIM-1..7). :func:`assemble` and
-:class:`EngineConfig` at this level are the limit engine's, for callers that need no other.
-Assembly is pure and deterministic: the same view, budget and config give byte-identical
-messages.
+then exact references, then a deterministic checkpoint; LIM-1..7) and ``dag`` (:mod:`.dag`:
+leaf and condensed summaries of old steps, kept in the ledger, rendered honestly, with recall
+tools; DAG-1..9). :class:`ExtractiveSummarizer` is the summarizer that needs no model.
+:func:`assemble` and :class:`EngineConfig` at this level are the limit engine's, for callers
+that need no other. Assembly is pure and deterministic: the same view, budget and config
+give byte-identical messages.
 """
 
 from ._assembly import (
@@ -37,6 +39,7 @@ from ._engine import (
     config_counter,
     engine_config,
 )
+from ._extractive import ExtractiveSummarizer, count_only_note, exact_values
 from ._registry import ENGINES, engine_names, get_engine
 from ._render import EngineCache
 from ._replay import Bases, Execute, ReplayTurn, action_dict, proposal_record, replay, split_view
@@ -71,6 +74,7 @@ __all__ = [
     "EngineConfig",
     "EngineState",
     "Execute",
+    "ExtractiveSummarizer",
     "Job",
     "Level",
     "LimitEngine",
@@ -92,8 +96,10 @@ __all__ = [
     "budget_report",
     "compact",
     "config_counter",
+    "count_only_note",
     "engine_config",
     "engine_names",
+    "exact_values",
     "get_engine",
     "proposal_record",
     "render_state",

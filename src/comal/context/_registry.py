@@ -7,13 +7,14 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from ._engine import Engine, UnknownEngine
+from .dag import DagEngine
 from .limit import LimitEngine
 from .pipeline import PipelineEngine
 
 __all__ = ["ENGINES", "engine_names", "get_engine"]
 
 ENGINES: Mapping[str, Engine] = MappingProxyType(
-    {e.name: e for e in (LimitEngine(), PipelineEngine())}
+    {e.name: e for e in (LimitEngine(), DagEngine(), PipelineEngine())}
 )
 
 

@@ -2,10 +2,13 @@
 
 Engines never call a summarizer: they plan a job naming the sources, and the layer above
 (:mod:`comal.compaction`) renders the sources, calls a :class:`Summarizer` and stores the
-result. Implementations: a deterministic extractive one (no model, the offline default) and a
-provider-backed one one layer up. Sources and previous summaries are *untrusted data*: what a
-summarizer returns is stored as a body, and every header a model sees is built from stored
-rows, never from that text (DAG-6).
+result. Implementations: a deterministic extractive one (no model, the offline default,
+:mod:`._extractive`) and a provider-backed one one layer up. Sources and previous summaries are
+*untrusted data*: what a summarizer returns is stored as a body, and every header a model sees
+is built from stored rows, never from that text (DAG-6).
+
+A summarizer that calls a model (and so may fail, and spends tokens the per-tenant caps count)
+says so with a true ``spends`` attribute; one without it is treated as free and infallible.
 """
 
 from __future__ import annotations

@@ -45,6 +45,9 @@ class View:
     summary DAG (the summaries no other one condenses), oldest first, covering whole steps
     before ``entries``. ``head`` holds the entries before a ``keeps_head`` checkpoint's range
     (after the pinned ones), which that checkpoint does not stand for.
+    ``carried`` holds the newest user message a summary covers (read from
+    the frontier's ``request_seq``): an engine that must never replace the user's request by a
+    summary sends it verbatim (the dag engine does).
     """
 
     entries: tuple[Entry, ...]
@@ -54,9 +57,10 @@ class View:
     pinned: tuple[Entry, ...] = ()
     summaries: tuple[SummaryRecord, ...] = ()
     head: tuple[Entry, ...] = ()
+    carried: tuple[Entry, ...] = ()
 
     def __post_init__(self) -> None:
-        for name in ("entries", "system", "pinned", "summaries", "head"):
+        for name in ("entries", "system", "pinned", "summaries", "head", "carried"):
             value: Sequence[Any] = getattr(self, name)
             if not isinstance(value, tuple):
                 object.__setattr__(self, name, tuple(value))
@@ -114,6 +118,8 @@ class View:
         if _keeps_head(checkpoint):
             assert checkpoint is not None
             head = tuple(e for e in entries[lead:] if e.seq < checkpoint.first_seq)
+        wanted = _request_seq(summaries)
+        carried = tuple(e for e in entries if e.seq == wanted) if wanted is not None else ()
         return cls(
             rest,
             checkpoint,
@@ -122,6 +128,7 @@ class View:
             tuple(entries[:lead]),
             tuple(summaries),
             head,
+            carried,
         )
 
     @classmethod
@@ -167,6 +174,10 @@ class View:
             head = tuple(
                 ledger.entries(scope, start_seq=pinned_end, end_seq=checkpoint.first_seq - 1)
             )
+        wanted = _request_seq(summaries)
+        carried: tuple[Entry, ...] = ()
+        if wanted is not None:
+            carried = tuple(ledger.entries(scope, start_seq=wanted, end_seq=wanted))
         return cls(
             entries,
             checkpoint,
@@ -175,11 +186,20 @@ class View:
             tuple(pinned),
             tuple(summaries),
             head,
+            carried,
         )
 
 
 def _keeps_head(checkpoint: CheckpointRecord | None) -> bool:
     return checkpoint is not None and checkpoint.meta.get("keeps_head") is True
+
+
+def _request_seq(summaries: Sequence[SummaryRecord]) -> int | None:
+    """The seq of the newest user message the frontier covers (a summary's meta says)."""
+    if not summaries:
+        return None
+    value = summaries[-1].meta.get("request_seq")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def store_checkpoint(

@@ -55,6 +55,7 @@ from ._model import (
 from ._schema import MIGRATIONS, SCHEMA_VERSION
 from ._sqlite import SQLiteLedger
 from ._sqlite_base import StepInput, Synchronous, UsageInput
+from ._summaries import BreakerRow, LeaseInfo, RecallHit, SummaryConflict, SummaryInput
 from ._target import LedgerTarget, default_ledger_target, describe_target, parse_target
 from ._verify import verify
 
@@ -65,12 +66,14 @@ __all__ = [
     "MIGRATIONS",
     "PROXY_KEY_PREFIX",
     "SCHEMA_VERSION",
+    "BreakerRow",
     "CheckpointRecord",
     "Deletion",
     "Entry",
     "EntryHead",
     "Fault",
     "InvalidIdentifier",
+    "LeaseInfo",
     "Ledger",
     "LedgerBackend",
     "LedgerBadTarget",
@@ -86,6 +89,7 @@ __all__ = [
     "LedgerUnavailable",
     "PostgresLedger",
     "ProxyKey",
+    "RecallHit",
     "Record",
     "RecordTable",
     "RequestRecord",
@@ -95,6 +99,8 @@ __all__ = [
     "SessionHasChildren",
     "SessionInfo",
     "StepInput",
+    "SummaryConflict",
+    "SummaryInput",
     "SummaryRecord",
     "Synchronous",
     "UsageInput",

@@ -77,6 +77,11 @@ class _Admin(_CoreBase):
             ).fetchall()
             removed[table] = [list(r) for r in rows]
         counts = {table: len(rows) for table, rows in removed.items()}
+        # Rows keyed by something other than session_id that reference the session's rows
+        # (the summary DAG's edges) go first, or the keyed tables could not be emptied.
+        dependents = getattr(self, "_delete_dependents", None)
+        if dependents is not None:
+            counts |= dependents(c, sid)
         for extra in self._session_tables(c):
             if extra not in OWN_TABLES:
                 cur = c.execute(self._q(f"DELETE FROM {extra} WHERE session_id = ?"), (sid,))

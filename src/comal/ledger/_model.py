@@ -135,7 +135,9 @@ class SummaryRecord:
     is the ISO times of its first and last source entry; ``summarizer`` names what made it
     (``provider:model``, ``extractive`` or ``count-only``) and ``level`` the escalation level
     (``normal``, ``aggressive``, ``count-only``). Headers shown to a model come from these
-    fields, never from ``text`` (DAG-6).
+    fields, never from ``text`` (DAG-6). ``digest`` is the sha256 of ``text``;
+    ``sources_digest`` the sha256 of the rendered sources it was made from (what ``ctx_expand``
+    returns), so both the body and its coverage can be re-checked (``verify``).
     """
 
     id: int
@@ -155,6 +157,7 @@ class SummaryRecord:
     created_at: str
     text: str
     meta: dict[str, Any] = field(default_factory=dict)
+    sources_digest: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from ._keys import ProxyKeys
 from ._postgres_reads import _PgReads
+from ._summaries_pg import PgSummaries
 
 __all__ = ["PostgresLedger"]
 
 
-class PostgresLedger(_PgReads, ProxyKeys):
+class PostgresLedger(PgSummaries, _PgReads, ProxyKeys):
     """Append-only store over one psycopg connection. Synchronous by design, like SQLite's:
     async callers cross to a thread at their edge.
 

@@ -27,7 +27,7 @@ from ._errors import (
     LedgerReadOnly,
     LedgerUnavailable,
 )
-from ._model import Entry, EntryHead, Scope, SearchHit, SummaryRecord
+from ._model import Entry, EntryHead, Scope, SearchHit
 from ._postgres_checks import _PgChecks
 from ._postgres_schema import fts_query, prepare_schema, search_vectors
 from ._rows import COLUMNS, entry_from_row
@@ -289,13 +289,6 @@ class _PgReads(_PgBase, _PgChecks, _Core):
             found = self._load(ids)
         query_words = words(query)
         return [hit(found[i], query_words) for i in ids]
-
-    def summary_frontier(self, scope: Scope) -> list[SummaryRecord]:
-        """The summaries no other one condenses, oldest first (the dag engine's stand-ins).
-
-        The summary table arrives with the dag engine's migration; until then there are none.
-        """
-        return []
 
     # -- what the shared core needs from PostgreSQL -------------------------------------------
     def _insert_entries(self, c: Conn, rows: list[tuple[Any, ...]]) -> list[int]:

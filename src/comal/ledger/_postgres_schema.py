@@ -189,10 +189,77 @@ CREATE TABLE spend_minutes (
 );
 """
 
+_DAG_SUMMARIES = """
+CREATE TABLE summaries (
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    session_id TEXT COLLATE "C" NOT NULL REFERENCES sessions(id),
+    depth INTEGER NOT NULL CHECK (depth >= 0),
+    kind TEXT NOT NULL CHECK (kind IN ('leaf', 'condensed')),
+    first_seq BIGINT NOT NULL,
+    last_seq BIGINT NOT NULL,
+    descendant_count BIGINT NOT NULL,
+    descendant_tokens BIGINT NOT NULL,
+    time_start TEXT NOT NULL,
+    time_end TEXT NOT NULL,
+    tokens BIGINT NOT NULL,
+    summarizer TEXT NOT NULL,
+    level TEXT NOT NULL CHECK (level IN ('normal', 'aggressive', 'count-only')),
+    digest TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    body TEXT NOT NULL,
+    meta TEXT NOT NULL DEFAULT '{}',
+    sources_digest TEXT NOT NULL,
+    frontier TEXT NOT NULL,
+    CHECK (first_seq <= last_seq),
+    CHECK ((kind = 'leaf') = (depth = 0))
+);
+CREATE INDEX summaries_session ON summaries (session_id, first_seq);
+CREATE INDEX summaries_latest ON summaries (session_id, id);
+CREATE UNIQUE INDEX summaries_leaf_start ON summaries (session_id, first_seq) WHERE kind = 'leaf';
+CREATE TABLE summary_children (
+    parent_id BIGINT NOT NULL REFERENCES summaries(id),
+    child_id BIGINT NOT NULL UNIQUE REFERENCES summaries(id),
+    position INTEGER NOT NULL,
+    PRIMARY KEY (parent_id, position)
+);
+CREATE TABLE summaries_text_fts (
+    summary_id BIGINT NOT NULL REFERENCES summaries(id),
+    chunk INTEGER NOT NULL,
+    session_id TEXT COLLATE "C" NOT NULL,
+    tsv TSVECTOR NOT NULL,
+    PRIMARY KEY (summary_id, chunk)
+);
+CREATE INDEX summaries_text_fts_tsv ON summaries_text_fts USING GIN (tsv);
+CREATE TABLE compaction_leases (
+    session_id TEXT COLLATE "C" PRIMARY KEY REFERENCES sessions(id),
+    owner TEXT NOT NULL,
+    acquired_at DOUBLE PRECISION NOT NULL,
+    heartbeat_at DOUBLE PRECISION NOT NULL,
+    expires_at DOUBLE PRECISION NOT NULL
+);
+CREATE TABLE summarizer_spend (
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    tenant TEXT COLLATE "C" NOT NULL,
+    session_id TEXT COLLATE "C" NOT NULL REFERENCES sessions(id),
+    at DOUBLE PRECISION NOT NULL,
+    tokens BIGINT NOT NULL,
+    summarizer TEXT NOT NULL
+);
+CREATE INDEX summarizer_spend_tenant ON summarizer_spend (tenant, at);
+CREATE TABLE summarizer_breaker (
+    tenant TEXT COLLATE "C" PRIMARY KEY,
+    failures INTEGER NOT NULL,
+    opened_at DOUBLE PRECISION,
+    trial_at DOUBLE PRECISION,
+    updated_at DOUBLE PRECISION NOT NULL
+);
+"""
+
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0001_initial", _ENTRIES + _RECORDS),
     ("0002_proxy_keys", KEYS_DDL),
     (HARDENING, _HARDENING),
+    ("0004_dag_summaries", _DAG_SUMMARIES),
 )
 SCHEMA_VERSION = len(MIGRATIONS)  # the names match SQLite's one for one (a test pins it)
 

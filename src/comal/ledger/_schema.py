@@ -177,6 +177,74 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         ) WITHOUT ROWID;
         """,
     ),
+    (
+        "0004_dag_summaries",
+        """
+        -- The dag engine's summary nodes (see ledger/_summaries.py for the rules they keep).
+        CREATE TABLE summaries (
+            id INTEGER PRIMARY KEY,
+            session_id TEXT NOT NULL REFERENCES sessions(id),
+            depth INTEGER NOT NULL CHECK (depth >= 0),
+            kind TEXT NOT NULL CHECK (kind IN ('leaf', 'condensed')),
+            first_seq INTEGER NOT NULL,
+            last_seq INTEGER NOT NULL,
+            descendant_count INTEGER NOT NULL,
+            descendant_tokens INTEGER NOT NULL,
+            time_start TEXT NOT NULL,
+            time_end TEXT NOT NULL,
+            tokens INTEGER NOT NULL,
+            summarizer TEXT NOT NULL,
+            level TEXT NOT NULL CHECK (level IN ('normal', 'aggressive', 'count-only')),
+            digest TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            body TEXT NOT NULL,
+            meta TEXT NOT NULL DEFAULT '{}',
+            sources_digest TEXT NOT NULL,
+            -- The frontier (JSON ids, oldest first) once this row is stored: the newest row of
+            -- a session names its frontier, so reading it costs O(log n) rows, not a scan.
+            frontier TEXT NOT NULL,
+            CHECK (first_seq <= last_seq),
+            CHECK ((kind = 'leaf') = (depth = 0))
+        );
+        CREATE INDEX summaries_session ON summaries (session_id, first_seq);
+        CREATE INDEX summaries_latest ON summaries (session_id, id);
+        CREATE UNIQUE INDEX summaries_leaf_start ON summaries (session_id, first_seq)
+            WHERE kind = 'leaf';
+        -- A child is condensed at most once: the unique child_id is the DAG's own guard.
+        CREATE TABLE summary_children (
+            parent_id INTEGER NOT NULL REFERENCES summaries(id),
+            child_id INTEGER NOT NULL UNIQUE REFERENCES summaries(id),
+            position INTEGER NOT NULL,
+            PRIMARY KEY (parent_id, position)
+        );
+        CREATE VIRTUAL TABLE summaries_text_fts USING fts5 (text, content='', tokenize='unicode61');
+        -- Coordination rows (epoch seconds): the single-flight compaction lease per session,
+        -- summarizer spend per tenant, and the per-tenant summarizer circuit breaker.
+        CREATE TABLE compaction_leases (
+            session_id TEXT PRIMARY KEY REFERENCES sessions(id),
+            owner TEXT NOT NULL,
+            acquired_at REAL NOT NULL,
+            heartbeat_at REAL NOT NULL,
+            expires_at REAL NOT NULL
+        );
+        CREATE TABLE summarizer_spend (
+            id INTEGER PRIMARY KEY,
+            tenant TEXT NOT NULL,
+            session_id TEXT NOT NULL REFERENCES sessions(id),
+            at REAL NOT NULL,
+            tokens INTEGER NOT NULL,
+            summarizer TEXT NOT NULL
+        );
+        CREATE INDEX summarizer_spend_tenant ON summarizer_spend (tenant, at);
+        CREATE TABLE summarizer_breaker (
+            tenant TEXT PRIMARY KEY,
+            failures INTEGER NOT NULL,
+            opened_at REAL,
+            trial_at REAL,
+            updated_at REAL NOT NULL
+        );
+        """,
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

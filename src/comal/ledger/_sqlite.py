@@ -5,11 +5,12 @@ from __future__ import annotations
 from ._keys import ProxyKeys
 from ._sqlite_base import Synchronous
 from ._sqlite_reads import _Reads
+from ._summaries import SqliteSummaries
 
 __all__ = ["SQLiteLedger", "Synchronous"]
 
 
-class SQLiteLedger(_Reads, ProxyKeys):
+class SQLiteLedger(SqliteSummaries, _Reads, ProxyKeys):
     """Append-only store. Synchronous by design: async callers cross to a thread at their edge.
 
     One connection per instance, guarded by a lock so a ledger can be shared by threads. Open

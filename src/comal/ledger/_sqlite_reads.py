@@ -11,7 +11,7 @@ from typing import Any
 from ..errors import UserError
 from ._common import heads_of, hit, in_order, regex_hits, tail_start, words
 from ._core import ENTRY_INSERT, _Core
-from ._model import Entry, EntryHead, Scope, SearchHit, SummaryRecord, log
+from ._model import Entry, EntryHead, Scope, SearchHit, log
 from ._rows import COLUMNS, entry_from_row
 from ._schema import schema_problems
 from ._sqlite_base import _Base
@@ -214,13 +214,6 @@ class _Reads(_Base, _Core):
                     hits.append(hit(e, words(query)))
             return hits
         return regex_hits(self.iter_entries(scope), query, limit)
-
-    def summary_frontier(self, scope: Scope) -> list[SummaryRecord]:
-        """The summaries no other one condenses, oldest first (the dag engine's stand-ins).
-
-        The summary table arrives with the dag engine's migration; until then there are none.
-        """
-        return []
 
     # -- what the shared core needs from SQLite ---------------------------------------------
     def _insert_entries(self, c: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> list[int]:

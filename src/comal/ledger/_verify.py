@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, cast
 
 from ..errors import LedgerError
@@ -143,6 +143,13 @@ def verify(
     w.walk("checkpoints", lambda: ledger._raw_table("checkpoints"), lambda r: _checkpoint(w, r))
     w.walk("records", lambda: ledger._raw_table("records"), lambda r: _record(w, r))
     w.walk("deletions", lambda: ledger._raw_table("deletions"), lambda r: _deletion(w, r))
+    summary_faults = getattr(ledger, "summary_faults", None)
+    if summary_faults is not None:  # the dag engine's summaries (ledger/_summaries.py)
+        try:
+            for f in summary_faults():
+                w.faults.append(replace(f, table="summaries") if f.table == "entries" else f)
+        except LedgerError as exc:
+            w.fault(None, "summaries", None, "unreadable", str(exc))
     if search:
         try:
             found = ledger._search_check()

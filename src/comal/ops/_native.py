@@ -9,6 +9,7 @@ from ._controls import human_controls
 from ._evidence_op import evidence_operation
 from ._files import file_operations
 from ._operation import Operation, Registry
+from ._recall import recall_operations
 from ._session_search import session_search_operation
 
 __all__ = ["default_registry", "native_operations"]
@@ -20,5 +21,6 @@ def native_operations() -> list[Operation]:
 
 
 def default_registry(*, login: Callable[[str], str] | None = None) -> Registry:
-    """Native operations plus the human controls (``login`` only with a host login flow)."""
-    return Registry([*native_operations(), *human_controls(login)])
+    """Native operations, the dag engine's recall tools (offered to the model only under that
+    engine) and the human controls (``login`` only with a host login flow)."""
+    return Registry([*native_operations(), *recall_operations(), *human_controls(login)])

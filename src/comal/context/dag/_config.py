@@ -1,0 +1,126 @@
+"""Settings of the dag engine (CFG-1: the seed's defaults and ranges) and the limits they imply.
+
+Ratios are of the budget's *input limit* (window − output reserve − margin, TOK-4), as for the
+limit engine; the engine works in history tokens (input − instructions − tool schemas).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Annotated, Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.json_schema import SkipJsonSchema
+
+from ...tokens import Budget, TokenCounter, default_counter
+
+__all__ = ["DagConfig", "DagLimits"]
+
+# What a summarizer prompt adds around the sources (instructions, previous summaries' headers).
+TEMPLATE_TOKENS = 600
+# The smallest chunk cap a small summarizer window may leave (below it nothing is worth it).
+MIN_CHUNK_CAP = 512
+
+
+class DagConfig(BaseModel):
+    """Settings of the dag engine (DAG-1..9). Frozen: an engine run never mutates them."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+    context_threshold: float = Field(
+        default=0.75, ge=0.1, le=0.95, description="Utilization that triggers a leaf pass."
+    )
+    # Compact rarely and deep (lossless-claw #282): a pass goes down to here, well below the
+    # trigger, so the next ~25% of the window is appended without rewriting the prefix.
+    compaction_target: float = Field(default=0.5, ge=0.05, lt=0.95)
+    # lossless-claw #1085: with huge instructions "target − fixed" collapses toward zero; the
+    # target never goes below this share of the history capacity.
+    min_target_ratio: float = Field(default=0.25, gt=0, lt=1)
+    fresh_tail_turns: int = Field(default=8, ge=1, le=50, description="Steps always verbatim.")
+    leaf_chunk_tokens: int = Field(default=20_000, ge=1_000, le=100_000)
+    leaf_target_tokens: int = Field(default=1_200, ge=96, le=5_000)
+    # A leaf only when the chunk is worth it: below this the pass would run every turn.
+    leaf_min_chunk_tokens: int = Field(default=3_000, ge=200, le=100_000)
+    condensed_min_fanout: int = Field(default=4, ge=2, le=32)
+    condensed_target_tokens: int = Field(default=1_500, ge=96, le=8_000)
+    defer_compaction: bool = True
+    summarizer: Literal["extractive", "provider"] = Field(
+        default="extractive",
+        description="extractive (no model, offline) or provider (summarizer_model).",
+    )
+    summarizer_model: str = Field(
+        default="", max_length=300, description="provider:model; empty = the session's model."
+    )
+    summarizer_fallbacks: tuple[str, ...] = Field(default=(), max_length=8)
+    # The summarizer model's window; 0 = unknown (the chunk cap is leaf_chunk_tokens alone).
+    summarizer_window_tokens: int = Field(default=0, ge=0)
+    spend_max_tokens_per_hour: int = Field(default=500_000, ge=0, description="0 disables.")
+    spend_max_tokens_per_day: int = Field(default=5_000_000, ge=0, description="0 disables.")
+    breaker_failure_threshold: int = Field(default=5, ge=1, le=100)
+    breaker_reset_ms: int = Field(default=60_000, ge=1_000, le=3_600_000)
+    breaker_half_open_ms: int = Field(default=30_000, ge=1_000, le=3_600_000)
+    max_passes_per_sweep: int = Field(default=16, ge=1, le=1_000)
+    sweep_deadline_s: float = Field(default=300.0, gt=0, le=3_600)
+    call_timeout_s: float = Field(default=120.0, gt=0, le=3_600)
+    lease_ttl_s: float = Field(default=60.0, ge=1, le=3_600)
+    max_single_message_ratio: float = Field(default=0.5, gt=0, le=1)
+    max_single_message_chars: int = Field(default=100_000, ge=1_000, le=10_000_000)
+    counter: Annotated[TokenCounter | None, SkipJsonSchema()] = Field(
+        default=None,
+        exclude=True,
+        description="Counts what the engine renders; None: default_counter().",
+    )
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Self:
+        if not self.compaction_target < self.context_threshold:
+            raise ValueError(
+                f"need compaction_target < context_threshold, got {self.compaction_target} / "
+                f"{self.context_threshold}"
+            )
+        return self
+
+    @property
+    def token_counter(self) -> TokenCounter:
+        return self.counter if self.counter is not None else default_counter()
+
+
+@dataclass(frozen=True, slots=True)
+class DagLimits:
+    """History-token limits of one assembly or plan, derived from a budget and a config."""
+
+    capacity: int  # hard: history may never exceed it
+    trigger: int  # above it, at the end of a turn, a leaf pass is due
+    target: int  # a pass goes down to it
+    chunk_cap: int  # the most a leaf's sources may take
+    single_bound: int  # a message above this many tokens is bounded head + tail (DAG-5)
+    single_chars: int  # ... or above this many characters
+
+    @classmethod
+    def of(cls, budget: Budget, config: DagConfig) -> DagLimits:
+        capacity = budget.history_capacity
+        limit, fixed = budget.input_limit, budget.fixed
+        floor = math.floor(config.min_target_ratio * capacity)
+        target = max(math.floor(config.compaction_target * limit) - fixed, floor)
+        scaled = math.ceil(floor * config.context_threshold / config.compaction_target)
+        trigger = min(capacity, max(math.floor(config.context_threshold * limit) - fixed, scaled))
+        cap = config.leaf_chunk_tokens
+        if config.summarizer_window_tokens:
+            room = (
+                config.summarizer_window_tokens
+                - config.leaf_target_tokens * 2  # the target and one previous summary
+                - TEMPLATE_TOKENS
+            )
+            cap = max(MIN_CHUNK_CAP, min(cap, room))
+        # DAG-5: the cap scales with the window (about four characters a token), up to the
+        # configured characters.
+        chars = min(config.max_single_message_chars, max(1_000, 4 * capacity))
+        return cls(
+            capacity=capacity,
+            trigger=trigger,
+            target=min(target, trigger),
+            chunk_cap=cap,
+            single_bound=max(1, math.floor(config.max_single_message_ratio * capacity)),
+            single_chars=chars,
+        )

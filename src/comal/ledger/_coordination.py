@@ -1,0 +1,213 @@
+"""Coordination rows of the dag engine's compaction: the per-session single-flight lease
+(DAG-8), summarizer spend per tenant and the per-tenant circuit breaker's state (DAG-9).
+
+Times are epoch seconds. These rows are the only ones the dag engine updates in place: they are
+state of the compaction machinery, not history (which stays append-only). The statements are
+shared by both backends through :class:`StoreHooks` (``?`` placeholders, rewritten for
+PostgreSQL).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..errors import UserError
+from ..tokens import TokenCounter
+from ._model import Entry, Scope
+
+__all__ = ["BreakerRow", "CoordinationRows", "LeaseInfo", "StoreHooks"]
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseInfo:
+    owner: str
+    acquired_at: float
+    heartbeat_at: float
+    expires_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class BreakerRow:
+    tenant: str
+    failures: int
+    opened_at: float | None
+    trial_at: float | None
+    updated_at: float
+
+
+class StoreHooks:
+    """What the shared statements need from a backend; concrete mixins provide the hooks."""
+
+    counter: TokenCounter
+    _placeholder = "?"
+
+    # -- hooks ------------------------------------------------------------------------------
+    if TYPE_CHECKING:
+        # Provided by the ledger classes this is mixed into.
+        def atomic(self) -> Any: ...
+        def _visible(self, scope: Scope) -> bool: ...
+        def entry(self, scope: Scope, entry_id: int) -> Entry | None: ...
+        def iter_entries(self, scope: Scope, *, batch: int = 500) -> Iterator[Entry]: ...
+
+    def _read(self) -> AbstractContextManager[Any]:
+        raise NotImplementedError
+
+    def _lock_session(self, c: Any, scope: Scope) -> bool:
+        raise NotImplementedError
+
+    def _index_dag_summary(self, c: Any, scope: Scope, summary_id: int, text: str) -> None:
+        raise NotImplementedError
+
+    def _fts_summaries(self, scope: Scope, match: str, limit: int) -> list[tuple[int, float]]:
+        raise NotImplementedError
+
+    def _fts_entries(self, scope: Scope, match: str, limit: int) -> list[tuple[int, float]]:
+        raise NotImplementedError
+
+    def _insert_id(self, c: Any, sql: str, args: Sequence[Any]) -> int:
+        raise NotImplementedError
+
+    def _q(self, sql: str) -> str:
+        return sql if self._placeholder == "?" else sql.replace("?", self._placeholder)
+
+
+class CoordinationRows(StoreHooks):
+    """The lease, spend and breaker statements."""
+
+    # -- the per-session compaction lease (DAG-8) -------------------------------------------
+    def acquire_lease(
+        self, scope: Scope, owner: str, ttl: float, *, now: float | None = None
+    ) -> bool:
+        """Take (or renew) the session's compaction lease for ``ttl`` seconds; False when
+        another owner holds an unexpired one."""
+        at = time.time() if now is None else now
+        with self.atomic() as c:
+            if not self._lock_session(c, scope):
+                raise UserError(f"no session {scope.session} in this tenant/agent")
+            row = c.execute(
+                self._q("SELECT owner, expires_at FROM compaction_leases WHERE session_id = ?"),
+                (scope.session,),
+            ).fetchone()
+            if row is None:
+                c.execute(
+                    self._q(
+                        "INSERT INTO compaction_leases (session_id, owner, acquired_at,"
+                        " heartbeat_at, expires_at) VALUES (?, ?, ?, ?, ?)"
+                    ),
+                    (scope.session, owner, at, at, at + ttl),
+                )
+                return True
+            if row[0] != owner and float(row[1]) > at:
+                return False
+            c.execute(
+                self._q(
+                    "UPDATE compaction_leases SET owner = ?, acquired_at = CASE WHEN owner = ?"
+                    " THEN acquired_at ELSE ? END, heartbeat_at = ?, expires_at = ?"
+                    " WHERE session_id = ?"
+                ),
+                (owner, owner, at, at, at + ttl, scope.session),
+            )
+            return True
+
+    def renew_lease(
+        self, scope: Scope, owner: str, ttl: float, *, now: float | None = None
+    ) -> bool:
+        """The heartbeat: extend the lease if ``owner`` still holds it."""
+        at = time.time() if now is None else now
+        with self.atomic() as c:
+            cur = c.execute(
+                self._q(
+                    "UPDATE compaction_leases SET heartbeat_at = ?, expires_at = ?"
+                    " WHERE session_id = ? AND owner = ?"
+                ),
+                (at, at + ttl, scope.session, owner),
+            )
+            return bool(cur.rowcount == 1)
+
+    def release_lease(self, scope: Scope, owner: str) -> None:
+        with self.atomic() as c:
+            c.execute(
+                self._q("DELETE FROM compaction_leases WHERE session_id = ? AND owner = ?"),
+                (scope.session, owner),
+            )
+
+    def lease(self, scope: Scope) -> LeaseInfo | None:
+        with self._read() as c:
+            if not self._visible(scope):
+                return None
+            row = c.execute(
+                self._q(
+                    "SELECT owner, acquired_at, heartbeat_at, expires_at FROM compaction_leases"
+                    " WHERE session_id = ?"
+                ),
+                (scope.session,),
+            ).fetchone()
+        return None if row is None else LeaseInfo(row[0], *(float(v) for v in row[1:]))
+
+    # -- summarizer spend and breaker (DAG-9) -----------------------------------------------
+    def add_summarizer_spend(
+        self, scope: Scope, tokens: int, summarizer: str, *, now: float | None = None
+    ) -> None:
+        at = time.time() if now is None else now
+        with self.atomic() as c:
+            if not self._lock_session(c, scope):
+                raise UserError(f"no session {scope.session} in this tenant/agent")
+            c.execute(
+                self._q(
+                    "INSERT INTO summarizer_spend (tenant, session_id, at, tokens, summarizer)"
+                    " VALUES (?, ?, ?, ?, ?)"
+                ),
+                (scope.tenant, scope.session, at, tokens, summarizer),
+            )
+
+    def summarizer_spend(self, tenant: str, *, since: float) -> int:
+        """Summarizer tokens the tenant spent at or after ``since`` (epoch seconds)."""
+        with self._read() as c:
+            row = c.execute(
+                self._q(
+                    "SELECT coalesce(sum(tokens), 0) FROM summarizer_spend"
+                    " WHERE tenant = ? AND at >= ?"
+                ),
+                (tenant, since),
+            ).fetchone()
+        return int(row[0])
+
+    def breaker(self, tenant: str) -> BreakerRow | None:
+        with self._read() as c:
+            row = c.execute(
+                self._q(
+                    "SELECT tenant, failures, opened_at, trial_at, updated_at"
+                    " FROM summarizer_breaker WHERE tenant = ?"
+                ),
+                (tenant,),
+            ).fetchone()
+        if row is None:
+            return None
+        opened = None if row[2] is None else float(row[2])
+        trial = None if row[3] is None else float(row[3])
+        return BreakerRow(row[0], int(row[1]), opened, trial, float(row[4]))
+
+    def set_breaker(
+        self,
+        tenant: str,
+        *,
+        failures: int,
+        opened_at: float | None,
+        trial_at: float | None,
+        now: float | None = None,
+    ) -> None:
+        at = time.time() if now is None else now
+        with self.atomic() as c:
+            c.execute(
+                self._q(
+                    "INSERT INTO summarizer_breaker (tenant, failures, opened_at, trial_at,"
+                    " updated_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant) DO UPDATE SET"
+                    " failures = excluded.failures, opened_at = excluded.opened_at,"
+                    " trial_at = excluded.trial_at, updated_at = excluded.updated_at"
+                ),
+                (tenant, failures, opened_at, trial_at, at),
+            )

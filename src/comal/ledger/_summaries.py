@@ -1,0 +1,630 @@
+"""Summary nodes of the dag engine, and the coordination rows its compaction needs (DAG-1..9).
+
+One set of statements for both backends: they are written with ``?`` placeholders and
+:meth:`SummaryStore._q` turns them into PostgreSQL's ``%s``; what differs (full-text indexing,
+ranking, locking the session row) is a handful of hooks the two concrete mixins fill in
+(:class:`SqliteSummaries` here, ``PgSummaries`` in :mod:`._summaries_pg`).
+
+Rows never change once written (a row's ``frontier`` column, the frontier once it is stored,
+is filled in by the transaction that inserts it). A leaf stands for whole steps
+``first_seq..last_seq`` and must start exactly where the coverage so far ends; a condensed
+node names its children (adjacent frontier nodes of one depth) in ``summary_children``, whose
+``child_id`` is unique, so no node is condensed twice. Both rules are checked inside the
+writing transaction, under the session's write lock, so two processes racing to compact one
+session store one summary per chunk and the loser gets :class:`SummaryConflict`. The summary,
+its edges and its full-text row commit together: a crash leaves the old state.
+
+Beside them: the per-session compaction lease (owner, heartbeat, expiry), summarizer spend per
+tenant (rolling windows are sums over rows), and the per-tenant circuit breaker's state.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import LedgerError, UserError
+from ..messages import canonical_json, load_json, sha256_hex
+from ._common import hit, words
+from ._coordination import BreakerRow, CoordinationRows, LeaseInfo, StoreHooks
+from ._model import Fault, Scope, SummaryRecord, log
+
+__all__ = [
+    "BreakerRow",
+    "LeaseInfo",
+    "RecallHit",
+    "SqliteSummaries",
+    "SummaryConflict",
+    "SummaryInput",
+    "SummaryStore",
+    "plain_words_query",
+]
+
+_PINNED = ("system", "developer")
+_COLS = (
+    "id, session_id, depth, kind, first_seq, last_seq, descendant_count, descendant_tokens,"
+    " time_start, time_end, tokens, summarizer, level, digest, created_at, body, meta,"
+    " sources_digest"
+)
+KINDS = ("leaf", "condensed")
+LEVELS = ("normal", "aggressive", "count-only")
+
+
+class SummaryConflict(LedgerError):
+    """A summary that would overlap, skip or re-condense what is already summarized: another
+    process got there first (or the job was planned from a stale view). Nothing was written."""
+
+    code = "SUMMARY_CONFLICT"
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryInput:
+    """A summary to store; the ledger counts its tokens and digests its text."""
+
+    kind: str
+    depth: int
+    first_seq: int
+    last_seq: int
+    children: tuple[int, ...]
+    descendant_count: int
+    descendant_tokens: int
+    time_range: tuple[str, str]
+    text: str
+    summarizer: str
+    level: str
+    sources_digest: str
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class RecallHit:
+    """One ``ctx_search`` result: an entry (``kind`` "entry", ``seq`` its seq) or a summary
+    (``kind`` "summary", ``seq``..``last_seq`` its coverage); ``score`` higher is better."""
+
+    kind: str
+    id: int
+    seq: int
+    last_seq: int
+    role: str
+    snippet: str
+    score: float
+    depth: int | None = None
+
+
+def plain_words_query(query: str) -> str | None:
+    """An FTS5 query matching any of the words of ``query`` (ranked by BM25), or None when it
+    has none: natural-language questions must not need every word to match."""
+    found = [w for w in re.findall(r"\w+", query.lower())]
+    if not found:
+        return None
+    unique = list(dict.fromkeys(found))
+    return " OR ".join(f'"{w}"' for w in unique)
+
+
+def summary_from_row(r: Sequence[Any], children: tuple[int, ...]) -> SummaryRecord:
+    return SummaryRecord(
+        id=int(r[0]),
+        session=r[1],
+        depth=int(r[2]),
+        kind=r[3],
+        first_seq=int(r[4]),
+        last_seq=int(r[5]),
+        children=children,
+        descendant_count=int(r[6]),
+        descendant_tokens=int(r[7]),
+        time_range=(r[8], r[9]),
+        tokens=int(r[10]),
+        summarizer=r[11],
+        level=r[12],
+        digest=r[13],
+        created_at=r[14],
+        text=r[15],
+        meta=load_json(r[16]),
+        sources_digest=r[17],
+    )
+
+
+def _snippet(text: str, query_words: list[str], offsets: tuple[int, ...] = ()) -> str:
+    if not offsets and query_words:
+        lowered = text.lower()
+        offsets = tuple(i for w in query_words if (i := lowered.find(w.lower())) >= 0)
+    first = min(offsets) if offsets else 0
+    lo = max(0, first - 80)
+    return text[lo : first + 160].replace("\n", " ")
+
+
+class SummaryStore(StoreHooks):
+    """Summary nodes: writes under the rules above, the frontier, search, verify."""
+
+    # -- helpers ----------------------------------------------------------------------------
+    def _children_of(self, c: Any, ids: Sequence[int]) -> dict[int, tuple[int, ...]]:
+        if not ids:
+            return {}
+        out: dict[int, list[tuple[int, int]]] = {}
+        for k in range(0, len(ids), 500):
+            chunk = list(ids[k : k + 500])
+            marks = ",".join("?" * len(chunk))
+            for parent, child, pos in c.execute(
+                self._q(
+                    "SELECT parent_id, child_id, position FROM summary_children"
+                    f" WHERE parent_id IN ({marks})"
+                ),
+                chunk,
+            ).fetchall():
+                out.setdefault(int(parent), []).append((int(pos), int(child)))
+        return {p: tuple(ch for _, ch in sorted(v)) for p, v in out.items()}
+
+    def _summary_rows(self, c: Any, where: str, args: Sequence[Any]) -> list[SummaryRecord]:
+        rows = c.execute(
+            self._q(f"SELECT {_COLS} FROM summaries s WHERE {where} ORDER BY s.first_seq, s.depth"),
+            tuple(args),
+        ).fetchall()
+        condensed = [int(r[0]) for r in rows if r[3] == "condensed"]
+        kids = self._children_of(c, condensed)
+        return [summary_from_row(r, kids.get(int(r[0]), ())) for r in rows]
+
+    # -- summaries --------------------------------------------------------------------------
+    def add_summary(self, scope: Scope, draft: SummaryInput) -> SummaryRecord:
+        """Store one summary with its edges and full-text row in one transaction.
+
+        Raises :class:`SummaryConflict` when the coverage is not what the rules above allow
+        (nothing is written), :class:`~comal.errors.UserError` for a malformed draft."""
+        _check_draft(draft)
+        tokens = self.counter.count(draft.text)
+        digest = sha256_hex(draft.text)
+        created = _iso_now()
+        with self.atomic() as c:
+            if not self._lock_session(c, scope):
+                raise UserError(f"no session {scope.session} in this tenant/agent")
+            if draft.kind == "leaf":
+                self._check_leaf(c, scope, draft)
+            else:
+                self._check_condensed(c, scope, draft)
+            before = self._frontier_ids(c, scope)
+            children = set(draft.children)
+            sid = self._insert_id(
+                c,
+                "INSERT INTO summaries (session_id, depth, kind, first_seq, last_seq,"
+                " descendant_count, descendant_tokens, time_start, time_end, tokens, summarizer,"
+                " level, digest, created_at, body, meta, sources_digest, frontier)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '[]')",
+                (
+                    scope.session,
+                    draft.depth,
+                    draft.kind,
+                    draft.first_seq,
+                    draft.last_seq,
+                    draft.descendant_count,
+                    draft.descendant_tokens,
+                    draft.time_range[0],
+                    draft.time_range[1],
+                    tokens,
+                    draft.summarizer,
+                    draft.level,
+                    digest,
+                    created,
+                    draft.text,
+                    canonical_json(draft.meta),
+                    draft.sources_digest,
+                ),
+            )
+            # Children leave the frontier and the new node takes the place of the first one (or
+            # the end, for a leaf): the frontier stays in coverage order.
+            after = [i for i in before if i not in children]
+            at = before.index(draft.children[0]) if draft.children else len(after)
+            after.insert(at, sid)
+            c.execute(
+                self._q("UPDATE summaries SET frontier = ? WHERE id = ?"),
+                (canonical_json(after), sid),
+            )
+            for pos, child in enumerate(draft.children):
+                c.execute(
+                    self._q(
+                        "INSERT INTO summary_children (parent_id, child_id, position)"
+                        " VALUES (?, ?, ?)"
+                    ),
+                    (sid, child, pos),
+                )
+            self._index_dag_summary(c, scope, sid, draft.text)
+        return SummaryRecord(
+            sid,
+            scope.session,
+            draft.depth,
+            draft.kind,
+            draft.first_seq,
+            draft.last_seq,
+            draft.children,
+            draft.descendant_count,
+            draft.descendant_tokens,
+            draft.time_range,
+            tokens,
+            draft.summarizer,
+            draft.level,
+            digest,
+            created,
+            draft.text,
+            dict(draft.meta),
+            draft.sources_digest,
+        )
+
+    def _check_leaf(self, c: Any, scope: Scope, d: SummaryInput) -> None:
+        prev = c.execute(
+            self._q("SELECT max(last_seq) FROM summaries WHERE session_id = ?"), (scope.session,)
+        ).fetchone()[0]
+        if prev is None:
+            skipped = c.execute(
+                self._q(
+                    "SELECT count(*) FROM entries WHERE session_id = ? AND seq < ?"
+                    " AND role NOT IN ('system', 'developer')"
+                ),
+                (scope.session, d.first_seq),
+            ).fetchone()[0]
+            if skipped:
+                raise SummaryConflict(
+                    f"a first leaf must start at the first non-system entry; seq {d.first_seq} "
+                    f"would leave {skipped} entries uncovered"
+                )
+        elif d.first_seq != int(prev) + 1:
+            raise SummaryConflict(
+                f"leaf seq {d.first_seq}..{d.last_seq} does not start where the summaries end "
+                f"(seq {int(prev) + 1}); another compaction got there first"
+            )
+        rows = c.execute(
+            self._q(
+                "SELECT seq, step FROM entries WHERE session_id = ? AND seq IN (?, ?) ORDER BY seq"
+            ),
+            (scope.session, d.first_seq, d.last_seq + 1),
+        ).fetchall()
+        found = {int(r[0]): int(r[1]) for r in rows}
+        if found.get(d.first_seq) != d.first_seq:
+            raise SummaryConflict(f"leaf must start at a step: seq {d.first_seq} is not one")
+        if found.get(d.last_seq + 1) != d.last_seq + 1:
+            raise SummaryConflict(
+                f"leaf must end where a later step starts: seq {d.last_seq + 1} does not"
+            )
+
+    def _check_condensed(self, c: Any, scope: Scope, d: SummaryInput) -> None:
+        marks = ",".join("?" * len(d.children))
+        kids = c.execute(
+            self._q(
+                "SELECT s.id, s.depth, s.first_seq, s.last_seq, s.descendant_count,"
+                " (SELECT count(*) FROM summary_children e WHERE e.child_id = s.id)"
+                f" FROM summaries s WHERE s.session_id = ? AND s.id IN ({marks})"
+            ),
+            (scope.session, *d.children),
+        ).fetchall()
+        by_id = {int(r[0]): r for r in kids}
+        if set(by_id) != set(d.children):
+            raise UserError(f"condensed summary names children not in this session: {d.children}")
+        ordered = [by_id[i] for i in d.children]
+        if any(int(r[5]) for r in ordered):
+            raise SummaryConflict(
+                f"summaries {d.children} are already condensed; another compaction got there first"
+            )
+        if any(int(r[1]) != d.depth - 1 for r in ordered):
+            below = d.depth - 1
+            raise UserError(f"children of a depth-{d.depth} summary must all be depth {below}")
+        for a, b in itertools.pairwise(ordered):
+            if int(b[2]) != int(a[3]) + 1:
+                raise UserError(f"children {d.children} are not adjacent")
+        if int(ordered[0][2]) != d.first_seq or int(ordered[-1][3]) != d.last_seq:
+            raise UserError("a condensed summary's range must be its children's")
+        if sum(int(r[4]) for r in ordered) != d.descendant_count:
+            raise UserError("descendant_count must be the children's sum")
+
+    def _frontier_ids(self, c: Any, scope: Scope) -> list[int]:
+        row = c.execute(
+            self._q("SELECT frontier FROM summaries WHERE session_id = ? ORDER BY id DESC LIMIT 1"),
+            (scope.session,),
+        ).fetchone()
+        return [] if row is None else [int(i) for i in load_json(row[0])]
+
+    def summary_frontier(self, scope: Scope) -> list[SummaryRecord]:
+        """The summaries no other one condenses, oldest first (the dag engine's stand-ins).
+
+        Read from the frontier the newest summary recorded: O(frontier) rows, whatever the
+        session's length (``verify`` checks it against the edges)."""
+        with self._read() as c:
+            if not self._visible(scope):
+                return []
+            ids = self._frontier_ids(c, scope)
+            if not ids:
+                return []
+            marks = ",".join("?" * len(ids))
+            return self._summary_rows(
+                c, f"s.session_id = ? AND s.id IN ({marks})", (scope.session, *ids)
+            )
+
+    def summaries(self, scope: Scope) -> list[SummaryRecord]:
+        """Every summary of the session, by coverage then depth."""
+        with self._read() as c:
+            if not self._visible(scope):
+                return []
+            return self._summary_rows(c, "s.session_id = ?", (scope.session,))
+
+    def summary(self, scope: Scope, summary_id: int) -> SummaryRecord | None:
+        with self._read() as c:
+            if not self._visible(scope):
+                return None
+            found = self._summary_rows(
+                c, "s.session_id = ? AND s.id = ?", (scope.session, summary_id)
+            )
+        return found[0] if found else None
+
+    def summary_parent(self, scope: Scope, summary_id: int) -> int | None:
+        with self._read() as c:
+            if not self._visible(scope):
+                return None
+            row = c.execute(
+                self._q(
+                    "SELECT e.parent_id FROM summary_children e JOIN summaries s"
+                    " ON s.id = e.child_id WHERE e.child_id = ? AND s.session_id = ?"
+                ),
+                (summary_id, scope.session),
+            ).fetchone()
+        return None if row is None else int(row[0])
+
+    # -- search (LED-5) ---------------------------------------------------------------------
+    def search_summaries(
+        self, scope: Scope, query: str, *, regex: bool = False, limit: int = 50
+    ) -> list[RecallHit]:
+        """Full-text (FTS5 syntax) or regex search over the session's summaries."""
+        return self.recall_search(scope, query, regex=regex, limit=limit, entries=False)
+
+    def recall_search(
+        self,
+        scope: Scope,
+        query: str,
+        *,
+        regex: bool = False,
+        limit: int = 10,
+        entries: bool = True,
+        summaries: bool = True,
+        any_word: bool = True,
+    ) -> list[RecallHit]:
+        """Ranked hits over the session's messages and summaries (``ctx_search``).
+
+        With ``any_word`` (the default) the query's words are matched, any of them, ranked by
+        BM25 (SQLite) or ``ts_rank`` (PostgreSQL), whatever punctuation it holds; otherwise it
+        is an FTS5 query passed through; ``regex`` runs Python ``re`` over the texts and ranks
+        by the number of matches."""
+        if not self._visible(scope):
+            return []
+        if regex:
+            return self._regex_hits(scope, query, limit, entries, summaries)
+        match = plain_words_query(query) if any_word else query
+        if match is None:
+            return []
+        qwords = words(query)
+        hits: list[RecallHit] = []
+        if entries:
+            for eid, score in self._fts_entries(scope, match, limit):
+                e = self.entry(scope, eid)
+                if e is not None:
+                    h = hit(e, qwords)
+                    hits.append(RecallHit("entry", e.id, e.seq, e.seq, e.role, h.snippet, score))
+        if summaries:
+            ranked = self._fts_summaries(scope, match, limit)
+            found = {s.id: s for s in self._by_ids(scope, [i for i, _ in ranked])}
+            for sid, score in ranked:
+                s = found.get(sid)
+                if s is not None:
+                    snip = _snippet(s.text, qwords)
+                    hits.append(
+                        RecallHit(
+                            "summary",
+                            s.id,
+                            s.first_seq,
+                            s.last_seq,
+                            "summary",
+                            snip,
+                            score,
+                            s.depth,
+                        )
+                    )
+        hits.sort(key=lambda h: (-h.score, h.kind != "entry", h.seq, h.id))
+        return hits[:limit]
+
+    def _by_ids(self, scope: Scope, ids: Sequence[int]) -> list[SummaryRecord]:
+        if not ids:
+            return []
+        marks = ",".join("?" * len(ids))
+        with self._read() as c:
+            where = f"s.session_id = ? AND s.id IN ({marks})"
+            return self._summary_rows(c, where, (scope.session, *ids))
+
+    def _regex_hits(
+        self, scope: Scope, pattern: str, limit: int, entries: bool, summaries: bool
+    ) -> list[RecallHit]:
+        try:
+            compiled = re.compile(pattern)
+        except re.error as exc:
+            raise UserError(f"bad regular expression {pattern!r}: {exc}") from exc
+        hits: list[RecallHit] = []
+        if entries:
+            for e in self.iter_entries(scope):
+                found = tuple(m.start() for m in compiled.finditer(e.message.text))
+                if found:
+                    h = hit(e, None, found)
+                    hits.append(
+                        RecallHit("entry", e.id, e.seq, e.seq, e.role, h.snippet, float(len(found)))
+                    )
+        if summaries:
+            for s in self.summaries(scope):
+                found = tuple(m.start() for m in compiled.finditer(s.text))
+                if found:
+                    hits.append(
+                        RecallHit(
+                            "summary",
+                            s.id,
+                            s.first_seq,
+                            s.last_seq,
+                            "summary",
+                            _snippet(s.text, [], found),
+                            float(len(found)),
+                            s.depth,
+                        )
+                    )
+        hits.sort(key=lambda h: (-h.score, h.kind != "entry", h.seq, h.id))
+        return hits[:limit]
+
+    def _delete_dependents(self, c: Any, sid: str) -> dict[str, int]:
+        """``delete_session``'s part for the DAG: its edges (keyed by summary, not session)."""
+        cur = c.execute(
+            self._q(
+                "DELETE FROM summary_children WHERE parent_id IN"
+                " (SELECT id FROM summaries WHERE session_id = ?)"
+            ),
+            (sid,),
+        )
+        return {"summary_children": max(cur.rowcount, 0)}
+
+    # -- verify -----------------------------------------------------------------------------
+    def summary_faults(self) -> list[Fault]:
+        """``verify``'s part for summaries: every body matches its digest, leaves of a session
+        cover adjacent whole ranges, and a condensed node's children are adjacent, one depth
+        lower, and span exactly its range."""
+        with self._read() as c:
+            rows = c.execute(
+                "SELECT session_id, id, kind, depth, first_seq, last_seq, digest, body"
+                " FROM summaries ORDER BY session_id, first_seq, depth"
+            ).fetchall()
+            edges = c.execute(
+                "SELECT parent_id, child_id, position FROM summary_children"
+            ).fetchall()
+        faults: list[Fault] = []
+        nodes = {int(r[1]): r for r in rows}
+        kids: dict[int, list[tuple[int, int]]] = {}
+        for parent, child, pos in edges:
+            kids.setdefault(int(parent), []).append((int(pos), int(child)))
+        last_end: dict[str, int] = {}
+        for sid, nid, kind, depth, first, last, digest, body in rows:
+            where = f"summary {nid}"
+            if sha256_hex(body) != digest:
+                faults.append(Fault(sid, first, "summary-digest", f"{where} body does not match"))
+            if kind == "leaf":
+                end = last_end.get(sid)
+                if end is not None and int(first) != end + 1:
+                    faults.append(
+                        Fault(sid, first, "summary-gap", f"{where} starts at {first}, after {end}")
+                    )
+                last_end[sid] = int(last)
+                continue
+            children = [nodes.get(ch) for _, ch in sorted(kids.get(int(nid), []))]
+            ok = len(children) >= 2 and all(ch is not None for ch in children)
+            if ok:
+                real = [ch for ch in children if ch is not None]
+                ok = (
+                    all(int(ch[3]) == int(depth) - 1 and ch[0] == sid for ch in real)
+                    and int(real[0][4]) == int(first)
+                    and int(real[-1][5]) == int(last)
+                    and all(int(b[4]) == int(a[5]) + 1 for a, b in itertools.pairwise(real))
+                )
+            if not ok:
+                faults.append(
+                    Fault(sid, first, "summary-children", f"{where}'s children do not span it")
+                )
+        with self._read() as c:
+            latest = c.execute(
+                "SELECT s.session_id, s.frontier FROM summaries s WHERE s.id ="
+                " (SELECT max(t.id) FROM summaries t WHERE t.session_id = s.session_id)"
+            ).fetchall()
+        condensed = {int(child) for _, child, _ in edges}
+        for sid, frontier in latest:
+            want = sorted(
+                (int(r[4]), int(r[1])) for r in rows if r[0] == sid and int(r[1]) not in condensed
+            )
+            if [i for _, i in want] != [int(i) for i in load_json(frontier)]:
+                faults.append(Fault(sid, None, "summary-frontier", "recorded frontier is wrong"))
+        return faults
+
+
+def _check_draft(d: SummaryInput) -> None:
+    problems = []
+    if d.kind not in KINDS:
+        problems.append(f"kind must be one of {KINDS}")
+    if d.level not in LEVELS:
+        problems.append(f"level must be one of {LEVELS}")
+    if (d.kind == "leaf") != (d.depth == 0):
+        problems.append("a leaf has depth 0 and only a leaf has")
+    if d.kind == "leaf" and d.children:
+        problems.append("a leaf has no children")
+    if d.kind == "condensed" and len(d.children) < 2:
+        problems.append("a condensed summary has at least two children")
+    if not 0 <= d.first_seq <= d.last_seq:
+        problems.append("need 0 <= first_seq <= last_seq")
+    if d.kind == "leaf" and d.descendant_count != d.last_seq - d.first_seq + 1:
+        problems.append("a leaf's descendant_count is the number of entries it covers")
+    if not d.text.strip():
+        problems.append("the text is empty")
+    if problems:
+        raise UserError("bad summary: " + "; ".join(problems))
+
+
+def _iso_now() -> str:
+    from datetime import UTC, datetime
+
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+class SqliteSummaries(SummaryStore, CoordinationRows):
+    """The SQLite hooks (its FTS5 table trails nothing: summaries are indexed as written)."""
+
+    _conn: sqlite3.Connection
+    _lock: Any
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            yield self._conn
+
+    def _lock_session(self, c: Any, scope: Scope) -> bool:
+        # BEGIN IMMEDIATE already holds the database's write lock.
+        row = c.execute(
+            "SELECT 1 FROM sessions WHERE id = ? AND tenant = ? AND agent = ?",
+            (scope.session, scope.tenant, scope.agent),
+        ).fetchone()
+        if row is None:
+            log.warning("ledger write refused: no session %s for tenant/agent", scope.session)
+        return row is not None
+
+    def _insert_id(self, c: Any, sql: str, args: Sequence[Any]) -> int:
+        return int(c.execute(sql, tuple(args)).lastrowid or 0)
+
+    def _index_dag_summary(self, c: Any, scope: Scope, summary_id: int, text: str) -> None:
+        safe = text if text.isascii() else text.encode("utf-8", "replace").decode("utf-8")
+        c.execute("INSERT INTO summaries_text_fts (rowid, text) VALUES (?, ?)", (summary_id, safe))
+
+    def _fts(self, sql: str, args: tuple[Any, ...], match: str) -> list[tuple[int, float]]:
+        with self._read() as c:
+            try:
+                rows = c.execute(sql, args).fetchall()
+            except sqlite3.OperationalError as exc:
+                raise UserError(f"bad full-text query {match!r}: {exc}") from exc
+        # bm25() is lower-is-better; scores here are higher-is-better.
+        return [(int(r[0]), -float(r[1])) for r in rows]
+
+    def _fts_summaries(self, scope: Scope, match: str, limit: int) -> list[tuple[int, float]]:
+        return self._fts(
+            "SELECT rowid, bm25(summaries_text_fts) FROM summaries_text_fts"
+            " WHERE summaries_text_fts MATCH ? AND rowid IN"
+            " (SELECT id FROM summaries WHERE session_id = ?) ORDER BY rank LIMIT ?",
+            (match, scope.session, limit),
+            match,
+        )
+
+    def _fts_entries(self, scope: Scope, match: str, limit: int) -> list[tuple[int, float]]:
+        index = getattr(self, "index_text", None)
+        if index is not None:
+            index()
+        return self._fts(
+            "SELECT rowid, bm25(entries_fts) FROM entries_fts WHERE entries_fts MATCH ?"
+            " AND rowid IN (SELECT id FROM entries WHERE session_id = ?) ORDER BY rank LIMIT ?",
+            (match, scope.session, limit),
+            match,
+        )

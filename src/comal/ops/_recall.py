@@ -1,0 +1,230 @@
+"""The dag engine's recall tools: ``ctx_search``, ``ctx_inspect``, ``ctx_expand`` (DAG-7).
+
+Operations of the house's registry like any other (judged, receipted), read-only and
+session-local: they read the calling session only, never its children or another session, and
+are not on the ``api`` surface (never exported). The model is offered them only while the dag
+engine runs (``model_catalog`` hides them under any other engine).
+
+``ctx_expand`` returns a summary's sources (its entries for a leaf, its children for a condensed
+node, rendered as the summarizer read them) or one entry, paged like EvidenceRead: offsets in
+UTF-16 units, pages of at most 8,000 units that never cut a surrogate pair, the exact
+``next_call``, and a digest check: the whole text must hash to the ``sources_digest`` the
+summary row recorded (else the ledger is damaged) and to ``expected_digest`` when given.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ..ledger import LedgerBackend, Scope, SummaryRecord
+from ..messages import sha256_hex
+from ._errors import ToolFailure
+from ._model import CallContext, Effect, Surface, ToolOutput
+from ._operation import LARGE_CAP, Operation
+
+__all__ = [
+    "CtxExpandInput",
+    "CtxInspectInput",
+    "CtxSearchInput",
+    "expand_text",
+    "recall_operations",
+]
+
+_MAX_PAGE = 8_000
+_SURFACES: frozenset[Surface] = frozenset({"model", "cli", "tui"})
+
+
+class CtxSearchInput(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    query: str = Field(..., min_length=1, max_length=1_000, description="Words, FTS5 or regex.")
+    mode: Literal["words", "fts", "regex"] = Field(
+        "words",
+        description="words: any of the words, ranked (BM25); fts: FTS5 syntax; regex: Python re.",
+    )
+    kind: Literal["all", "messages", "summaries"] = Field("all", description="What to search.")
+    limit: int = Field(10, ge=1, le=50, description="Most results.")
+
+
+class CtxInspectInput(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    summary: int = Field(..., description="Summary id from its header.")
+
+
+class CtxExpandInput(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    summary: int | None = Field(None, description="Summary id: returns its sources.")
+    entry: int | None = Field(None, ge=1, description="Entry id: returns that message.")
+    offset: int = Field(0, ge=0, description="First UTF-16 unit of the page.")
+    limit: int = Field(_MAX_PAGE, ge=1, le=_MAX_PAGE, description="Page size in UTF-16 units.")
+    expected_digest: str | None = Field(
+        None, pattern="^[0-9a-f]{64}$", description="sha256 of the whole text, from a page."
+    )
+
+    @model_validator(mode="after")
+    def _one_target(self) -> Self:
+        if (self.summary is None) == (self.entry is None):
+            raise ValueError("give exactly one of summary and entry")
+        return self
+
+
+def _summary(ledger: LedgerBackend, scope: Scope, summary_id: int) -> SummaryRecord:
+    found = ledger.summary(scope, summary_id)
+    if found is None:
+        raise ToolFailure(
+            f"no summary {summary_id} in this session; copy the id from a summary's header"
+        )
+    return found
+
+
+def expand_text(ledger: LedgerBackend, scope: Scope, summary: SummaryRecord) -> str:
+    """The sources of ``summary`` as its summarizer read them, checked against the row."""
+    from ..context.dag import render_children, render_entries
+
+    if summary.kind == "leaf":
+        entries = ledger.entries(scope, start_seq=summary.first_seq, end_seq=summary.last_seq)
+        text = render_entries(entries)
+    else:
+        children = [ledger.summary(scope, i) for i in summary.children]
+        text = render_children([c for c in children if c is not None])
+    if summary.sources_digest and sha256_hex(text) != summary.sources_digest:
+        raise ToolFailure(
+            f"summary {summary.id}'s sources hash to {sha256_hex(text)}, not the recorded "
+            f"{summary.sources_digest}; the ledger is damaged: run `comal verify`"
+        )
+    return text
+
+
+def _search(args: CtxSearchInput, ctx: CallContext) -> ToolOutput:
+    try:
+        hits = ctx.ledger.recall_search(
+            ctx.scope,
+            args.query,
+            regex=args.mode == "regex",
+            limit=args.limit,
+            entries=args.kind != "summaries",
+            summaries=args.kind != "messages",
+            any_word=args.mode == "words",
+        )
+    except Exception as exc:  # a bad FTS or regex query, said as the tool's error
+        raise ToolFailure(f"{exc}; fix the query or use mode=words") from exc
+    if not hits:
+        return ToolOutput(f"[ctx_search: no match for {args.query!r} in this session]")
+    lines = [f"[ctx_search: {len(hits)} results for {args.query!r}, best first]"]
+    for n, h in enumerate(hits, start=1):
+        if h.kind == "summary":
+            where = f"summary {h.id} (depth {h.depth}, seq {h.seq}..{h.last_seq})"
+            call = f"ctx_expand(summary={h.id})"
+        else:
+            where = f"entry {h.id} (seq {h.seq}, {h.role})"
+            call = f"ctx_expand(entry={h.id})"
+        lines.append(f"{n}. {where}, score {h.score:.3f}: {h.snippet} — {call}")
+    seen = {"hits": [{"kind": h.kind, "id": h.id} for h in hits]}
+    return ToolOutput("\n".join(lines), observations=seen)
+
+
+def _inspect(args: CtxInspectInput, ctx: CallContext) -> ToolOutput:
+    s = _summary(ctx.ledger, ctx.scope, args.summary)
+    info = {
+        "id": s.id,
+        "depth": s.depth,
+        "kind": s.kind,
+        "covers_seq": [s.first_seq, s.last_seq],
+        "descendant_count": s.descendant_count,
+        "descendant_tokens": s.descendant_tokens,
+        "children": list(s.children),
+        "parent": ctx.ledger.summary_parent(ctx.scope, s.id),
+        "time_range": list(s.time_range),
+        "tokens": s.tokens,
+        "summarizer": s.summarizer,
+        "level": s.level,
+        "digest": s.digest,
+        "sources_digest": s.sources_digest,
+        "expand": f"ctx_expand(summary={s.id})",
+    }
+    return ToolOutput(json.dumps(info, ensure_ascii=False, indent=1), observations={"id": s.id})
+
+
+def _call(target: str, offset: int, digest: str) -> str:
+    return f'ctx_expand({target}, offset={offset}, expected_digest="{digest}")'
+
+
+def _expand(args: CtxExpandInput, ctx: CallContext) -> ToolOutput:
+    from ..evidence._utf16 import is_pair_split, utf16_encode
+
+    if args.summary is not None:
+        target = f"summary={args.summary}"
+        text = expand_text(ctx.ledger, ctx.scope, _summary(ctx.ledger, ctx.scope, args.summary))
+    else:
+        from ..context.dag import render_entries
+
+        assert args.entry is not None
+        entry = ctx.ledger.entry(ctx.scope, args.entry)
+        if entry is None:
+            raise ToolFailure(f"no entry {args.entry} in this session; copy the id exactly")
+        target = f"entry={args.entry}"
+        text = render_entries([entry])
+    digest = sha256_hex(text)
+    if args.expected_digest is not None and args.expected_digest != digest:
+        raise ToolFailure(
+            f"{target} has sha256 {digest}, not the expected {args.expected_digest}; nothing "
+            "was read. Start again without expected_digest"
+        )
+    data = utf16_encode(text)
+    total = len(data) // 2
+    if args.offset > total:
+        raise ToolFailure(f"offset {args.offset} is past the end ({total} UTF-16 units)")
+    start = args.offset - 1 if is_pair_split(data, args.offset) else args.offset
+    end = min(start + args.limit, total)
+    if is_pair_split(data, end):
+        end = end - 1 if end - 1 > start else end + 1
+    page = data[2 * start : 2 * end].decode("utf-16-le", "surrogatepass")
+    head = f"[ctx_expand {target}: UTF-16 units {start}..{end} of {total}, sha256 {digest}]"
+    following = _call(target, end, digest) if end < total else None
+    tail = f"[next page: {following}]" if following else "[end of the sources]"
+    ctx.ledger.add_record(
+        ctx.scope, "event", "dag_expanded", {"v": 1, "target": target, "offset": start}
+    )
+    seen = {"sha256": digest, "offset": start, "end": end, "total": total}
+    return ToolOutput(f"{head}\n{page}\n{tail}", observations=seen)
+
+
+def recall_operations() -> list[Operation]:
+    """ctx_search, ctx_inspect and ctx_expand."""
+    return [
+        Operation(
+            "ctx_search",
+            "Search this session's messages and summaries (full text ranked by BM25, FTS5 "
+            "syntax, or a regex); each result names the entry or summary and the ctx_expand "
+            "call that returns it exactly.",
+            CtxSearchInput,
+            _search,
+            effects=(Effect("read"),),
+            surfaces=_SURFACES,
+        ),
+        Operation(
+            "ctx_inspect",
+            "Show a summary's coverage: depth, the seq range and time range it stands for, how "
+            "many messages, its children and parent, tokens, and who made it.",
+            CtxInspectInput,
+            _inspect,
+            effects=(Effect("read"),),
+            surfaces=_SURFACES,
+        ),
+        Operation(
+            "ctx_expand",
+            "Return exactly what a summary stands for (its messages, or its child summaries) or "
+            "one entry, one page (at most 8,000 UTF-16 units) at a time; the reply ends with the "
+            "exact call for the next page, with the digest of the whole text.",
+            CtxExpandInput,
+            _expand,
+            effects=(Effect("read"),),
+            surfaces=_SURFACES,
+            inline_cap=LARGE_CAP,
+        ),
+    ]

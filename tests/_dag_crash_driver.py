@@ -1,0 +1,112 @@
+"""Child process for the dag engine's crash and race tests: forks compaction workers.
+
+It imports comal once, prints ``ready`` and reads one JSON command per line: ``{"db", "tenant",
+"agent", "session", "window", "jitter_ms"}``. For each it forks a worker and prints ``spawned
+PID``; when a worker ends it prints ``exit PID CODE`` (``-SIGNAL`` when killed). A worker runs
+sweeps of the session until nothing is due (the "next run" that finishes pending work), each
+sweep waiting its turn on the session's lease; every phase of a sweep is reported as ``PID phase
+PHASE DETAIL`` and followed by a random pause of up to ``jitter_ms``, so kills land anywhere.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import selectors
+import time
+from typing import Any
+
+from comal.compaction import sweep
+from comal.context import ExtractiveSummarizer, View, get_engine
+from comal.context.dag import Blocked, DagConfig
+from comal.ledger import Scope, open_ledger
+from comal.tokens import Budget, EstimatingCounter
+
+
+def say(text: str) -> None:
+    os.write(1, (text + "\n").encode())
+
+
+def config(counter: EstimatingCounter) -> DagConfig:
+    return DagConfig(counter=counter, defer_compaction=False, lease_ttl_s=1.0)
+
+
+def budget(window: int) -> Budget:
+    return Budget.for_window(window, system_tokens=100, tools_tokens=100)
+
+
+def work(cmd: dict[str, Any]) -> None:
+    me = os.getpid()
+    rnd = random.Random(me)
+    jitter = float(cmd.get("jitter_ms", 0)) / 1000
+
+    def probe(phase: str, detail: str) -> None:
+        say(f"{me} phase {phase} {detail}")
+        if jitter:
+            time.sleep(rnd.random() * jitter)
+
+    counter = EstimatingCounter()
+    led = open_ledger(cmd["db"], counter=counter)
+    scope = Scope(cmd["tenant"], cmd["agent"], cmd["session"])
+    engine = get_engine("dag")
+    cfg = config(counter)
+    made = conflicts = 0
+    while True:
+        report = sweep(
+            led, scope, engine, cfg, budget(cmd["window"]), ExtractiveSummarizer(counter),
+            probe=probe,
+        )  # fmt: skip
+        made += len(report.made)
+        conflicts += report.conflicts
+        if report.stopped.startswith("lease held"):
+            time.sleep(0.05)
+            continue
+        view = View.from_ledger(led, scope, bases=engine.bases)
+        jobs = engine.plan(view, budget(cmd["window"]), cfg)
+        if not any(not isinstance(j, Blocked) for j in jobs):
+            break
+    say(f"{me} done {made} {conflicts}")
+    led.close()
+
+
+def main() -> None:
+    say("ready")
+    sel = selectors.DefaultSelector()
+    sel.register(0, selectors.EVENT_READ)
+    buffer = b""
+    children: set[int] = set()
+    open_input = True
+    while open_input or children:
+        if open_input and sel.select(timeout=0.002):
+            chunk = os.read(0, 65536)
+            if not chunk:
+                open_input = False
+                sel.unregister(0)
+            buffer += chunk
+            while b"\n" in buffer:
+                line, buffer = buffer.split(b"\n", 1)
+                pid = os.fork()
+                if pid == 0:
+                    code = 0
+                    try:
+                        work(json.loads(line))
+                    except BaseException as exc:
+                        say(f"{os.getpid()} failed {type(exc).__name__}: {exc}")
+                        code = 1
+                    finally:
+                        os._exit(code)
+                children.add(pid)
+                say(f"spawned {pid}")
+        elif not open_input:
+            time.sleep(0.002)
+        for pid in list(children):
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                children.discard(pid)
+                code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+                say(f"exit {pid} {code}")
+
+
+if __name__ == "__main__":
+    main()
