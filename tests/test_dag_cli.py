@@ -51,7 +51,8 @@ def test_replay_with_the_dag_engine_keeps_the_replay_contract(tmp_path: Path) ->
 def test_compact_summaries_and_context_with_the_dag_engine(tmp_path: Path) -> None:
     # covers: DAG-1, DAG-2, DAG-9, LIM-7
     db = tmp_path / "c.db"
-    imported = json.loads(_run("--ledger", str(db), "import", str(_transcript()), "--json"))
+    out = _run("--ledger", str(db), "import", str(_transcript()), "--json")
+    imported = json.loads(out.splitlines()[0])  # one object per session, then a summary
     session = imported["session"] if "session" in imported else imported["sessions"][0]
     made = json.loads(
         _run(

@@ -432,3 +432,27 @@ def test_deleting_a_dag_session_removes_its_summaries_and_verifies(
     rows = json.loads(gone.stdout)["rows"]
     assert rows["summaries"] > 0 and rows["summary_children"] >= 0
     assert _cli("verify").exit_code == 0
+
+
+def test_a_house_that_does_not_hold_the_session_runs_nothing_with_effects(
+    db: Path, tmp_path: Path
+) -> None:
+    # covers: OPS-3, RES-2
+    from comal.ops import Actor
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    led = open_ledger(db)
+    flags = Flags(model="anthropic:claude-sonnet-4-6", workspace=ws, mode="trusted")
+    rt = Runtime.open(led, flags, config=Config(), provider=FunctionProvider(lambda r: {}))
+    rt.start("hello")
+    house = rt.house()  # built outside a run: this process does not hold the session
+    write = ToolCall("w1", "Write", json.dumps({"path": "x.txt", "content": "no\n"}))
+    outcome = house.run(write, Actor.user("ana"), surface="cli")
+    assert outcome.result.is_error and "SESSION_NOT_HELD" in json.dumps(
+        dict(outcome.receipt.observations)
+    )
+    assert not (ws / "x.txt").exists()
+    read = ToolCall("g1", "Glob", json.dumps({"pattern": "*"}))
+    assert not house.run(read, Actor.user("ana"), surface="cli").result.is_error  # reads run
+    led.close()

@@ -234,17 +234,19 @@ def human_operations(runtime: Runtime) -> list[Operation]:
                 )  # fmt: skip
                 made: tuple[object, ...] = tuple(report.made)
                 blocked = [{"code": b.code, "message": b.message} for b in report.blocked]
+                stopped = report.stopped
             else:
                 jobs = proposer.engine.plan(
                     preview.view, preview.budget, config, force=True, cache=proposer.cache
                 )
-                made, blocked = execute(runtime.ledger, scope, jobs), []
+                made, blocked, stopped = execute(runtime.ledger, scope, jobs), [], "done"
         finally:
             lock.release()
         if not made:
             text = "nothing to compact: only the protected tail follows the latest stand-in"
             text += "".join(f"\n[{b['code']}] {b['message']}" for b in blocked)
-            return ToolOutput(text, observations={"queued": False, "made": [], "blocked": blocked})
+            observed = {"queued": False, "made": [], "blocked": blocked, "stopped": stopped}
+            return ToolOutput(text, observations=observed)
         lines, records = [], []
         for record in made:
             if isinstance(record, CheckpointRecord):
@@ -287,7 +289,7 @@ def human_operations(runtime: Runtime) -> list[Operation]:
                 lines.append(f"made {type(record).__name__}")
                 records.append({"kind": type(record).__name__})
         lines += [f"[{b['code']}] {b['message']}" for b in blocked]
-        observed = {"queued": False, "made": records, "blocked": blocked}
+        observed = {"queued": False, "made": records, "blocked": blocked, "stopped": stopped}
         return ToolOutput("\n".join(lines), observations=observed)
 
     return [

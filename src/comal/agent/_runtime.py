@@ -56,7 +56,12 @@ from ._script import SCRIPT_PREFIX, ScriptModel
 from ._session import lock_session
 from ._settings import AgentSettings
 
-__all__ = ["Flags", "Runtime"]
+__all__ = ["Flags", "Runtime", "SessionNotHeld"]
+
+
+class SessionNotHeld(UserError):
+    code = "SESSION_NOT_HELD"
+
 
 RULE_EVENT = "rule_added"
 # A model name for sessions whose model is unknown (an import): windows resolve to the default.
@@ -124,6 +129,7 @@ class Runtime:
     active: Agent | None = field(default=None, init=False)
     # Rules a human added during this process ("always allow" in the TUI), after the config's.
     extra_rules: list[Rule] = field(default_factory=list, init=False)
+    _held: SessionLock | PgSessionLock | None = field(default=None, init=False, repr=False)
     _providers: dict[str, Provider] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -256,6 +262,7 @@ class Runtime:
             workspace=self.workspace,
             approver=approver,
             settings=self.host,
+            guard=self._holding,
         )
 
     def sandbox_status(self) -> SandboxStatus:
@@ -274,6 +281,16 @@ class Runtime:
         if self.scope is not None:
             body = {"v": 1, "rule": str(rule), "action": rule.action, "by": by.id}
             self.ledger.add_record(self.scope, "event", RULE_EVENT, body)
+
+    def _holding(self) -> None:
+        """The house's guard: calls with effects run only while this runtime holds the
+        session's lock (inside :meth:`run`), never beside another process's agent."""
+        if self._held is None:
+            raise SessionNotHeld(
+                f"session {self.need_scope().session}: a call with effects needs the session's "
+                "lock, and this process does not hold it (another agent may be running); run it "
+                "through the agent, or wait and resume"
+            )
 
     def need_scope(self) -> Scope:
         if self.scope is None:
@@ -353,7 +370,8 @@ class Runtime:
             if prompt is None:
                 raise UserError("nothing to do: give a prompt with -p, or --resume a session")
             self.start(prompt)
-        with self.lock():
+        with self.lock() as held:
+            self._held = held
             agent = self.agent(approver=approver, say=say, on_event=on_event, probe=probe)
             self.active = agent
             try:
@@ -363,6 +381,7 @@ class Runtime:
                 return agent.result("error", exc)
             finally:
                 self.active = None
+                self._held = None
 
     def control(
         self,

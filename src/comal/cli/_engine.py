@@ -288,6 +288,7 @@ def compact_cmd(
         "made": made,
         "queued": bool(observed.get("queued")),
         "blocked": list(observed.get("blocked", [])),
+        "stopped": observed.get("stopped", "done"),
     }  # fmt: skip
     if as_json:
         emit_json(result)

@@ -191,6 +191,8 @@ def _sessions(
     meta: dict[str, Any] = {
         k: first[k] for k in ("sessionId", "cwd", "version", "gitBranch") if k in first
     }
+    if isinstance(first.get("timestamp"), str):
+        meta["started_at"] = first["timestamp"]  # the session starts when its transcript did
     meta["models"] = dict(models)
     meta["skipped_entries"] = dict(skipped)
     side = _sidechains(entries)

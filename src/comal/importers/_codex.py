@@ -126,6 +126,9 @@ class _Rollout:
         self.summaries: list[str] = []
 
     def line(self, lineno: int, rec: dict[str, Any]) -> None:
+        stamp = rec.get("timestamp")
+        if isinstance(stamp, str) and "started_at" not in self.meta:
+            self.meta["started_at"] = stamp  # the session starts when its transcript did
         kind = req(rec, "type", str)
         payload = req(rec, "payload", dict)
         if kind == "session_meta":

@@ -66,6 +66,9 @@ class _Stream:
         self.rebuilt = 0  # calls whose arguments came from the action's args
 
     def event(self, ev: dict[str, Any], at: At) -> None:
+        stamp = ev.get("timestamp")
+        if isinstance(stamp, str) and "started_at" not in self.meta:
+            self.meta["started_at"] = stamp  # the session starts when its events did
         if "action" in ev:
             self.action(ev, req(ev, "action", str), at)
         elif "observation" in ev:

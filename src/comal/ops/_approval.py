@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ..safe_text import safe_command
 from ._model import Actor, Effect, Surface, now
 
 __all__ = [
@@ -101,7 +102,8 @@ class PromptApprover:
         self._say = say
 
     def approve(self, request: ApprovalRequest) -> Approval:
-        self._say(request.describe())
+        # Exactly what will run, with anything a terminal would act on or hide shown escaped.
+        self._say(safe_command(request.describe()))
         try:
             answer = self._ask("allow this call? [y/N] ").strip().lower()
         except EOFError:

@@ -127,8 +127,13 @@ class House:
         probe: Probe | None = None,
         protected_paths: Iterable[str | Path] = (),
         bwrap: str | None = None,
+        guard: Callable[[], None] | None = None,
     ) -> None:
         policy = policy if policy is not None else Policy()
+        # Raises (a coded error) when this process may not change the session now: the agent
+        # factory passes one that checks it holds the session's lock, so two houses on one
+        # session cannot interleave effects and split each other's steps.
+        self._guard = guard
         self.ledger = ledger
         self.scope = scope
         self.registry = registry
@@ -221,6 +226,8 @@ class House:
         started = now()
         prepared: list[int] = []  # filled as soon as a preparation is durable, even on failure
         try:
+            if self._guard is not None and not op.read_only:
+                self._guard()
             if op.plan_write is not None:
                 output = self._write(op, op.plan_write(args, ctx), judgment, prepared)
             else:
