@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from .. import __version__
-from . import _bench, _context, _doctor, _engine, _import, _ops, _serve, _sessions
+from . import _bench, _config, _context, _doctor, _engine, _import, _ops, _serve, _sessions
 from ._common import STATE, LedgerOpt
 from ._root import agent_app, is_agent_invocation, normalize_argv
 
@@ -54,6 +54,7 @@ for sub in (
     for command in sub.registered_commands:
         app.registered_commands.append(command)
 app.add_typer(_bench.app, name="bench")
+app.add_typer(_config.app, name="config")
 app.add_typer(_serve.keys_app, name="keys")
 
 
