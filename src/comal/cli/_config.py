@@ -20,7 +20,8 @@ from ..safe_text import safe
 from ._common import JsonOpt, coded_errors, emit_json, out
 
 app = typer.Typer(
-    help="The configuration: show effective values and their sources, check a file.",
+    help="The configuration: show effective values and their sources, check a file.\n\n"
+    "Example: comal config show --json",
     no_args_is_help=True,
 )
 
