@@ -22,7 +22,14 @@ guard (TOK-6), the model call, OUTPUT_LENGTH / CONTEXT_LENGTH handling (OUT-1..3
 """
 
 from ._agent import Agent, Preamble
-from ._cache import CACHE_BREAK_EVENT, CACHE_EDIT_EVENT, RETENTION_EVENT, CacheConfig
+from ._cache import (
+    CACHE_BREAK_EVENT,
+    CACHE_EDIT_EVENT,
+    RETENTION_EVENT,
+    CacheConfig,
+    request_saving,
+    session_saving,
+)
 from ._catalog import CATALOG_EVENT, TOOL_SEARCH
 from ._config import (
     OPERATOR_ONLY,
@@ -120,8 +127,10 @@ __all__ = [
     "queued_compactions",
     "raise_for",
     "render_report",
+    "request_saving",
     "run_checks",
     "run_usage",
+    "session_saving",
     "settings_from_config",
     "spawn_child",
     "spent",

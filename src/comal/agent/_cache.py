@@ -30,15 +30,16 @@ session.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..context import Action, Assembly, Checkpointed
-from ..ledger import Entry
+from ..ledger import Entry, RequestRecord
 from ..messages import Message, canonical_json, message_to_json, sha256_hex
+from ..tokens import Usage, price_for, saved_vs_uncached
 from ._events import _kind, _new
 
 __all__ = [
@@ -51,6 +52,8 @@ __all__ = [
     "Prefix",
     "Retention",
     "explain",
+    "request_saving",
+    "session_saving",
 ]
 
 CACHE_BREAK_EVENT = "cache_break"
@@ -370,3 +373,20 @@ class Retention:
             self.promoted = True
             return LONG_TTL, True
         return SHORT_TTL, False
+
+
+def request_saving(record: RequestRecord) -> float | None:
+    """The ``savedVsUncached`` of one request record: the value stored in its meta when it was
+    recorded, else computed from its measured usage (imported transcripts)."""
+    if "savedVsUncached" in record.meta:
+        value = record.meta["savedVsUncached"]
+        return float(value) if isinstance(value, (int, float)) else None
+    usage = Usage(record.new_input, record.cache_read, record.cache_write, record.output, None)
+    ttl = record.meta.get("cache_ttl")
+    return saved_vs_uncached(usage, price_for(record.model), ttl=ttl if ttl == LONG_TTL else None)
+
+
+def session_saving(records: Iterable[RequestRecord]) -> float | None:
+    """The sum of the requests' ``savedVsUncached`` where known; ``None`` when none is."""
+    known = [s for s in (request_saving(r) for r in records) if s is not None]
+    return round(sum(known), 6) if known else None

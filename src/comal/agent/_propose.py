@@ -107,6 +107,7 @@ class Preview:
     estimate: InputEstimate
     system_tokens: int
     tools_tokens: int
+    deferred: tuple[str, ...] = ()  # tools behind ToolSearch (CCH-3)
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,7 +261,7 @@ class Proposer:
         checkpoint the engine would derive counts as new (the measured anchor no longer
         applies to it, TOK-2)."""
         view = self._view()
-        self._tools_for(view)
+        plan = self._tools_for(view)
         events = self.ledger.records(self.scope, "event", kinds=(INCOMPLETE_EVENT, CONTEXT_EVENT))
         budget = self.budget(session_scale(events, self.settings.model))
         assembly = self.engine.assemble(
@@ -271,7 +272,15 @@ class Proposer:
         if assembly.checkpoint_to_store is not None:
             checkpoint = -1  # not stored yet: no recorded request measured this prefix
         estimate, _ = self._estimate(view, budget, assembly, checkpoint)
-        return Preview(view, budget, assembly, estimate, self.system_tokens, self.tools_tokens)
+        return Preview(
+            view,
+            budget,
+            assembly,
+            estimate,
+            self.system_tokens,
+            self.tools_tokens,
+            plan.deferred,
+        )
 
     def ttl_at(self, requests_made: int) -> str | None:
         """The breakpoints' TTL of a request after ``requests_made`` others (CCH-4), as the
