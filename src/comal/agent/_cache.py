@@ -30,13 +30,13 @@ session.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..context import Action, Assembly, Checkpointed
+from ..context import Action, Assembly, Checkpointed, ReplayTurn, View
 from ..ledger import Entry, RequestRecord
 from ..messages import Message, canonical_json, message_to_json, sha256_hex
 from ..tokens import Usage, price_for, saved_vs_uncached
@@ -54,6 +54,8 @@ __all__ = [
     "explain",
     "request_saving",
     "session_saving",
+    "stand_ins",
+    "watch_replay",
 ]
 
 CACHE_BREAK_EVENT = "cache_break"
@@ -307,9 +309,12 @@ def explain(
     entries: Mapping[int, Entry],
     tools_change: str | None = None,
     checkpoint_stored: bool = False,
+    stand_ins_changed: bool = False,
 ) -> Finding:
     """``finding`` with the reason of the deliberate edit that announces it, if there is one:
-    ``since`` is the previous request's last seq (what is new is after it)."""
+    ``since`` is the previous request's last seq (what is new is after it);
+    ``stand_ins_changed`` says a checkpoint or summary the view reads in front of the history
+    was stored since the previous request (maintenance between turns)."""
     reason: str | None = None
     if finding.model_changed:
         reason = "model changed (each model has its own cache)"
@@ -318,6 +323,8 @@ def explain(
     elif finding.index >= 2:
         if checkpoint_stored:
             reason = "checkpoint stored"
+        elif stand_ins_changed:
+            reason = "new checkpoint or summary in front of the history"
         else:
             entry = entries.get(finding.entry_id) if finding.entry_id is not None else None
             point = entry.seq if entry is not None else None
@@ -390,3 +397,54 @@ def session_saving(records: Iterable[RequestRecord]) -> float | None:
     """The sum of the requests' ``savedVsUncached`` where known; ``None`` when none is."""
     known = [s for s in (request_saving(r) for r in records) if s is not None]
     return round(sum(known), 6) if known else None
+
+
+def stand_ins(view: View) -> list[int | None]:
+    """The ids of the stand-ins ``view`` reads in front of its entries (checkpoint, then the
+    summary frontier): when they change, the start of the history changed deliberately."""
+    return [view.checkpoint.id if view.checkpoint is not None else None] + [
+        s.id for s in view.summaries
+    ]
+
+
+def watch_replay(
+    turns: Iterable[ReplayTurn],
+    *,
+    model: str,
+    system: str,
+    tools: str,
+    entries: Sequence[Entry],
+) -> Iterator[tuple[ReplayTurn, Finding | None]]:
+    """The detector over a replay (:func:`comal.context.replay`): each turn's request —
+    ``system`` text, the ``tools`` digest, the assembled messages — compared with the previous
+    turn's and explained by that turn's actions and stored stand-ins, as the agent would."""
+    by_id = {e.id: e for e in entries}
+    watch = CacheWatch()
+    since = -1
+    for turn in turns:
+        assembly = turn.assembly
+        if assembly is None:
+            yield turn, None
+            continue
+        prefix = Prefix.of(
+            model,
+            system,
+            tools,
+            assembly.messages[1:],
+            assembly.entry_ids[1:],
+            by_id,
+            previous=watch.previous,
+        )
+        finding = watch.compare(prefix)
+        if finding is not None:
+            finding = explain(
+                finding,
+                assembly=assembly,
+                since=since,
+                entries=by_id,
+                checkpoint_stored=assembly.checkpoint_to_store is not None,
+                stand_ins_changed=bool(turn.made),
+            )
+        watch.accept(prefix)
+        since = turn.seq - 1
+        yield turn, finding

@@ -67,7 +67,7 @@ from ..tokens import (
     price_for,
     saved_vs_uncached,
 )
-from ._cache import RETENTION_EVENT, CacheWatch, Prefix, Retention, explain
+from ._cache import RETENTION_EVENT, CacheWatch, Prefix, Retention, explain, stand_ins
 from ._catalog import CATALOG_EVENT, CatalogPlan, ToolDeferral
 from ._errors import (
     DuplicateCallIds,
@@ -166,6 +166,7 @@ class Proposer:
         self.retention = Retention(self.settings.cache)
         self.watch = CacheWatch()
         self.cache_ttl: str | None = None
+        self._bases: list[int | None] | None = None
         self._resumed = False
         self._use(self.deferral.plan(View(()), self.settings.window.window))
         engine = self.settings.engine.model_dump(mode="json")
@@ -336,6 +337,7 @@ class Proposer:
             meta["cache_ttl"] = self.cache_ttl
             if prefix is not None:
                 meta["prefix"] = prefix.compact()
+                meta["stand_ins"] = self._bases
             request = self.request_for(assembly, max_out)
             self.say("turn", f"{estimate.marker} {estimate.tokens:,} → {self.settings.model}")
             response = self._send(request, at, budget, estimate, meta)
@@ -365,7 +367,13 @@ class Proposer:
                 entries,
                 previous=self.watch.previous,
             )
-            finding = self.watch.compare(prefix, requests[-1].meta if requests else None)
+            before = requests[-1].meta if requests else {}
+            finding = self.watch.compare(prefix, before)
+            bases = stand_ins(view)
+            moved = self._bases is not None and self._bases != bases
+            if self._bases is None and "stand_ins" in before:
+                moved = before["stand_ins"] != bases
+            self._bases = bases
             if finding is not None:
                 finding = explain(
                     finding,
@@ -374,11 +382,15 @@ class Proposer:
                     entries=entries,
                     tools_change=plan.reason,
                     checkpoint_stored=assembly.checkpoint_to_store is not None,
+                    stand_ins_changed=moved,
                 )
         with self.ledger.atomic():
             if assembly.checkpoint_to_store is not None:
                 stored = store_checkpoint(self.ledger, self.scope, assembly.checkpoint_to_store)
                 self.say("note", f"checkpoint stored for seq {stored.first_seq}..{stored.last_seq}")
+                if self._bases is not None:
+                    # Announced now: the next request reads it as its stand-in, unchanged.
+                    self._bases = [stored.id, *self._bases[1:]]
             for body in assembly_events(assembly, since, at_seq=at):
                 self.ledger.add_record(self.scope, "event", str(body["kind"]), body)
             if plan.reason is not None:
