@@ -43,6 +43,13 @@ EXPECTED = {
     "user_models_file",
     # TOK-4, TOK-5
     "Budget",
+    # CCH-2
+    "PRICES_FILE_ENV",
+    "PriceTable",
+    "load_price_catalog",
+    "load_prices",
+    "price_for",
+    "saved_vs_uncached",
 }
 
 

@@ -15,21 +15,35 @@
 
 The loop is :class:`Agent` (see :mod:`comal.agent._agent`); a proposal — assembly, the spend
 guard (TOK-6), the model call, OUTPUT_LENGTH / CONTEXT_LENGTH handling (OUT-1..3) — is
-:class:`Proposer`; configuration (CFG-1/2) is :func:`load_config` and :class:`Config`;
+:class:`Proposer`; configuration (CFG-1/2) is :func:`load_config` and :class:`Config`
+(:func:`explain_config` says where each value came from); the prompt cache (CCH-1..4) is
+:mod:`comal.agent._cache` and :mod:`comal.agent._catalog`;
 ``--model script:PATH`` is :class:`ScriptModel`.
 """
 
-from ._agent import Agent
+from ._agent import Agent, Preamble
+from ._cache import (
+    CACHE_BREAK_EVENT,
+    CACHE_EDIT_EVENT,
+    RETENTION_EVENT,
+    CacheConfig,
+    request_saving,
+    session_saving,
+)
+from ._catalog import CATALOG_EVENT, TOOL_SEARCH
 from ._config import (
     OPERATOR_ONLY,
     AgentProfile,
     Config,
     SpendConfig,
+    check_config,
     config_path,
     load_config,
     policy_from_config,
     settings_from_config,
 )
+from ._config_doc import configuration_reference
+from ._config_show import Setting, explain_config
 from ._errors import (
     AgentError,
     DuplicateCallIds,
@@ -59,23 +73,30 @@ from ._settings import DEFAULT_SYSTEM, AgentSettings
 from ._spend import Spend, SpendCaps, check_spend, spent
 
 __all__ = [
+    "CACHE_BREAK_EVENT",
+    "CACHE_EDIT_EVENT",
+    "CATALOG_EVENT",
     "COMPACT_APPLIED",
     "COMPACT_REQUESTED",
     "CONTEXT_EVENT",
     "DEFAULT_SYSTEM",
     "INCOMPLETE_EVENT",
     "OPERATOR_ONLY",
+    "RETENTION_EVENT",
     "SCRIPT_PREFIX",
+    "TOOL_SEARCH",
     "Agent",
     "AgentError",
     "AgentProfile",
     "AgentSettings",
+    "CacheConfig",
     "Check",
     "Config",
     "DuplicateCallIds",
     "Flags",
     "HumanOperationFailed",
     "IncompleteResponse",
+    "Preamble",
     "Proposal",
     "Proposer",
     "RepeatedContextLength",
@@ -86,14 +107,18 @@ __all__ = [
     "ScriptModel",
     "SessionLock",
     "SessionLocked",
+    "Setting",
     "Spend",
     "SpendCapExceeded",
     "SpendCaps",
     "SpendConfig",
     "answer_of",
+    "check_config",
     "check_spend",
     "config_path",
+    "configuration_reference",
     "context_report",
+    "explain_config",
     "human_operations",
     "load_config",
     "lock_path",
@@ -102,8 +127,10 @@ __all__ = [
     "queued_compactions",
     "raise_for",
     "render_report",
+    "request_saving",
     "run_checks",
     "run_usage",
+    "session_saving",
     "settings_from_config",
     "spawn_child",
     "spent",

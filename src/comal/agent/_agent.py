@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import getpass
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from ..context import get_engine
@@ -33,7 +34,7 @@ from ..ledger import Entry, LedgerBackend, Scope
 from ..messages import Message, Role, Text, ToolCall
 from ..ops import Actor, House, Reconciled, reconcile
 from ..providers import OnEvent, Provider
-from ._catalog import model_catalog
+from ._catalog import ensure_tool_search, model_catalog
 from ._propose import Probe, Proposal, Proposer, Say
 from ._result import (
     RunResult,
@@ -46,7 +47,9 @@ from ._result import (
 from ._session import Check, run_checks, spawn_child
 from ._settings import AgentSettings
 
-__all__ = ["Agent", "intention", "prompt_of"]
+__all__ = ["Agent", "Clock", "Preamble", "intention", "prompt_of", "utc_now"]
+
+Clock = Callable[[], datetime]
 
 RECOVERED_EVENT = "recovered"
 REREAD_EVENT = "reread"
@@ -64,11 +67,17 @@ def _no_probe(phase: str, detail: str) -> None:
     pass
 
 
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
 class Agent:
     """The loop for one session. ``house`` judges and executes (its policy is the current
     process's, RES-6); ``say(kind, text)`` reports progress (kinds ``turn``, ``call``,
     ``result``, ``note``, ``warn``); ``on_event`` receives streamed deltas; ``probe(phase,
-    detail)`` is called between phases so fault tests can stop the process exactly there."""
+    detail)`` is called between phases so fault tests can stop the process exactly there;
+    ``clock`` gives the time a prompt's preamble states (CCH-1) and ``channel`` the surface it
+    came through."""
 
     def __init__(
         self,
@@ -82,6 +91,8 @@ class Agent:
         on_event: OnEvent | None = None,
         say: Say | None = None,
         probe: Probe | None = None,
+        clock: Clock | None = None,
+        channel: str | None = None,
     ) -> None:
         if house.scope != scope:
             raise UserError(f"the house serves session {house.scope.session}, not {scope.session}")
@@ -94,7 +105,11 @@ class Agent:
         self.say: Say = say or _quiet
         self.probe: Probe = probe or _no_probe
         self.on_event = on_event
+        self.clock: Clock = clock or utc_now
+        self.channel = channel
         self.run_id = uuid.uuid4().hex
+        # CCH-3: deferred tools are found through ToolSearch, an operation like any other.
+        ensure_tool_search(house.registry)
         self.catalog = model_catalog(house.catalog("model"), get_engine(settings.engine_name))
         self.proposer = Proposer(
             ledger,
@@ -187,6 +202,7 @@ class Agent:
             actor=Actor.subagent(child.session, self.scope.session),
             on_event=self.on_event,
             say=self.say,
+            clock=self.clock,
         )
 
     def request_compact(self) -> None:
@@ -244,7 +260,8 @@ class Agent:
             self.say("note", "this prompt is already the newest message: answering it")
             return
         root = self.house.workspace.root if self.house.workspace is not None else None
-        self.ledger.append(self.scope, [intention(prompt, self.settings, root)])
+        preamble = Preamble(self.clock(), root, self.actor.id, self.channel)
+        self.ledger.append(self.scope, [intention(prompt, self.settings, preamble=preamble)])
         self.probe("intended", self.scope.session)
 
     def _append(self, proposal: Proposal) -> int:
@@ -319,16 +336,54 @@ class Agent:
         return step, calls
 
 
-def intention(prompt: str, settings: AgentSettings, workspace: object | None) -> Message:
-    """The user message a prompt becomes. CCH-1: what changes per turn (the date, the
-    workspace) travels in a preamble part of the user message, not in the system prompt, so
-    the cached prefix (system + tools + history) stays byte-identical."""
+@dataclass(frozen=True, slots=True)
+class Preamble:
+    """CCH-1's dynamic zone: what changes from one prompt to the next, sent as the first part
+    of the prompt's user message and never in the system prompt, so the cached prefix (tools,
+    system, history) stays byte-identical across turns, days and sessions.
+
+    ``when`` is the time of the prompt; ``workspace`` the directory the agent works in;
+    ``sender`` who wrote it and ``channel`` the surface it came through; ``memory`` retrieved
+    memory and ``skills`` active skills an embedding application adds (one text each). The
+    preamble is stored with the prompt, so later requests resend it unchanged."""
+
+    when: datetime
+    workspace: object | None = None
+    sender: str | None = None
+    channel: str | None = None
+    memory: Sequence[str] = ()
+    skills: Sequence[str] = ()
+
+    def render(self) -> str:
+        when = self.when.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+        root = self.workspace if self.workspace is not None else "(none)"
+        lines = ["<context>", f"date: {when}", f"workspace: {root}"]
+        if self.sender:
+            lines.append(f"sender: {self.sender}")
+        if self.channel:
+            lines.append(f"channel: {self.channel}")
+        for title, items in (("memory", self.memory), ("skills", self.skills)):
+            if items:
+                lines.append(f"{title}:")
+                lines += [f"- {item}" for item in items]
+        lines.append("</context>")
+        return "\n".join(lines)
+
+
+def intention(
+    prompt: str,
+    settings: AgentSettings,
+    workspace: object | None = None,
+    *,
+    preamble: Preamble | None = None,
+) -> Message:
+    """The user message a prompt becomes: the preamble (CCH-1; by default the current time
+    and ``workspace``), then the prompt, unless ``settings.preamble`` is off."""
     if not settings.preamble:
         return Message(Role.USER, (Text(prompt),))
-    when = datetime.now(UTC).strftime("%Y-%m-%d")
-    root = workspace if workspace is not None else "(none)"
-    preamble = f"<context>\ndate: {when}\nworkspace: {root}\n</context>"
-    return Message(Role.USER, (Text(preamble), Text(prompt)))
+    if preamble is None:
+        preamble = Preamble(utc_now(), workspace)
+    return Message(Role.USER, (Text(preamble.render()), Text(prompt)))
 
 
 def prompt_of(message: Message) -> str:

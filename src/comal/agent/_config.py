@@ -2,8 +2,9 @@
 
 The file is ``config.yaml`` in the per-user configuration directory (platformdirs
 ``user_config_dir("comal")``, e.g. ``~/.config/comal/``) when PyYAML is installed, else
-``config.json`` there; ``COMAL_CONFIG`` names another file. Every key is optional — the defaults
-work — and unknown keys are refused, so a typo does not silently change nothing::
+``config.toml`` when there is one, else ``config.json`` there; ``COMAL_CONFIG`` names another
+file (its suffix says the format). Every key is optional — the defaults work — and unknown keys
+are refused, so a typo does not silently change nothing::
 
     model: anthropic:claude-sonnet-4-6
     mode: ask                      # read-only | ask | trusted
@@ -15,17 +16,24 @@ work — and unknown keys are refused, so a typo does not silently change nothin
     spend: {execution: 2000000, hour: 10000000, day: 100000000}    # operator-only
     engine: limit                  # operator-only: the context engine (comal.context registry)
     engine_settings: {keep_recent_results: 5}   # operator-only: that engine's settings
+    cache: {promote_after_turns: 3, deferral_threshold: 0.1}      # operator-only (CCH-3/4)
     agents:                        # per-agent settings, by agent name
-      reviewer: {engine: {target_ratio: 0.5}, max_turns: 20}
+      reviewer: {engine: limit, engine_settings: {target_ratio: 0.5}, max_turns: 20}
+
+Every value is checked with its range when the file is read (engine settings with the chosen
+engine's own ranges); an error names the file, the key and the allowed range.
+``docs/configuration.md`` is the reference, generated from these models
+(:func:`~comal.agent._config_doc.configuration_reference`).
 
 Precedence: defaults < file < environment (``COMAL_MODEL``, ``COMAL_MODE``, ``COMAL_MAX_TURNS``,
 ``COMAL_TENANT``; ``COMAL_CONTEXT_WINDOW`` joins the window minimum) < command-line flags.
 
-Operator-only settings (:data:`OPERATOR_ONLY`: windows, output reserve, engine, caps) come only
-from these sources, which the model cannot reach: the configuration is read once when the
-process starts into frozen values, no operation in the model's catalog changes any of them, and
-the policy denies the model's Write/Edit of the configuration file and shell commands naming its
-directory (CFG-2).
+Operator-only settings (:data:`OPERATOR_ONLY`: windows, output reserve, engine and its
+settings, caps and limits, the sandbox, the cache) come only from these sources, which the model
+cannot reach: the configuration is read once when the process starts into frozen values, no
+operation in the model's catalog changes any of them, and the policy denies the model's
+Write/Edit of the configuration file and shell commands naming its directory, while the OS
+sandbox masks the file from Bash (CFG-2).
 """
 
 from __future__ import annotations
@@ -33,9 +41,10 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from platformdirs import user_config_dir
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -44,6 +53,8 @@ from ..context import engine_config, engine_names, get_engine
 from ..errors import InputError
 from ..ops import Mode, Policy, Rule, Workspace
 from ..tokens import resolve_window
+from ._cache import CacheConfig
+from ._config_doc import allowed
 from ._settings import DEFAULT_SYSTEM, AgentSettings
 from ._spend import SpendCaps
 
@@ -53,18 +64,33 @@ __all__ = [
     "AgentProfile",
     "Config",
     "SpendConfig",
+    "check_config",
     "config_path",
     "load_config",
     "policy_from_config",
+    "read_config_file",
     "settings_from_config",
 ]
 
 CONFIG_ENV = "COMAL_CONFIG"
 OPERATOR_ONLY = frozenset(
-    {"context_window", "output_reserve", "engine", "engine_settings", "spend"}
+    {
+        "context_window",
+        "output_reserve",
+        "engine",
+        "engine_settings",
+        "spend",
+        "limits",
+        "sandbox",
+        "cache",
+    }
 )
-_ENV = {"COMAL_MODEL": "model", "COMAL_MODE": "mode", "COMAL_MAX_TURNS": "max_turns"}
+ENV_KEYS = {"COMAL_MODEL": "model", "COMAL_MODE": "mode", "COMAL_MAX_TURNS": "max_turns"}
 _ENV_TENANT = "COMAL_TENANT"
+_SUFFIXES = (".yaml", ".yml", ".toml", ".json")
+
+Command = Annotated[str, Field(min_length=1, max_length=10_000)]
+RuleText = Annotated[str, Field(min_length=1, max_length=2_000)]
 
 
 class _Strict(BaseModel):
@@ -74,71 +100,209 @@ class _Strict(BaseModel):
 class SpendConfig(_Strict):
     """TOK-6 caps in tokens."""
 
-    execution: int = Field(default=2_000_000, ge=1_000, le=10**11)
-    hour: int = Field(default=10_000_000, ge=1_000, le=10**12)
-    day: int = Field(default=100_000_000, ge=1_000, le=10**13)
+    execution: int = Field(
+        default=2_000_000, ge=1_000, le=10**11, description="Tokens one run may spend."
+    )
+    hour: int = Field(
+        default=10_000_000, ge=1_000, le=10**12, description="Tokens per rolling hour."
+    )
+    day: int = Field(
+        default=100_000_000, ge=1_000, le=10**13, description="Tokens per rolling day."
+    )
 
     def caps(self) -> SpendCaps:
         return SpendCaps(self.execution, self.hour, self.day)
 
 
+def _known_engine(value: str | None) -> str | None:
+    if value is not None and value not in engine_names():
+        raise ValueError(f"unknown engine {value!r}; this comal has: {', '.join(engine_names())}")
+    return value
+
+
 class AgentProfile(_Strict):
     """Per-agent settings (CFG-1), applied over the top-level ones for that agent name."""
 
-    engine: dict[str, Any] = Field(default_factory=dict)
-    system_prompt: str | None = Field(default=None, max_length=200_000)
-    max_turns: int | None = Field(default=None, ge=1, le=10_000)
-    checks: list[str] | None = None
+    engine: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=40,
+        description="The context engine of this agent (operator-only); null: the top-level one.",
+    )
+    engine_settings: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Settings of this agent's engine (operator-only), over the top-level "
+        "engine_settings when it runs the top-level engine.",
+    )
+    system_prompt: str | None = Field(
+        default=None, max_length=200_000, description="Replaces the top-level system_prompt."
+    )
+    max_turns: int | None = Field(
+        default=None, ge=1, le=10_000, description="Replaces the top-level max_turns."
+    )
+    checks: list[Command] | None = Field(
+        default=None, max_length=100, description="Replaces the top-level checks."
+    )
+    cache: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Prompt-cache settings of this agent (operator-only), merged over the "
+        "top-level cache section key by key.",
+    )
 
-
-class Config(_Strict):
-    model: str | None = Field(default=None, min_length=1)
-    tenant: str = Field(default="local", min_length=1, max_length=200)
-    agent: str = Field(default="comal", min_length=1, max_length=200)
-    mode: Mode = "ask"
-    allow: list[str] = Field(default_factory=list)
-    ask: list[str] = Field(default_factory=list)
-    deny: list[str] = Field(default_factory=list)
-    limits: dict[str, Any] = Field(default_factory=dict)
-    max_turns: int = Field(default=50, ge=1, le=10_000)
-    effort: str | None = Field(default=None, min_length=1, max_length=40)
-    system_prompt: str | None = Field(default=None, max_length=200_000)
-    checks: list[str] = Field(default_factory=list)
-    context_window: int | None = Field(default=None, ge=1_024, le=10_000_000)
-    output_reserve: int | None = Field(default=None, ge=256, le=1_000_000)
-    engine: str = Field(default="limit", min_length=1, max_length=40)
-    engine_settings: dict[str, Any] = Field(default_factory=dict)
-    spend: SpendConfig = Field(default_factory=SpendConfig)
-    agents: dict[str, AgentProfile] = Field(default_factory=dict)
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_engine(cls, data: Any) -> Any:
+        # Before engine choice per agent, ``engine`` held the agent's engine settings.
+        if isinstance(data, Mapping) and isinstance(data.get("engine"), Mapping):
+            if "engine_settings" in data:
+                raise ValueError(
+                    "engine is a mapping of settings and engine_settings is given too; "
+                    "put the settings in engine_settings and name the engine in engine"
+                )
+            settings = dict(data["engine"])
+            data = {k: v for k, v in data.items() if k != "engine"} | {"engine_settings": settings}
+        return data
 
     @field_validator("engine")
     @classmethod
-    def _known_engine(cls, value: str) -> str:
-        if value not in engine_names():
-            raise ValueError(
-                f"unknown engine {value!r}; this comal has: {', '.join(engine_names())}"
-            )
+    def _engine(cls, value: str | None) -> str | None:
+        return _known_engine(value)
+
+
+class Config(_Strict):
+    model: str | None = Field(
+        default=None,
+        min_length=1,
+        description="provider:model (anthropic:…, openai:…, openai-responses:…, "
+        "openai-compat:URL#model) or script:PATH.",
+    )
+    tenant: str = Field(default="local", min_length=1, max_length=200, description="Tenant.")
+    agent: str = Field(
+        default="comal", min_length=1, max_length=200, description="Agent name of new sessions."
+    )
+    mode: Mode = Field(default="ask", description="Permission mode new sessions start in.")
+    allow: list[RuleText] = Field(
+        default_factory=list, max_length=1_000, description="Allow rules, e.g. Bash(git *)."
+    )
+    ask: list[RuleText] = Field(
+        default_factory=list, max_length=1_000, description="Rules that ask a human first."
+    )
+    deny: list[RuleText] = Field(
+        default_factory=list, max_length=1_000, description="Deny rules (they win)."
+    )
+    limits: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Time limits and the output cap (operator-only; see the limits section).",
+    )
+    sandbox: dict[str, Any] | bool | str = Field(
+        default_factory=dict,
+        description="What the OS sandbox allows Bash (operator-only; see the sandbox section); "
+        "off opts out.",
+    )
+    max_turns: int = Field(default=50, ge=1, le=10_000, description="Model turns per run.")
+    effort: str | None = Field(
+        default=None, min_length=1, max_length=40, description="Reasoning effort (low, high…)."
+    )
+    system_prompt: str | None = Field(
+        default=None, max_length=200_000, description="Replaces the default system prompt."
+    )
+    checks: list[Command] = Field(
+        default_factory=list,
+        max_length=100,
+        description="Commands that must pass before a session is marked finished (RES-5).",
+    )
+    context_window: int | None = Field(
+        default=None,
+        ge=1_024,
+        le=10_000_000,
+        description="Caps the window (minimum with the model's; operator-only).",
+    )
+    output_reserve: int | None = Field(
+        default=None,
+        ge=256,
+        le=1_000_000,
+        description="Output tokens reserved per request (operator-only); null: the budget's.",
+    )
+    engine: str = Field(
+        default="limit",
+        min_length=1,
+        max_length=40,
+        description="The context engine (operator-only): one of the comal.context registry.",
+    )
+    engine_settings: dict[str, Any] = Field(
+        default_factory=dict,
+        description="That engine's settings (operator-only; see the engine sections).",
+    )
+    spend: SpendConfig = Field(default_factory=SpendConfig)
+    cache: CacheConfig = Field(default_factory=CacheConfig)
+    agents: dict[str, AgentProfile] = Field(
+        default_factory=dict, description="Per-agent settings, by agent name."
+    )
+
+    @field_validator("engine")
+    @classmethod
+    def _engine(cls, value: str) -> str:
+        _known_engine(value)
         return value
 
     @model_validator(mode="after")
     def _engines_valid(self) -> Config:
-        # Engine settings are checked now, with the engine's own ranges, not at the first turn.
-        for profile in (None, *self.agents):
-            self.engine_config(profile)
+        # Engine and cache settings are checked now, with their own ranges, not at the first
+        # turn; each error names the key under which it was written.
+        for agent in (None, *self.agents):
+            self.engine_config(agent)
+            self.cache_config(agent)
         Policy.from_config(self.policy_dict())
         return self
 
+    def _profile(self, agent: str | None) -> AgentProfile | None:
+        return self.agents.get(agent) if agent is not None else None
+
+    def engine_name(self, agent: str | None = None) -> str:
+        """The engine ``agent`` runs: its own choice, else the top-level one."""
+        profile = self._profile(agent)
+        return profile.engine if profile is not None and profile.engine else self.engine
+
     def engine_config(self, agent: str | None = None) -> BaseModel:
-        """The settings of the configured engine for ``agent``: the top-level
-        ``engine_settings`` with the agent's ``engine`` entries over them, validated with
+        """The settings of ``agent``'s engine: the top-level ``engine_settings`` (when it runs
+        the top-level engine) with the agent's ``engine_settings`` over them, validated with
         that engine's own ranges."""
-        profile = self.agents.get(agent) if agent is not None else None
-        merged = {**self.engine_settings, **(profile.engine if profile is not None else {})}
-        return engine_config(get_engine(self.engine), merged)
+        profile = self._profile(agent)
+        name = self.engine_name(agent)
+        merged = dict(self.engine_settings) if name == self.engine else {}
+        where = "engine_settings"
+        if profile is not None and profile.engine_settings:
+            merged |= profile.engine_settings
+            where = f"agents.{agent}.engine_settings"
+        engine = get_engine(name)
+        try:
+            return engine_config(engine, merged)
+        except InputError as exc:
+            key = exc.field or ""
+            own = f"{where}.{key}" if key in (profile.engine_settings if profile else {}) else None
+            field = own or (f"engine_settings.{key}" if key in self.engine_settings else where)
+            rng = allowed(engine.config_type, key.split(".")) if key else None
+            raise InputError(_with_range(exc.reason, rng), field=field) from exc
+
+    def cache_config(self, agent: str | None = None) -> CacheConfig:
+        """The prompt-cache settings of ``agent``: its ``cache`` entries over the top level's."""
+        profile = self._profile(agent)
+        if profile is None or not profile.cache:
+            return self.cache
+        try:
+            return CacheConfig.model_validate(self.cache.model_dump() | profile.cache)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            key = ".".join(str(p) for p in err["loc"])
+            rng = allowed(CacheConfig, err["loc"])
+            raise InputError(
+                f"invalid cache setting: {err['msg']}" + (f" (allowed: {rng})" if rng else ""),
+                field=f"agents.{agent}.cache.{key}",
+            ) from exc
 
     def policy_dict(self) -> dict[str, Any]:
         d = {"mode": self.mode, "allow": self.allow, "ask": self.ask, "deny": self.deny}
-        return d | {"limits": self.limits}
+        return d | {"limits": self.limits, "sandbox": self.sandbox}
 
     def merged(self, overrides: Mapping[str, Any]) -> Config:
         """This configuration with ``overrides`` (``None`` values skipped) validated on top."""
@@ -147,19 +311,31 @@ class Config(_Strict):
         return _validate(data, "overrides")
 
 
+def _with_range(reason: str, rng: str | None) -> str:
+    """``reason`` with the allowed range stated before its advice."""
+    if not rng:
+        return reason
+    head, sep, advice = reason.partition("; fix the value")
+    return f"{head} (allowed: {rng}){sep}{advice}"
+
+
 def _validate(data: Any, where: str) -> Config:
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
-        field = ".".join(str(p) for p in err["loc"]) or None
+        loc = err["loc"]
+        field = ".".join(str(p) for p in loc) or None
+        rng = allowed(Config, loc)
+        more = f"; {exc.error_count() - 1} more problem(s)" if exc.error_count() > 1 else ""
         raise InputError(
-            f"invalid configuration: {err['msg']} ({exc.error_count()} problem(s)); fix the "
-            "value or remove the key to use the default",
+            f"invalid configuration: {err['msg']}"
+            + (f" (allowed: {rng})" if rng else "")
+            + f"{more}; fix the value or remove the key to use the default",
             path=where,
             field=field,
         ) from exc
-    except InputError as exc:  # a permission rule that does not parse
+    except InputError as exc:  # engine or cache settings, or a permission rule that fails
         raise InputError(exc.reason, path=where, field=exc.field) from exc
 
 
@@ -179,11 +355,18 @@ def config_path(env: Mapping[str, str] | None = None) -> Path:
     yaml_file = base / "config.yaml"
     if _yaml() is not None and yaml_file.exists():
         return yaml_file
+    toml_file = base / "config.toml"
+    if toml_file.exists():
+        return toml_file
     return base / "config.json"
 
 
 def _read(path: Path) -> dict[str, Any]:
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read the configuration: {exc}", path=str(path)) from exc
+    data: Any
     if path.suffix in (".yaml", ".yml"):
         yaml = _yaml()
         if yaml is None:
@@ -195,17 +378,46 @@ def _read(path: Path) -> dict[str, Any]:
         try:
             data = yaml.safe_load(text)
         except Exception as exc:  # PyYAML's errors share no importable base here
-            raise InputError(f"not valid YAML: {exc}", path=str(path)) from exc
+            line = getattr(getattr(exc, "problem_mark", None), "line", None)
+            raise InputError(
+                f"not valid YAML: {exc}", path=str(path), line=None if line is None else line + 1
+            ) from exc
+    elif path.suffix == ".toml":
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise InputError(f"not valid TOML: {exc}", path=str(path)) from exc
     else:
         try:
             data = json.loads(text) if text.strip() else {}
-        except ValueError as exc:
-            raise InputError(f"not valid JSON: {exc}", path=str(path)) from exc
+        except json.JSONDecodeError as exc:
+            raise InputError(f"not valid JSON: {exc.msg}", path=str(path), line=exc.lineno) from exc
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise InputError("the configuration must be a mapping of keys", path=str(path))
     return data
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """The keys written in ``path`` as they are (YAML, TOML or JSON by suffix), unvalidated."""
+    return _read(path)
+
+
+def check_config(path: Path) -> Config:
+    """``comal config check FILE``: the file alone validated (no environment), or the coded
+    error naming the file, the key and the allowed range."""
+    if not path.is_file():
+        raise InputError("no such configuration file", path=str(path))
+    return _validate(_read(path), str(path))
+
+
+def env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
+    """The configuration keys the environment sets."""
+    overrides: dict[str, Any] = {key: env[var] for var, key in ENV_KEYS.items() if env.get(var)}
+    if env.get(_ENV_TENANT):
+        overrides["tenant"] = env[_ENV_TENANT]
+    return overrides
 
 
 def load_config(path: Path | None = None, *, env: Mapping[str, str] | None = None) -> Config:
@@ -214,10 +426,14 @@ def load_config(path: Path | None = None, *, env: Mapping[str, str] | None = Non
     path = path if path is not None else config_path(env)
     data = _read(path) if path.exists() else {}
     config = _validate(data, str(path))
-    overrides: dict[str, Any] = {key: env[var] for var, key in _ENV.items() if env.get(var)}
-    if env.get(_ENV_TENANT):
-        overrides["tenant"] = env[_ENV_TENANT]
-    return config.merged(overrides) if overrides else config
+    overrides = env_overrides(env)
+    if not overrides:
+        return config
+    try:
+        return config.merged(overrides)
+    except InputError as exc:
+        variable = next((v for v, k in ENV_KEYS.items() if k == exc.field), exc.field)
+        raise InputError(exc.reason, path="environment", field=variable) from exc
 
 
 def settings_from_config(
@@ -237,9 +453,10 @@ def settings_from_config(
         max_turns=profile.max_turns or config.max_turns,
         output_reserve=config.output_reserve,
         engine=config.engine_config(name),
-        engine_name=config.engine,
+        engine_name=config.engine_name(name),
         spend=config.spend.caps(),
         checks=tuple(checks),
+        cache=config.cache_config(name),
     )
 
 
@@ -257,6 +474,9 @@ def policy_from_config(
         rules.append(Rule("Bash", f"*~/{folder.relative_to(home).as_posix()}*", "deny"))
     if workspace is not None and workspace.contains(folder):
         rel = workspace.rel(folder)
-        pattern = "config.*" if rel == "." else f"{rel}/config.*"
-        rules += [Rule(op, pattern, "deny") for op in ("Write", "Edit")]
+        # The file itself, whatever its name (COMAL_CONFIG may name any), and its siblings.
+        name = protect.expanduser().resolve().name
+        for pattern in {f"{rel}/{name}", f"{rel}/config.*"}:
+            pattern = pattern.removeprefix("./")
+            rules += [Rule(op, pattern, "deny") for op in ("Write", "Edit")]
     return policy.with_rules(*rules)

@@ -22,6 +22,13 @@ from ..errors import ComalError, UserError
 from ..ledger import CheckpointRecord, SummaryRecord
 from ..ops import CallContext, Handler, Operation, Outcome, Surface, ToolOutput
 from ..tokens import resolve_window
+from ._cache import (
+    CACHE_BREAK_EVENT,
+    CACHE_EDIT_EVENT,
+    RETENTION_EVENT,
+    Retention,
+    session_saving,
+)
 from ._errors import SessionLocked
 from ._propose import COMPACT_REQUESTED, Preview
 from ._session import lock_session
@@ -66,6 +73,11 @@ def context_report(runtime: Runtime, preview: Preview) -> dict[str, Any]:
         kinds[type(action).__name__] = kinds.get(type(action).__name__, 0) + 1
     settings = runtime.settings()
     window = settings.window
+    requests = runtime.ledger.requests(scope)
+    made = sum(1 for r in requests if r.entry_id is not None)
+    promoted = bool(runtime.ledger.records(scope, "event", kinds=(RETENTION_EVENT,)))
+    ttl, _ = Retention(settings.cache, promoted).ttl(made)
+    watched = runtime.ledger.records(scope, "event", kinds=(CACHE_BREAK_EVENT, CACHE_EDIT_EVENT))
     return {
         "session": scope.session,
         "engine": settings.engine_name,
@@ -92,6 +104,13 @@ def context_report(runtime: Runtime, preview: Preview) -> dict[str, Any]:
         "actions": kinds,
         "checkpoint_proposed": assembly.checkpoint_to_store is not None,
         "metrics": assembly.metrics.as_dict(timing=False),
+        # CCH-1..4: what caching saved so far, the next request's TTL, hidden tools, breaks.
+        "savedVsUncached": session_saving(requests),
+        "requests": len(requests),
+        "cache_ttl": ttl,
+        "tools_deferred": list(preview.deferred),
+        "cache_breaks": sum(1 for r in watched if r.kind == CACHE_BREAK_EVENT),
+        "cache_edits": sum(1 for r in watched if r.kind == CACHE_EDIT_EVENT),
     } | _dag_part(runtime, settings.engine_name, preview)
 
 
@@ -128,6 +147,17 @@ def render_report(report: dict[str, Any]) -> list[tuple[str, str]]:
             + ("  over threshold" if report["over_threshold"] else ""),
         ),
     ]
+    saved = report.get("savedVsUncached")
+    cache = "unknown" if saved is None else f"${saved:,.4f}"
+    cache += f" saved vs uncached over {report.get('requests', 0)} request(s)"
+    if report.get("cache_ttl"):
+        cache += f"; next TTL {report['cache_ttl']}"
+    if report.get("cache_breaks"):
+        cache += f"; {report['cache_breaks']} unannounced cache break(s)"
+    rows.append(("prompt cache", cache))
+    if report.get("tools_deferred"):
+        hidden = report["tools_deferred"]
+        rows.append(("tools deferred", f"{len(hidden)} behind ToolSearch: {', '.join(hidden)}"))
     if report["checkpoint_proposed"]:
         rows.append(("next request", "derives a checkpoint first"))
     dag = report.get("dag")

@@ -12,6 +12,11 @@ whose tool calls the house may judge. On the way:
    leaves a request record with the anchor key of TOK-2 (model, effort, catalog digest, config
    digest, checkpoint) in its meta;
 4. OUTPUT_LENGTH and CONTEXT_LENGTH are handled as :mod:`comal.agent._lengths` describes.
+
+The prompt cache is looked after on the way (:mod:`comal.agent._cache`, :mod:`._catalog`): the
+tools sent are the deferral's plan (CCH-3), the breakpoints carry the session's TTL (CCH-4),
+each request's prefix is compared with the previous one's (CCH-1: ``cache_break`` and
+``cache_edit`` events), and a recorded request's meta carries ``savedVsUncached`` (CCH-2).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from types import EllipsisType
 from typing import Any
 
 from ..compaction import Maintainer, build_summarizer, execute
@@ -42,6 +48,7 @@ from ..ops import Catalog
 from ..providers import (
     CONTEXT_LENGTH,
     OUTPUT_LENGTH,
+    CachePolicy,
     ModelRequest,
     ModelResponse,
     OnEvent,
@@ -50,7 +57,19 @@ from ..providers import (
     ToolSpec,
     call_model,
 )
-from ..tokens import Anchor, AnchorKey, Budget, InputEstimate, Usage, count_message, estimate_input
+from ..tokens import (
+    Anchor,
+    AnchorKey,
+    Budget,
+    InputEstimate,
+    Usage,
+    count_message,
+    estimate_input,
+    price_for,
+    saved_vs_uncached,
+)
+from ._cache import RETENTION_EVENT, CacheWatch, Prefix, Retention, explain, stand_ins
+from ._catalog import CATALOG_EVENT, CatalogPlan, ToolDeferral
 from ._errors import (
     DuplicateCallIds,
     IncompleteResponse,
@@ -89,6 +108,7 @@ class Preview:
     estimate: InputEstimate
     system_tokens: int
     tools_tokens: int
+    deferred: tuple[str, ...] = ()  # tools behind ToolSearch (CCH-3)
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,12 +160,16 @@ class Proposer:
         clause = self.engine.system_clause
         self.system_text = f"{self.settings.system}\n\n{clause}" if clause else self.settings.system
         self.system_message = Message.system(self.system_text)
-        self.tools = [
-            ToolSpec(name=t["name"], description=t["description"], input_schema=t["input_schema"])
-            for t in self.catalog.tools("anthropic")
-        ]
         self.system_tokens = count_message(counter, self.system_message)
-        self.tools_tokens = counter.count(self.catalog.json("anthropic")) if self.tools else 0
+        # CCH-3: the tools sent follow the deferral's plan, made again every turn; CCH-4 and
+        # CCH-1: the breakpoints' TTL and the previous request's prefix.
+        self.deferral = ToolDeferral(self.catalog, self.engine, self.settings.cache, counter)
+        self.retention = Retention(self.settings.cache)
+        self.watch = CacheWatch()
+        self.cache_ttl: str | None = None
+        self._bases: list[int | None] | None = None
+        self._resumed = False
+        self._use(self.deferral.plan(View(()), self.settings.window.window))
         engine = self.settings.engine.model_dump(mode="json")
         # Sets dump in hash order, which differs per process; sorted, the digest is stable.
         engine = {k: sorted(v, key=str) if isinstance(v, list) else v for k, v in engine.items()}
@@ -174,6 +198,28 @@ class Proposer:
             config, counter, session_model=self.settings.model, session_provider=self.provider
         )
 
+    def _use(self, plan: CatalogPlan) -> None:
+        self.tools = [
+            ToolSpec(name=t["name"], description=t["description"], input_schema=t["input_schema"])
+            for t in plan.tools
+        ]
+        self.tools_tokens = plan.tokens
+        self.tools_digest = plan.digest
+
+    def _tools_for(self, view: View) -> CatalogPlan:
+        """The deferral's plan for the next request over ``view`` (kept by :meth:`_record`);
+        the first call reads back what an earlier process decided."""
+        if not self._resumed:
+            self._resumed = True
+            kinds = (CATALOG_EVENT, RETENTION_EVENT)
+            events = self.ledger.records(self.scope, "event", kinds=kinds)
+            catalog = [r for r in events if r.kind == CATALOG_EVENT]
+            self.deferral.load(catalog[-1].body if catalog else None)
+            self.retention.promoted = any(r.kind == RETENTION_EVENT for r in events)
+        plan = self.deferral.plan(view, self.settings.window.window)
+        self._use(plan)
+        return plan
+
     # -- budget -----------------------------------------------------------------------------
     def budget(self, scale: float = 1.0) -> Budget:
         res = self.settings.window
@@ -196,7 +242,9 @@ class Proposer:
             for a in assembly.actions
             if isinstance(a, _REWRITES) and (upto is None or a.seq <= upto)
         )
-        digest = sha256_hex(canonical_json([self._config, rewritten]))
+        # The tools as sent belong to the measured prefix too: a deferral that shows a tool
+        # changes it while the catalog (every tool offered) stays the same.
+        digest = sha256_hex(canonical_json([self._config, rewritten, self.tools_digest]))
         s = self.settings
         return AnchorKey(s.model, s.effort, self.catalog.digest, digest, checkpoint)
 
@@ -231,6 +279,7 @@ class Proposer:
         checkpoint the engine would derive counts as new (the measured anchor no longer
         applies to it, TOK-2)."""
         view = self._view()
+        plan = self._tools_for(view)
         events = self.ledger.records(self.scope, "event", kinds=(INCOMPLETE_EVENT, CONTEXT_EVENT))
         budget = self.budget(session_scale(events, self.settings.model))
         assembly = self.engine.assemble(
@@ -241,10 +290,26 @@ class Proposer:
         if assembly.checkpoint_to_store is not None:
             checkpoint = -1  # not stored yet: no recorded request measured this prefix
         estimate, _ = self._estimate(view, budget, assembly, checkpoint)
-        return Preview(view, budget, assembly, estimate, self.system_tokens, self.tools_tokens)
+        return Preview(
+            view,
+            budget,
+            assembly,
+            estimate,
+            self.system_tokens,
+            self.tools_tokens,
+            plan.deferred,
+        )
 
-    def request_for(self, assembly: Assembly, max_output_tokens: int) -> ModelRequest:
-        """The request an assembly becomes: what is sent, byte for byte (replay uses it too)."""
+    def ttl_at(self, requests_made: int) -> str | None:
+        """The breakpoints' TTL of a request after ``requests_made`` others (CCH-4), as the
+        live agent chose it: a replay states the TTL each request had."""
+        return Retention(self.settings.cache).ttl(requests_made)[0]
+
+    def request_for(
+        self, assembly: Assembly, max_output_tokens: int, *, ttl: str | EllipsisType | None = ...
+    ) -> ModelRequest:
+        """The request an assembly becomes: what is sent, byte for byte (replay uses it too);
+        ``ttl`` is the breakpoints' lifetime (default: the one of this agent's next request)."""
         return ModelRequest(
             self.settings.model,
             assembly.messages[1:],  # the system prompt travels in ``system``
@@ -252,6 +317,7 @@ class Proposer:
             tools=self.tools,
             max_output_tokens=max_output_tokens,
             effort=self.settings.effort,
+            cache=CachePolicy(ttl=self.cache_ttl if isinstance(ttl, EllipsisType) else ttl),
         )
 
     def propose(self) -> Proposal:
@@ -263,12 +329,13 @@ class Proposer:
                 self.scope, "event", kinds=(INCOMPLETE_EVENT, CONTEXT_EVENT)
             )
             outs = self._streaks(events, at)
+            plan = self._tools_for(view)
             budget = self.budget(session_scale(events, self.settings.model))
             view = self._compact_if_asked(view, budget)
             assembly = self.engine.assemble(
                 view, budget, self.settings.engine, state=self.state, cache=self.cache
             )
-            self._record(assembly, at)
+            prefix = self._record(assembly, at, view, plan)
             self.state = assembly.next_state
             latest = self.ledger.latest_checkpoint(self.scope)
             checkpoint = latest.id if latest is not None else None
@@ -284,6 +351,10 @@ class Proposer:
             meta = self._meta(key, at, max_out, budget, estimate)
             meta["metrics"] = assembly.metrics.as_dict(timing=True)
             meta["engine"] = self.engine.name
+            meta["cache_ttl"] = self.cache_ttl
+            if prefix is not None:
+                meta["prefix"] = prefix.compact()
+                meta["stand_ins"] = self._bases
             request = self.request_for(assembly, max_out)
             self.say("turn", f"{estimate.marker} {estimate.tokens:,} → {self.settings.model}")
             response = self._send(request, at, budget, estimate, meta)
@@ -291,19 +362,70 @@ class Proposer:
                 self.last = Proposal(response, meta, assembly, budget, estimate)
                 return self.last
 
-    def _record(self, assembly: Assembly, at: int) -> None:
-        """Store the proposed checkpoint and the OBS-2 events of what is new in this assembly,
-        in one transaction, before anything is sent."""
+    def _record(self, assembly: Assembly, at: int, view: View, plan: CatalogPlan) -> Prefix | None:
+        """Store the proposed checkpoint and the OBS-2 events of what is new in this assembly
+        — with the cache's: a change of the tools sent, a TTL promotion, a cache break or
+        edit — in one transaction, before anything is sent; the request's prefix."""
+        # Indexed reads only: the previous request (one row) and a count, never the log.
         previous = self.ledger.last_request(self.scope, measured=False)
         since = -1
         if previous is not None and isinstance(previous.meta.get("prompt_last_seq"), int):
             since = int(previous.meta["prompt_last_seq"])
+        made = int(self.ledger.usage_totals(self.scope)["requests"] or 0)
+        self.cache_ttl, promoted = self.retention.ttl(made)
+        prefix, finding = None, None
+        if self.settings.cache.detect_breaks:
+            entries = {e.id: e for e in (*view.pinned, *view.entries)}
+            prefix = Prefix.of(
+                self.settings.model,
+                self.system_text,
+                plan.digest,
+                assembly.messages[1:],
+                assembly.entry_ids[1:],
+                entries,
+                previous=self.watch.previous,
+            )
+            before = previous.meta if previous is not None else {}
+            finding = self.watch.compare(prefix, before)
+            bases = stand_ins(view)
+            moved = self._bases is not None and self._bases != bases
+            if self._bases is None and "stand_ins" in before:
+                moved = before["stand_ins"] != bases
+            self._bases = bases
+            if finding is not None:
+                finding = explain(
+                    finding,
+                    assembly=assembly,
+                    since=since,
+                    entries=entries,
+                    tools_change=plan.reason,
+                    checkpoint_stored=assembly.checkpoint_to_store is not None,
+                    stand_ins_changed=moved,
+                )
         with self.ledger.atomic():
             if assembly.checkpoint_to_store is not None:
                 stored = store_checkpoint(self.ledger, self.scope, assembly.checkpoint_to_store)
                 self.say("note", f"checkpoint stored for seq {stored.first_seq}..{stored.last_seq}")
+                if self._bases is not None:
+                    # Announced now: the next request reads it as its stand-in, unchanged.
+                    self._bases = [stored.id, *self._bases[1:]]
             for body in assembly_events(assembly, since, at_seq=at):
                 self.ledger.add_record(self.scope, "event", str(body["kind"]), body)
+            if plan.reason is not None:
+                self.ledger.add_record(self.scope, "event", CATALOG_EVENT, plan.event(at))
+                self.say("note", f"tool catalog: {plan.reason}")
+            if promoted:
+                body = {"v": 1, "ttl": self.cache_ttl, "after_requests": made, "at_seq": at}
+                self.ledger.add_record(self.scope, "event", RETENTION_EVENT, body)
+            if finding is not None:
+                kind, body = finding.event(at)
+                self.ledger.add_record(self.scope, "event", kind, body)
+                if not finding.announced:
+                    self.say("warn", f"prompt cache broken at {finding.part}")
+        self.deferral.commit(plan)
+        if prefix is not None:
+            self.watch.accept(prefix)
+        return prefix
 
     def _streaks(self, events: list[Record], at: int) -> list[Record]:
         """The OUTPUT_LENGTH events at this point; raise when a streak is over (OUT-3)."""
@@ -455,18 +577,23 @@ class Proposer:
         }
 
     def usage_input(self, response: ModelResponse, meta: dict[str, Any]) -> UsageInput:
+        """The request record of ``response``: its usage, and in its meta what prompt caching
+        saved against no caching at list prices (CCH-2; ``None`` when unknown)."""
+        model = response.model or self.settings.model
+        ttl = meta.get("cache_ttl")
+        saved = saved_vs_uncached(response.usage, price_for(model), ttl=ttl)
         return UsageInput(
             response.usage,
-            model=response.model or self.settings.model,
+            model=model,
             protocol=response.provider or None,
-            meta=meta,
+            meta=meta | {"savedVsUncached": saved},
         )
 
     def _failed(self, meta: dict[str, Any]) -> None:
         # The call reached the provider (or may have): it counts as a request, with its usage
         # unknown, so the spend guard and a script's position both see it.
         unknown = Usage(None, None, None, None, None)
-        usage = UsageInput(unknown, self.settings.model, None, meta)
+        usage = UsageInput(unknown, self.settings.model, None, meta | {"savedVsUncached": None})
         self.ledger.record_request(self.scope, None, usage)
 
     def _incomplete(

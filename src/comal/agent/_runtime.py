@@ -46,7 +46,8 @@ from ..ops import (
 )
 from ..providers import ModelSpec, OnEvent, Provider, SDKProvider, provider_from_spec
 from ..tokens import default_counter
-from ._agent import Agent, intention
+from ._agent import Agent, Clock, Preamble, intention, utc_now
+from ._catalog import ensure_tool_search
 from ._config import Config, config_path, load_config, policy_from_config, settings_from_config
 from ._human import human_operations
 from ._lock import PgSessionLock, SessionLock
@@ -126,6 +127,8 @@ class Runtime:
     registry: Registry = field(init=False)
     # A provider for every model (tests, applications embedding comal); None: from the spec.
     fixed_provider: Provider | None = None
+    # The time a prompt's preamble states (CCH-1); a test freezes it here.
+    clock: Clock = utc_now
     active: Agent | None = field(default=None, init=False)
     # Rules a human added during this process ("always allow" in the TUI), after the config's.
     extra_rules: list[Rule] = field(default_factory=list, init=False)
@@ -135,6 +138,7 @@ class Runtime:
     def __post_init__(self) -> None:
         self.registry = default_registry()
         self.registry.add_all(human_operations(self))
+        ensure_tool_search(self.registry)
 
     # -- building -----------------------------------------------------------------------------
     @classmethod
@@ -148,6 +152,7 @@ class Runtime:
         config: Config | None = None,
         need_model: bool = True,
         provider: Provider | None = None,
+        clock: Clock | None = None,
     ) -> Runtime:
         """The runtime for session ``resume`` (a unique id prefix), the tenant's latest session
         (``latest``: ``comal -c``), or a new one created with its first prompt. With
@@ -182,6 +187,8 @@ class Runtime:
         )
         scope = previous.scope if previous is not None else None
         runtime = cls(ledger, config, flags, workspace, host, scope, fixed_provider=provider)
+        if clock is not None:
+            runtime.clock = clock
         if need_model and spec and provider is None:
             runtime.check_model(spec)
         return runtime
@@ -323,6 +330,7 @@ class Runtime:
             on_event=on_event,
             say=say,
             probe=probe,
+            clock=self.clock,
         )
         return agent
 
@@ -341,12 +349,13 @@ class Runtime:
             "mode": self.host.mode,
         }
         # One transaction: a start that fails leaves no empty session behind.
+        preamble = Preamble(self.clock(), self.workspace.root, self.user)
         scope = self.ledger.create_session(
             self.config.tenant,
             self.config.agent,
             title=title,
             meta=meta,
-            messages=[intention(prompt, settings, self.workspace.root)],
+            messages=[intention(prompt, settings, preamble=preamble)],
         )
         self.scope = scope
         return scope

@@ -39,7 +39,7 @@ class ScriptModel:
         return cls(spec.removeprefix(SCRIPT_PREFIX), ledger, scope)
 
     def request(self, req: ModelRequest) -> ModelResponse:
-        k = len(self.ledger.requests(self.scope))
+        k = int(self.ledger.usage_totals(self.scope)["requests"] or 0)  # one count query
         if k >= len(self.replies):
             raise ScriptEnded(
                 f"the script {self.path} has {len(self.replies)} replies and session "

@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from ..context import EngineConfig, get_engine
 from ..tokens import WindowResolution, resolve_window
+from ._cache import CacheConfig
 from ._spend import SpendCaps
 
 __all__ = ["DEFAULT_SYSTEM", "AgentSettings"]
@@ -40,7 +41,8 @@ class AgentSettings:
     (TOK-3); ``output_reserve`` overrides the budget's default reserve; ``checks`` are the
     commands :meth:`Agent.finish` runs before a session may be marked finished (RES-5);
     ``engine_name`` names the context engine in the registry and ``engine`` is its
-    configuration (that engine's ``config_type``)."""
+    configuration (that engine's ``config_type``); ``cache`` the prompt-cache settings
+    (retention, tool deferral, break detection: :class:`~comal.agent.CacheConfig`)."""
 
     model: str
     window: WindowResolution
@@ -53,6 +55,7 @@ class AgentSettings:
     spend: SpendCaps = field(default_factory=SpendCaps)
     checks: tuple[str, ...] = ()
     preamble: bool = True
+    cache: CacheConfig = field(default_factory=CacheConfig)
 
     def __post_init__(self) -> None:
         if self.max_turns < 1:

@@ -14,8 +14,10 @@ The measure (docs/bench.md repeats it with a worked example):
    the tokens of every leading unit whose bytes equal the unit at the same position before, plus,
    for the first unit that differs, its tokens times the share of its bytes that the two
    encodings have in common from the start (rounded down). The rest of the request is uncached.
-4. Each provider's table prices the cached part at its cache-read rate and the rest at its
-   cache-write rate, or at the base input rate where the provider charges no write premium.
+4. Each provider's reference table (:func:`comal.tokens.load_prices`: the data in
+   ``comal/tokens/prices.json`` that the agent prices its measured usage with too) prices the
+   cached part at its cache-read rate and the rest at its cache-write rate, or at the base
+   input rate where the provider charges no write premium.
 
 Simplifications, the same for every strategy: every request is assumed to mark a cache
 breakpoint at its end (so everything uncached is written), caches never expire between turns,
@@ -24,10 +26,8 @@ and there is no minimum cacheable length.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any
 
 from ..errors import UserError
@@ -43,7 +43,7 @@ from ..messages import (
     message_to_dict,
 )
 from ..messages.wire import render_engine_part, to_anthropic
-from ..tokens import REPLY_PRIMING, TokenCounter, count_message
+from ..tokens import REPLY_PRIMING, PriceTable, TokenCounter, count_message, load_prices
 
 __all__ = [
     "PROVIDERS",
@@ -61,73 +61,6 @@ __all__ = [
 PROVIDERS = ("anthropic", "openai", "gemini")
 _SYSTEM = (Role.SYSTEM, Role.DEVELOPER)
 _ENGINE_PARTS = (EvidenceRef, Summary, Checkpoint)
-
-
-@dataclass(frozen=True, slots=True)
-class PriceTable:
-    """List prices of one model, in dollars per ``per_tokens`` input tokens.
-
-    ``cache_write`` is ``None`` where the provider charges no write premium (uncached input is
-    billed at ``input``). ``long_*`` rates replace the others for a request above ``long_above``
-    input tokens.
-    """
-
-    provider: str
-    model: str
-    input: float
-    cache_read: float
-    cache_write: float | None
-    per_tokens: int = 1_000_000
-    long_above: int | None = None
-    long_input: float | None = None
-    long_cache_read: float | None = None
-    long_cache_write: float | None = None
-    source: str = ""
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> PriceTable:
-        long = data.get("long_context") or {}
-        return cls(
-            provider=data["provider"],
-            model=data["model"],
-            input=float(data["input"]),
-            cache_read=float(data["cache_read"]),
-            cache_write=None if data.get("cache_write") is None else float(data["cache_write"]),
-            per_tokens=int(data.get("per_tokens", 1_000_000)),
-            long_above=long.get("above"),
-            long_input=long.get("input"),
-            long_cache_read=long.get("cache_read"),
-            long_cache_write=long.get("cache_write"),
-            source=data.get("source", ""),
-        )
-
-    def _rates(self, total: int) -> tuple[float, float, float | None]:
-        if self.long_above is not None and total > self.long_above and self.long_input:
-            read = self.long_cache_read if self.long_cache_read is not None else self.cache_read
-            return self.long_input, read, self.long_cache_write
-        return self.input, self.cache_read, self.cache_write
-
-    def cost(self, cached: int, total: int) -> float:
-        """Dollars for one request of ``total`` input tokens of which ``cached`` were read."""
-        if not 0 <= cached <= total:
-            raise ValueError(f"cached tokens {cached} outside 0..{total}")
-        base, read, write = self._rates(total)
-        uncached_rate = write if write is not None else base
-        return (cached * read + (total - cached) * uncached_rate) / self.per_tokens
-
-    def uncached(self, total: int) -> float:
-        """Dollars for the same request with no prompt caching at all (base input rate)."""
-        return total * self._rates(total)[0] / self.per_tokens
-
-
-def load_prices() -> dict[str, PriceTable]:
-    """The price tables shipped in ``comal/bench/prices/*.json``, by provider."""
-    folder = resources.files("comal.bench").joinpath("prices")
-    tables = {}
-    for provider in PROVIDERS:
-        data = json.loads(folder.joinpath(f"{provider}.json").read_text(encoding="utf-8"))
-        tables[provider] = PriceTable.from_dict(data)
-    return tables
 
 
 @dataclass(frozen=True, slots=True)

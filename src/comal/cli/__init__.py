@@ -10,6 +10,7 @@ import typer
 from .. import __version__
 from . import (
     _bench,
+    _config,
     _context,
     _doctor,
     _engine,
@@ -65,6 +66,7 @@ for sub in (
     for command in sub.registered_commands:
         app.registered_commands.append(command)
 app.add_typer(_bench.app, name="bench")
+app.add_typer(_config.app, name="config")
 app.add_typer(_serve.keys_app, name="keys")
 
 

@@ -167,7 +167,7 @@ def replay_cmd(
                 emit_json(_turn_dict(t))
             if dump is not None and t.assembly is not None:
                 dump.mkdir(parents=True, exist_ok=True)
-                body = plan.request(t.assembly)
+                body = plan.request(t.assembly, t.turn)
                 text = json.dumps(body, ensure_ascii=False, indent=1)
                 (dump / f"turn-{t.turn:04d}.json").write_text(text, encoding="utf-8")
     budget = plan.budget
@@ -210,9 +210,10 @@ class _ReplayPlan:
     proposer: Proposer | None
     note: str | None
 
-    def request(self, assembly: Assembly) -> dict[str, Any]:
+    def request(self, assembly: Assembly, turn: int = 1) -> dict[str, Any]:
         if self.proposer is not None:
-            request = self.proposer.request_for(assembly, self.budget.output_reserve)
+            ttl = self.proposer.ttl_at(turn - 1)  # the TTL the live request had (CCH-4)
+            request = self.proposer.request_for(assembly, self.budget.output_reserve, ttl=ttl)
             return anthropic_params(request)
         return dict(to_anthropic(assembly.messages)) | {"tools": []}
 

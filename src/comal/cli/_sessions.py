@@ -14,6 +14,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from ..agent import session_saving
 from ..errors import UserError
 from ..ledger import Scope, SearchHit, SessionInfo, verify
 from ..messages import Message, Role, message_to_dict
@@ -24,7 +25,7 @@ from ._common import JsonOpt, coded_errors, emit_json, ledger, out
 app = typer.Typer()
 
 
-def _session_dict(s: SessionInfo) -> dict[str, Any]:
+def _session_dict(s: SessionInfo, saved: float | None = None) -> dict[str, Any]:
     return {
         "session": s.id,
         "tenant": s.tenant,
@@ -36,6 +37,7 @@ def _session_dict(s: SessionInfo) -> dict[str, Any]:
         "title": s.title,
         "source": s.source,
         "started": s.created_at,
+        "savedVsUncached": saved,
     }
 
 
@@ -45,22 +47,28 @@ def sessions(
     agent: Annotated[str | None, typer.Option(help="Only this agent.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """List sessions: id, tenant/agent, entries, tokens, started, status.
+    """List sessions: id, tenant/agent, entries, tokens, what prompt caching saved against
+    no caching at list prices (savedVsUncached; — when unknown), started, status.
 
     Example: comal sessions --tenant local --json
     """
     with coded_errors(as_json), ledger() as led:
         rows = led.sessions(tenant=tenant, agent=agent)
+        # CCH-2: what prompt caching saved at list prices, from the measured usage.
+        saved = {s.id: session_saving(led.requests(s.scope)) for s in rows}
     if as_json:
-        emit_json([_session_dict(s) for s in rows])
+        emit_json([_session_dict(s, saved[s.id]) for s in rows])
         return
-    table = Table("session", "tenant/agent", "entries", "tokens", "started", "status", "title")
+    table = Table(
+        "session", "tenant/agent", "entries", "tokens", "saved", "started", "status", "title"
+    )
     for s in rows:
         table.add_row(
             s.id,
             escape(safe(f"{s.tenant}/{s.agent}")),
             str(s.entries),
             f"{s.tokens:,}",
+            "—" if saved[s.id] is None else f"${saved[s.id]:,.4f}",
             s.created_at[:19].replace("T", " "),
             s.status,
             escape(safe((s.title or s.source or "")[:48])),

@@ -11,6 +11,8 @@
   and ``COMAL_CONTEXT_WINDOW`` by minimum, or :data:`FALLBACK_WINDOW` (TOK-3).
 - :class:`Budget` is the budget algebra, its compaction threshold and the CONTEXT_OVERHEAD check
   (TOK-4, TOK-5).
+- :class:`PriceTable` and :func:`price_for` are the providers' prompt-cache prices, as data;
+  :func:`saved_vs_uncached` prices a request's measured usage against no caching (CCH-2).
 """
 
 from ._anchor import Anchor, AnchorKey, InputEstimate, estimate_input
@@ -40,6 +42,14 @@ from ._models import (
     resolve_window,
     user_models_file,
 )
+from ._pricing import (
+    PRICES_FILE_ENV,
+    PriceTable,
+    load_price_catalog,
+    load_prices,
+    price_for,
+    saved_vs_uncached,
+)
 from ._tiktoken import TIKTOKEN_FILE_ENV, TiktokenCounter
 from ._usage import PROTOCOLS, Usage, normalize_usage
 
@@ -50,6 +60,7 @@ __all__ = [
     "IMAGE_TOKENS_LOW_DETAIL",
     "MESSAGE_OVERHEAD",
     "MODELS_FILE_ENV",
+    "PRICES_FILE_ENV",
     "PROTOCOLS",
     "REPLY_PRIMING",
     "TIKTOKEN_FILE_ENV",
@@ -62,6 +73,7 @@ __all__ = [
     "EstimatingCounter",
     "InputEstimate",
     "ModelInfo",
+    "PriceTable",
     "TiktokenCounter",
     "TokenCounter",
     "Usage",
@@ -73,8 +85,12 @@ __all__ = [
     "default_counter",
     "estimate_input",
     "load_catalog",
+    "load_price_catalog",
+    "load_prices",
     "lookup_model",
     "normalize_usage",
+    "price_for",
     "resolve_window",
+    "saved_vs_uncached",
     "user_models_file",
 ]
