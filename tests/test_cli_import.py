@@ -197,3 +197,10 @@ def test_the_progress_bar_counts_files_against_a_total_known_up_front(
     plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", done.stderr)
     assert "0/3" in plain and "3/3" in plain and "importing" in plain
     assert set(re.findall(r"\b\d+/(\d+)\b", plain)) == {"3"}  # the total never changes
+
+
+def test_the_cli_spells_every_import_format() -> None:
+    from comal.cli._import import FORMAT_NAMES
+    from comal.importers import FORMATS
+
+    assert FORMAT_NAMES == FORMATS

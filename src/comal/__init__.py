@@ -2,11 +2,18 @@
 
 The pieces most programs need are re-exported here; each subpackage has the rest:
 :mod:`comal.messages` (values), :mod:`comal.ledger` (the store), :mod:`comal.tokens`,
-:mod:`comal.context` (the engine), :mod:`comal.evidence`, :mod:`comal.ops` (the house),
-:mod:`comal.providers`, :mod:`comal.importers`, :mod:`comal.testing`.
+:mod:`comal.context` (the engines), :mod:`comal.evidence`, :mod:`comal.ops` (the house),
+:mod:`comal.agent`, :mod:`comal.providers`, :mod:`comal.importers`, :mod:`comal.testing`.
+
+The re-exports load on first use (PEP 562): ``import comal.cli`` must not pay for every
+engine and the house before it can print ``--help``.
 """
 
-from .context import Assembly, EngineConfig, View, assemble
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .errors import (
     BudgetError,
     ComalError,
@@ -16,12 +23,50 @@ from .errors import (
     OutputLength,
     UserError,
 )
-from .evidence import read_evidence
-from .ledger import Scope, SQLiteLedger, open_ledger, verify
-from .messages import Message, Role, Text, ToolCall, ToolResult
-from .tokens import Budget, Usage, default_counter, resolve_window
+
+if TYPE_CHECKING:
+    from .context import Assembly, EngineConfig, View, assemble
+    from .evidence import read_evidence
+    from .ledger import Scope, SQLiteLedger, open_ledger, verify
+    from .messages import Message, Role, Text, ToolCall, ToolResult
+    from .tokens import Budget, Usage, default_counter, resolve_window
 
 __version__ = "0.1.0"
+
+_LAZY = {
+    "Assembly": ".context",
+    "EngineConfig": ".context",
+    "View": ".context",
+    "assemble": ".context",
+    "read_evidence": ".evidence",
+    "Scope": ".ledger",
+    "SQLiteLedger": ".ledger",
+    "open_ledger": ".ledger",
+    "verify": ".ledger",
+    "Message": ".messages",
+    "Role": ".messages",
+    "Text": ".messages",
+    "ToolCall": ".messages",
+    "ToolResult": ".messages",
+    "Budget": ".tokens",
+    "Usage": ".tokens",
+    "default_counter": ".tokens",
+    "resolve_window": ".tokens",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 __all__ = [
     "Assembly",

@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..context import Action, Assembly, Checkpointed, ReplayTurn, View
 from ..ledger import Entry, RequestRecord
 from ..messages import Message, canonical_json, message_to_json, sha256_hex
-from ..tokens import Usage, price_for, saved_vs_uncached
+from ..tokens import recorded_saving
 from ._events import _kind, _new
 
 __all__ = [
@@ -385,12 +385,8 @@ class Retention:
 def request_saving(record: RequestRecord) -> float | None:
     """The ``savedVsUncached`` of one request record: the value stored in its meta when it was
     recorded, else computed from its measured usage (imported transcripts)."""
-    if "savedVsUncached" in record.meta:
-        value = record.meta["savedVsUncached"]
-        return float(value) if isinstance(value, (int, float)) else None
-    usage = Usage(record.new_input, record.cache_read, record.cache_write, record.output, None)
-    ttl = record.meta.get("cache_ttl")
-    return saved_vs_uncached(usage, price_for(record.model), ttl=ttl if ttl == LONG_TTL else None)
+    r = record
+    return recorded_saving(r.meta, r.model, r.new_input, r.cache_read, r.cache_write)
 
 
 def session_saving(records: Iterable[RequestRecord]) -> float | None:

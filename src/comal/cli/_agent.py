@@ -18,13 +18,15 @@ session, which is the one the session was started with unless ``--model`` names 
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
 
-from ..agent import Flags, RunResult, Runtime
+if TYPE_CHECKING:
+    from ..agent import Flags, RunResult
+    from ..providers import StreamEvent
 from ..errors import ComalError
-from ..providers import StreamDone, StreamEvent, TextDelta
 from ._common import emit_json, ledger
 
 __all__ = ["EXIT_CODES", "run_prompt"]
@@ -51,6 +53,8 @@ class _Progress:
         self.console.print(f"[{style}]{escape(prefix + line)}[/]" if style else escape(line))
 
     def event(self, event: StreamEvent) -> None:
+        from ..providers import StreamDone, TextDelta
+
         if isinstance(event, TextDelta):
             self.console.file.write(event.text)
             self.console.file.flush()
@@ -73,6 +77,8 @@ def run_prompt(
     as_json: bool = False,
 ) -> int:
     """Run (or resume) a session headless; returns the exit code (see the module docstring)."""
+    from ..agent import RunResult, Runtime
+
     progress = _Progress(Console(stderr=True, highlight=False))
     session: str | None = None
     try:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
 
 from ..errors import UserError
-from ..tokens import EstimatingCounter, TokenCounter, default_counter
+
+if TYPE_CHECKING:
+    from ..tokens import TokenCounter
 from ._common import JsonOpt, coded_errors, emit_json, err, out
 
 app = typer.Typer(help="Benchmarks (numbers to read, not tests).", no_args_is_help=True)
@@ -40,6 +42,8 @@ def ledger_bench(
 
     Example: comal bench ledger --entries 100000 --window 128000
     """
+    from ..tokens import EstimatingCounter, default_counter
+
     chosen: TokenCounter = EstimatingCounter() if counter == "estimate" else default_counter()
     with err.status("benchmarking") as status:
         result = _b().run_ledger_bench(

@@ -7,14 +7,18 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
 from ..errors import ComalError
-from ..ledger import LedgerBackend, default_ledger_target, open_ledger
+
+if TYPE_CHECKING:
+    from ..ledger import LedgerBackend
+
+    pass
 from ..safe_text import safe
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -48,6 +52,8 @@ STATE = State()
 def ledger_target() -> str:
     """The ledger the commands use: ``--ledger`` / ``COMAL_LEDGER`` (a path or a
     ``postgresql://`` URL), else the per-user default file."""
+    from ..ledger import default_ledger_target
+
     return STATE.ledger_path if STATE.ledger_path else default_ledger_target()
 
 
@@ -55,6 +61,8 @@ def ledger_target() -> str:
 def ledger(*, create: bool = False) -> Iterator[LedgerBackend]:
     """The ledger, opened for one command. Only commands that write pass ``create``: a
     read on a path with no ledger is an error, never a new empty ledger."""
+    from ..ledger import open_ledger
+
     led = open_ledger(ledger_target(), create=create)
     try:
         yield led

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ..agent import check_config, config_path, configuration_reference, explain_config
+if TYPE_CHECKING:
+    pass
 from ..safe_text import safe
 from ._common import JsonOpt, coded_errors, emit_json, out
 
@@ -53,6 +54,8 @@ def show(
 
     Example: comal config show --agent reviewer --engine limit --json
     """
+    from ..agent import explain_config
+
     flags = {
         "model": model,
         "engine": engine,
@@ -92,6 +95,8 @@ def check(
 
     Example: comal config check ~/.config/comal/config.yaml
     """
+    from ..agent import check_config
+
     with coded_errors(as_json):
         config = check_config(file)
     keys = sorted(config.model_dump(exclude_defaults=True))
@@ -110,6 +115,8 @@ def reference() -> None:
 
     Example: comal config reference > docs/configuration.md
     """
+    from ..agent import configuration_reference
+
     typer.echo(configuration_reference(), nl=False)
 
 
@@ -119,4 +126,6 @@ def path() -> None:
 
     Example: comal config path
     """
+    from ..agent import config_path
+
     typer.echo(str(config_path()))

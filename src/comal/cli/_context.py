@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ..agent import Flags, Runtime, raise_for, render_report
+if TYPE_CHECKING:
+    pass
 from ..safe_text import safe
 from ._common import JsonOpt, coded_errors, emit_json, err, ledger, out
 
@@ -35,6 +36,8 @@ def context(
 
     Example: comal context 3f2a --model anthropic:claude-sonnet-4-5 --context-window 64000
     """
+    from ..agent import Flags, Runtime, raise_for, render_report
+
     with coded_errors(as_json), ledger() as led:
         flags = Flags(model=model, context_window=context_window, engine=engine)
         runtime = Runtime.open(led, flags, resume=session, need_model=False)

@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import platform
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
 from .. import __version__
-from ..agent import config_path, load_config, policy_from_config
-from ..context import engine_names
+
+if TYPE_CHECKING:
+    pass
 from ..errors import ComalError
-from ..ledger import describe_target
-from ..ops import sandbox_status
 from ..safe_text import safe
-from ..tokens import default_counter
 from ._common import JsonOpt, emit_json, ledger, ledger_target, out
 
 app = typer.Typer()
@@ -32,6 +30,12 @@ def _check(name: str, run: Any) -> dict[str, Any]:
 
 
 def checks() -> list[dict[str, Any]]:
+    from ..agent import config_path, load_config, policy_from_config
+    from ..context import engine_names
+    from ..ledger import describe_target
+    from ..ops import sandbox_status
+    from ..tokens import default_counter
+
     target = str(ledger_target())
 
     def ledger_check() -> str:

@@ -5,31 +5,23 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from pydantic import BaseModel
 from rich.table import Table
 
-from ..agent import Flags, Proposer, Runtime, raise_for, window_note
-from ..compaction import memory_executor
-from ..context import (
-    Assembly,
-    Engine,
-    ReplayTurn,
-    action_dict,
-    config_counter,
-    get_engine,
-    replay,
-)
-from ..evidence import read_evidence
-from ..importers import load, store
-from ..ledger import LedgerBackend, Scope
-from ..messages import Message
-from ..messages.wire import to_anthropic
-from ..providers import anthropic_params
+if TYPE_CHECKING:
+    from ..agent import Flags, Proposer
+    from ..context import (
+        Assembly,
+        Engine,
+        ReplayTurn,
+    )
+    from ..ledger import LedgerBackend, Scope
+    from ..messages import Message
+    from ..tokens import Budget
 from ..safe_text import safe
-from ..tokens import Budget, resolve_window
 from ._common import JsonOpt, coded_errors, emit_json, err, ledger, out
 
 app = typer.Typer()
@@ -45,12 +37,16 @@ EngineOpt = Annotated[
 
 
 def _budget(model: str | None, window: int | None) -> Budget:
+    from ..tokens import Budget, resolve_window
+
     res = resolve_window(model, override=window)
     return Budget.for_window(res.window, system_tokens=0, tools_tokens=0, max_output=res.max_output)
 
 
 def _session_for(led: LedgerBackend, target: str) -> Scope:
     """A transcript path is imported (once: importing again finds it); else a session id."""
+    from ..importers import load, store
+
     path = Path(target)
     if path.is_file():
         stored = store(led, load(path))
@@ -59,6 +55,8 @@ def _session_for(led: LedgerBackend, target: str) -> Scope:
 
 
 def _turn_dict(t: ReplayTurn) -> dict[str, Any]:
+    from ..context import action_dict
+
     out: dict[str, Any] = {
         "turn": t.turn,
         "seq": t.seq,
@@ -150,6 +148,10 @@ def replay_cmd(
 
     Example: comal replay run.traj.json --context-window 45000 --plot replay.png
     """
+    from ..agent import Flags
+    from ..compaction import memory_executor
+    from ..context import config_counter, replay
+
     with coded_errors(as_json), ledger(create=Path(target).is_file()) as led:
         scope = _session_for(led, target)
         entries = list(led.iter_entries(scope))
@@ -211,6 +213,9 @@ class _ReplayPlan:
     note: str | None
 
     def request(self, assembly: Assembly, turn: int = 1) -> dict[str, Any]:
+        from ..messages.wire import to_anthropic
+        from ..providers import anthropic_params
+
         if self.proposer is not None:
             ttl = self.proposer.ttl_at(turn - 1)  # the TTL the live request had (CCH-4)
             request = self.proposer.request_for(assembly, self.budget.output_reserve, ttl=ttl)
@@ -221,6 +226,9 @@ class _ReplayPlan:
 def _replay_plan(led: LedgerBackend, scope: Scope, flags: Flags) -> _ReplayPlan:
     """The agent's own budget, system prompt, tools and engine settings for a session the
     agent ran (its meta names a model); a bare budget for an imported transcript."""
+    from ..agent import Runtime, window_note
+    from ..context import get_engine
+
     info = led.session(scope)
     meta = info.meta if info is not None else {}
     runtime = Runtime.open(led, flags, resume=scope.session, need_model=False)
@@ -248,6 +256,8 @@ def state_cmd(
 
     Example: comal state 3f2a
     """
+    from ..agent import Flags, Runtime, raise_for
+
     with coded_errors(as_json), ledger() as led:
         runtime = Runtime.open(led, Flags(), resume=session, need_model=False)
         outcome = runtime.control("state", {}, surface="cli")
@@ -273,6 +283,8 @@ def compact_cmd(
 
     Example: comal compact 3f2a
     """
+    from ..agent import Flags, Runtime, raise_for
+
     with coded_errors(as_json), ledger() as led:
         flags = Flags(model=model, context_window=context_window, engine=engine or None)
         runtime = Runtime.open(led, flags, resume=session, need_model=False)
@@ -315,6 +327,8 @@ def evidence_cmd(
 
     Example: comal evidence 3f2a 812 --search Traceback
     """
+    from ..evidence import read_evidence
+
     with coded_errors(as_json), ledger() as led:
         scope = led.resolve(session)
         page = read_evidence(

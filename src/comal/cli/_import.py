@@ -12,16 +12,33 @@ import os
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..errors import ComalError, ImportFormatError
-from ..importers import FORMATS, StoredSession, detect_format, load, store
+
+if TYPE_CHECKING:
+    from ..importers import StoredSession
 from ..safe_text import safe
 from ._common import JsonOpt, coded_errors, emit_json, err, ledger, out
+
+# The importers' format names, spelled here so `comal --help` does not load every importer
+# (tests/test_cli_import.py pins them equal to comal.importers.FORMATS).
+FORMAT_NAMES = (
+    "claude-code",
+    "claude-code-web",
+    "swe-agent",
+    "mini-swe-agent",
+    "codex",
+    "openhands",
+    "openhands-resolver",
+    "openai",
+    "anthropic",
+    "locomo",
+)
 
 app = typer.Typer()
 
@@ -84,6 +101,8 @@ def collect(paths: Iterable[Path]) -> tuple[list[tuple[Path, bool]], list[Path]]
 
 def not_a_transcript(path: Path, format: str) -> ImportFormatError | None:
     """Why a file found in a folder is not one to import, or None."""
+    from ..importers import detect_format
+
     try:
         seen = detect_format(path)
     except ImportFormatError as exc:
@@ -106,7 +125,7 @@ def import_cmd(
         typer.Argument(help="Transcript files, or folders to walk for them.", exists=True),
     ],
     format: Annotated[
-        str, typer.Option("--format", "-f", help=f"auto or one of: {', '.join(FORMATS)}")
+        str, typer.Option("--format", "-f", help=f"auto or one of: {', '.join(FORMAT_NAMES)}")
     ] = "auto",
     lenient: Annotated[
         bool,
@@ -135,6 +154,8 @@ def import_cmd(
 
     Example: comal import ~/.claude/projects --lenient
     """
+    from ..importers import load, store
+
     files, empty = collect(paths)
     summary = Summary(files=len(files))
     for folder in empty:

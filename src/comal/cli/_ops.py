@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 from rich.table import Table
 
-from ..ops import Workspace, default_registry, receipts, reconcile
+if TYPE_CHECKING:
+    pass
 from ._common import JsonOpt, coded_errors, emit_json, ledger, out
 
 app = typer.Typer()
@@ -40,6 +41,8 @@ def tools(
 
     Example: comal tools --surface model --format anthropic --json
     """
+    from ..ops import default_registry
+
     with coded_errors(as_json):
         catalog = default_registry().catalog(surface)
         text = catalog.json(format)
@@ -74,6 +77,8 @@ def receipts_cmd(
 
     Example: comal receipts 3f2a --json
     """
+    from ..ops import receipts
+
     with coded_errors(as_json), ledger() as led:
         rows = [r.as_dict() for r in receipts(led, led.resolve(session))]
     if as_json:
@@ -109,6 +114,8 @@ def reconcile_cmd(
 
     Example: comal reconcile 3f2a --workspace ~/src/project --json
     """
+    from ..ops import Workspace, default_registry, reconcile
+
     with coded_errors(as_json), ledger() as led:
         report = reconcile(
             led, led.resolve(session), workspace=Workspace(workspace), registry=default_registry()

@@ -8,17 +8,16 @@ escaped.
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ..agent import session_saving
+if TYPE_CHECKING:
+    from ..ledger import Scope, SearchHit, SessionInfo
+    from ..messages import Message
 from ..errors import UserError
-from ..ledger import Scope, SearchHit, SessionInfo, verify
-from ..messages import Message, Role, message_to_dict
-from ..messages.wire import to_anthropic, to_openai_chat, to_openai_responses
 from ..safe_text import safe
 from ._common import JsonOpt, coded_errors, emit_json, ledger, out
 
@@ -52,10 +51,21 @@ def sessions(
 
     Example: comal sessions --tenant local --json
     """
+    from ..tokens import recorded_saving
+
+    def saving(records: list[Any]) -> float | None:
+        known = [
+            v
+            for r in records
+            if (v := recorded_saving(r.meta, r.model, r.new_input, r.cache_read, r.cache_write))
+            is not None
+        ]
+        return round(sum(known), 6) if known else None
+
     with coded_errors(as_json), ledger() as led:
         rows = led.sessions(tenant=tenant, agent=agent)
         # CCH-2: what prompt caching saved at list prices, from the measured usage.
-        saved = {s.id: session_saving(led.requests(s.scope)) for s in rows}
+        saved = {s.id: saving(led.requests(s.scope)) for s in rows}
     if as_json:
         emit_json([_session_dict(s, saved[s.id]) for s in rows])
         return
@@ -77,6 +87,8 @@ def sessions(
 
 
 def _preview(msg: Message, width: int = 160) -> str:
+    from ..messages import Role
+
     bits: list[str] = []
     for call in msg.tool_calls:
         bits.append(f"→ {call.name}({call.arguments[:80]})")
@@ -99,6 +111,8 @@ def show(
 
     Example: comal show 3f2a --tail 20
     """
+    from ..messages import message_to_dict
+
     with coded_errors(as_json), ledger() as led:
         scope = led.resolve(session)
         entries = led.tail(scope, n=tail) if tail else led.entries(scope)
@@ -139,6 +153,8 @@ def export(
 
     Example: comal export 3f2a --format anthropic > session.json
     """
+    from ..messages.wire import to_anthropic, to_openai_chat, to_openai_responses
+
     if format not in ("openai", "openai-responses", "anthropic", "markdown"):
         raise typer.BadParameter(f"unknown format {format!r}", param_hint="--format")
     with coded_errors(as_json), ledger() as led:
@@ -345,6 +361,8 @@ def verify_cmd(as_json: JsonOpt = False) -> None:
 
     Example: comal verify --json
     """
+    from ..ledger import verify
+
     with coded_errors(as_json), ledger() as led:
         report = verify(led)
     if as_json:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.tree import Tree
 
-from ..ledger import SummaryRecord
+if TYPE_CHECKING:
+    from ..ledger import SummaryRecord
 from ._common import JsonOpt, coded_errors, emit_json, ledger, out
 
 app = typer.Typer()

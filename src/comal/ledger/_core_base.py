@@ -6,7 +6,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UserError
-from ..tokens import TokenCounter
+from ..tokens import TokenCounter, default_counter
 from ._model import Entry, Scope, log
 from ._rows import damaged_index, whole
 from ._sql import Dialect
@@ -19,7 +19,17 @@ class _CoreBase:
     Every read takes a Scope and reads nothing when it does not resolve (LED-2).
     """
 
-    counter: TokenCounter
+    _counter: TokenCounter | None
+
+    @property
+    def counter(self) -> TokenCounter:
+        """The counter appends price entries with; the default one (loading the tiktoken
+        tables, over half a second) is made on first use, so a ledger opened to read never
+        pays for it."""
+        if self._counter is None:
+            self._counter = default_counter()
+        return self._counter
+
     target: str
     _dialect: Dialect
 

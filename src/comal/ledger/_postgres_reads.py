@@ -17,7 +17,7 @@ from psycopg import errors as pg_errors
 from psycopg.pq import TransactionStatus
 
 from ..errors import LedgerError, UserError
-from ..tokens import TokenCounter, default_counter
+from ..tokens import TokenCounter
 from ._common import heads_of, hit, in_order, regex_hits, tail_start, words
 from ._core import ENTRY_INSERT, _Core
 from ._errors import (
@@ -64,7 +64,7 @@ class _PgBase:
         self.schema = schema
         self.target = parsed.described + (f" (schema {schema})" if schema else "")
         self._password = parsed.password
-        self.counter = counter if counter is not None else default_counter()
+        self._counter = counter
         self._lock = threading.RLock()
         self._depth = 0
         self._cache = EntryCache()

@@ -14,7 +14,7 @@ from typing import Any, Literal, Self
 
 from ..errors import LedgerError, UserError
 from ..messages import Message
-from ..tokens import TokenCounter, Usage, default_counter
+from ..tokens import TokenCounter, Usage
 from ._model import Entry
 from ._sql import SQLITE
 from ._sqlite_open import open_sqlite, translate
@@ -95,7 +95,7 @@ class _Base:
             raise UserError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
         self.path = str(path)
         self.target = describe_target(self.path)
-        self.counter = counter if counter is not None else default_counter()
+        self._counter = counter
         self._lock = threading.RLock()
         self._depth = 0
         self._cache = EntryCache()

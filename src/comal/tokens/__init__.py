@@ -48,6 +48,7 @@ from ._pricing import (
     load_price_catalog,
     load_prices,
     price_for,
+    recorded_saving,
     saved_vs_uncached,
 )
 from ._tiktoken import TIKTOKEN_FILE_ENV, TiktokenCounter
@@ -90,6 +91,7 @@ __all__ = [
     "lookup_model",
     "normalize_usage",
     "price_for",
+    "recorded_saving",
     "resolve_window",
     "saved_vs_uncached",
     "user_models_file",

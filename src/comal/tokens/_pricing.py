@@ -34,6 +34,7 @@ __all__ = [
     "load_price_catalog",
     "load_prices",
     "price_for",
+    "recorded_saving",
     "saved_vs_uncached",
 ]
 
@@ -233,3 +234,22 @@ def saved_vs_uncached(
     base, read, write = table.rates(total, ttl)
     saved = usage.cache_read * (base - read) - written * (write - base)
     return round(saved / table.per_tokens, 8)
+
+
+def recorded_saving(
+    meta: Mapping[str, Any],
+    model: str | None,
+    new_input: int | None,
+    cache_read: int | None,
+    cache_write: int | None,
+) -> float | None:
+    """The ``savedVsUncached`` of one recorded request: the value its meta stored when it was
+    recorded (the agent writes it), else computed from its measured usage and the model's
+    prices (imported transcripts). Light on purpose: ``comal sessions`` sums it without the
+    agent."""
+    if "savedVsUncached" in meta:
+        value = meta["savedVsUncached"]
+        return float(value) if isinstance(value, (int, float)) else None
+    usage = Usage(new_input, cache_read, cache_write, None, None)
+    ttl = meta.get("cache_ttl")
+    return saved_vs_uncached(usage, price_for(model), ttl=ttl if ttl == "1h" else None)
