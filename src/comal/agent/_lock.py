@@ -69,8 +69,36 @@ def _alive(holder: dict[str, Any]) -> bool:
     return start is None or process_start(pid) in (None, start)
 
 
+class _Scoped:
+    """``with lock:`` takes it unless held already (:func:`lock_session` hands out a lock it
+    holds) and releases it on the way out, for both kinds of session lock."""
+
+    @property
+    def held(self) -> bool:
+        raise NotImplementedError
+
+    def acquire(self) -> dict[str, Any] | None:
+        raise NotImplementedError
+
+    def release(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        if not self.held:
+            self.acquire()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()
+
+
 @dataclass
-class SessionLock:
+class SessionLock(_Scoped):
     """``with SessionLock(path, session) as lock: ...``; ``lock.stale`` is the dead holder's
     record when one was cleared."""
 
@@ -142,18 +170,9 @@ class SessionLock:
             holder=holder,
         )
 
-    def __enter__(self) -> Self:
-        if self._fd is None:  # :func:`lock_session` hands out a lock it already holds
-            self.acquire()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.release()
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
 
 
 def _read(fd: int) -> dict[str, Any]:
@@ -177,7 +196,7 @@ def _write(fd: int, holder: dict[str, Any]) -> None:
     os.fsync(fd)
 
 
-class PgSessionLock:
+class PgSessionLock(_Scoped):
     """The session lock of a PostgreSQL ledger (RES-2): a session-level advisory lock held on a
     connection of its own. The server drops it the instant that connection ends, however the
     process died, so (like ``flock``) there is never a stale holder to clear; it holds across
@@ -219,15 +238,6 @@ class PgSessionLock:
             conn.execute("SELECT pg_advisory_unlock(%s)", (self.key,))
         conn.close()
 
-    def __enter__(self) -> Self:
-        if self._conn is None:
-            self.acquire()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.release()
+    @property
+    def held(self) -> bool:
+        return self._conn is not None
