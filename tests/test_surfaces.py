@@ -456,3 +456,22 @@ def test_a_house_that_does_not_hold_the_session_runs_nothing_with_effects(
     read = ToolCall("g1", "Glob", json.dumps({"pattern": "*"}))
     assert not house.run(read, Actor.user("ana"), surface="cli").result.is_error  # reads run
     led.close()
+
+
+def test_flags_show_no_value_and_ledger_goes_anywhere(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from comal.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["rm", "--help"])
+    shown = capsys.readouterr().out
+    line = next(x for x in shown.splitlines() if "--yes" in x)
+    assert "<bool>" not in line
+    led = open_ledger(db)
+    led.create_session("local", "comal", messages=[Message.user("hi")])
+    led.close()
+    with pytest.raises(SystemExit) as done:
+        main(["sessions", "--ledger", str(db), "--json"])
+    assert done.value.code in (0, None)
+    assert len(json.loads(capsys.readouterr().out)) == 1

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -70,15 +70,47 @@ app.add_typer(_config.app, name="config")
 app.add_typer(_serve.keys_app, name="keys")
 
 
+def _flags_take_no_value(command: Any) -> Any:
+    """``--json``, not ``--json <bool>``: a flag's help shows no value to give it."""
+    for param in getattr(command, "params", []):
+        if getattr(param, "is_flag", False):
+            param.metavar = ""
+    for sub in getattr(command, "commands", {}).values():
+        _flags_take_no_value(sub)
+    return command
+
+
+def hoist_ledger(args: list[str]) -> list[str]:
+    """``--ledger X`` given after the command works as before it: the one option every
+    command shares is accepted in the same places on every command."""
+    rest, front, i = [], [], 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            rest += args[i:]
+            break
+        if arg == "--ledger" and i + 1 < len(args):
+            front += args[i : i + 2]
+            i += 2
+            continue
+        if arg.startswith("--ledger="):
+            front.append(arg)
+        else:
+            rest.append(arg)
+        i += 1
+    return front + rest
+
+
 def main(argv: list[str] | None = None) -> None:
     """``comal``: the agent (``-p``, ``--resume``, or the TUI) or one of the commands."""
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["agent"]:
-        agent_app(normalize_argv(args[1:]), prog_name="comal agent")
+        target, name, rest = agent_app, "comal agent", normalize_argv(args[1:])
     elif is_agent_invocation(args):
-        agent_app(normalize_argv(args), prog_name="comal")
+        target, name, rest = agent_app, "comal", normalize_argv(args)
     else:
-        app(args, prog_name="comal")
+        target, name, rest = app, "comal", hoist_ledger(args)
+    _flags_take_no_value(typer.main.get_command(target)).main(rest, prog_name=name)
 
 
 __all__ = ["app", "main"]
