@@ -50,6 +50,7 @@ EXPECTED = {
     "load_prices",
     "price_for",
     "saved_vs_uncached",
+    "recorded_saving",
 }
 
 
