@@ -27,7 +27,6 @@ from ._cache import (
     CACHE_EDIT_EVENT,
     RETENTION_EVENT,
     Retention,
-    session_saving,
 )
 from ._errors import SessionLocked
 from ._propose import COMPACT_REQUESTED, Preview
@@ -73,8 +72,8 @@ def context_report(runtime: Runtime, preview: Preview) -> dict[str, Any]:
         kinds[type(action).__name__] = kinds.get(type(action).__name__, 0) + 1
     settings = runtime.settings()
     window = settings.window
-    requests = runtime.ledger.requests(scope)
-    made = sum(1 for r in requests if r.entry_id is not None)
+    # The session row's running totals: one row, however long the session (CCH-2, CCH-4).
+    made = info.requests if info is not None else 0
     promoted = bool(runtime.ledger.records(scope, "event", kinds=(RETENTION_EVENT,)))
     ttl, _ = Retention(settings.cache, promoted).ttl(made)
     watched = runtime.ledger.records(scope, "event", kinds=(CACHE_BREAK_EVENT, CACHE_EDIT_EVENT))
@@ -105,8 +104,10 @@ def context_report(runtime: Runtime, preview: Preview) -> dict[str, Any]:
         "checkpoint_proposed": assembly.checkpoint_to_store is not None,
         "metrics": assembly.metrics.as_dict(timing=False),
         # CCH-1..4: what caching saved so far, the next request's TTL, hidden tools, breaks.
-        "savedVsUncached": session_saving(requests),
-        "requests": len(requests),
+        "savedVsUncached": None
+        if info is None or info.saved_usd is None
+        else round(info.saved_usd, 6),
+        "requests": made,
         "cache_ttl": ttl,
         "tools_deferred": list(preview.deferred),
         "cache_breaks": sum(1 for r in watched if r.kind == CACHE_BREAK_EVENT),

@@ -36,6 +36,7 @@ def _session_dict(s: SessionInfo, saved: float | None = None) -> dict[str, Any]:
         "title": s.title,
         "source": s.source,
         "started": s.created_at,
+        "requests": s.requests,
         "savedVsUncached": saved,
     }
 
@@ -51,21 +52,10 @@ def sessions(
 
     Example: comal sessions --tenant local --json
     """
-    from ..tokens import recorded_saving
-
-    def saving(records: list[Any]) -> float | None:
-        known = [
-            v
-            for r in records
-            if (v := recorded_saving(r.meta, r.model, r.new_input, r.cache_read, r.cache_write))
-            is not None
-        ]
-        return round(sum(known), 6) if known else None
-
     with coded_errors(as_json), ledger() as led:
         rows = led.sessions(tenant=tenant, agent=agent)
-        # CCH-2: what prompt caching saved at list prices, from the measured usage.
-        saved = {s.id: saving(led.requests(s.scope)) for s in rows}
+    # CCH-2: what prompt caching saved at list prices, priced once per request when recorded.
+    saved = {s.id: None if s.saved_usd is None else round(s.saved_usd, 6) for s in rows}
     if as_json:
         emit_json([_session_dict(s, saved[s.id]) for s in rows])
         return

@@ -43,7 +43,6 @@ from ._extractive import ExtractiveSummarizer, count_only_note, exact_values
 from ._registry import ENGINES, engine_names, get_engine
 from ._render import EngineCache
 from ._replay import Bases, Execute, ReplayTurn, action_dict, proposal_record, replay, split_view
-from ._report import budget_report
 from ._summarizer import LEVELS, Level, Summarizer, SummaryRequest, SummaryText
 from ._view import View, store_checkpoint
 from .limit import (
@@ -93,7 +92,6 @@ __all__ = [
     "WorkState",
     "action_dict",
     "assemble",
-    "budget_report",
     "compact",
     "config_counter",
     "count_only_note",

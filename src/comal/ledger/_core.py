@@ -37,6 +37,7 @@ from ._rows import (
     session_from_row,
     utc_text,
 )
+from ._savings import request_saving
 from ._sqlite_base import StepInput, UsageInput, _now
 from ._text import check_int, check_text, storable
 
@@ -297,12 +298,21 @@ class _Core(_Records, _Admin):
         sealed += (n.new_input,)
         sealed += (n.cache_read, n.cache_write, n.output, n.reasoning, tokens, run, spent_at)
         sealed += (prompt_last_seq, at, canonical_json(meta))
+        # Priced once, here, so no report ever re-prices the log (see _savings.py).
+        saved = request_saving(meta, u.model, n.new_input, n.cache_read, n.cache_write)
         c.execute(
             self._q(
-                f"INSERT INTO requests ({', '.join(SEALED['requests'])}, seal)"
-                f" VALUES ({', '.join('?' * (len(sealed) + 1))})"
+                f"INSERT INTO requests ({', '.join(SEALED['requests'])}, seal, saved_usd)"
+                f" VALUES ({', '.join('?' * (len(sealed) + 2))})"
             ),
-            (*sealed, seal_of("requests", sealed)),
+            (*sealed, seal_of("requests", sealed), saved),
+        )
+        c.execute(
+            self._q(
+                "UPDATE sessions SET request_count = request_count + 1, saved_usd = CASE"
+                " WHEN ? THEN coalesce(saved_usd, 0) + ? ELSE saved_usd END WHERE id = ?"
+            ),
+            (saved is not None, saved or 0.0, scope.session),
         )
         if tokens:
             self._add_spend(c, scope.tenant, run, spent_at, tokens)

@@ -11,6 +11,7 @@ from ._errors import SessionHasChildren
 from ._hardening import SPEND_MINUTES, SPEND_RUNS
 from ._model import Deletion, Scope, log
 from ._rows import COLUMNS, SEALED, deletion_from_row, seal_of, whole
+from ._savings import saving_mismatches
 from ._sqlite_base import _now
 from ._text import check_text, storable
 
@@ -160,6 +161,11 @@ class _Admin(_CoreBase):
                     if want.get(k, 0) != have.get(k, 0):
                         found.append((table, str(k[0]), str(k[1]), want.get(k, 0), have.get(k, 0)))
         return found
+
+    def _saving_mismatches(self) -> list[tuple[str, int, float | None, int, float | None]]:
+        """Sessions whose running request totals disagree with their requests (verify)."""
+        with self._reading() as c:
+            return saving_mismatches(c)
 
     def deletions(self, *, tenant: str | None = None) -> list[Deletion]:
         """The tombstones of deleted sessions, oldest first (operator listing)."""

@@ -49,6 +49,10 @@ class SessionInfo:
     entries: int
     tokens: int
     meta: dict[str, Any] = field(default_factory=dict)
+    # Running totals of the session's request log (CCH-2): requests recorded, and the dollars
+    # prompt caching saved against no caching where known (None: no request's saving is known).
+    requests: int = 0
+    saved_usd: float | None = None
 
     @property
     def scope(self) -> Scope:

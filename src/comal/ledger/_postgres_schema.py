@@ -27,6 +27,8 @@ from ..errors import SchemaVersionError, UserError
 from ._errors import LedgerForeign, LedgerNotFound
 from ._hardening import backfill
 from ._keys import KEYS_DDL
+from ._savings import POSTGRES_DDL as SAVINGS_POSTGRES
+from ._savings import SAVINGS, backfill_savings
 from ._sql import HARDENING, POSTGRES
 
 _ENTRIES = """
@@ -260,12 +262,14 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0002_proxy_keys", KEYS_DDL),
     (HARDENING, _HARDENING),
     ("0004_dag_summaries", _DAG_SUMMARIES),
+    (SAVINGS, SAVINGS_POSTGRES),
 )
 SCHEMA_VERSION = len(MIGRATIONS)  # the names match SQLite's one for one (a test pins it)
 
 # Python steps run inside a migration's transaction, after its DDL.
 BACKFILLS: dict[str, Callable[[psycopg.Connection[Any]], None]] = {
     HARDENING: lambda conn: backfill(conn, POSTGRES),
+    SAVINGS: lambda conn: backfill_savings(conn, POSTGRES.q),
 }
 _FIRST = MIGRATIONS[0][0]
 _LEDGER_TABLES = frozenset({"sessions", "entries", "requests", "checkpoints", "records"})

@@ -46,7 +46,15 @@ SEALED: dict[str, tuple[str, ...]] = {
 
 # What follows the sealed columns in each SELECT list.
 _TRAILERS = {
-    "sessions": ("seal", "entry_count", "token_total", "last_step", "next_seq"),
+    "sessions": (
+        "seal",
+        "entry_count",
+        "token_total",
+        "last_step",
+        "next_seq",
+        "request_count",
+        "saved_usd",
+    ),
     "entries": ("seal", "id", "body"),
     "requests": ("seal", "id"),
     "checkpoints": ("seal", "id", "body"),
@@ -120,10 +128,16 @@ def _json(table: str, text: Any, row_id: Any, session: Any) -> Any:
 
 def session_from_row(r: Sequence[Any]) -> SessionInfo:
     check_seal("sessions", r, r[0], r[0])
-    if not (whole(r[10]) and whole(r[11])):
+    saved = r[15]
+    if not (whole(r[10]) and whole(r[11]) and whole(r[14])) or not (
+        saved is None or (isinstance(saved, (int, float)) and not isinstance(saved, bool))
+    ):
         raise damaged_index(None, f"session {r[0]}'s counters are not numbers")
     meta = _json("sessions", r[8], r[0], r[0])
-    return SessionInfo(r[0], r[1], r[2], r[3], r[4], r[6], r[7], r[5], r[10], r[11], meta)
+    return SessionInfo(
+        r[0], r[1], r[2], r[3], r[4], r[6], r[7], r[5], r[10], r[11], meta, r[14],
+        None if saved is None else float(saved),
+    )  # fmt: skip
 
 
 def entry_from_row(r: Sequence[Any]) -> Entry:

@@ -18,6 +18,8 @@ from ..errors import SchemaVersionError
 from ._errors import LedgerForeign
 from ._hardening import backfill
 from ._keys import KEYS_DDL
+from ._savings import SAVINGS, backfill_savings
+from ._savings import SQLITE_DDL as SAVINGS_SQLITE
 from ._sql import HARDENING, SQLITE
 
 MIGRATIONS: tuple[tuple[str, str], ...] = (
@@ -245,6 +247,7 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         );
         """,
     ),
+    (SAVINGS, SAVINGS_SQLITE),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -252,6 +255,7 @@ SCHEMA_VERSION = len(MIGRATIONS)
 # Python steps run inside a migration's transaction, after its DDL.
 BACKFILLS: dict[str, Callable[[sqlite3.Connection], None]] = {
     HARDENING: lambda conn: backfill(conn, SQLITE),
+    SAVINGS: lambda conn: backfill_savings(conn, SQLITE.q),
 }
 FIRST = MIGRATIONS[0][0]
 

@@ -42,6 +42,7 @@ class _Source(Protocol):
     def _raw_table(self, table: str) -> Iterator[tuple[Any, ...]]: ...
     def _raw_request_refs(self) -> list[tuple[Any, ...]]: ...
     def _spend_mismatches(self) -> list[tuple[str, str, str, int, int]]: ...
+    def _saving_mismatches(self) -> list[tuple[str, int, float | None, int, float | None]]: ...
     def _database_check(self) -> tuple[str, list[str]]: ...
     def _search_check(self) -> list[str]: ...
 
@@ -140,6 +141,13 @@ def verify(
                     f"requests sum to {want:,}")  # fmt: skip
     except LedgerError as exc:
         w.fault(None, "spend_runs", None, "unreadable", str(exc))
+    try:
+        for sid, want_n, want_usd, have_n, have_usd in ledger._saving_mismatches():
+            w.fault(sid, "sessions", sid, "counters",
+                    f"the session counts {have_n} requests saving {have_usd} USD, its requests "
+                    f"are {want_n} saving {want_usd} USD")  # fmt: skip
+    except LedgerError as exc:
+        w.fault(None, "sessions", None, "unreadable", str(exc))
     w.walk("checkpoints", lambda: ledger._raw_table("checkpoints"), lambda r: _checkpoint(w, r))
     w.walk("records", lambda: ledger._raw_table("records"), lambda r: _record(w, r))
     w.walk("deletions", lambda: ledger._raw_table("deletions"), lambda r: _deletion(w, r))
