@@ -31,7 +31,9 @@ _usage = st.builds(Usage, _counts, _counts, _counts, _counts, st.none())
 _request = st.tuples(
     st.sampled_from([_PRICED, "gpt-4o", "no-such-model", None]),
     _usage,
-    st.sampled_from([{}, {"savedVsUncached": 0.25}, {"savedVsUncached": None}, {"cache_ttl": "1h"}]),
+    st.sampled_from(
+        [{}, {"savedVsUncached": 0.25}, {"savedVsUncached": None}, {"cache_ttl": "1h"}]
+    ),
 )
 
 
