@@ -120,3 +120,17 @@ def test_a_price_catalog_that_does_not_load_costs_no_request(
     info = any_ledger.session(scope)
     assert info is not None and info.requests == 1 and info.saved_usd is None
     assert len(any_ledger.requests(scope)) == 1
+
+
+def test_record_counts_count_kinds_without_reading_bodies(any_ledger: LedgerBackend) -> None:
+    # covers: OBS-2
+    scope = _session(any_ledger)
+    other = _session(any_ledger)
+    for kind in ("cache_break", "cache_edit", "cache_edit", "turn"):
+        any_ledger.add_record(scope, "event", kind, {"n": 1})
+    any_ledger.add_record(other, "event", "cache_break", {"n": 1})
+    any_ledger.add_record(scope, "receipt", "cache_edit", {"status": "ok"})
+    counts = any_ledger.record_counts(scope, "event", ("cache_break", "cache_edit", "retention"))
+    assert counts == {"cache_break": 1, "cache_edit": 2}
+    assert any_ledger.record_counts(scope, "event", ()) == {}
+    assert any_ledger.record_counts(Scope("acme", "coder", "missing"), "event", ["turn"]) == {}

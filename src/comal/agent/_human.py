@@ -74,9 +74,10 @@ def context_report(runtime: Runtime, preview: Preview) -> dict[str, Any]:
     window = settings.window
     # The session row's running totals: one row, however long the session (CCH-2, CCH-4).
     made = info.requests if info is not None else 0
-    promoted = bool(runtime.ledger.records(scope, "event", kinds=(RETENTION_EVENT,)))
-    ttl, _ = Retention(settings.cache, promoted).ttl(made)
-    watched = runtime.ledger.records(scope, "event", kinds=(CACHE_BREAK_EVENT, CACHE_EDIT_EVENT))
+    counts = runtime.ledger.record_counts(
+        scope, "event", (RETENTION_EVENT, CACHE_BREAK_EVENT, CACHE_EDIT_EVENT)
+    )
+    ttl, _ = Retention(settings.cache, RETENTION_EVENT in counts).ttl(made)
     return {
         "session": scope.session,
         "engine": settings.engine_name,
@@ -110,8 +111,8 @@ def context_report(runtime: Runtime, preview: Preview) -> dict[str, Any]:
         "requests": made,
         "cache_ttl": ttl,
         "tools_deferred": list(preview.deferred),
-        "cache_breaks": sum(1 for r in watched if r.kind == CACHE_BREAK_EVENT),
-        "cache_edits": sum(1 for r in watched if r.kind == CACHE_EDIT_EVENT),
+        "cache_breaks": counts.get(CACHE_BREAK_EVENT, 0),
+        "cache_edits": counts.get(CACHE_EDIT_EVENT, 0),
     } | _dag_part(runtime, settings.engine_name, preview)
 
 

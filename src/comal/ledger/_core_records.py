@@ -185,3 +185,23 @@ class _Records(_CoreBase):
                 (scope.session, table),
             ).fetchone()
         return int(row[0] or 0)
+
+    def record_counts(
+        self, scope: Scope, table: RecordTable, kinds: Sequence[str]
+    ) -> dict[str, int]:
+        """How many records of each of ``kinds`` the session holds (kinds it lacks are absent),
+        counted in the ``records_kind`` index without reading a body."""
+        kinds = [k for k in kinds if storable(k)]
+        if not kinds:
+            return {}
+        with self._reading() as c:
+            if not self._visible(scope):
+                return {}
+            rows = c.execute(
+                self._q(
+                    "SELECT kind, count(*) FROM records WHERE session_id = ? AND table_name = ?"
+                    f" AND kind IN ({', '.join('?' * len(kinds))}) GROUP BY kind"
+                ),
+                (scope.session, table, *kinds),
+            ).fetchall()
+        return {str(k): int(n) for k, n in rows}
