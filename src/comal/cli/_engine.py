@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from pydantic import BaseModel
 from rich.table import Table
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from ..agent import Flags, Proposer
     from ..context import (
         Assembly,
