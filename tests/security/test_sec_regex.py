@@ -10,9 +10,15 @@ code, never handed to a backtracking engine.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from _ops_support import Setup
+from _ops_support import Setup, make_setup
+from comal.messages import Message
+from comal.ops import Policy, Registry
+from comal.ops._recall import recall_operations
+from comal.ops._session_search import session_search_operation
 
 from ._sec_support import Tally, attempt, finishes
 
@@ -65,3 +71,48 @@ def test_regex_still_finds_what_it_should(s: Setup) -> None:
         s, tally, "Grep", {"pattern": "todo", "ignore_case": True, "output_mode": "count"}
     )
     assert icase is not None and icase.result.text == "f.py:2"
+
+
+def _recall_setup(tmp_path: Path) -> Setup:
+    registry = Registry([*recall_operations(), session_search_operation()])
+    s = make_setup(tmp_path, policy=Policy.from_config({"mode": "trusted"}), registry=registry)
+    s.ledger.append(s.scope, [Message.user(SUBJECT)])
+    s.ledger.append(s.scope, [Message.user("a" * 41 + "b")])
+    return s
+
+
+@pytest.mark.parametrize("pattern", CATASTROPHIC)
+def test_catastrophic_regex_in_the_recall_tools(tmp_path: Path, pattern: str) -> None:
+    # covers: DAG-5, PIP-1
+    # ctx_search (dag) and session_search (pipeline) take the model's pattern to the ledger's
+    # own search: it runs on RE2 too, as does `comal search --regex`.
+    s = _recall_setup(tmp_path)
+    try:
+        tally = Tally()
+        for name, args in (
+            ("ctx_search", {"query": pattern, "mode": "regex"}),
+            ("session_search", {"query": pattern, "regex": True}),
+        ):
+            assert finishes(lambda n=name, a=args: attempt(s, tally, n, a))
+        assert tally.escaped == [] and tally.statuses == {"ok": 2}
+        assert finishes(lambda: s.ledger.search(s.scope, pattern, regex=True))
+    finally:
+        s.close()
+
+
+def test_the_recall_tools_refuse_what_re2_cannot_run(tmp_path: Path) -> None:
+    s = _recall_setup(tmp_path)
+    try:
+        tally = Tally()
+        for name, args in (
+            ("ctx_search", {"query": r"(a)\1", "mode": "regex"}),
+            ("session_search", {"query": r"(?=a)a", "regex": True}),
+        ):
+            outcome = attempt(s, tally, name, args)
+            assert outcome is not None and outcome.receipt.status == "error"
+            assert "backreferences or lookaround" in outcome.result.text
+        assert tally.escaped == []
+        hits = s.ledger.search(s.scope, "a{41}b", regex=True)
+        assert [h.seq for h in hits] == [1]  # still finds what it should
+    finally:
+        s.close()

@@ -15,13 +15,13 @@ Access (EVI-3): the reading session may read its own entries and those of its di
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Protocol
 
 import re2
 
+from .._regex import PatternError, compile_linear
 from ..ledger import Entry, Scope, SessionInfo
 from ..messages import sha256_hex
 from ._args import MAX_PAGE_UNITS, EvidenceReadArgs, evidence_call
@@ -114,26 +114,10 @@ def _find(
 
 
 def _compile(search: str) -> re2._Regexp[str]:
-    options = re2.Options()
-    options.log_errors = False
     try:
-        return re2.compile(search, options=options)
-    except re2.error as exc:
-        raw = exc.args[0] if exc.args else exc
-        why = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
-    try:
-        re.compile(search)
-    except re.error as exc:
-        raise EvidenceArgumentError(
-            f"bad regular expression {search!r}: {exc}; fix it or pass regex=false"
-        ) from None
-    except (RecursionError, OverflowError, MemoryError):
-        pass
-    raise EvidenceArgumentError(
-        f"the regular expression {search!r} needs a feature RE2 does not have ({why}); "
-        "searches run on RE2 in linear time, without backreferences or lookaround. Rewrite it "
-        "without them, or pass regex=false"
-    )
+        return compile_linear(search)
+    except PatternError as exc:
+        raise EvidenceArgumentError(f"{exc}; or pass regex=false") from None
 
 
 def _matches(text: str, search: str, regex: bool) -> tuple[int, ...]:

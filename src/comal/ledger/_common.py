@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .._regex import PatternError, compile_linear
 from ..errors import UserError
 from ..messages import (
     Message,
@@ -116,11 +117,12 @@ def tail_start(newest_first: Iterable[tuple[int, int, int]], budget: int) -> int
 
 
 def regex_hits(entries: Iterable[Entry], pattern: str, limit: int) -> list[SearchHit]:
-    """Python ``re`` over each message's text, so both backends speak one regex dialect."""
+    """RE2 over each message's text (linear time: patterns come from users and models), so both
+    backends speak one regex dialect."""
     try:
-        compiled = re.compile(pattern)
-    except re.error as exc:
-        raise UserError(f"bad regular expression {pattern!r}: {exc}") from exc
+        compiled = compile_linear(pattern)
+    except PatternError as exc:
+        raise UserError(str(exc)) from None
     hits: list[SearchHit] = []
     for e in entries:
         found = [m.start() for m in compiled.finditer(e.message.text)]

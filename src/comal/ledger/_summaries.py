@@ -28,6 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._regex import PatternError, compile_linear
 from ..errors import LedgerError, UserError
 from ..messages import canonical_json, load_json, sha256_hex
 from ._common import hit, words
@@ -442,9 +443,9 @@ class SummaryStore(StoreHooks):
         self, scope: Scope, pattern: str, limit: int, entries: bool, summaries: bool
     ) -> list[RecallHit]:
         try:
-            compiled = re.compile(pattern)
-        except re.error as exc:
-            raise UserError(f"bad regular expression {pattern!r}: {exc}") from exc
+            compiled = compile_linear(pattern)
+        except PatternError as exc:
+            raise UserError(str(exc)) from None
         hits: list[RecallHit] = []
         if entries:
             for e in self.iter_entries(scope):
