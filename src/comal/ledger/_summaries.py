@@ -21,19 +21,17 @@ tenant (rolling windows are sums over rows), and the per-tenant circuit breaker'
 from __future__ import annotations
 
 import itertools
-import re
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._regex import PatternError, compile_linear
 from ..errors import LedgerError, UserError
 from ..messages import canonical_json, load_json, sha256_hex
-from ._common import hit, words
-from ._coordination import BreakerRow, CoordinationRows, LeaseInfo, StoreHooks
+from ._coordination import BreakerRow, CoordinationRows, LeaseInfo
 from ._model import Fault, Scope, SummaryRecord, log
+from ._summaries_search import RecallHit, SummarySearch, plain_words_query
 
 __all__ = [
     "BreakerRow",
@@ -82,31 +80,6 @@ class SummaryInput:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
-class RecallHit:
-    """One ``ctx_search`` result: an entry (``kind`` "entry", ``seq`` its seq) or a summary
-    (``kind`` "summary", ``seq``..``last_seq`` its coverage); ``score`` higher is better."""
-
-    kind: str
-    id: int
-    seq: int
-    last_seq: int
-    role: str
-    snippet: str
-    score: float
-    depth: int | None = None
-
-
-def plain_words_query(query: str) -> str | None:
-    """An FTS5 query matching any of the words of ``query`` (ranked by BM25), or None when it
-    has none: natural-language questions must not need every word to match."""
-    found = [w for w in re.findall(r"\w+", query.lower())]
-    if not found:
-        return None
-    unique = list(dict.fromkeys(found))
-    return " OR ".join(f'"{w}"' for w in unique)
-
-
 def summary_from_row(r: Sequence[Any], children: tuple[int, ...]) -> SummaryRecord:
     return SummaryRecord(
         id=int(r[0]),
@@ -130,16 +103,7 @@ def summary_from_row(r: Sequence[Any], children: tuple[int, ...]) -> SummaryReco
     )
 
 
-def _snippet(text: str, query_words: list[str], offsets: tuple[int, ...] = ()) -> str:
-    if not offsets and query_words:
-        lowered = text.lower()
-        offsets = tuple(i for w in query_words if (i := lowered.find(w.lower())) >= 0)
-    first = min(offsets) if offsets else 0
-    lo = max(0, first - 80)
-    return text[lo : first + 160].replace("\n", " ")
-
-
-class SummaryStore(StoreHooks):
+class SummaryStore(SummarySearch):
     """Summary nodes: writes under the rules above, the frontier, search, verify."""
 
     # -- helpers ----------------------------------------------------------------------------
@@ -369,110 +333,6 @@ class SummaryStore(StoreHooks):
                 (summary_id, scope.session),
             ).fetchone()
         return None if row is None else int(row[0])
-
-    # -- search (LED-5) ---------------------------------------------------------------------
-    def search_summaries(
-        self, scope: Scope, query: str, *, regex: bool = False, limit: int = 50
-    ) -> list[RecallHit]:
-        """Full-text (FTS5 syntax) or regex search over the session's summaries."""
-        return self.recall_search(scope, query, regex=regex, limit=limit, entries=False)
-
-    def recall_search(
-        self,
-        scope: Scope,
-        query: str,
-        *,
-        regex: bool = False,
-        limit: int = 10,
-        entries: bool = True,
-        summaries: bool = True,
-        any_word: bool = True,
-    ) -> list[RecallHit]:
-        """Ranked hits over the session's messages and summaries (``ctx_search``).
-
-        With ``any_word`` (the default) the query's words are matched, any of them, ranked by
-        BM25 (SQLite) or ``ts_rank`` (PostgreSQL), whatever punctuation it holds; otherwise it
-        is an FTS5 query passed through; ``regex`` runs Python ``re`` over the texts and ranks
-        by the number of matches."""
-        if not self._visible(scope):
-            return []
-        if regex:
-            return self._regex_hits(scope, query, limit, entries, summaries)
-        match = plain_words_query(query) if any_word else query
-        if match is None:
-            return []
-        qwords = words(query)
-        hits: list[RecallHit] = []
-        if entries:
-            for eid, score in self._fts_entries(scope, match, limit):
-                e = self.entry(scope, eid)
-                if e is not None:
-                    h = hit(e, qwords)
-                    hits.append(RecallHit("entry", e.id, e.seq, e.seq, e.role, h.snippet, score))
-        if summaries:
-            ranked = self._fts_summaries(scope, match, limit)
-            found = {s.id: s for s in self._by_ids(scope, [i for i, _ in ranked])}
-            for sid, score in ranked:
-                s = found.get(sid)
-                if s is not None:
-                    snip = _snippet(s.text, qwords)
-                    hits.append(
-                        RecallHit(
-                            "summary",
-                            s.id,
-                            s.first_seq,
-                            s.last_seq,
-                            "summary",
-                            snip,
-                            score,
-                            s.depth,
-                        )
-                    )
-        hits.sort(key=lambda h: (-h.score, h.kind != "entry", h.seq, h.id))
-        return hits[:limit]
-
-    def _by_ids(self, scope: Scope, ids: Sequence[int]) -> list[SummaryRecord]:
-        if not ids:
-            return []
-        marks = ",".join("?" * len(ids))
-        with self._read() as c:
-            where = f"s.session_id = ? AND s.id IN ({marks})"
-            return self._summary_rows(c, where, (scope.session, *ids))
-
-    def _regex_hits(
-        self, scope: Scope, pattern: str, limit: int, entries: bool, summaries: bool
-    ) -> list[RecallHit]:
-        try:
-            compiled = compile_linear(pattern)
-        except PatternError as exc:
-            raise UserError(str(exc)) from None
-        hits: list[RecallHit] = []
-        if entries:
-            for e in self.iter_entries(scope):
-                found = tuple(m.start() for m in compiled.finditer(e.message.text))
-                if found:
-                    h = hit(e, None, found)
-                    hits.append(
-                        RecallHit("entry", e.id, e.seq, e.seq, e.role, h.snippet, float(len(found)))
-                    )
-        if summaries:
-            for s in self.summaries(scope):
-                found = tuple(m.start() for m in compiled.finditer(s.text))
-                if found:
-                    hits.append(
-                        RecallHit(
-                            "summary",
-                            s.id,
-                            s.first_seq,
-                            s.last_seq,
-                            "summary",
-                            _snippet(s.text, [], found),
-                            float(len(found)),
-                            s.depth,
-                        )
-                    )
-        hits.sort(key=lambda h: (-h.score, h.kind != "entry", h.seq, h.id))
-        return hits[:limit]
 
     def _delete_dependents(self, c: Any, sid: str) -> dict[str, int]:
         """``delete_session``'s part for the DAG: its edges (keyed by summary, not session)."""
