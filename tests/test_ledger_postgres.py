@@ -28,8 +28,8 @@ from comal.ledger import (
     open_ledger,
     verify,
 )
+from comal.ledger._postgres_fts import fts_query, search_vectors, search_words
 from comal.ledger._postgres_schema import MIGRATIONS as PG_MIGRATIONS
-from comal.ledger._postgres_schema import fts_query, search_vectors, search_words
 from comal.messages import Message, ToolCall, group_messages
 from comal.tokens import EstimatingCounter
 

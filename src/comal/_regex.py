@@ -14,11 +14,12 @@ import re
 
 import re2
 
-__all__ = ["MAX_PATTERN", "PatternError", "compile_linear"]
+__all__ = ["MAX_PATTERN", "PatternError", "compile_linear", "searchable"]
 
 MAX_PATTERN = 4096
 # RE2 falls back to a slower (still linear) engine past this much DFA memory per pattern.
 _MAX_MEM = 64 << 20
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class PatternError(ValueError):
@@ -59,3 +60,9 @@ def compile_linear(pattern: str, *, ignore_case: bool = False) -> re2._Regexp[st
         "without them",
         unsupported=True,
     )
+
+
+def searchable(text: str) -> str:
+    """``text`` with each lone surrogate (stored tool output may hold them) as U+FFFD: RE2 reads
+    UTF-8, which cannot encode them. One code point for one, so every match offset holds."""
+    return text if text.isascii() else _LONE_SURROGATE.sub("\ufffd", text)

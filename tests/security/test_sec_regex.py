@@ -116,3 +116,17 @@ def test_the_recall_tools_refuse_what_re2_cannot_run(tmp_path: Path) -> None:
         assert [h.seq for h in hits] == [1]  # still finds what it should
     finally:
         s.close()
+
+
+def test_regex_search_reads_text_with_lone_surrogates(tmp_path: Path) -> None:
+    # covers: LED-5
+    # Stored tool output may hold lone surrogates; RE2 reads UTF-8, which cannot encode them.
+    s = _recall_setup(tmp_path)
+    try:
+        s.ledger.append(s.scope, [Message.user("bad \udc80 byte, then needle")])
+        hits = s.ledger.search(s.scope, r"byte, then ne+dle", regex=True)
+        assert [h.seq for h in hits] == [2]
+        recalled = s.ledger.recall_search(s.scope, r"ne+dle", regex=True, summaries=False)
+        assert [h.seq for h in recalled] == [2]
+    finally:
+        s.close()

@@ -21,7 +21,7 @@ from typing import Protocol
 
 import re2
 
-from .._regex import PatternError, compile_linear
+from .._regex import PatternError, compile_linear, searchable
 from ..ledger import Entry, Scope, SessionInfo
 from ..messages import sha256_hex
 from ._args import MAX_PAGE_UNITS, EvidenceReadArgs, evidence_call
@@ -122,7 +122,7 @@ def _compile(search: str) -> re2._Regexp[str]:
 
 def _matches(text: str, search: str, regex: bool) -> tuple[int, ...]:
     if regex:
-        indices = [m.start() for m in _compile(search).finditer(text)]
+        indices = [m.start() for m in _compile(search).finditer(searchable(text))]
     else:
         indices = []
         at = text.find(search)

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._regex import PatternError, compile_linear
+from .._regex import PatternError, compile_linear, searchable
 from ..errors import UserError
 from ..messages import (
     Message,
@@ -125,7 +125,7 @@ def regex_hits(entries: Iterable[Entry], pattern: str, limit: int) -> list[Searc
         raise UserError(str(exc)) from None
     hits: list[SearchHit] = []
     for e in entries:
-        found = [m.start() for m in compiled.finditer(e.message.text)]
+        found = [m.start() for m in compiled.finditer(searchable(e.message.text))]
         if found:
             hits.append(hit(e, None, tuple(found)))
             if len(hits) >= limit:

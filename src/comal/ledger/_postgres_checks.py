@@ -13,7 +13,7 @@ from ..errors import LedgerError
 from ..messages import load_json, message_from_json, sha256_hex
 from ._errors import LedgerReadOnly
 from ._model import Scope
-from ._postgres_schema import search_vectors
+from ._postgres_fts import search_vectors
 
 
 class _PgChecks:

@@ -29,7 +29,8 @@ from ._errors import (
 )
 from ._model import Entry, EntryHead, Scope, SearchHit
 from ._postgres_checks import _PgChecks
-from ._postgres_schema import fts_query, prepare_schema, search_vectors
+from ._postgres_fts import fts_query, search_vectors
+from ._postgres_schema import prepare_schema
 from ._rows import COLUMNS, entry_from_row
 from ._sql import POSTGRES
 from ._sqlite_base import EntryCache

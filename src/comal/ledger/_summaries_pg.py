@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._coordination import CoordinationRows
 from ._model import Scope
-from ._postgres_schema import fts_query, search_vectors
+from ._postgres_fts import fts_query, search_vectors
 from ._summaries import SummaryStore
 from ._text import check_text, storable
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .._regex import PatternError, compile_linear
+from .._regex import PatternError, compile_linear, searchable
 from ..errors import UserError
 from ._common import hit, words
 from ._coordination import StoreHooks
@@ -142,7 +142,7 @@ class SummarySearch(StoreHooks):
         hits: list[RecallHit] = []
         if entries:
             for e in self.iter_entries(scope):
-                found = tuple(m.start() for m in compiled.finditer(e.message.text))
+                found = tuple(m.start() for m in compiled.finditer(searchable(e.message.text)))
                 if found:
                     h = hit(e, None, found)
                     hits.append(
@@ -150,7 +150,7 @@ class SummarySearch(StoreHooks):
                     )
         if summaries:
             for s in self.summaries(scope):
-                found = tuple(m.start() for m in compiled.finditer(s.text))
+                found = tuple(m.start() for m in compiled.finditer(searchable(s.text)))
                 if found:
                     hits.append(
                         RecallHit(
