@@ -8,9 +8,8 @@ judgment; Glob and Grep list and search what they walk without following any lin
 
 Reads stream: a file up to 16 MiB is read whole (exact digest and line count); a larger one is
 read line by line from ``offset`` until ``limit`` lines (each cut at 64 KiB) or 4 MiB of text,
-so ``Read(limit=1)`` of a sparse 10 GB file reads a few bytes. Grep searches files up to
-10 MiB, runs the pattern on RE2 (linear time, :mod:`._regex`), and stops at 4 MiB of output
-with a note. Both honour the call's time limit.
+so ``Read(limit=1)`` of a sparse 10 GB file reads a few bytes, within the call's time limit.
+Glob and Grep live in :mod:`._files_search`.
 
 Write and Edit are *planned*: they compute the bytes to write and return a
 :class:`~comal.ops.PlannedWrite`; the house records the preparation, writes atomically and
@@ -19,114 +18,47 @@ reads the file back, so their receipts carry the path's digest before and after 
 
 from __future__ import annotations
 
-import fnmatch
 import os
-import stat
-import time
 from collections.abc import Iterator
-from pathlib import Path
-from typing import IO, Literal
+from typing import IO
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from ..messages import sha256_hex
-from ._errors import NotRegularFile, OperationTimeout, ToolFailure, WorkspaceEscape
+from ._errors import NotRegularFile, ToolFailure
+from ._files_common import PATH_HELP, SNIFF, Clock, StrictArgs
+from ._files_search import GlobArgs, GrepArgs, glob_files, grep_files
 from ._model import CallContext, Effect, PlannedWrite, ToolOutput
 from ._operation import DEFAULT_CAP, LARGE_CAP, Handler, Operation, Planner
-from ._regex import MAX_PATTERN, compile_pattern
-from ._workspace import Workspace, file_kind
 
 __all__ = ["EditArgs", "GlobArgs", "GrepArgs", "ReadArgs", "WriteArgs", "file_operations"]
 
-_PATH = "File path, relative to the workspace root (or absolute inside it)."
-# Grep skips files larger than this: a search is for text, not for disk images.
-_GREP_MAX_BYTES = 10 * 1024 * 1024
-_GREP_OUTPUT = 4 * 1024 * 1024
 # Read takes files up to this size whole; larger ones are streamed line by line.
 _WHOLE = 16 * 1024 * 1024
 _LINE_CAP = 64 * 1024
 _READ_BUDGET = 4 * 1024 * 1024
-_SNIFF = 8192
 _CHUNK_IO = 1 << 16
 
 
-class _Args(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class ReadArgs(_Args):
-    path: str = Field(min_length=1, description=_PATH)
+class ReadArgs(StrictArgs):
+    path: str = Field(min_length=1, description=PATH_HELP)
     offset: int = Field(1, ge=1, description="First line to show (1-based).")
     limit: int = Field(2000, ge=1, le=100_000, description="How many lines to show.")
 
 
-class WriteArgs(_Args):
-    path: str = Field(min_length=1, description=_PATH)
+class WriteArgs(StrictArgs):
+    path: str = Field(min_length=1, description=PATH_HELP)
     content: str = Field(description="The whole new content of the file.")
 
 
-class EditArgs(_Args):
-    path: str = Field(min_length=1, description=_PATH)
+class EditArgs(StrictArgs):
+    path: str = Field(min_length=1, description=PATH_HELP)
     old_string: str = Field(min_length=1, description="Exact text to replace.")
     new_string: str = Field(description="Replacement text.")
     replace_all: bool = Field(False, description="Replace every occurrence, not just one.")
 
 
-class GlobArgs(_Args):
-    pattern: str = Field(min_length=1, description="Glob pattern such as **/*.py.")
-    path: str = Field(".", min_length=1, description="Directory to search from.")
-
-
-class GrepArgs(_Args):
-    pattern: str = Field(
-        min_length=1,
-        max_length=MAX_PATTERN,
-        description="Regular expression (RE2 syntax: like Python's, without backreferences "
-        "or lookaround).",
-    )
-    path: str = Field(".", min_length=1, description="File or directory to search.")
-    glob: str | None = Field(None, description="Only files whose path matches this glob.")
-    ignore_case: bool = Field(False, description="Case-insensitive matching.")
-    output_mode: Literal["content", "files_with_matches", "count"] = Field(
-        "files_with_matches", description="Matching lines, file names, or counts per file."
-    )
-
-
-class _Clock:
-    """The call's time limit for native tools that loop over files or lines."""
-
-    def __init__(self, ctx: CallContext) -> None:
-        self.seconds = ctx.timeout
-        self.deadline = time.monotonic() + ctx.timeout
-
-    def check(self, what: str) -> None:
-        if time.monotonic() > self.deadline:
-            raise OperationTimeout(f"{what} ran out of its {self.seconds:g}s time limit")
-
-
-def _kind(ws: Workspace, rel: str) -> str:
-    """``file`` or ``dir`` for the judged path ``rel``; anything else is refused."""
-    if rel == ".":
-        return "dir"
-    with ws.parent(rel) as handle:
-        st = None
-        if handle.fd is not None:
-            try:
-                st = os.stat(handle.name, dir_fd=handle.fd, follow_symlinks=False)
-            except FileNotFoundError:
-                st = None
-        if st is None:
-            raise ToolFailure(f"{rel} does not exist; check the path with Glob")
-    if stat.S_ISLNK(st.st_mode):
-        raise WorkspaceEscape(f"{rel} became a symbolic link after it was judged; nothing was read")
-    if stat.S_ISDIR(st.st_mode):
-        return "dir"
-    if stat.S_ISREG(st.st_mode):
-        return "file"
-    raise NotRegularFile(f"{rel} is {file_kind(st.st_mode)}, not a regular file or a directory")
-
-
-def _lines(first: bytes, fh: IO[bytes], clock: _Clock) -> Iterator[tuple[bytes, int]]:
+def _lines(first: bytes, fh: IO[bytes], clock: Clock) -> Iterator[tuple[bytes, int]]:
     """Lines (without their newline) of ``first`` then ``fh``, each cut at ``_LINE_CAP``
     bytes; the int is how many bytes of the line were cut off. Memory stays bounded."""
     buf = first
@@ -179,15 +111,15 @@ def _read(args: ReadArgs, ctx: CallContext) -> ToolOutput:
     ws = ctx.need_workspace()
     rel = ctx.path(args.path)
     fd, st = ws.open_file(rel)
-    clock = _Clock(ctx)
+    clock = Clock(ctx)
     with os.fdopen(fd, "rb", buffering=_CHUNK_IO) as fh:
-        first = fh.read(_SNIFF)
+        first = fh.read(SNIFF)
         if st.st_size <= _WHOLE:
             rest = fh.read(_WHOLE + 1 - len(first))
             if len(first) + len(rest) <= _WHOLE:
                 return _read_whole(args, rel, first + rest)
             first += rest
-        if b"\x00" in first[:_SNIFF]:
+        if b"\x00" in first[:SNIFF]:
             raise _binary(rel, st.st_size, None)
         return _read_stream(args, rel, st.st_size, first, fh, clock)
 
@@ -195,7 +127,7 @@ def _read(args: ReadArgs, ctx: CallContext) -> ToolOutput:
 def _read_whole(args: ReadArgs, rel: str, data: bytes) -> ToolOutput:
     digest = sha256_hex(data)
     seen: dict[str, object] = {"path": rel, "sha256": digest, "size": len(data)}
-    if b"\x00" in data[:_SNIFF]:
+    if b"\x00" in data[:SNIFF]:
         raise _binary(rel, len(data), digest)
     try:
         text = data.decode("utf-8")
@@ -220,7 +152,7 @@ def _read_whole(args: ReadArgs, rel: str, data: bytes) -> ToolOutput:
 
 
 def _read_stream(
-    args: ReadArgs, rel: str, size: int, first: bytes, fh: IO[bytes], clock: _Clock
+    args: ReadArgs, rel: str, size: int, first: bytes, fh: IO[bytes], clock: Clock
 ) -> ToolOutput:
     shown: list[str] = []
     budget = _READ_BUDGET
@@ -316,148 +248,6 @@ def _plan_edit(args: EditArgs, ctx: CallContext) -> PlannedWrite:
     )
 
 
-def _glob_parts(pattern: str) -> list[str]:
-    out: list[str] = []
-    for part in pattern.split("/"):
-        if part in ("", "."):
-            continue
-        if part == "**" and out and out[-1] == "**":
-            continue
-        out.append(part)
-    return out
-
-
-def _glob_match(pattern: list[str], parts: list[str]) -> bool:
-    """pathlib's meaning: ``**`` is any number of directories, other segments one name."""
-    memo: dict[tuple[int, int], bool] = {}
-
-    def match(i: int, j: int) -> bool:
-        key = (i, j)
-        if key not in memo:
-            if i == len(pattern):
-                memo[key] = j == len(parts)
-            elif pattern[i] == "**":
-                memo[key] = match(i + 1, j) or (j < len(parts) and match(i, j + 1))
-            else:
-                memo[key] = (
-                    j < len(parts)
-                    and fnmatch.fnmatchcase(parts[j], pattern[i])
-                    and match(i + 1, j + 1)
-                )
-        return memo[key]
-
-    return match(0, 0)
-
-
-def _glob(args: GlobArgs, ctx: CallContext) -> ToolOutput:
-    ws = ctx.need_workspace()
-    base = ctx.path(args.path)
-    if Path(args.pattern).is_absolute() or ".." in Path(args.pattern).parts:
-        raise ToolFailure("the glob pattern must be relative and must not contain '..'")
-    if _kind(ws, base) != "dir":
-        raise ToolFailure(f"{base} is not a directory")
-    pattern = _glob_parts(args.pattern)
-    clock = _Clock(ctx)
-    found: list[str] = []
-    prefix = "" if base == "." else base + "/"
-    for top, dirs, files, dfd in ws.walk(base):
-        clock.check("Glob")
-        dirs.sort()
-        under = top[len(prefix) :] if top != base else ""
-        for name in files:
-            parts = [*(under.split("/") if under else ()), name]
-            if _glob_match(pattern, parts) and ws.is_regular(dfd, name):
-                found.append(f"{prefix}{'/'.join(parts)}")
-    found.sort()
-    seen = {"path": base, "matches": len(found)}
-    if not found:
-        return ToolOutput(f"[no files match {args.pattern} under {base}]", observations=seen)
-    return ToolOutput("\n".join(found), observations=seen)
-
-
-def _grep_files(
-    ws: Workspace, base: str
-) -> Iterator[tuple[str, int | None, os.stat_result | None]]:
-    """``(rel, fd, stat)`` of every regular file to search; ``fd`` is ``None`` for an entry
-    that is skipped (a link, FIFO, device or socket)."""
-    if _kind(ws, base) == "file":
-        fd, st = ws.open_file(base)
-        yield base, fd, st
-        return
-    # Hidden directories (.git, .venv, caches) are skipped: they are rarely what is searched.
-    for top, dirs, files, dfd in ws.walk(base):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for name in sorted(files):
-            rel = name if top == "." else f"{top}/{name}"
-            entry = ws.open_entry(dfd, name, rel)
-            yield (rel, *entry) if entry is not None else (rel, None, None)
-
-
-def _grep(args: GrepArgs, ctx: CallContext) -> ToolOutput:
-    ws = ctx.need_workspace()
-    base = ctx.path(args.path)
-    pattern = compile_pattern(args.pattern, ignore_case=args.ignore_case)
-    clock = _Clock(ctx)
-    lines_out: list[str] = []
-    size = 0
-    skipped = 0
-    files = 0
-    capped = False
-    for rel, fd, st in _grep_files(ws, base):
-        if fd is None or st is None:
-            skipped += 1
-            continue
-        with os.fdopen(fd, "rb") as fh:
-            clock.check("Grep")
-            if args.glob and not (
-                fnmatch.fnmatchcase(rel, args.glob)
-                or fnmatch.fnmatchcase(rel.rsplit("/", 1)[-1], args.glob)
-            ):
-                continue
-            if st.st_size > _GREP_MAX_BYTES:
-                skipped += 1
-                continue
-            data = fh.read(_GREP_MAX_BYTES + 1)
-        if len(data) > _GREP_MAX_BYTES:
-            skipped += 1
-            continue
-        if b"\x00" in data[:_SNIFF]:
-            continue
-        hits: list[tuple[int, str]] = []
-        for n, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
-            if n % 4096 == 0:
-                clock.check("Grep")
-            if pattern.search(line):
-                hits.append((n, line))
-        if not hits:
-            continue
-        files += 1
-        if args.output_mode == "files_with_matches":
-            new = [rel]
-        elif args.output_mode == "count":
-            new = [f"{rel}:{len(hits)}"]
-        else:
-            new = [f"{rel}:{n}:{line}" for n, line in hits]
-        for line in new:
-            size += len(line) + 1
-            if size > _GREP_OUTPUT:
-                capped = True
-                break
-            lines_out.append(line)
-        if capped:
-            break
-    seen = {"path": base, "files": files, "skipped": skipped, "capped": capped}
-    if not lines_out:
-        return ToolOutput(f"[no matches for {args.pattern!r}]", observations=seen)
-    text = "\n".join(lines_out)
-    if capped:
-        text += (
-            f"\n[Grep stopped at its output cap of {_GREP_OUTPUT:,} characters after "
-            f"{len(lines_out):,} lines; narrow the pattern, the path or the glob]"
-        )
-    return ToolOutput(text, observations=seen)
-
-
 def _path_of(args: ReadArgs | WriteArgs | EditArgs | GlobArgs | GrepArgs) -> str:
     return args.path
 
@@ -520,13 +310,14 @@ def file_operations() -> list[Operation]:
             "List files matching a glob pattern, sorted by path.",
             GlobArgs,
             read,
-            handler=_glob,
+            handler=glob_files,
         ),
         _file_op(
             "Grep",
-            "Search file contents with a Python regular expression.",
+            "Search file contents with a regular expression (RE2 syntax: no backreferences or "
+            "lookaround).",
             GrepArgs,
             read,
-            handler=_grep,
+            handler=grep_files,
         ),
     ]
