@@ -27,6 +27,7 @@ import anyio
 import httpx
 from httpx_sse import EventSource
 
+from ..context import Engine
 from ..errors import ComalError, InputError
 from ..ledger import LedgerBackend
 from ..ops import Registry, default_registry
@@ -35,7 +36,7 @@ from ._engine import EngineAdapter
 from ._record import Call, Exchange, Recorder, read_reply
 from ._sessions import SessionRouter, client_key
 from ._stream import accumulator
-from ._turn import EVIDENCE_TOOL, Turn, build_turn, evidence_tool
+from ._turn import Turn, build_turn, recall_tools
 from ._upstream import (
     Tee,
     error_body,
@@ -74,6 +75,15 @@ def _agent_of(protocol: Protocol, headers: Mapping[str, str]) -> str:
     )
 
 
+def recall_registry(engine: Engine) -> Registry:
+    """The registry of ``engine``'s recall operations (its ``model_tools``: ``EvidenceRead``,
+    the dag's ``ctx_*``, the pipeline's ``session_search``), the one list the agent's catalog
+    also reads."""
+    registry = default_registry()
+    found = [registry.get(name) for name in engine.model_tools]
+    return Registry([op for op in found if op is not None])
+
+
 class ProxyService:
     """One per server: the ledger, the session router, the upstream client, the recall house."""
 
@@ -93,12 +103,10 @@ class ProxyService:
             transport=transport,
             limits=httpx.Limits(max_connections=256, max_keepalive_connections=64),
         )
-        registry = default_registry()
-        evidence = registry.get(EVIDENCE_TOOL)
-        assert evidence is not None
-        # The proxy may run one operation only, and only for the model's recall.
-        self.recall_registry = Registry([evidence])
-        self.recall_tools = {p: evidence_tool(p, self.recall_registry) for p in PROTOCOLS}
+        # The proxy runs the engine's recall operations only (the engine names them, as it does
+        # for the agent's catalog), and only for the model.
+        self.recall_registry = recall_registry(self.engine.engine)
+        self.recall_tools = {p: recall_tools(p, self.recall_registry) for p in PROTOCOLS}
         self._locks: dict[str, asyncio.Lock] = {}
         self.recorder = Recorder(ledger, self.router, self.recall_registry)
 
@@ -189,8 +197,9 @@ class ProxyService:
                     call.routed.entry_ids,
                     self.config,
                     allow_recall=allow_recall,
-                    recall_tool=self.recall_tools[call.protocol],
+                    recall=self.recall_tools[call.protocol],
                     engine=self.engine,
+                    stitched=call.routed.stitched,
                 )
             )
         except ComalError as exc:
@@ -222,9 +231,9 @@ class ProxyService:
             internal = [
                 c
                 for c in (reply.message.tool_calls if reply and reply.message else ())
-                if c.name == EVIDENCE_TOOL and c.name not in call.client_tools
+                if c.name in turn.offered
             ]
-            if reply is not None and turn.offered_recall and internal:
+            if reply is not None and internal:
                 await anyio.to_thread.run_sync(self.recorder.recall, call, turn, exchange)
                 rounds += 1
                 continue

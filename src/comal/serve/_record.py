@@ -15,7 +15,7 @@ from ..ops import Actor, House, Policy, Registry
 from ..tokens import Usage, normalize_usage
 from ._sessions import RECALL_EVENT, Routed, SessionRouter
 from ._stream import Accumulator
-from ._turn import EVIDENCE_TOOL, Turn
+from ._turn import Turn
 from ._wire import ClientRequest, Protocol, Reply
 
 __all__ = [
@@ -139,7 +139,8 @@ class Recorder:
             self.ledger.record_request(call.scope, None, usage)
 
     def recall(self, call: Call, turn: Turn, exchange: Exchange) -> None:
-        """Run the reply's EvidenceRead calls through the house as a step of their own."""
+        """Run the reply's calls of offered recall tools through the house as a step of their
+        own; the other calls beside them get an error result (they were not run)."""
         reply = exchange.reply
         assert reply is not None and reply.message is not None
         usage = self.usage(call, reply, turn, {"recall": True, "latency_ms": exchange.latency_ms})
@@ -147,25 +148,31 @@ class Recorder:
         actor = Actor.user(f"proxy:{call.tenant}")
         with self.router.hold():
             try:
-                self._recall_step(call, reply.message, usage, house, actor)
+                self._recall_step(call, reply.message, usage, house, actor, turn.offered)
             except BaseException:
                 # The step rolled back: the cached projection must not keep what it noted.
                 self.router.forget(call.scope)
                 raise
 
     def _recall_step(
-        self, call: Call, message: Message, usage: UsageInput, house: House, actor: Actor
+        self,
+        call: Call,
+        message: Message,
+        usage: UsageInput,
+        house: House,
+        actor: Actor,
+        offered: frozenset[str],
     ) -> None:
         catalog = house.catalog("model")
         with self.ledger.atomic():
             entry = self.router.record_reply(call.scope, message, usage, internal=True)
             for c in message.tool_calls:
-                if c.name == EVIDENCE_TOOL:
+                if c.name in offered:
                     house.record(house.run(c, actor, offered=catalog), join_step=entry.step)
                 else:
                     text = (
-                        f"[comal: {c.name} was not run: this reply also read evidence, so the "
-                        "model was asked again with what it read; propose the call again]"
+                        f"[comal: {c.name} was not run: this reply also called a recall tool, so "
+                        "the model was asked again with what it read; propose the call again]"
                     )
                     self.ledger.append(
                         call.scope, [Message.tool(c.id, text, is_error=True)], join_step=entry.step

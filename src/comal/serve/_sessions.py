@@ -99,6 +99,7 @@ class Routed:
     appended: int
     created: bool
     branched_from: str | None
+    stitched: frozenset[int] = frozenset()
 
 
 def _common(a: Sequence[str], b: Sequence[str]) -> int:
