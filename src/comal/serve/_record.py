@@ -13,7 +13,7 @@ from ..ledger import LedgerBackend, Scope, UsageInput
 from ..messages import Message, canonical_json, sha256_hex
 from ..ops import Actor, House, Policy, Registry
 from ..tokens import Usage, normalize_usage
-from ._sessions import RECALL_EVENT, Routed, SessionRouter
+from ._sessions import RECALL_EVENT, Routed, SessionRouter, exclusive
 from ._stream import Accumulator
 from ._turn import Turn
 from ._wire import ClientRequest, Protocol, Reply
@@ -76,23 +76,34 @@ class Recorder:
         self.ledger = ledger
         self.router = router
         self.recall_registry = recall
-        self._instructions: dict[str, str] = {}
+        self._instructions: dict[str, tuple[int | None, str]] = {}
 
     def note_instructions(self, call: Call) -> None:
-        """Record the request's system prompt and tools when they change (lossless)."""
+        """Record the request's system prompt and tools when they change (lossless). The cached
+        latest event is checked against the ledger (another process may share it): only events
+        newer than the one cached are read."""
         body = call.request.body
         system = body.get("system") if call.protocol == "anthropic" else body.get("instructions")
         value = {"system": system, "tools": list(call.request.tools)}
         digest = sha256_hex(canonical_json(value))
-        sid = call.scope.session
-        if sid not in self._instructions:
-            seen = self.ledger.records(call.scope, "event", kinds=(INSTRUCTIONS_EVENT,))
-            self._instructions[sid] = str(seen[-1].body.get("digest")) if seen else ""
-        if self._instructions[sid] != digest:
-            self.ledger.add_record(
+        if self._latest(call.scope) == digest:
+            return
+        with self.ledger.atomic() as conn:
+            exclusive(conn, f"instructions\x00{call.scope.session}")
+            if self._latest(call.scope) == digest:
+                return
+            record = self.ledger.add_record(
                 call.scope, "event", INSTRUCTIONS_EVENT, {"v": 1, "digest": digest, **value}
             )
-            self._instructions[sid] = digest
+            self._instructions[call.scope.session] = (record.id, digest)
+
+    def _latest(self, scope: Scope) -> str:
+        since, digest = self._instructions.get(scope.session, (None, ""))
+        newer = self.ledger.records(scope, "event", kinds=(INSTRUCTIONS_EVENT,), since_id=since)
+        if newer:
+            digest = str(newer[-1].body.get("digest"))
+            self._instructions[scope.session] = (newer[-1].id, digest)
+        return digest
 
     def usage(
         self, call: Call, reply: Reply | None, turn: Turn, meta: dict[str, Any]
