@@ -131,8 +131,15 @@ class Recorder:
         self.ledger.record_request(call.scope, entry_id, self.usage(call, reply, turn, meta))
 
     def record(
-        self, call: Call, turn: Turn, exchange: Exchange, meta: dict[str, Any] | None = None
+        self,
+        call: Call,
+        turn: Turn,
+        exchange: Exchange,
+        meta: dict[str, Any] | None = None,
+        shown: Message | None = None,
     ) -> None:
+        """The reply as a step; ``shown``: the message the client got when it differs (a
+        stream continued after recall)."""
         reply = exchange.reply
         extra = {"latency_ms": exchange.latency_ms, **(meta or {})}
         if reply is None or reply.message is None or not reply.message.parts:
@@ -140,7 +147,7 @@ class Recorder:
             self.request_record(call, turn, None, reply, extra)
             return
         usage = self.usage(call, reply, turn, extra)
-        self.router.record_reply(call.scope, reply.message, usage)
+        self.router.record_reply(call.scope, reply.message, usage, shown=shown)
 
     def interrupted(self, call: Call, acc: Accumulator, why: str) -> None:
         body = {"v": 1, "reason": why, "route": call.protocol, **acc.partial()}
