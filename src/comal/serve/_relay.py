@@ -102,6 +102,10 @@ class Relay:
                         )
                     if pending:
                         data = b"".join(pending)
+                        if not recorded and _holds_end(call.protocol, data):
+                            # One network chunk can carry the terminal event after this one:
+                            # it reaches the client only once the reply is stored.
+                            continue
                         pending.clear()
                         first = first if first is not None else _ms(started)
                         yield data
@@ -290,6 +294,18 @@ def _json(body: bytes) -> dict[str, Any]:
 
 def _ms(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 3)
+
+
+_ENDS: dict[str, tuple[bytes, ...]] = {
+    "anthropic": (b"message_stop",),
+    "openai_chat": (b"[DONE]",),
+    "openai_responses": (b"response.completed", b"response.incomplete"),
+}
+
+
+def _holds_end(protocol: str, data: bytes) -> bool:
+    """Whether ``data`` may hold the stream's terminal event (a false alarm only delays)."""
+    return any(mark in data for mark in _ENDS[protocol])
 
 
 def _message(forward: Forward) -> str:
