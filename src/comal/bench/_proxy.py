@@ -5,7 +5,11 @@ conversations of ``turns`` requests each, first straight to a :class:`FakeServer
 ``comal serve`` (a separate process, so the load generator does not share its interpreter)
 in front of the same FakeServer. It reports the latency of each path (p50/p99), the proxy's
 added latency, and what the ledger holds afterwards: one session per client, one request
-record and two entries per turn — no request lost or recorded twice.
+record and two entries per turn — no request lost or recorded twice. Streamed runs also
+report the time to the first byte of each reply (p50/p99, both paths). ``context_window`` (the
+proxy's ``--context-window``) with ``pad`` words in each user message makes the engine stand in
+for old history, so the proxy offers its recall tools and streams those turns through its
+splicer; ``recall_offered`` counts the requests that did.
 
 The proxy is a face above the benchmarks in comal's layering; it is imported here only when the
 benchmark runs.
@@ -48,6 +52,12 @@ class ProxyBench:
     duplicated_entries: int
     failures: int
     wall_s: float
+    direct_ttfb_p50_ms: float = 0.0
+    direct_ttfb_p99_ms: float = 0.0
+    proxy_ttfb_p50_ms: float = 0.0
+    proxy_ttfb_p99_ms: float = 0.0
+    context_window: int | None = None
+    recall_offered: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -62,19 +72,35 @@ def _pct(values: list[float], p: float) -> float:
 
 
 async def _client(
-    http: httpx.AsyncClient, url: str, n: int, turns: int, stream: bool, out: list[float]
+    http: httpx.AsyncClient,
+    url: str,
+    n: int,
+    turns: int,
+    stream: bool,
+    out: list[float],
+    first: list[float],
+    pad: int,
 ) -> int:
     messages: list[dict[str, Any]] = []
     failures = 0
+    filler = " ".join(f"word{i}" for i in range(pad))
     for turn in range(turns):
-        messages.append({"role": "user", "content": f"client {n} turn {turn}: say something"})
+        say = f"client {n} turn {turn}: say something {filler}".rstrip()
+        messages.append({"role": "user", "content": say})
         body = {"model": "claude-sonnet-4-5", "max_tokens": 256, "messages": messages}
         if stream:
             body["stream"] = True
         headers = {"x-api-key": "bench", "x-comal-session": f"bench-{n}"}
         started = time.perf_counter()
-        response = await http.post(f"{url}/v1/messages", json=body, headers=headers)
-        raw = await response.aread()
+        request = http.build_request("POST", f"{url}/v1/messages", json=body, headers=headers)
+        response = await http.send(request, stream=True)
+        chunks: list[bytes] = []
+        async for chunk in response.aiter_bytes():
+            if not chunks:
+                first.append((time.perf_counter() - started) * 1000)
+            chunks.append(chunk)
+        await response.aclose()
+        raw = b"".join(chunks)
         out.append((time.perf_counter() - started) * 1000)
         if response.status_code != 200:
             failures += 1
@@ -89,19 +115,22 @@ async def _client(
                 if line.startswith("data: ") and '"content_block_delta"' in line
             )
         else:
-            text = "".join(b.get("text", "") for b in response.json()["content"])
+            text = "".join(b.get("text", "") for b in json.loads(raw)["content"])
         messages.append({"role": "assistant", "content": [{"type": "text", "text": text}]})
     return failures
 
 
-async def _load(url: str, clients: int, turns: int, stream: bool) -> tuple[list[float], int]:
+async def _load(
+    url: str, clients: int, turns: int, stream: bool, pad: int
+) -> tuple[list[float], list[float], int]:
     latencies: list[float] = []
+    first: list[float] = []
     limits = httpx.Limits(max_connections=clients * 2, max_keepalive_connections=clients * 2)
     async with httpx.AsyncClient(timeout=120, limits=limits) as http:
         failures = await asyncio.gather(
-            *(_client(http, url, n, turns, stream, latencies) for n in range(clients))
+            *(_client(http, url, n, turns, stream, latencies, first, pad) for n in range(clients))
         )
-    return latencies, sum(failures)
+    return latencies, first, sum(failures)
 
 
 def _wait_ready(url: str, process: subprocess.Popen[bytes]) -> None:
@@ -123,6 +152,8 @@ def run_proxy_bench(
     clients: int = 32,
     turns: int = 20,
     stream: bool = False,
+    context_window: int | None = None,
+    pad: int = 0,
     progress: Callable[[str], None] = lambda _: None,
 ) -> ProxyBench:
     from ..ledger import open_ledger
@@ -137,8 +168,8 @@ def run_proxy_bench(
         for k in range(2 * total):  # the direct run, then the proxied run
             fake.add({"content": f"reply {k}", "usage": usage})
         progress(f"direct: {clients} clients x {turns} turns")
-        direct, direct_failures = asyncio.run(
-            _load(fake.anthropic_base_url, clients, turns, stream)
+        direct, direct_first, direct_failures = asyncio.run(
+            _load(fake.anthropic_base_url, clients, turns, stream, pad)
         )
         ledger_path = Path(tmp) / "bench.db"
         port = free_port()
@@ -147,17 +178,23 @@ def run_proxy_bench(
         command = [sys.executable, "-c", "from comal.cli import main; main()", "serve"]
         command += ["--port", str(port)]
         command += ["--upstream-anthropic", fake.anthropic_base_url, "--no-dashboard"]
+        if context_window is not None:
+            command += ["--context-window", str(context_window)]
         process = subprocess.Popen(command, env=env, stderr=subprocess.DEVNULL)
         try:
             _wait_ready(url, process)
             progress(f"proxied: {clients} clients x {turns} turns")
-            proxied, proxy_failures = asyncio.run(_load(url, clients, turns, stream))
+            proxied, proxied_first, proxy_failures = asyncio.run(
+                _load(url, clients, turns, stream, pad)
+            )
         finally:
             process.terminate()
             process.wait(timeout=30)
         with open_ledger(ledger_path) as led:
             sessions = led.sessions()
-            recorded = sum(len(led.requests(s.scope)) for s in sessions)
+            records = [r for s in sessions for r in led.requests(s.scope)]
+            recorded = len(records)
+            offered = sum(1 for r in records if r.meta.get("recall_offered"))
             entries = 0
             duplicated = 0
             for s in sessions:
@@ -181,4 +218,10 @@ def run_proxy_bench(
         duplicated_entries=duplicated,
         failures=direct_failures + proxy_failures,
         wall_s=round(time.perf_counter() - started, 2),
+        direct_ttfb_p50_ms=_pct(direct_first, 50),
+        direct_ttfb_p99_ms=_pct(direct_first, 99),
+        proxy_ttfb_p50_ms=_pct(proxied_first, 50),
+        proxy_ttfb_p99_ms=_pct(proxied_first, 99),
+        context_window=context_window,
+        recall_offered=offered,
     )

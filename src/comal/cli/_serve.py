@@ -146,6 +146,10 @@ def proxy_bench(
     clients: Annotated[int, typer.Option(help="Concurrent conversations.", min=1)] = 32,
     turns: Annotated[int, typer.Option(help="Requests per conversation.", min=1)] = 20,
     stream: Annotated[bool, typer.Option(help="Streamed replies (SSE relay).")] = False,
+    context_window: Annotated[
+        int | None, typer.Option(help="The proxy's --context-window (small: recall offered).")
+    ] = None,
+    pad: Annotated[int, typer.Option(help="Filler words in each user message.", min=0)] = 0,
     as_json: JsonOpt = False,
 ) -> None:
     """Concurrent clients through `comal serve` and straight to FakeServer, in one run: added
@@ -157,7 +161,12 @@ def proxy_bench(
 
     with err.status("benchmarking") as status:
         result = run_proxy_bench(
-            clients=clients, turns=turns, stream=stream, progress=lambda m: status.update(m)
+            clients=clients,
+            turns=turns,
+            stream=stream,
+            context_window=context_window,
+            pad=pad,
+            progress=lambda m: status.update(m),
         )
     if as_json:
         emit_json(result.as_dict())
@@ -165,7 +174,8 @@ def proxy_bench(
     table = Table("measure", "value", title=f"proxy: {clients} clients x {turns} turns")
     for name, value in result.as_dict().items():
         table.add_row(
-            name.replace("_", " "), f"{value:,}" if isinstance(value, int) else str(value)
+            name.replace("_", " "),
+            f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value),
         )
     out.print(table)
 

@@ -7,11 +7,14 @@ engine assembles what goes upstream (:mod:`._turn`); the reply is recorded as a 
 normalized usage (TOK-1), and the request record keeps what was sent (the assembly's stage,
 actions, tokens and metrics). Ledger work runs in worker threads (the ledger is synchronous).
 
-Streams are relayed event by event. When the engine has referenced evidence and offers
-EvidenceRead upstream, the reply is read whole first: if the model calls EvidenceRead, the
-proxy runs the call through the house (judged, receipted), appends it as a recall step the
-client never sees, and asks again; the client gets the final reply only, so it never sees a
-call to a tool it did not declare.
+Recall: when the engine stands in for part of the history (references, a checkpoint,
+summaries, evicted or rewritten messages), its recall tools (``Engine.model_tools``: EvidenceRead,
+the dag's ``ctx_*``, the pipeline's ``session_search``) are added upstream beside the client's.
+When the model calls one, the proxy runs the call through the house (judged, receipted),
+appends it as a recall step the client never sees, and asks again, at most ``max_recalls``
+times per client request, so the client never sees a call to a tool it did not declare. A
+whole reply is read whole; a stream is streamed on across the rounds (:mod:`._relay`,
+:mod:`._splice`). Streams without recall are relayed event by event, byte for byte.
 """
 
 from __future__ import annotations
@@ -19,28 +22,27 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping
 
 import anyio
 import httpx
 from httpx_sse import EventSource
 
+from ..context import Engine
 from ..errors import ComalError, InputError
 from ..ledger import LedgerBackend
 from ..ops import Registry, default_registry
 from ._config import ServeConfig
 from ._engine import EngineAdapter
 from ._record import Call, Exchange, Recorder, read_reply
+from ._relay import Forward, Relay, _is_stream, _json, _ms
 from ._sessions import SessionRouter, client_key
 from ._stream import accumulator
-from ._turn import EVIDENCE_TOOL, Turn, build_turn, evidence_tool
+from ._turn import Turn, build_turn, recall_tools
 from ._upstream import (
     Tee,
     error_body,
     response_headers,
-    stream_error,
     upstream_headers,
     upstream_url,
 )
@@ -51,16 +53,6 @@ __all__ = ["Forward", "ProxyService"]
 log = logging.getLogger("comal.serve")
 
 _NO_RETRY = {"x-should-retry": "false"}
-
-
-@dataclass
-class Forward:
-    """A response for the client: ``body`` is bytes, or an async iterator for a stream."""
-
-    status: int
-    headers: dict[str, str]
-    body: bytes | AsyncIterator[bytes]
-    media_type: str = "application/json"
 
 
 def _agent_of(protocol: Protocol, headers: Mapping[str, str]) -> str:
@@ -74,7 +66,16 @@ def _agent_of(protocol: Protocol, headers: Mapping[str, str]) -> str:
     )
 
 
-class ProxyService:
+def recall_registry(engine: Engine) -> Registry:
+    """The registry of ``engine``'s recall operations (its ``model_tools``: ``EvidenceRead``,
+    the dag's ``ctx_*``, the pipeline's ``session_search``), the one list the agent's catalog
+    also reads."""
+    registry = default_registry()
+    found = [registry.get(name) for name in engine.model_tools]
+    return Registry([op for op in found if op is not None])
+
+
+class ProxyService(Relay):
     """One per server: the ledger, the session router, the upstream client, the recall house."""
 
     def __init__(
@@ -93,12 +94,10 @@ class ProxyService:
             transport=transport,
             limits=httpx.Limits(max_connections=256, max_keepalive_connections=64),
         )
-        registry = default_registry()
-        evidence = registry.get(EVIDENCE_TOOL)
-        assert evidence is not None
-        # The proxy may run one operation only, and only for the model's recall.
-        self.recall_registry = Registry([evidence])
-        self.recall_tools = {p: evidence_tool(p, self.recall_registry) for p in PROTOCOLS}
+        # The proxy runs the engine's recall operations only (the engine names them, as it does
+        # for the agent's catalog), and only for the model.
+        self.recall_registry = recall_registry(self.engine.engine)
+        self.recall_tools = {p: recall_tools(p, self.recall_registry) for p in PROTOCOLS}
         self._locks: dict[str, asyncio.Lock] = {}
         self.recorder = Recorder(ledger, self.router, self.recall_registry)
 
@@ -189,8 +188,9 @@ class ProxyService:
                     call.routed.entry_ids,
                     self.config,
                     allow_recall=allow_recall,
-                    recall_tool=self.recall_tools[call.protocol],
+                    recall=self.recall_tools[call.protocol],
                     engine=self.engine,
+                    stitched=call.routed.stitched,
                 )
             )
         except ComalError as exc:
@@ -215,16 +215,18 @@ class ProxyService:
             turn = await self._turn(call, allow_recall=rounds < self.config.max_recalls)
             if isinstance(turn, Forward):
                 return turn
-            if call.request.stream and not turn.offered_recall:
+            if call.request.stream:
+                if turn.offered_recall:
+                    return await self._splice(call, turn, rounds)
                 return await self._relay(call, turn)
             exchange = await self._exchange(call, turn)
             reply = exchange.reply
             internal = [
                 c
                 for c in (reply.message.tool_calls if reply and reply.message else ())
-                if c.name == EVIDENCE_TOOL and c.name not in call.client_tools
+                if c.name in turn.offered
             ]
-            if reply is not None and turn.offered_recall and internal:
+            if reply is not None and internal:
                 await anyio.to_thread.run_sync(self.recorder.recall, call, turn, exchange)
                 rounds += 1
                 continue
@@ -328,111 +330,3 @@ class ProxyService:
                 call, turn, None, None, {"error": status, "message": message}
             )
         return Exchange(status, {}, error_body(call.protocol, status, message), None, _ms(started))
-
-    async def _relay(self, call: Call, turn: Turn) -> Forward:
-        """Stream ``turn``'s reply to the client event by event, recording it at the end."""
-        started = time.perf_counter()
-        try:
-            request = self.client.build_request(
-                "POST", call.url, content=turn.body, headers=call.headers
-            )
-            response = await self.client.send(request, stream=True)
-        except httpx.TimeoutException as exc:
-            return await anyio.to_thread.run_sync(
-                self._fail, call, turn, 504, f"upstream timed out: {exc}"
-            )
-        except httpx.HTTPError as exc:
-            return await anyio.to_thread.run_sync(
-                self._fail, call, turn, 502, f"upstream unreachable: {exc}"
-            )
-        headers = {**response_headers(response.headers), **self._headers(call, turn)}
-        if response.status_code >= 400 or not _is_stream(response):
-            body = await response.aread()
-            await response.aclose()
-            exchange = Exchange(response.status_code, headers, body, None, _ms(started))
-            if response.status_code < 400:
-                exchange.reply, exchange.unparsed = read_reply(
-                    lambda: parse_reply(call.protocol, _json(body))
-                )
-                await anyio.to_thread.run_sync(self.recorder.record, call, turn, exchange)
-            else:
-                await anyio.to_thread.run_sync(
-                    self.recorder.request_record,
-                    call,
-                    turn,
-                    None,
-                    None,
-                    {"error": response.status_code},
-                )
-            return Forward(response.status_code, headers, body)
-        return Forward(
-            200, headers, self._events(call, turn, response, started), "text/event-stream"
-        )
-
-    async def _events(
-        self, call: Call, turn: Turn, response: httpx.Response, started: float
-    ) -> AsyncIterator[bytes]:
-        acc = accumulator(call.protocol)
-        pending: list[bytes] = []
-        first: float | None = None
-        broken: str | None = None
-        recorded = False
-        tee = httpx.Response(
-            200, headers=response.headers, stream=Tee(response.aiter_bytes(), pending.append)
-        )
-        try:
-            try:
-                async for event in EventSource(tee).aiter_sse():
-                    acc.feed(event.event, event.data)
-                    if acc.done and not recorded and acc.error is None:
-                        # Stored before the client sees the end: a client that has the whole
-                        # reply finds it in the ledger.
-                        recorded = True
-                        reply, unparsed = read_reply(acc.reply)
-                        exchange = Exchange(200, {}, b"", reply, _ms(started), unparsed=unparsed)
-                        meta = {"first_byte_ms": first}
-                        await anyio.to_thread.run_sync(
-                            self.recorder.record, call, turn, exchange, meta
-                        )
-                    if pending:
-                        data = b"".join(pending)
-                        pending.clear()
-                        first = first if first is not None else _ms(started)
-                        yield data
-                if pending:
-                    yield b"".join(pending)
-            except httpx.HTTPError as exc:
-                broken = f"upstream stream broke: {exc}"
-            if not recorded and acc.error is None:
-                # The client's SDK would take a stream that just stops for a whole reply.
-                yield stream_error(call.protocol, broken or "the upstream stream ended early")
-        finally:
-            with anyio.CancelScope(shield=True):
-                await response.aclose()
-                if not recorded:
-                    if broken is None and acc.error is not None:
-                        broken = "upstream sent an error event"
-                    elif broken is None and acc.done is False:
-                        broken = "the stream ended (or the client left) before the reply ended"
-                    await anyio.to_thread.run_sync(
-                        self.recorder.interrupted, call, acc, broken or "the reply did not finish"
-                    )
-
-
-def _is_stream(response: httpx.Response) -> bool:
-    kind: str = response.headers.get("content-type", "")
-    return kind.startswith("text/event-stream")
-
-
-def _json(body: bytes) -> dict[str, Any]:
-    import json
-
-    try:
-        value = json.loads(body)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def _ms(started: float) -> float:
-    return round((time.perf_counter() - started) * 1000, 3)

@@ -13,9 +13,9 @@ from ..ledger import LedgerBackend, Scope, UsageInput
 from ..messages import Message, canonical_json, sha256_hex
 from ..ops import Actor, House, Policy, Registry
 from ..tokens import Usage, normalize_usage
-from ._sessions import RECALL_EVENT, Routed, SessionRouter
+from ._sessions import RECALL_EVENT, Routed, SessionRouter, exclusive
 from ._stream import Accumulator
-from ._turn import EVIDENCE_TOOL, Turn
+from ._turn import Turn
 from ._wire import ClientRequest, Protocol, Reply
 
 __all__ = [
@@ -76,23 +76,34 @@ class Recorder:
         self.ledger = ledger
         self.router = router
         self.recall_registry = recall
-        self._instructions: dict[str, str] = {}
+        self._instructions: dict[str, tuple[int | None, str]] = {}
 
     def note_instructions(self, call: Call) -> None:
-        """Record the request's system prompt and tools when they change (lossless)."""
+        """Record the request's system prompt and tools when they change (lossless). The cached
+        latest event is checked against the ledger (another process may share it): only events
+        newer than the one cached are read."""
         body = call.request.body
         system = body.get("system") if call.protocol == "anthropic" else body.get("instructions")
         value = {"system": system, "tools": list(call.request.tools)}
         digest = sha256_hex(canonical_json(value))
-        sid = call.scope.session
-        if sid not in self._instructions:
-            seen = self.ledger.records(call.scope, "event", kinds=(INSTRUCTIONS_EVENT,))
-            self._instructions[sid] = str(seen[-1].body.get("digest")) if seen else ""
-        if self._instructions[sid] != digest:
-            self.ledger.add_record(
+        if self._latest(call.scope) == digest:
+            return
+        with self.ledger.atomic() as conn:
+            exclusive(conn, f"instructions\x00{call.scope.session}")
+            if self._latest(call.scope) == digest:
+                return
+            record = self.ledger.add_record(
                 call.scope, "event", INSTRUCTIONS_EVENT, {"v": 1, "digest": digest, **value}
             )
-            self._instructions[sid] = digest
+            self._instructions[call.scope.session] = (record.id, digest)
+
+    def _latest(self, scope: Scope) -> str:
+        since, digest = self._instructions.get(scope.session, (None, ""))
+        newer = self.ledger.records(scope, "event", kinds=(INSTRUCTIONS_EVENT,), since_id=since)
+        if newer:
+            digest = str(newer[-1].body.get("digest"))
+            self._instructions[scope.session] = (newer[-1].id, digest)
+        return digest
 
     def usage(
         self, call: Call, reply: Reply | None, turn: Turn, meta: dict[str, Any]
@@ -120,8 +131,15 @@ class Recorder:
         self.ledger.record_request(call.scope, entry_id, self.usage(call, reply, turn, meta))
 
     def record(
-        self, call: Call, turn: Turn, exchange: Exchange, meta: dict[str, Any] | None = None
+        self,
+        call: Call,
+        turn: Turn,
+        exchange: Exchange,
+        meta: dict[str, Any] | None = None,
+        shown: Message | None = None,
     ) -> None:
+        """The reply as a step; ``shown``: the message the client got when it differs (a
+        stream continued after recall)."""
         reply = exchange.reply
         extra = {"latency_ms": exchange.latency_ms, **(meta or {})}
         if reply is None or reply.message is None or not reply.message.parts:
@@ -129,7 +147,7 @@ class Recorder:
             self.request_record(call, turn, None, reply, extra)
             return
         usage = self.usage(call, reply, turn, extra)
-        self.router.record_reply(call.scope, reply.message, usage)
+        self.router.record_reply(call.scope, reply.message, usage, shown=shown)
 
     def interrupted(self, call: Call, acc: Accumulator, why: str) -> None:
         body = {"v": 1, "reason": why, "route": call.protocol, **acc.partial()}
@@ -139,7 +157,8 @@ class Recorder:
             self.ledger.record_request(call.scope, None, usage)
 
     def recall(self, call: Call, turn: Turn, exchange: Exchange) -> None:
-        """Run the reply's EvidenceRead calls through the house as a step of their own."""
+        """Run the reply's calls of offered recall tools through the house as a step of their
+        own; the other calls beside them get an error result (they were not run)."""
         reply = exchange.reply
         assert reply is not None and reply.message is not None
         usage = self.usage(call, reply, turn, {"recall": True, "latency_ms": exchange.latency_ms})
@@ -147,25 +166,31 @@ class Recorder:
         actor = Actor.user(f"proxy:{call.tenant}")
         with self.router.hold():
             try:
-                self._recall_step(call, reply.message, usage, house, actor)
+                self._recall_step(call, reply.message, usage, house, actor, turn.offered)
             except BaseException:
                 # The step rolled back: the cached projection must not keep what it noted.
                 self.router.forget(call.scope)
                 raise
 
     def _recall_step(
-        self, call: Call, message: Message, usage: UsageInput, house: House, actor: Actor
+        self,
+        call: Call,
+        message: Message,
+        usage: UsageInput,
+        house: House,
+        actor: Actor,
+        offered: frozenset[str],
     ) -> None:
         catalog = house.catalog("model")
         with self.ledger.atomic():
             entry = self.router.record_reply(call.scope, message, usage, internal=True)
             for c in message.tool_calls:
-                if c.name == EVIDENCE_TOOL:
+                if c.name in offered:
                     house.record(house.run(c, actor, offered=catalog), join_step=entry.step)
                 else:
                     text = (
-                        f"[comal: {c.name} was not run: this reply also read evidence, so the "
-                        "model was asked again with what it read; propose the call again]"
+                        f"[comal: {c.name} was not run: this reply also called a recall tool, so "
+                        "the model was asked again with what it read; propose the call again]"
                     )
                     self.ledger.append(
                         call.scope, [Message.tool(c.id, text, is_error=True)], join_step=entry.step

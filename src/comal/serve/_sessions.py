@@ -13,10 +13,20 @@ of that prefix the request continues it and only the rest is appended; when the 
 diverges inside it (an edited or rewound history) a child session is started (LED-3 parent
 link) holding the request's history, and the parent is never touched; when nothing is shared
 the request starts a new session of the family.
+
+**Shared ledgers.** Several ``comal serve`` processes may write one ledger. The decision "what
+is new since this session's last request" is made inside the write transaction that appends it
+(SQLite's ``BEGIN IMMEDIATE`` holds the database's write lock; PostgreSQL takes a
+transaction-scoped advisory lock on the family), against the ledger: the per-process cache of
+families and projections is only a hint. A family's members have ids derived from its key and
+their number (``uuid5``), so a process finds the members another created by looking up the
+next id; a cached projection is used only while the session's entry count still equals what it
+noted, and is read again from the ledger otherwise.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import threading
@@ -25,13 +35,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import UserError
 from ..ledger import Entry, LedgerBackend, Scope, UsageInput
 from ..messages import Message, Role, canonical_json, group_messages, sha256_hex
 from ._wire import ClientRequest, message_key
 
-__all__ = ["RECALL_EVENT", "Routed", "SessionRouter", "client_key"]
+__all__ = ["RECALL_EVENT", "SHOWN_EVENT", "Routed", "SessionRouter", "client_key", "exclusive"]
 
 RECALL_EVENT = "proxy_recall"  # entries the proxy added itself (recall steps), not the client's
+# A reply the client holds in another shape than stored: a stream continued after recall shows
+# the parts of every round as one message; ``key`` is that message's, ``entry`` the last round's.
+SHOWN_EVENT = "proxy_shown"
 _UUID = re.compile(r"session_([0-9a-fA-F-]{36})")
 _NAMESPACE = uuid.UUID("6c1c63f0-5d7e-4c1e-9a55-3a1d0c6e6f21")
 
@@ -79,26 +93,54 @@ def client_key(request: ClientRequest, headers: Mapping[str, str]) -> tuple[str,
     return f"prefix:{sha256_hex(prefix)[:32]}", "prefix"
 
 
+def exclusive(conn: Any, name: str) -> None:
+    """Serialize writers of ``name`` across processes for the rest of the transaction ``conn``
+    belongs to (what :meth:`LedgerBackend.atomic` yields). PostgreSQL: a transaction-scoped
+    advisory lock, released at commit or rollback. SQLite: nothing to do, the transaction holds
+    the database's write lock from its start (``BEGIN IMMEDIATE``)."""
+    if type(conn).__module__.split(".")[0] == "psycopg":
+        digest = hashlib.sha256(f"comal:serve:{name}".encode()).digest()
+        lock = int.from_bytes(digest[:8], "big", signed=True)
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock,))
+
+
+def _member_id(tenant: str, key: str, number: int) -> str:
+    name = f"{tenant}\x00{key}" if number == 0 else f"{tenant}\x00{key}\x00{number}"
+    return str(uuid.uuid5(_NAMESPACE, name))
+
+
 @dataclass
 class _Known:
-    """A ledger session's projection: client-visible message keys and their entry ids."""
+    """A ledger session's projection: client-visible message keys and their entry ids, and
+    ``count``, the entries it has seen (its own recall steps included), to validate it by."""
 
     scope: Scope
+    family: str
     keys: list[str] = field(default_factory=list)
     ids: list[int] = field(default_factory=list)
     last_step: int | None = None
     open_calls: set[str] = field(default_factory=set)
+    count: int = 0
+    stitched: set[int] = field(default_factory=set)
+
+
+@dataclass
+class _Family:
+    members: list[Scope]
+    next: int  # the number of the next member id to look for
 
 
 @dataclass(frozen=True, slots=True)
 class Routed:
-    """Where a request went: its session, each request message's entry id, what was added."""
+    """Where a request went: its session, each request message's entry id, what was added, and
+    the entries the client holds in another shape than stored (see :data:`SHOWN_EVENT`)."""
 
     scope: Scope
     entry_ids: tuple[int, ...]
     appended: int
     created: bool
     branched_from: str | None
+    stitched: frozenset[int] = frozenset()
 
 
 def _common(a: Sequence[str], b: Sequence[str]) -> int:
@@ -111,12 +153,13 @@ def _common(a: Sequence[str], b: Sequence[str]) -> int:
 
 
 class SessionRouter:
-    """Routes requests to sessions and appends what is new (one lock: steps stay ordered)."""
+    """Routes requests to sessions and appends what is new (one lock in the process, and the
+    ledger's write transaction across processes: steps stay ordered)."""
 
     def __init__(self, ledger: LedgerBackend) -> None:
         self.ledger = ledger
         self._lock = threading.RLock()
-        self._families: dict[tuple[str, str], list[Scope]] = {}
+        self._families: dict[tuple[str, str], _Family] = {}
         self._known: dict[str, _Known] = {}
 
     def hold(self) -> threading.RLock:
@@ -124,38 +167,66 @@ class SessionRouter:
         everywhere: router, then ledger)."""
         return self._lock
 
-    # -- reading what the ledger already has ------------------------------------------------
-    def _family(self, tenant: str, key: str) -> list[Scope]:
+    # -- reading what the ledger already has (inside the write transaction) -----------------
+    def _family(self, tenant: str, key: str) -> _Family:
         found = self._families.get((tenant, key))
         if found is None:
-            found = [
+            members = [
                 s.scope
                 for s in self.ledger.sessions(tenant=tenant)
                 if s.meta.get("client_key") == key
             ]
+            ids = {m.session for m in members}
+            number = 0
+            while _member_id(tenant, key, number) in ids:
+                number += 1
+            found = _Family(members, number)
             self._families[(tenant, key)] = found
-        return found
+        # Members another process created since: the next ids, looked up one by one.
+        while True:
+            try:
+                scope = self.ledger.resolve(_member_id(tenant, key, found.next))
+            except UserError:
+                return found
+            found.next += 1
+            if scope.tenant == tenant and scope not in found.members:
+                found.members.append(scope)
 
     def known(self, scope: Scope) -> _Known:
+        """The session's projection, read again from the ledger when another writer added to
+        it (call inside the write transaction for an answer that holds until it commits)."""
         with self._lock:
             known = self._known.get(scope.session)
-            if known is None:
-                known = self._load(scope)
-                self._known[scope.session] = known
+            if known is not None:
+                info = self.ledger.session(scope)
+                if info is not None and info.entries == known.count:
+                    return known
+            known = self._load(scope)
+            self._known[scope.session] = known
             return known
 
     def _load(self, scope: Scope) -> _Known:
         internal: set[int] = set()
-        for record in self.ledger.records(scope, "event", kinds=(RECALL_EVENT,)):
-            internal.update(int(i) for i in record.body.get("entries", []))
-        known = _Known(scope)
+        shown: dict[int, str] = {}
+        kinds = (RECALL_EVENT, SHOWN_EVENT)
+        for record in self.ledger.records(scope, "event", kinds=kinds):
+            if record.kind == RECALL_EVENT:
+                internal.update(int(i) for i in record.body.get("entries", []))
+            else:
+                shown[int(record.body["entry"])] = str(record.body["key"])
+        info = self.ledger.session(scope)
+        family = str(info.meta.get("client_key", "")) if info is not None else ""
+        known = _Known(scope, family)
         for entry in self.ledger.iter_entries(scope):
-            self._note(known, entry, internal=entry.id in internal)
+            self._note(known, entry, internal=entry.id in internal, shown=shown.get(entry.id))
         return known
 
     @staticmethod
-    def _note(known: _Known, entry: Entry, *, internal: bool = False) -> None:
+    def _note(
+        known: _Known, entry: Entry, *, internal: bool = False, shown: str | None = None
+    ) -> None:
         message = entry.message
+        known.count += 1
         if entry.step != known.last_step:
             known.last_step = entry.step
             known.open_calls = set()
@@ -163,8 +234,17 @@ class SessionRouter:
         if message.tool_result is not None:
             known.open_calls.discard(message.tool_result.call_id)
         if not internal:
-            known.keys.append(message_key(message))
+            known.keys.append(shown if shown is not None else message_key(message))
             known.ids.append(entry.id)
+            if shown is not None:
+                known.stitched.add(entry.id)
+
+    def _drop(self, scopes: Sequence[Scope], family: tuple[str, str] | None = None) -> None:
+        # A transaction rolled back: the cache must not keep what it noted inside it.
+        for scope in scopes:
+            self._known.pop(scope.session, None)
+        if family is not None:
+            self._families.pop(family, None)
 
     # -- routing ----------------------------------------------------------------------------
     def route(
@@ -172,34 +252,52 @@ class SessionRouter:
     ) -> Routed:
         keys = [message_key(m) for m in messages]
         with self._lock:
-            family = self._family(tenant, key)
-            best: _Known | None = None
-            best_len = 0
-            for member in family:
-                known = self.known(member)
-                n = _common(known.keys, keys)
-                if n > best_len or (n == best_len and best is not None and n > 0):
-                    best, best_len = known, n
-            if best is not None and best_len == len(best.keys) and best_len > 0:
-                added = self._append(best, messages[best_len:])
-                return Routed(best.scope, tuple(best.ids[: len(keys)]), added, False, None)
-            parent = best.scope.session if best is not None and best_len > 0 else None
-            session_id = (
-                str(uuid.uuid5(_NAMESPACE, f"{tenant}\x00{key}"))
-                if not family
-                else str(uuid.uuid4())
-            )
-            info = {**meta, "client_key": key}
-            if parent is not None:
-                info |= {"branch_of": parent, "fork_at": best_len}
-            scope = self.ledger.create_session(
-                tenant, agent, session_id=session_id, parent=parent, source="proxy", meta=info
-            )
-            family.append(scope)
-            known = _Known(scope)
-            self._known[scope.session] = known
-            added = self._append(known, messages)
-            return Routed(scope, tuple(known.ids), added, True, parent)
+            family = self._families.get((tenant, key))
+            touched = list(family.members) if family is not None else []
+            try:
+                with self.ledger.atomic() as conn:
+                    exclusive(conn, f"{tenant}\x00{key}")
+                    return self._route(tenant, agent, key, messages, keys, meta)
+            except BaseException:
+                family = self._families.get((tenant, key))
+                self._drop([*touched, *(family.members if family else [])], (tenant, key))
+                raise
+
+    def _route(
+        self,
+        tenant: str,
+        agent: str,
+        key: str,
+        messages: Sequence[Message],
+        keys: Sequence[str],
+        meta: dict[str, Any],
+    ) -> Routed:
+        family = self._family(tenant, key)
+        best: _Known | None = None
+        best_len = 0
+        for member in family.members:
+            known = self.known(member)
+            n = _common(known.keys, keys)
+            if n > best_len or (n == best_len and best is not None and n > 0):
+                best, best_len = known, n
+        if best is not None and best_len == len(best.keys) and best_len > 0:
+            added = self._append(best, messages[best_len:])
+            stitched = frozenset(best.stitched)
+            return Routed(best.scope, tuple(best.ids[: len(keys)]), added, False, None, stitched)
+        parent = best.scope.session if best is not None and best_len > 0 else None
+        session_id = _member_id(tenant, key, family.next)
+        info = {**meta, "client_key": key}
+        if parent is not None:
+            info |= {"branch_of": parent, "fork_at": best_len}
+        scope = self.ledger.create_session(
+            tenant, agent, session_id=session_id, parent=parent, source="proxy", meta=info
+        )
+        family.next += 1
+        family.members.append(scope)
+        known = _Known(scope, key)
+        self._known[scope.session] = known
+        added = self._append(known, messages)
+        return Routed(scope, tuple(known.ids), added, True, parent)
 
     def _append(self, known: _Known, messages: Sequence[Message]) -> int:
         """Append ``messages`` as whole steps: results of the open step join it (they arrive
@@ -214,35 +312,59 @@ class SessionRouter:
                 break
             joining.append(rest.pop(0))
             known.open_calls.discard(call_id)
-        try:
-            with self.ledger.atomic():
-                if joining:
-                    step = known.last_step
-                    for entry in self.ledger.append(known.scope, joining, join_step=step):
-                        self._note(known, entry)
-                for group in group_messages(rest):
-                    for entry in self.ledger.append(known.scope, list(group.messages)):
-                        self._note(known, entry)
-        except BaseException:
-            # The transaction rolled back: the cached projection must not keep what it noted.
-            self._known.pop(known.scope.session, None)
-            raise
+        with self.ledger.atomic():
+            if joining:
+                step = known.last_step
+                for entry in self.ledger.append(known.scope, joining, join_step=step):
+                    self._note(known, entry)
+            for group in group_messages(rest):
+                for entry in self.ledger.append(known.scope, list(group.messages)):
+                    self._note(known, entry)
         return len(messages)
 
     def record_reply(
-        self, scope: Scope, message: Message, usage: UsageInput, *, internal: bool = False
+        self,
+        scope: Scope,
+        message: Message,
+        usage: UsageInput,
+        *,
+        internal: bool = False,
+        shown: Message | None = None,
     ) -> Entry:
-        """The upstream's reply as a new step, with its measured usage (TOK-1)."""
+        """The upstream's reply as a new step, with its measured usage (TOK-1). ``shown``: the
+        message the client got instead, when it differs (see :data:`SHOWN_EVENT`)."""
         with self._lock:
-            known = self.known(scope)
-            entry = self.ledger.append(scope, [message], usage=usage)[0]
-            self._note(known, entry, internal=internal)
-            return entry
+            try:
+                with self.ledger.atomic() as conn:
+                    family = self._family_of(scope)
+                    exclusive(conn, f"{scope.tenant}\x00{family}")
+                    known = self.known(scope)
+                    entry = self.ledger.append(scope, [message], usage=usage)[0]
+                    key = None if shown is None else message_key(shown)
+                    if key is not None and key != message_key(message):
+                        body = {"v": 1, "entry": entry.id, "key": key}
+                        self.ledger.add_record(scope, "event", SHOWN_EVENT, body)
+                    else:
+                        key = None
+                    self._note(known, entry, internal=internal, shown=key)
+                    return entry
+            except BaseException:
+                self._drop([scope])
+                raise
+
+    def _family_of(self, scope: Scope) -> str:
+        known = self._known.get(scope.session)
+        if known is not None:
+            return known.family
+        info = self.ledger.session(scope)
+        return str(info.meta.get("client_key", "")) if info is not None else ""
 
     def record_results(self, scope: Scope, entries: Sequence[Entry]) -> None:
         """Note results another writer (the house) joined to the open step."""
         with self._lock:
-            known = self.known(scope)
+            known = self._known.get(scope.session)
+            if known is None:
+                return
             for entry in entries:
                 self._note(known, entry, internal=True)
 

@@ -26,22 +26,26 @@ from ._config import ServeConfig
 from ._engine import EngineAdapter
 from ._wire import ClientRequest, Item, Piece, Protocol, upstream_body
 
-__all__ = ["EVIDENCE_TOOL", "Turn", "build_turn", "evidence_tool"]
+__all__ = ["EVIDENCE_TOOL", "Turn", "build_turn", "evidence_tool", "recall_tools"]
 
 EVIDENCE_TOOL = "EvidenceRead"
 _REWRITES = (Referenced, Bounded, MediaReferenced)
 
 
-def evidence_tool(protocol: Protocol, registry: Registry | None = None) -> dict[str, Any]:
-    """The EvidenceRead schema in the route's tool format, from the house's registry (building
-    a registry derives every operation's schema: callers keep the result)."""
-    catalog = (registry or default_registry()).catalog("model")
+def recall_tools(protocol: Protocol, registry: Registry) -> tuple[dict[str, Any], ...]:
+    """The schemas of ``registry``'s model operations in the route's tool format (building a
+    registry derives every operation's schema: callers keep the result)."""
     fmt: CatalogFormat = "anthropic" if protocol == "anthropic" else "openai"
-    spec = next(t for t in catalog.tools(fmt) if _name(t) == EVIDENCE_TOOL)
+    specs = registry.catalog("model").tools(fmt)
     if protocol == "openai_responses":
-        function = spec["function"]
-        return {"type": "function", **function}
-    return spec
+        return tuple({"type": "function", **spec["function"]} for spec in specs)
+    return tuple(specs)
+
+
+def evidence_tool(protocol: Protocol, registry: Registry | None = None) -> dict[str, Any]:
+    """The EvidenceRead schema in the route's tool format."""
+    specs = recall_tools(protocol, registry or default_registry())
+    return next(t for t in specs if _name(t) == EVIDENCE_TOOL)
 
 
 def _name(tool: dict[str, Any]) -> str:
@@ -54,11 +58,15 @@ class Turn:
 
     body: bytes
     verbatim: bool
-    offered_recall: bool
+    offered: frozenset[str]  # the recall tools added upstream (none: the client's request as is)
     max_tokens: int | None
     lowered_from: int | None
     stage: str
     meta: dict[str, Any]
+
+    @property
+    def offered_recall(self) -> bool:
+        return bool(self.offered)
 
 
 def _ranges(seqs: Sequence[int]) -> list[list[int]]:
@@ -123,13 +131,21 @@ def build_turn(
     config: ServeConfig,
     *,
     allow_recall: bool,
-    recall_tool: dict[str, Any],
+    recall: Sequence[dict[str, Any]],
     engine: EngineAdapter,
+    stitched: frozenset[int] = frozenset(),
 ) -> Turn:
+    """``recall``: the engine's recall tools in the route's format, offered upstream when the
+    assembly stands in for part of the history and the client does not declare a tool of the
+    same name. ``stitched``: entries the client holds in another shape than stored (a streamed
+    reply continued after recall), never sent as the client's item."""
     counter = ledger.counter
     resolution = resolve_window(request.model, override=config.context_window)
     declared = {_name(t) for t in request.tools if isinstance(t, dict)}
-    tools_json = canonical_json([*request.tools, recall_tool])
+    extra = [t for t in recall if _name(t) not in declared]
+    # Budgeted with the recall tools whether or not they are sent: offering them must not push
+    # an assembly that fit without them over the window.
+    tools_json = canonical_json([*request.tools, *extra])
     budget = Budget.for_window(
         resolution.window,
         system_tokens=count_messages(counter, list(request.instructions)),
@@ -146,6 +162,15 @@ def build_turn(
     if assembly.checkpoint_to_store is not None:
         store_checkpoint(ledger, scope, assembly.checkpoint_to_store)
     rewritten = {a.entry_id for a in assembly.actions if isinstance(a, _REWRITES)}
+    # Any engine may send a message other than the stored one under its entry id (the
+    # pipeline's placeholders, the dag's bounds): those are rendered anew, never the client's.
+    stored = {e.id: e.message for e in (*view.pinned, *view.head, *view.entries)}
+    for message, entry_id in zip(assembly.messages, assembly.entry_ids, strict=True):
+        if entry_id is not None:
+            kept = stored.get(entry_id)
+            if kept is not message and kept != message:
+                rewritten.add(entry_id)
+    rewritten |= stitched
     # Map each request message to its entry, item by item.
     item_entries: list[list[int]] = []
     cursor = 0
@@ -156,7 +181,10 @@ def build_turn(
     pieces = _pieces(assembled, request.items, item_entries, rewritten)
     referenced = [a.entry_id for a in assembly.actions if isinstance(a, Referenced)]
     has_checkpoint = view.checkpoint is not None or assembly.checkpoint_to_store is not None
-    offer = allow_recall and (bool(referenced) or has_checkpoint) and EVIDENCE_TOOL not in declared
+    sent_ids = set(assembly.entry_ids)
+    left_out = any(e.id not in sent_ids for e in view.entries)
+    stands_in = bool(rewritten - stitched) or has_checkpoint or bool(view.summaries) or left_out
+    offer = allow_recall and stands_in and bool(extra)
     input_tokens = budget.fixed + assembly.history_tokens
     room = budget.window - input_tokens - budget.margin
     if resolution.max_output is not None:
@@ -179,7 +207,7 @@ def build_turn(
             request,
             pieces,
             max_tokens=upstream_max,
-            extra_tools=[recall_tool] if offer else [],
+            extra_tools=extra if offer else [],
         )
         body = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
     stage = str(assembly.breakdown.get("stage", "verbatim"))
@@ -208,9 +236,10 @@ def build_turn(
             else ([latest.first_seq, latest.last_seq] if latest is not None else None)
         ),
         "checkpoint_new": checkpoint is not None,
-        "recall_offered": offer,
+        "recall_offered": sorted(_name(t) for t in extra) if offer else [],
         "max_tokens": {"client": request.max_tokens, "upstream": upstream_max},
         "metrics": assembly.metrics.as_dict(),
         "engine": config.engine,
     }
-    return Turn(body, verbatim, offer, upstream_max, lowered, stage, meta)
+    offered = frozenset(_name(t) for t in extra) if offer else frozenset()
+    return Turn(body, verbatim, offered, upstream_max, lowered, stage, meta)
