@@ -34,7 +34,7 @@ from ..ledger import Entry, LedgerBackend, Scope
 from ..messages import Message, Role, Text, ToolCall
 from ..ops import Actor, House, Reconciled, reconcile
 from ..providers import OnEvent, Provider
-from ._catalog import ensure_tool_search, model_catalog
+from ._catalog import ensure_tool_search, model_catalog, recall_tools
 from ._propose import Probe, Proposal, Proposer, Say
 from ._result import (
     RunResult,
@@ -54,7 +54,7 @@ Clock = Callable[[], datetime]
 RECOVERED_EVENT = "recovered"
 REREAD_EVENT = "reread"
 # Operations that read back what an engine referenced, summarized or evicted.
-RECALL_TOOLS = frozenset({"EvidenceRead", "ctx_expand", "ctx_search", "session_search"})
+RECALL_TOOLS = recall_tools()
 CHECKS_EVENT = "finish_checks"
 _CHECK_OUTPUT_TAIL = 2_000
 

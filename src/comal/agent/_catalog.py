@@ -57,12 +57,17 @@ _FOUND = re.compile(r"^ToolSearch found [^:\n]*: (.*)$", re.MULTILINE)
 _SUMMARY = 90  # characters of a deferred tool's description in ToolSearch's listing
 
 
+def recall_tools() -> frozenset[str]:
+    """Every engine's recall operations (``Engine.model_tools``): reading one back is a reread
+    (OBS-2), and ToolSearch never hides one. The one list, from the engines themselves."""
+    return frozenset(name for e in ENGINES.values() for name in e.model_tools)
+
+
 def model_catalog(catalog: Catalog, engine: Engine) -> Catalog:
     """``catalog`` without the operations another engine offers and this one does not: the
     ``ctx_*`` recall tools exist only under ``dag``, ``session_search`` only under
     ``pipeline``."""
-    others = {name for e in ENGINES.values() for name in e.model_tools}
-    hidden = others - set(engine.model_tools)
+    hidden = recall_tools() - set(engine.model_tools)
     kept = tuple(op for op in catalog.operations if op.name not in hidden)
     return Catalog(catalog.surface, kept)
 
@@ -111,7 +116,7 @@ def search_tools(operations: Iterable[Operation], query: str, limit: int) -> lis
 
 
 def _searchable(registry: Registry) -> list[Operation]:
-    recall = {name for e in ENGINES.values() for name in e.model_tools}
+    recall = recall_tools()
     return [
         op
         for op in registry.for_surface("model")
