@@ -134,3 +134,22 @@ def test_record_counts_count_kinds_without_reading_bodies(any_ledger: LedgerBack
     assert counts == {"cache_break": 1, "cache_edit": 2}
     assert any_ledger.record_counts(scope, "event", ()) == {}
     assert any_ledger.record_counts(Scope("acme", "coder", "missing"), "event", ["turn"]) == {}
+
+
+def test_usage_by_model_sums_in_the_query(any_ledger: LedgerBackend) -> None:
+    # covers: TOK-1
+    scope = _session(any_ledger)
+    for model, usage in (
+        ("claude-sonnet-4-5", Usage(10, 100, 5, 7, None)),
+        ("gpt-4o", Usage(20, None, None, 3, 1)),
+        ("claude-sonnet-4-5", Usage(1, 2, None, 3, None)),
+    ):
+        any_ledger.record_request(scope, None, UsageInput(usage, model, "p", {}))
+    groups = any_ledger.usage_by_model(scope)
+    assert groups == [
+        ("claude-sonnet-4-5", "p", {"requests": 2, "new_input": 11, "cache_read": 102,
+                                    "cache_write": 5, "output": 10, "reasoning": None}),
+        ("gpt-4o", "p", {"requests": 1, "new_input": 20, "cache_read": None,
+                         "cache_write": None, "output": 3, "reasoning": 1}),
+    ]  # fmt: skip
+    assert any_ledger.usage_by_model(Scope("acme", "coder", "missing")) == []

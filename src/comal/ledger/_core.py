@@ -460,6 +460,29 @@ class _Core(_Records, _Admin):
         values = [None if v is None else int(v) for v in row[1:]]
         return {"requests": int(row[0]), **dict(zip(_USAGE_FIELDS, values, strict=True))}
 
+    def usage_by_model(self, scope: Scope) -> list[tuple[str | None, str | None, dict[str, Any]]]:
+        """The session's usage per (model, protocol): ``requests`` and the sum of each TOK-1
+        field (``None`` where nothing was reported), aggregated in the query, so pricing a
+        session reads one row per model rather than every request."""
+        sums = ", ".join(f"sum({f})" for f in _USAGE_FIELDS)
+        with self._reading() as c:
+            if not self._visible(scope):
+                return []
+            rows = c.execute(
+                self._q(
+                    f"SELECT model, protocol, count(*), {sums} FROM requests"
+                    " WHERE session_id = ? GROUP BY model, protocol ORDER BY min(id)"
+                ),
+                (scope.session,),
+            ).fetchall()
+        out: list[tuple[str | None, str | None, dict[str, Any]]] = []
+        for model, protocol, count, *values in rows:
+            fields = {
+                f: None if v is None else int(v) for f, v in zip(_USAGE_FIELDS, values, strict=True)
+            }
+            out.append((model, protocol, {"requests": int(count), **fields}))
+        return out
+
 
 def _check_usage(u: UsageInput) -> None:
     if not isinstance(u, UsageInput):

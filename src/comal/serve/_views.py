@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..bench import PriceTable, load_prices
-from ..ledger import Entry, LedgerBackend, RequestRecord, Scope, SessionInfo
+from ..ledger import Entry, LedgerBackend, Scope, SessionInfo
 from ..messages import message_to_dict
 from ..ops import receipts
 from ._approvals import pending
@@ -44,30 +44,39 @@ def _price(model: str | None, protocol: str | None) -> PriceTable | None:
     return None
 
 
-def _cost(requests: list[RequestRecord]) -> float | None:
-    """Measured input cost at list prices (the price tables the benchmarks use)."""
+_Usage = list[tuple[str | None, str | None, dict[str, Any]]]
+
+
+def _cost(groups: _Usage) -> float | None:
+    """Measured input cost at list prices (the price tables the benchmarks use), from the
+    session's usage per model: one aggregate row each, whatever the session's length."""
     total = 0.0
     seen = False
-    for r in requests:
-        table = _price(r.model, r.protocol)
-        if table is None or r.new_input is None:
+    for model, protocol, u in groups:
+        table = _price(model, protocol)
+        if table is None or u["new_input"] is None:
             continue
         seen = True
         write = table.cache_write if table.cache_write is not None else table.input
         total += (
-            r.new_input * table.input
-            + (r.cache_read or 0) * table.cache_read
-            + (r.cache_write or 0) * write
+            u["new_input"] * table.input
+            + (u["cache_read"] or 0) * table.cache_read
+            + (u["cache_write"] or 0) * write
         ) / table.per_tokens
     return round(total, 6) if seen else None
 
 
-def _usage(requests: list[RequestRecord]) -> dict[str, int | None]:
+def _usage(groups: _Usage) -> dict[str, int | None]:
     out: dict[str, int | None] = {}
     for name in ("new_input", "cache_read", "cache_write", "output", "reasoning"):
-        values = [getattr(r, name) for r in requests if getattr(r, name) is not None]
+        values = [u[name] for _, _, u in groups if u[name] is not None]
         out[name] = sum(values) if values else None
     return out
+
+
+def _last_model(groups: _Usage) -> str | None:
+    models = [model for model, _, _ in groups if model]
+    return models[-1] if models else None
 
 
 def find_session(led: LedgerBackend, tenant: str, session_id: str) -> SessionInfo | None:
@@ -78,7 +87,7 @@ def find_session(led: LedgerBackend, tenant: str, session_id: str) -> SessionInf
 
 
 def _summary(led: LedgerBackend, info: SessionInfo) -> dict[str, Any]:
-    requests = led.requests(info.scope)
+    groups = led.usage_by_model(info.scope)
     return {
         "id": info.id,
         "tenant": info.tenant,
@@ -91,10 +100,10 @@ def _summary(led: LedgerBackend, info: SessionInfo) -> dict[str, Any]:
         "entries": info.entries,
         "tokens": info.tokens,
         "engine": info.meta.get("engine", "limit"),
-        "model": info.meta.get("model") or (requests[-1].model if requests else None),
-        "requests": len(requests),
-        "usage": _usage(requests),
-        "cost_usd": _cost(requests),
+        "model": info.meta.get("model") or _last_model(groups),
+        "requests": info.requests,
+        "usage": _usage(groups),
+        "cost_usd": _cost(groups),
         "checkpoints": len(led.checkpoints(info.scope)),
         "pending_approvals": len(pending(led, info.scope)) if info.status == "active" else 0,
     }
