@@ -42,18 +42,21 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from platformdirs import user_config_dir, user_data_dir
 
 __all__ = [
+    "DEFAULT_MEMORY_CAP",
     "Sandbox",
     "SandboxPolicy",
     "SandboxStatus",
     "default_protected_paths",
+    "out_of_memory",
     "sandbox_status",
     "scrub_env",
 ]
@@ -63,6 +66,32 @@ _SECRET = re.compile(
     re.IGNORECASE,
 )
 _PROBE_TIMEOUT = 10.0
+_OOM = re.compile(
+    rb"MemoryError|Cannot allocate memory|std::bad_alloc|out of memory|memory exhausted"
+    rb"|xmalloc: cannot allocate|memory allocation of \d+ bytes failed|OutOfMemoryError",
+    re.IGNORECASE,
+)
+DEFAULT_MEMORY_CAP = 2 << 30
+MIN_MEMORY_CAP = 64 << 20
+MAX_MEMORY_CAP = 1 << 40
+# A slot for an empty file's descriptor in a command line that :func:`launch` completes; no
+# real argument can hold a NUL, so none can be mistaken for one.
+_SLOT = "\0empty"
+# Run by the host's Python before bwrap when the spawner cannot pass descriptors (the MCP SDK):
+# it opens /dev/null for each slot (an empty file: bwrap reads it to EOF at once) and execs.
+_LAUNCH = (
+    "import os,sys\n"
+    "a=sys.argv[2:]\n"
+    "for i in map(int,filter(None,sys.argv[1].split(','))):\n"
+    " f=os.open('/dev/null',os.O_RDONLY);os.set_inheritable(f,True);a[i]=str(f)\n"
+    "os.execvp(a[0],a)\n"
+)
+# The memory cap inside the sandbox where util-linux's prlimit is missing.
+_RLIMIT = (
+    "import os,resource,sys\n"
+    "n=int(sys.argv[1]);resource.setrlimit(resource.RLIMIT_AS,(n,n))\n"
+    "os.execvp(sys.argv[2],sys.argv[2:])\n"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +109,7 @@ class SandboxPolicy:
     writable_paths: tuple[str, ...] = ()
     protected_paths: tuple[str, ...] = ()
     env_keep: tuple[str, ...] = ()
+    memory_cap: int | None = DEFAULT_MEMORY_CAP
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -89,6 +119,7 @@ class SandboxPolicy:
             "writable_paths": list(self.writable_paths),
             "protected_paths": list(self.protected_paths),
             "env_keep": list(self.env_keep),
+            "memory_cap": self.memory_cap,
         }
 
 
@@ -194,6 +225,13 @@ def default_protected_paths(
     return tuple(dict.fromkeys(out))
 
 
+def out_of_memory(stderr: bytes) -> bool:
+    """Does this error output say an allocation failed? Under ``RLIMIT_AS`` a process is not
+    killed: its allocation fails and it reports that in its own words, so these are the words
+    of the common runtimes (Python, glibc's strerror, C++, bash, Go, Rust, Node, Java)."""
+    return _OOM.search(stderr) is not None
+
+
 def scrub_env(env: Mapping[str, str], keep: Iterable[str] = ()) -> dict[str, str]:
     """``env`` without the variables that look like secrets (see the module docstring)."""
     kept = set(keep)
@@ -213,6 +251,7 @@ class Sandbox:
     root: Path
     protected: tuple[Path, ...] = ()
     bwrap: str | None = None
+    readable: tuple[Path, ...] = ()
     _machine: tuple[bool, str, str | None] | None = field(default=None, repr=False)
 
     @property
@@ -242,8 +281,8 @@ class Sandbox:
 
     def _hidden(self, path: str, writable: list[str]) -> bool:
         """A path the sandbox does not show at all (under the private /tmp or the empty /run)
-        and that no writable bind brings back."""
-        if any(_under(path, w) for w in writable):
+        and that no writable or readable bind brings back."""
+        if any(_under(path, w) for w in (*writable, *map(str, self.readable))):
             return False
         return _under(path, "/tmp") or _under(path, "/run")
 
@@ -281,9 +320,51 @@ class Sandbox:
     def unprotected(self) -> list[str]:
         return self.masks()[1]
 
+    def for_server(self, network: bool, readable: Iterable[str | Path] = ()) -> Sandbox:
+        """This sandbox for a long-lived server: its own network setting (not Bash's) and
+        ``readable`` paths that the private ``/tmp`` and empty ``/run`` would hide, shown
+        read-only. The machine probe is shared."""
+        self.status  # probe once, for every server and Bash alike  # noqa: B018
+        extra = tuple(Path(os.path.realpath(os.path.expanduser(p))) for p in readable)
+        return replace(
+            self,
+            policy=replace(self.policy, network=network),
+            readable=tuple(dict.fromkeys((*self.readable, *extra))),
+        )
+
     def argv(self, command: list[str], cwd: Path) -> tuple[list[str], list[int]]:
         """The bwrap command line for ``command`` and the descriptors it must inherit (the
         caller passes them with ``pass_fds`` and closes them after the start)."""
+        fds: list[int] = []
+
+        def empty() -> str:
+            read, write = os.pipe()
+            os.close(write)  # an empty file: bwrap reads to EOF at once
+            fds.append(read)
+            return str(read)
+
+        return self._build(command, cwd, empty), fds
+
+    def launch_argv(self, command: list[str], cwd: Path) -> list[str]:
+        """A command line that needs no inherited descriptors, for a spawner that takes only
+        an argv (the MCP SDK's ``stdio_client``): the host's Python opens the empty files
+        the masks need, then becomes bwrap."""
+        args = self._build(command, cwd, lambda: _SLOT)
+        slots = ",".join(str(i) for i, a in enumerate(args) if a == _SLOT)
+        return [sys.executable, "-I", "-S", "-c", _LAUNCH, slots, *args]
+
+    def _capped(self, command: list[str]) -> list[str]:
+        """``command`` under the memory cap: every process inside gets ``RLIMIT_AS`` as both
+        its soft and hard limit, which without capabilities it cannot raise."""
+        cap = self.policy.memory_cap
+        if cap is None:
+            return command
+        prlimit = shutil.which("prlimit")
+        if prlimit is not None:
+            return [prlimit, f"--as={cap}", "--", *command]
+        return [sys.executable, "-I", "-S", "-c", _RLIMIT, str(cap), *command]
+
+    def _build(self, command: list[str], cwd: Path, empty: Callable[[], str]) -> list[str]:
         bwrap = self.bwrap or shutil.which("bwrap") or "bwrap"
         args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         args += ["--tmpfs", "/tmp", "--tmpfs", "/run"]
@@ -292,21 +373,20 @@ class Sandbox:
             if _under(resolv, "/run"):  # systemd-resolved's stub lives under /run
                 folder = os.path.dirname(resolv)
                 args += ["--ro-bind", folder, folder]
+        for extra in self.readable:
+            if os.path.exists(extra):
+                args += ["--ro-bind", str(extra), str(extra)]
         for path in self._writable():
             args += ["--bind", path, path]
-        fds: list[int] = []
         masks, _ = self.masks()
         for kind, path in masks:
             if kind == "dir":
                 args += ["--tmpfs", path, "--remount-ro", path]
             else:
-                read, write = os.pipe()
-                os.close(write)  # an empty file: bwrap reads to EOF at once
-                fds.append(read)
-                args += ["--perms", "0444", "--ro-bind-data", str(read), path]
+                args += ["--perms", "0444", "--ro-bind-data", empty(), path]
         args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
         if not self.policy.network:
             args.append("--unshare-net")
         args += ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
-        args += ["--chdir", str(cwd), "--", *command]
-        return args, fds
+        args += ["--chdir", str(cwd), "--", *self._capped(command)]
+        return args
