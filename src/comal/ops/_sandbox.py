@@ -74,8 +74,8 @@ _OOM = re.compile(
 DEFAULT_MEMORY_CAP = 2 << 30
 MIN_MEMORY_CAP = 64 << 20
 MAX_MEMORY_CAP = 1 << 40
-# A slot for an empty file's descriptor in a command line that :func:`launch` completes; no
-# real argument can hold a NUL, so none can be mistaken for one.
+# A slot for an empty file's descriptor while a launcher's command line is built; no real
+# argument can hold a NUL, so none can be mistaken for one.
 _SLOT = "\0empty"
 # Run by the host's Python before bwrap when the spawner cannot pass descriptors (the MCP SDK):
 # it opens /dev/null for each slot (an empty file: bwrap reads it to EOF at once) and execs.
@@ -350,8 +350,10 @@ class Sandbox:
         an argv (the MCP SDK's ``stdio_client``): the host's Python opens the empty files
         the masks need, then becomes bwrap."""
         args = self._build(command, cwd, lambda: _SLOT)
-        slots = ",".join(str(i) for i, a in enumerate(args) if a == _SLOT)
-        return [sys.executable, "-I", "-S", "-c", _LAUNCH, slots, *args]
+        slots = [i for i, a in enumerate(args) if a == _SLOT]
+        for i in slots:
+            args[i] = "-1"  # replaced by the launcher with the descriptor it opens
+        return [sys.executable, "-I", "-S", "-c", _LAUNCH, ",".join(map(str, slots)), *args]
 
     def _capped(self, command: list[str]) -> list[str]:
         """``command`` under the memory cap: every process inside gets ``RLIMIT_AS`` as both
