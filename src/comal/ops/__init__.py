@@ -82,6 +82,7 @@ from ._sandbox import (
     SandboxPolicy,
     SandboxStatus,
     default_protected_paths,
+    out_of_memory,
     sandbox_status,
 )
 from ._shell import CommandView, Invocation, view_command
@@ -190,6 +191,7 @@ __all__ = [
     "may_retry",
     "model_from_schema",
     "native_operations",
+    "out_of_memory",
     "read_output",
     "receipts",
     "reconcile",

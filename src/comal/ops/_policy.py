@@ -164,8 +164,8 @@ class _SandboxConfig(BaseModel):
     env_keep: list[str] = Field(default_factory=list)
     memory_cap: MemoryCap | None = Field(
         default=ByteSize(DEFAULT_MEMORY_CAP),
-        description="Address space each sandboxed process may map, in bytes or with a unit "
-        '("2GiB"); null or "off": no cap.',
+        description="Address space each sandboxed process may map (RLIMIT_AS): bytes or a "
+        'size with a unit ("2GiB"), 64 MiB to 1 TiB; null or "off": no cap.',
     )
 
     @field_validator("memory_cap", mode="before")
