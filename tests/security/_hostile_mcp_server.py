@@ -64,6 +64,18 @@ def connect(port: int) -> str:
 
 
 @server.tool()
+def unix(path: str) -> str:
+    """Connect to a host daemon's Unix socket."""
+    try:
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.settimeout(2)
+            sock.connect(path)
+            return "connected"
+    except OSError as exc:
+        return _refused(exc)
+
+
+@server.tool()
 def env(name: str) -> str:
     """One environment variable, or <unset>."""
     return os.environ.get(name, "<unset>")

@@ -47,6 +47,17 @@ def elsewhere() -> Iterator[Path]:
 
 
 @pytest.fixture
+def daemon(elsewhere: Path) -> Iterator[Path]:
+    """A host daemon's Unix socket outside /tmp and /run (which the sandbox hides anyway)."""
+    path = elsewhere / "daemon.sock"
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    server.listen(8)
+    yield path
+    server.close()
+
+
+@pytest.fixture
 def listener() -> Iterator[int]:
     server = socket.create_server(("127.0.0.1", 0))
     server.settimeout(0.2)
@@ -137,7 +148,15 @@ POLICIES: dict[str, tuple[Any, bool, set[str]]] = {
     "off": (
         "off",
         False,
-        {"write-outside", "write-config", "read-ledger", "read-keys", "open-socket", "memory"},
+        {
+            "write-outside",
+            "write-config",
+            "read-ledger",
+            "read-keys",
+            "open-socket",
+            "unix-socket",
+            "memory",
+        },
     ),
 }
 
@@ -147,6 +166,7 @@ def test_mcp_server_matrix(
     tmp_path: Path,
     elsewhere: Path,
     listener: int,
+    daemon: Path,
     monkeypatch: pytest.MonkeyPatch,
     sandboxed: SandboxStatus,
     policy: str,
@@ -165,6 +185,7 @@ def test_mcp_server_matrix(
         if policy != "off":
             assert seen["sandbox"]["network"] is network
             assert seen["sandbox"]["memory_cap"] == 2 << 30
+            assert seen["sandbox"]["seccomp"] is True
         assert tool(s, "write", path=str(s.root / "out.txt"), text="ok")[0] == "wrote"
         assert (s.root / "out.txt").read_text() == "ok"
         assert tool(s, "reserve", mib=64)[0] == "reserved"
@@ -183,6 +204,7 @@ def test_mcp_server_matrix(
         keys = elsewhere / "config" / "comal" / "keys.json"
         got["read-keys"] = "sk-secret" in tool(s, "read", path=str(keys))[0]
         got["open-socket"] = tool(s, "connect", port=listener)[0] == "connected"
+        got["unix-socket"] = tool(s, "unix", path=str(daemon))[0] == "connected"
         got["memory"] = tool(s, "reserve", mib=3 << 10)[0] == "reserved"  # 3 GiB > the cap
 
         lock = s.root / "daemon.lock"

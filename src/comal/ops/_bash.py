@@ -342,6 +342,8 @@ def _sandbox_seen(sandbox: Sandbox | None, run: BashRun) -> dict[str, Any]:
         "backend": sandbox.status.backend,
         "network": sandbox.policy.network,
         "memory_cap": sandbox.policy.memory_cap,
+        "seccomp": sandbox.seccomp()[0] is not None,
+        "unix_sockets": sandbox.policy.unix_sockets,
         "unprotected": sandbox.unprotected,
     }
 

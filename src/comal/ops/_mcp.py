@@ -206,6 +206,8 @@ class McpServer:
             "backend": box.status.backend,
             "network": box.policy.network,
             "memory_cap": box.policy.memory_cap,
+            "seccomp": box.seccomp()[0] is not None,
+            "unix_sockets": box.policy.unix_sockets,
             "unprotected": box.unprotected,
         }
 

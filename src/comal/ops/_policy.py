@@ -20,8 +20,9 @@ wildcards allowed) and an optional pattern matched against the operation's *subj
 output. ``sandbox`` (:class:`~comal.ops.SandboxPolicy`) says what the OS sandbox allows:
 ``network``, extra ``writable_paths`` and ``protected_paths``, ``env_keep``, ``memory_cap``
 (address space per process: 2 GiB by default, 64 MiB to 1 TiB, ``null`` or ``"off"`` for
-none); ``enabled: false`` (or ``sandbox: "off"``) is the operator's opt-out,
-``allow_unsandboxed: true`` runs without a sandbox only where none is usable.
+none), ``unix_sockets`` (let past the seccomp filter); ``enabled: false`` (or ``sandbox:
+"off"``) is the operator's opt-out, ``allow_unsandboxed: true`` runs without a sandbox only
+where none is usable.
 
 Precedence: a matching deny rule wins, then the read-only mode's ceiling, then ask, then allow,
 then the mode's default (read-only: reads only; ask: reads allowed, mutations asked; trusted:
@@ -168,6 +169,12 @@ class _SandboxConfig(BaseModel):
         'size with a unit ("2GiB"), 64 MiB to 1 TiB; null or "off": no cap.',
     )
 
+    unix_sockets: bool = Field(
+        default=False,
+        description="Let sandboxed processes create Unix sockets (the seccomp filter refuses "
+        "them otherwise).",
+    )
+
     @field_validator("memory_cap", mode="before")
     @classmethod
     def _cap_off(cls, value: Any) -> Any:
@@ -237,6 +244,7 @@ class Policy:
             tuple(box.protected_paths),
             tuple(box.env_keep),
             None if box.memory_cap is None else int(box.memory_cap),
+            box.unix_sockets,
         )
         return cls(cfg.mode, rules, limits, sandbox)
 

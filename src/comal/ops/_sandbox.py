@@ -50,6 +50,8 @@ from typing import Any
 
 from platformdirs import user_config_dir, user_data_dir
 
+from ._seccomp import SeccompUnavailable, build_filter
+
 __all__ = [
     "DEFAULT_MEMORY_CAP",
     "Sandbox",
@@ -74,16 +76,18 @@ _OOM = re.compile(
 DEFAULT_MEMORY_CAP = 2 << 30
 MIN_MEMORY_CAP = 64 << 20
 MAX_MEMORY_CAP = 1 << 40
-# A slot for an empty file's descriptor while a launcher's command line is built; no real
-# argument can hold a NUL, so none can be mistaken for one.
-_SLOT = "\0empty"
+# A slot for a descriptor while a launcher's command line is built; no real argument can hold
+# a NUL, so none can be mistaken for one.
+_SLOT = "\0slot"
 # Run by the host's Python before bwrap when the spawner cannot pass descriptors (the MCP SDK):
-# it opens /dev/null for each slot (an empty file: bwrap reads it to EOF at once) and execs.
+# for each slot ``index:hex`` it fills a pipe with those bytes (empty for a mask: bwrap reads
+# to EOF at once; the BPF program for --seccomp), puts its read end in the slot, and execs.
 _LAUNCH = (
     "import os,sys\n"
     "a=sys.argv[2:]\n"
-    "for i in map(int,filter(None,sys.argv[1].split(','))):\n"
-    " f=os.open('/dev/null',os.O_RDONLY);os.set_inheritable(f,True);a[i]=str(f)\n"
+    "for s in filter(None,sys.argv[1].split(',')):\n"
+    " i,h=s.split(':');r,w=os.pipe();os.write(w,bytes.fromhex(h));os.close(w)\n"
+    " os.set_inheritable(r,True);a[int(i)]=str(r)\n"
     "os.execvp(a[0],a)\n"
 )
 # The memory cap inside the sandbox where util-linux's prlimit is missing.
@@ -110,6 +114,7 @@ class SandboxPolicy:
     protected_paths: tuple[str, ...] = ()
     env_keep: tuple[str, ...] = ()
     memory_cap: int | None = DEFAULT_MEMORY_CAP
+    unix_sockets: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -120,6 +125,7 @@ class SandboxPolicy:
             "protected_paths": list(self.protected_paths),
             "env_keep": list(self.env_keep),
             "memory_cap": self.memory_cap,
+            "unix_sockets": self.unix_sockets,
         }
 
 
@@ -253,6 +259,7 @@ class Sandbox:
     bwrap: str | None = None
     readable: tuple[Path, ...] = ()
     _machine: tuple[bool, str, str | None] | None = field(default=None, repr=False)
+    _bpf: dict[bool, tuple[bytes | None, str]] = field(default_factory=dict, repr=False)
 
     @property
     def status(self) -> SandboxStatus:
@@ -337,23 +344,41 @@ class Sandbox:
         caller passes them with ``pass_fds`` and closes them after the start)."""
         fds: list[int] = []
 
-        def empty() -> str:
+        def data(payload: bytes) -> str:
             read, write = os.pipe()
-            os.close(write)  # an empty file: bwrap reads to EOF at once
+            os.write(write, payload)  # a few hundred bytes at most: the pipe holds them
+            os.close(write)
             fds.append(read)
             return str(read)
 
-        return self._build(command, cwd, empty), fds
+        return self._build(command, cwd, data), fds
 
     def launch_argv(self, command: list[str], cwd: Path) -> list[str]:
         """A command line that needs no inherited descriptors, for a spawner that takes only
-        an argv (the MCP SDK's ``stdio_client``): the host's Python opens the empty files
-        the masks need, then becomes bwrap."""
-        args = self._build(command, cwd, lambda: _SLOT)
+        an argv (the MCP SDK's ``stdio_client``): the host's Python fills the pipes bwrap
+        reads (empty masks, the seccomp program), then becomes bwrap."""
+        payloads: list[bytes] = []
+
+        def data(payload: bytes) -> str:
+            payloads.append(payload)
+            return _SLOT
+
+        args = self._build(command, cwd, data)
         slots = [i for i, a in enumerate(args) if a == _SLOT]
         for i in slots:
-            args[i] = "-1"  # replaced by the launcher with the descriptor it opens
-        return [sys.executable, "-I", "-S", "-c", _LAUNCH, ",".join(map(str, slots)), *args]
+            args[i] = "-1"  # the launcher puts the descriptor it opens here
+        spec = ",".join(f"{i}:{p.hex()}" for i, p in zip(slots, payloads, strict=True))
+        return [sys.executable, "-I", "-S", "-c", _LAUNCH, spec, *args]
+
+    def seccomp(self) -> tuple[bytes | None, str]:
+        """The seccomp program for this policy (``None`` where none can be built) and why."""
+        key = self.policy.unix_sockets
+        if key not in self._bpf:
+            try:
+                self._bpf[key] = (build_filter(unix_sockets=key), "seccomp filter loaded")
+            except SeccompUnavailable as exc:
+                self._bpf[key] = (None, str(exc))
+        return self._bpf[key]
 
     def _capped(self, command: list[str]) -> list[str]:
         """``command`` under the memory cap: every process inside gets ``RLIMIT_AS`` as both
@@ -366,7 +391,7 @@ class Sandbox:
             return [prlimit, f"--as={cap}", "--", *command]
         return [sys.executable, "-I", "-S", "-c", _RLIMIT, str(cap), *command]
 
-    def _build(self, command: list[str], cwd: Path, empty: Callable[[], str]) -> list[str]:
+    def _build(self, command: list[str], cwd: Path, data: Callable[[bytes], str]) -> list[str]:
         bwrap = self.bwrap or shutil.which("bwrap") or "bwrap"
         args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         args += ["--tmpfs", "/tmp", "--tmpfs", "/run"]
@@ -385,10 +410,13 @@ class Sandbox:
             if kind == "dir":
                 args += ["--tmpfs", path, "--remount-ro", path]
             else:
-                args += ["--perms", "0444", "--ro-bind-data", empty(), path]
+                args += ["--perms", "0444", "--ro-bind-data", data(b""), path]
         args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
         if not self.policy.network:
             args.append("--unshare-net")
         args += ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+        bpf, _ = self.seccomp()
+        if bpf is not None:
+            args += ["--seccomp", data(bpf)]
         args += ["--chdir", str(cwd), "--", *self._capped(command)]
         return args
