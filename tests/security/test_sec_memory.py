@@ -99,6 +99,7 @@ def test_an_unrelated_failure_is_not_called_a_memory_cap(
         b"fatal error: runtime: out of memory\n",
         b"memory allocation of 8589934592 bytes failed\n",
         b"FATAL ERROR: Reached heap limit Allocation failed - JavaScript heap out of memory\n",
+        b"Error occurred during initialization of VM\nCould not allocate compressed class space",
     ],
 )
 def test_the_words_of_an_allocation_failure(stderr: bytes) -> None:

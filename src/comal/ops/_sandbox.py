@@ -1,16 +1,18 @@
 """The OS sandbox for the processes the house starts: bubblewrap (``bwrap``).
 
-Pattern rules are advisory; this is the enforcement. A sandboxed Bash call runs as::
+Pattern rules are advisory; this is the enforcement. A sandboxed Bash call (and an MCP server,
+:mod:`._mcp`) runs as::
 
     bwrap --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp --tmpfs /run
+          [--ro-bind READABLE READABLE ...]                             # servers only
           --bind WORKSPACE WORKSPACE [--bind EXTRA EXTRA ...]
           [--ro-bind-data FD FILE | --tmpfs DIR --remount-ro DIR ...]   # protected paths
           --unshare-pid --unshare-ipc --unshare-uts --unshare-cgroup-try [--unshare-net]
-          --die-with-parent --new-session --cap-drop ALL --chdir WORKSPACE -- bash -c COMMAND
+          --die-with-parent --new-session --cap-drop ALL [--seccomp FD]
+          --chdir WORKSPACE -- prlimit --as=CAP -- bash -c COMMAND
 
 - the whole filesystem is read-only; the workspace (and ``writable_paths``) writable; ``/tmp``
-  private; ``/run`` empty, so no host daemon's Unix socket (Docker, D-Bus, PostgreSQL) can be
-  reached;
+  private; ``/run`` empty;
 - **protected paths** are masked: a file reads as empty and cannot be written, renamed,
   removed or replaced (it is a read-only mount point); a directory is an empty read-only
   tmpfs. By default: comal's configuration and data directories, ``COMAL_CONFIG``,
@@ -22,18 +24,31 @@ Pattern rules are advisory; this is the enforcement. A sandboxed Bash call runs 
 - no network (a private network namespace with only a loopback) unless ``sandbox.network``;
 - its own PID namespace: when the shell exits, or is killed at its timeout, every process it
   started dies with it (``cmd &``, ``nohup``, double forks, ``setsid`` included);
-- all capabilities dropped, even when comal runs as root, so mounts cannot be undone.
+- all capabilities dropped, even when comal runs as root, so mounts cannot be undone;
+- a **seccomp filter** (:mod:`._seccomp`): no Unix sockets unless ``sandbox.unix_sockets`` —
+  so no host daemon's socket file (Docker, D-Bus, PostgreSQL), wherever it lies, and no
+  abstract socket can be reached — and no ptrace, new user namespaces, mounts, keyring, bpf,
+  io_uring or module loading;
+- a **memory cap**: every process inside gets ``RLIMIT_AS`` = ``sandbox.memory_cap`` (2 GiB
+  by default) as soft and hard limit, so an allocation past it fails inside the tool (which
+  says so: the receipt then carries ``MEMORY_CAP``) instead of taking the host down.
+
+Address space is not memory used: runtimes that reserve large ranges at start need a larger
+cap (a JVM reserves a quarter of the machine's memory for its heap and 1 GiB of class space,
+and fails to start under 2 GiB; Python, Node, Go, git and the shell run well under it).
 
 Residual risks, said plainly: the rest of the filesystem is readable (as with Claude Code's
-sandbox); there is no seccomp filter and no memory or CPU cap besides the timeout; a protected
-path that does not exist yet inside the workspace cannot be kept from being created (it is
-listed in :attr:`Sandbox.unprotected`); with ``network`` allowed, abstract Unix sockets are
-reachable too.
+sandbox); the memory cap is per process (a command that starts many processes may use many
+times it; there is no cgroup, which needs privileges these machines do not give) and there is
+no CPU cap besides the timeout; a protected path that does not exist yet inside the workspace
+cannot be kept from being created (it is listed in :attr:`Sandbox.unprotected`); where
+libseccomp is missing there is no seccomp filter (receipts say ``seccomp: false``).
 
 :func:`sandbox_status` says whether the sandbox is available and active, for ``comal doctor``
 and the start of a session. Without a usable sandbox the judge refuses Bash calls that no
-human approved (rule ``sandbox:unavailable``) unless the operator opted out explicitly
-(``sandbox.enabled = false`` or ``sandbox.allow_unsandboxed = true``).
+human approved (rule ``sandbox:unavailable``), and an MCP server is not started, unless the
+operator opted out explicitly (``sandbox.enabled = false`` or ``sandbox.allow_unsandboxed =
+true``).
 """
 
 from __future__ import annotations
@@ -70,7 +85,8 @@ _SECRET = re.compile(
 _PROBE_TIMEOUT = 10.0
 _OOM = re.compile(
     rb"MemoryError|Cannot allocate memory|std::bad_alloc|out of memory|memory exhausted"
-    rb"|xmalloc: cannot allocate|memory allocation of \d+ bytes failed|OutOfMemoryError",
+    rb"|xmalloc: cannot allocate|memory allocation of \d+ bytes failed|OutOfMemoryError"
+    rb"|Could not (?:reserve|allocate) [^\n]*space",  # the JVM reserving its heap at start
     re.IGNORECASE,
 )
 DEFAULT_MEMORY_CAP = 2 << 30
