@@ -158,3 +158,8 @@ def test_the_filter_is_built_for_each_setting() -> None:
     assert closed and opened and closed != opened
     assert len(closed) % 8 == 0  # a BPF program: 8-byte instructions
     assert {"ptrace", "mount", "keyctl", "bpf", "io_uring_setup"} <= set(DENIED_SYSCALLS)
+
+
+def test_the_status_says_the_filter_is_on(sandboxed: SandboxStatus) -> None:
+    assert "with its seccomp filter" in sandboxed.reason
+    assert "memory cap 2,048 MiB per process" in sandboxed.reason

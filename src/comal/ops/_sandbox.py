@@ -190,7 +190,12 @@ def _probe(bwrap: str) -> tuple[bool, str, str | None]:
     if probe.returncode != 0:
         why = (probe.stderr.strip().splitlines() or [f"exit code {probe.returncode}"])[-1]
         return False, f"bubblewrap is installed but cannot create a sandbox here: {why}", version
-    return True, f"bubblewrap {version or '?'} works here", version
+    try:
+        build_filter()
+        seccomp = "with its seccomp filter"
+    except SeccompUnavailable as exc:
+        seccomp = f"WITHOUT a seccomp filter ({exc})"
+    return True, f"bubblewrap {version or '?'} works here, {seccomp}", version
 
 
 def _machine(bwrap: str | None) -> tuple[bool, str, str | None]:
@@ -222,6 +227,9 @@ def _status(
         return SandboxStatus(available, False, reason, version, network=True)
     if not available and policy.allow_unsandboxed:
         reason += "; the operator allows running without it (sandbox.allow_unsandboxed)"
+    if available:
+        cap = policy.memory_cap
+        reason += f"; memory cap {cap >> 20:,} MiB per process" if cap else "; no memory cap"
     return SandboxStatus(available, available, reason, version, network=policy.network)
 
 
