@@ -34,6 +34,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[McpServer
             sys.executable,
             [str(SERVER)],
             env={"OPS_MCP_NOTES": str(notes)},
+            cwd=notes.parent,  # the sandbox's workspace: the notes file is writable there
+            readable_paths=[sys.prefix, SERVER.parent],  # seen even from a clone under /tmp
             effects={
                 "add": (Effect("none"),),
                 "echo": (Effect("none"),),

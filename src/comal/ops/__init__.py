@@ -28,6 +28,7 @@ from ._bash import BashArgs, BashRun, run_bash
 from ._controls import HUMAN_CONTROLS, human_controls, is_human_control
 from ._errors import (
     McpServerError,
+    MemoryCapExceeded,
     NotRegularFile,
     OperationDeclarationError,
     OperationTimeout,
@@ -76,10 +77,12 @@ from ._policy import Limits, Policy, Rule
 from ._receipt import RECEIPT_SCHEMA, OutputInfo, Receipt, RetryVerdict, may_retry, receipts
 from ._reconcile import Reconciled, ReconcileReport, reconcile
 from ._sandbox import (
+    DEFAULT_MEMORY_CAP,
     Sandbox,
     SandboxPolicy,
     SandboxStatus,
     default_protected_paths,
+    out_of_memory,
     sandbox_status,
 )
 from ._shell import CommandView, Invocation, view_command
@@ -87,12 +90,12 @@ from ._spool import DEFAULT_OUTPUT_CAP, Captured, Spool
 from ._workspace import DirHandle, Workspace
 
 if TYPE_CHECKING:
-    from ._mcp import McpServer, model_from_schema
+    from ._mcp import McpServer, McpServerConfig, model_from_schema
 
 
 def __getattr__(name: str) -> Any:
     # The MCP SDK takes half a second to import; only hosts that use MCP servers pay for it.
-    if name in ("McpServer", "model_from_schema"):
+    if name in ("McpServer", "McpServerConfig", "model_from_schema"):
         from . import _mcp
 
         return getattr(_mcp, name)
@@ -101,6 +104,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "DEFAULT_CAP",
+    "DEFAULT_MEMORY_CAP",
     "DEFAULT_OUTPUT_CAP",
     "HARD_CAP",
     "HUMAN_CONTROLS",
@@ -140,7 +144,9 @@ __all__ = [
     "Judgment",
     "Limits",
     "McpServer",
+    "McpServerConfig",
     "McpServerError",
+    "MemoryCapExceeded",
     "Mode",
     "NotRegularFile",
     "Operation",
@@ -185,6 +191,7 @@ __all__ = [
     "may_retry",
     "model_from_schema",
     "native_operations",
+    "out_of_memory",
     "read_output",
     "receipts",
     "reconcile",

@@ -34,10 +34,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..messages import sha256_hex
-from ._errors import SandboxUnavailable
+from ._errors import MemoryCapExceeded, SandboxUnavailable
 from ._model import CallContext, Effect, ToolOutput
 from ._operation import Operation
-from ._sandbox import Sandbox, scrub_env
+from ._sandbox import Sandbox, out_of_memory, scrub_env
 from ._spool import DEFAULT_OUTPUT_CAP, Captured, Spool
 
 __all__ = ["BashArgs", "BashRun", "bash_operation", "run_bash"]
@@ -297,6 +297,14 @@ def _bash(args: BashArgs, ctx: CallContext) -> ToolOutput:
                 f"[{name} was not valid UTF-8: undecodable bytes are shown as U+FFFD; the exact "
                 f"{cap.size:,} bytes have sha256 {cap.sha256}]"
             )
+    memory_cap = sandbox.policy.memory_cap if sandbox is not None and run.sandboxed else None
+    exhausted = memory_cap is not None and not run.timed_out and run.exit_code != 0
+    exhausted = exhausted and out_of_memory(run.err.data[-(1 << 16) :])
+    if exhausted:
+        notes.append(
+            f"[out of memory: the sandbox caps each process at {memory_cap:,} bytes of address "
+            "space (sandbox.memory_cap) [MEMORY_CAP]]"
+        )
     if run.timed_out:
         notes.append(f"[timed out after {ctx.timeout:g}s: the process group was killed]")
     else:
@@ -315,6 +323,8 @@ def _bash(args: BashArgs, ctx: CallContext) -> ToolOutput:
         "truncated": out_cut or err_cut,
         "sandbox": _sandbox_seen(sandbox, run),
     }
+    if exhausted:
+        seen["error"] = MemoryCapExceeded.code
     return ToolOutput(
         text,
         is_error=run.timed_out or run.exit_code != 0,
@@ -331,6 +341,9 @@ def _sandbox_seen(sandbox: Sandbox | None, run: BashRun) -> dict[str, Any]:
         "active": True,
         "backend": sandbox.status.backend,
         "network": sandbox.policy.network,
+        "memory_cap": sandbox.policy.memory_cap,
+        "seccomp": sandbox.seccomp()[0] is not None,
+        "unix_sockets": sandbox.policy.unix_sockets,
         "unprotected": sandbox.unprotected,
     }
 

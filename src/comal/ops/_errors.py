@@ -9,7 +9,8 @@ would already catch::
     │   ├── NotRegularFile                  a FIFO, device, socket or directory where a file was due
     │   ├── SymlinkLoop                     a path whose symbolic links never end (ELOOP)
     │   ├── RegexUnsupported                a pattern the linear-time engine (RE2) cannot run
-    │   └── SandboxUnavailable              Bash needs the OS sandbox and this machine has none
+    │   ├── SandboxUnavailable              Bash needs the OS sandbox and this machine has none
+    │   └── MemoryCapExceeded               a sandboxed process ran out of its memory cap
     └── McpServerError                      an MCP server could not be started, listed or called
 
 Every one of them that a handler raises becomes an error result and a receipt whose
@@ -27,6 +28,7 @@ from ..errors import ComalError, ScopeError, UserError
 
 __all__ = [
     "McpServerError",
+    "MemoryCapExceeded",
     "NotRegularFile",
     "OperationDeclarationError",
     "OperationTimeout",
@@ -83,6 +85,13 @@ class RegexUnsupported(ToolFailure):
 
 class SandboxUnavailable(ToolFailure):
     code = "SANDBOX_UNAVAILABLE"
+
+
+class MemoryCapExceeded(ToolFailure):
+    """A sandboxed process failed to allocate under ``sandbox.memory_cap`` (its error output
+    says so); the receipt keeps what it wrote and carries this code."""
+
+    code = "MEMORY_CAP"
 
 
 class McpServerError(OpsError):

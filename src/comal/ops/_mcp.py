@@ -7,6 +7,15 @@ keys forbidden, like every operation). Effects are ``unknown`` unless configured
 every receipt says ``effects: unknown`` for what the house cannot observe (OPS-5). A call that is
 interrupted has no postcondition adapter and stays uncertain (RES-4).
 
+The server process runs in the OS sandbox (:mod:`._sandbox`), the same bubblewrap box and
+policy as Bash: the root read-only, the workspace writable, comal's configuration, ledger and
+keys masked, its own PID namespace (the server and everything it starts die when it is
+stopped or comal dies: ``--die-with-parent``), capabilities dropped and the memory cap. Its
+network is its own setting, off unless its configuration says ``network: true`` (and the
+operator is told at start). Its environment is what the server's configuration names plus
+the SDK's ``HOME``, ``LOGNAME``, ``PATH``, ``SHELL``, ``TERM`` and ``USER``: nothing else of
+comal's environment, so no API key, reaches it.
+
 The house is synchronous; the MCP client is async. The client lives on an event loop in a
 background thread (an anyio blocking portal), and calls cross to it with their time limit.
 """
@@ -19,20 +28,22 @@ import sys
 from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, Literal, Self, TextIO
+from typing import Annotated, Any, Literal, Self, TextIO
 
 import mcp_types
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from mcp import Client, StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
-from pydantic import BaseModel, ConfigDict, create_model
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
+from ..errors import InputError
 from ..messages import canonical_json
-from ._errors import McpServerError, OperationTimeout, ToolFailure
-from ._model import CallContext, Effect, ToolOutput
+from ._errors import McpServerError, OperationTimeout, SandboxUnavailable, ToolFailure
+from ._model import CallContext, Effect, EffectKind, ToolOutput
 from ._operation import LARGE_CAP, Handler, Operation
+from ._sandbox import Sandbox, SandboxPolicy, default_protected_paths
 
-__all__ = ["McpServer", "model_from_schema"]
+__all__ = ["McpServer", "McpServerConfig", "model_from_schema"]
 
 _JSON_TYPES: dict[str, Any] = {
     "string": str,
@@ -72,8 +83,45 @@ def _safe(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "_", text)
 
 
+class McpServerConfig(BaseModel):
+    """One MCP server in the operator's configuration. ``network`` is off unless the server
+    says it needs it; ``env`` is all the environment it gets besides ``HOME``, ``LOGNAME``,
+    ``PATH``, ``SHELL``, ``TERM`` and ``USER``; ``readable_paths`` are paths the sandbox's
+    private ``/tmp`` and empty ``/run`` would hide that the server must read (its own
+    installation, say); ``effects`` names the effect kinds of tools, by tool name."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    command: str = Field(min_length=1, max_length=4_096)
+    args: list[Annotated[str, Field(max_length=100_000)]] = Field(
+        default_factory=list, max_length=1_000
+    )
+    env: dict[str, str] = Field(default_factory=dict, max_length=1_000)
+    cwd: str | None = Field(default=None, min_length=1)
+    network: bool = False
+    readable_paths: list[Annotated[str, Field(min_length=1)]] = Field(
+        default_factory=list, max_length=100
+    )
+    effects: dict[str, list[EffectKind]] = Field(default_factory=dict)
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, env: dict[str, str]) -> dict[str, str]:
+        bad = [k for k in env if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k) or "\0" in env[k]]
+        if bad:
+            raise ValueError(f"environment names must be shell identifiers: {bad[0]!r}")
+        return env
+
+
 class McpServer:
-    """A running stdio MCP server; use it as a context manager around the house's life."""
+    """A running stdio MCP server; use it as a context manager around the house's life.
+
+    The server runs in ``sandbox`` (the house's: ``House.sandbox()``), with its own
+    ``network`` setting, off by default. Without a sandbox given, a default one is built over
+    ``cwd`` (or the current directory) hiding comal's own files. Where the machine has no
+    usable sandbox the rule is Bash's (``Sandbox.refuses_unapproved``): the server is not
+    started unless the operator opted out (``sandbox.enabled = false`` or
+    ``sandbox.allow_unsandboxed``).
+    """
 
     def __init__(
         self,
@@ -85,12 +133,23 @@ class McpServer:
         cwd: str | Path | None = None,
         effects: Mapping[str, tuple[Effect, ...]] | None = None,
         errlog: TextIO | None = None,
+        sandbox: Sandbox | None = None,
+        network: bool = False,
+        readable_paths: Sequence[str | Path] = (),
     ) -> None:
         if not re.fullmatch(r"[A-Za-z0-9_-]{1,24}", name):
             raise McpServerError(f"MCP server name {name!r} must match [A-Za-z0-9_-]{{1,24}}")
         self.name = name
+        self.command = command
+        self.args = list(args)
+        self.env = dict(env) if env else None
+        if sandbox is None:
+            root = Path(cwd) if cwd is not None else Path.cwd()
+            sandbox = Sandbox(SandboxPolicy(), root.resolve(), default_protected_paths())
+        self.sandbox = sandbox.for_server(network, readable_paths)
+        self.cwd = Path(cwd) if cwd is not None else self.sandbox.root
         self.params = StdioServerParameters(
-            command=command, args=list(args), env=dict(env) if env else None, cwd=cwd
+            command=command, args=self.args, env=self.env, cwd=self.cwd
         )
         self.effects = dict(effects or {})
         self._errlog = errlog
@@ -99,20 +158,113 @@ class McpServer:
         self._client: Client | None = None
         self.tools: tuple[mcp_types.Tool, ...] = ()
 
+    @classmethod
+    def from_config(
+        cls,
+        name: str,
+        data: Mapping[str, Any],
+        *,
+        sandbox: Sandbox | None = None,
+        errlog: TextIO | None = None,
+        where: str = "mcp_servers",
+    ) -> McpServer:
+        """A server from its configuration entry, validated; an error names ``where.name.key``."""
+        try:
+            cfg = McpServerConfig.model_validate(data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            key = ".".join(str(p) for p in first["loc"])
+            raise InputError(
+                f"bad MCP server setting: {first['msg']}; fix the value or remove the key",
+                field=f"{where}.{name}" + (f".{key}" if key else ""),
+            ) from exc
+        return cls(
+            name,
+            cfg.command,
+            cfg.args,
+            env=cfg.env,
+            cwd=cfg.cwd,
+            effects={tool: tuple(Effect(k) for k in kinds) for tool, kinds in cfg.effects.items()},
+            errlog=errlog,
+            sandbox=sandbox,
+            network=cfg.network,
+            readable_paths=cfg.readable_paths,
+        )
+
+    @property
+    def sandboxed(self) -> bool:
+        """Whether the server runs (or would run) inside the OS sandbox."""
+        return self.sandbox.active
+
+    def sandbox_info(self) -> dict[str, Any]:
+        """What the sandbox allows this server, for receipts and the operator."""
+        box = self.sandbox
+        if not box.active:
+            return {"active": False, "reason": box.status.reason}
+        return {
+            "active": True,
+            "backend": box.status.backend,
+            "network": box.policy.network,
+            "memory_cap": box.policy.memory_cap,
+            "seccomp": box.seccomp()[0] is not None,
+            "unix_sockets": box.policy.unix_sockets,
+            "unprotected": box.unprotected,
+        }
+
+    def notice(self) -> str | None:
+        """What the operator must be told at start: the server has the network, or runs
+        without the sandbox."""
+        if not self.sandbox.active:
+            return (
+                f"comal: MCP server {self.name!r} runs WITHOUT the OS sandbox "
+                f"({self.sandbox.status.reason})"
+            )
+        if self.sandbox.policy.network:
+            return (
+                f"comal: MCP server {self.name!r} runs in the OS sandbox WITH network access "
+                "(network: true in its configuration)"
+            )
+        return None
+
+    def _launch(self) -> StdioServerParameters:
+        box = self.sandbox
+        if box.refuses_unapproved:
+            raise SandboxUnavailable(
+                f"MCP server {self.name!r} must run in the OS sandbox and this machine has none "
+                f"({box.status.reason}); it was not started. Install bubblewrap, or the "
+                "operator may set sandbox.allow_unsandboxed"
+            )
+        if not box.active:
+            return self.params
+        argv = box.launch_argv([self.command, *self.args], self.cwd)
+        return StdioServerParameters(command=argv[0], args=argv[1:], env=self.env, cwd=self.cwd)
+
     def __enter__(self) -> Self:
+        params = self._launch()
+        errlog = self._errlog or sys.stderr
+        notice = self.notice()
+        if notice is not None:
+            print(notice, file=errlog, flush=True)
         stack = ExitStack()
         try:
             self._portal = stack.enter_context(start_blocking_portal())
-            transport = stdio_client(self.params, errlog=self._errlog or sys.stderr)
+            transport = stdio_client(params, errlog=errlog)
             self._client = stack.enter_context(
                 self._portal.wrap_async_context_manager(Client(transport, cache=None))
             )
             self.tools = tuple(self._list())
         except Exception as exc:
             stack.close()
+            boxed = (
+                " (it runs in the OS sandbox: read-only outside the workspace, /tmp and /run "
+                "private unless readable_paths shows them, no network unless its "
+                "configuration says network: true; its error log says more)"
+                if self.sandbox.active
+                else ""
+            )
             raise McpServerError(
-                f"MCP server {self.name!r} ({self.params.command}) could not start or list its "
-                f"tools: {exc}; check the command"
+                f"MCP server {self.name!r} ({self.command}) could not start or list its "
+                f"tools: {exc}; check the command{boxed}"
             ) from exc
         self._stack = stack
         return self
@@ -154,6 +306,7 @@ class McpServer:
                     inline_cap=LARGE_CAP,
                     schema=tool.input_schema,
                     surfaces=frozenset({"model", "cli", "tui", "api"}),
+                    sandboxed=True,
                 )
             )
         return ops
@@ -188,4 +341,5 @@ class McpServer:
         if not texts and result.structured_content is not None:
             texts.append(canonical_json(result.structured_content))
         seen["is_error"] = result.is_error
+        seen["sandbox"] = self.sandbox_info()
         return ToolOutput("\n".join(texts), is_error=result.is_error, observations=seen)

@@ -18,9 +18,11 @@ wildcards allowed) and an optional pattern matched against the operation's *subj
 
 ``limits.output_cap`` (bytes per output stream, default 4 MiB) bounds what Bash keeps of its
 output. ``sandbox`` (:class:`~comal.ops.SandboxPolicy`) says what the OS sandbox allows:
-``network``, extra ``writable_paths`` and ``protected_paths``, ``env_keep``; ``enabled:
-false`` (or ``sandbox: "off"``) is the operator's opt-out, ``allow_unsandboxed: true`` runs
-without a sandbox only where none is usable.
+``network``, extra ``writable_paths`` and ``protected_paths``, ``env_keep``, ``memory_cap``
+(address space per process: 2 GiB by default, 64 MiB to 1 TiB, ``null`` or ``"off"`` for
+none), ``unix_sockets`` (let past the seccomp filter); ``enabled: false`` (or ``sandbox:
+"off"``) is the operator's opt-out, ``allow_unsandboxed: true`` runs without a sandbox only
+where none is usable.
 
 Precedence: a matching deny rule wins, then the read-only mode's ceiling, then ask, then allow,
 then the mode's default (read-only: reads only; ask: reads allowed, mutations asked; trusted:
@@ -35,12 +37,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ByteSize,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from ..errors import InputError
 from ._model import Decision, Mode
 from ._operation import Operation
-from ._sandbox import SandboxPolicy
+from ._sandbox import DEFAULT_MEMORY_CAP, MAX_MEMORY_CAP, MIN_MEMORY_CAP, SandboxPolicy
 from ._shell import command_matches
 from ._spool import DEFAULT_OUTPUT_CAP
 
@@ -120,6 +130,7 @@ class Limits:
 # A timeout is seconds in (0, 1 day]; NaN and infinity are refused (a NaN would compare
 # false everywhere and a receipt would say "timeout" after a millisecond).
 Seconds = Annotated[float, Field(gt=0, le=86_400, allow_inf_nan=False)]
+MemoryCap = Annotated[ByteSize, Field(ge=MIN_MEMORY_CAP, le=MAX_MEMORY_CAP)]
 
 
 class _LimitsConfig(BaseModel):
@@ -152,6 +163,22 @@ class _SandboxConfig(BaseModel):
     writable_paths: list[str] = Field(default_factory=list)
     protected_paths: list[str] = Field(default_factory=list)
     env_keep: list[str] = Field(default_factory=list)
+    memory_cap: MemoryCap | None = Field(
+        default=ByteSize(DEFAULT_MEMORY_CAP),
+        description="Address space each sandboxed process may map (RLIMIT_AS): bytes or a "
+        'size with a unit ("2GiB"), 64 MiB to 1 TiB; null or "off": no cap.',
+    )
+
+    unix_sockets: bool = Field(
+        default=False,
+        description="Let sandboxed processes create Unix sockets (the seccomp filter refuses "
+        "them otherwise).",
+    )
+
+    @field_validator("memory_cap", mode="before")
+    @classmethod
+    def _cap_off(cls, value: Any) -> Any:
+        return None if value == "off" else value
 
 
 class _PolicyConfig(BaseModel):
@@ -216,6 +243,8 @@ class Policy:
             tuple(box.writable_paths),
             tuple(box.protected_paths),
             tuple(box.env_keep),
+            None if box.memory_cap is None else int(box.memory_cap),
+            box.unix_sockets,
         )
         return cls(cfg.mode, rules, limits, sandbox)
 

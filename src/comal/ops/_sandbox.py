@@ -1,16 +1,18 @@
 """The OS sandbox for the processes the house starts: bubblewrap (``bwrap``).
 
-Pattern rules are advisory; this is the enforcement. A sandboxed Bash call runs as::
+Pattern rules are advisory; this is the enforcement. A sandboxed Bash call (and an MCP server,
+:mod:`._mcp`) runs as::
 
     bwrap --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp --tmpfs /run
+          [--ro-bind READABLE READABLE ...]                             # servers only
           --bind WORKSPACE WORKSPACE [--bind EXTRA EXTRA ...]
           [--ro-bind-data FD FILE | --tmpfs DIR --remount-ro DIR ...]   # protected paths
           --unshare-pid --unshare-ipc --unshare-uts --unshare-cgroup-try [--unshare-net]
-          --die-with-parent --new-session --cap-drop ALL --chdir WORKSPACE -- bash -c COMMAND
+          --die-with-parent --new-session --cap-drop ALL [--seccomp FD]
+          --chdir WORKSPACE -- prlimit --as=CAP -- bash -c COMMAND
 
 - the whole filesystem is read-only; the workspace (and ``writable_paths``) writable; ``/tmp``
-  private; ``/run`` empty, so no host daemon's Unix socket (Docker, D-Bus, PostgreSQL) can be
-  reached;
+  private; ``/run`` empty;
 - **protected paths** are masked: a file reads as empty and cannot be written, renamed,
   removed or replaced (it is a read-only mount point); a directory is an empty read-only
   tmpfs. By default: comal's configuration and data directories, ``COMAL_CONFIG``,
@@ -22,18 +24,31 @@ Pattern rules are advisory; this is the enforcement. A sandboxed Bash call runs 
 - no network (a private network namespace with only a loopback) unless ``sandbox.network``;
 - its own PID namespace: when the shell exits, or is killed at its timeout, every process it
   started dies with it (``cmd &``, ``nohup``, double forks, ``setsid`` included);
-- all capabilities dropped, even when comal runs as root, so mounts cannot be undone.
+- all capabilities dropped, even when comal runs as root, so mounts cannot be undone;
+- a **seccomp filter** (:mod:`._seccomp`): no Unix sockets unless ``sandbox.unix_sockets`` —
+  so no host daemon's socket file (Docker, D-Bus, PostgreSQL), wherever it lies, and no
+  abstract socket can be reached — and no ptrace, new user namespaces, mounts, keyring, bpf,
+  io_uring or module loading;
+- a **memory cap**: every process inside gets ``RLIMIT_AS`` = ``sandbox.memory_cap`` (2 GiB
+  by default) as soft and hard limit, so an allocation past it fails inside the tool (which
+  says so: the receipt then carries ``MEMORY_CAP``) instead of taking the host down.
+
+Address space is not memory used: runtimes that reserve large ranges at start need a larger
+cap (a JVM reserves a quarter of the machine's memory for its heap and 1 GiB of class space,
+and fails to start under 2 GiB; Python, Node, Go, git and the shell run well under it).
 
 Residual risks, said plainly: the rest of the filesystem is readable (as with Claude Code's
-sandbox); there is no seccomp filter and no memory or CPU cap besides the timeout; a protected
-path that does not exist yet inside the workspace cannot be kept from being created (it is
-listed in :attr:`Sandbox.unprotected`); with ``network`` allowed, abstract Unix sockets are
-reachable too.
+sandbox); the memory cap is per process (a command that starts many processes may use many
+times it; there is no cgroup, which needs privileges these machines do not give) and there is
+no CPU cap besides the timeout; a protected path that does not exist yet inside the workspace
+cannot be kept from being created (it is listed in :attr:`Sandbox.unprotected`); where
+libseccomp is missing there is no seccomp filter (receipts say ``seccomp: false``).
 
 :func:`sandbox_status` says whether the sandbox is available and active, for ``comal doctor``
 and the start of a session. Without a usable sandbox the judge refuses Bash calls that no
-human approved (rule ``sandbox:unavailable``) unless the operator opted out explicitly
-(``sandbox.enabled = false`` or ``sandbox.allow_unsandboxed = true``).
+human approved (rule ``sandbox:unavailable``), and an MCP server is not started, unless the
+operator opted out explicitly (``sandbox.enabled = false`` or ``sandbox.allow_unsandboxed =
+true``).
 """
 
 from __future__ import annotations
@@ -42,18 +57,23 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from platformdirs import user_config_dir, user_data_dir
 
+from ._seccomp import SeccompUnavailable, build_filter
+
 __all__ = [
+    "DEFAULT_MEMORY_CAP",
     "Sandbox",
     "SandboxPolicy",
     "SandboxStatus",
     "default_protected_paths",
+    "out_of_memory",
     "sandbox_status",
     "scrub_env",
 ]
@@ -63,6 +83,35 @@ _SECRET = re.compile(
     re.IGNORECASE,
 )
 _PROBE_TIMEOUT = 10.0
+_OOM = re.compile(
+    rb"MemoryError|Cannot allocate memory|std::bad_alloc|out of memory|memory exhausted"
+    rb"|xmalloc: cannot allocate|memory allocation of \d+ bytes failed|OutOfMemoryError"
+    rb"|Could not (?:reserve|allocate) [^\n]*space",  # the JVM reserving its heap at start
+    re.IGNORECASE,
+)
+DEFAULT_MEMORY_CAP = 2 << 30
+MIN_MEMORY_CAP = 64 << 20
+MAX_MEMORY_CAP = 1 << 40
+# A slot for a descriptor while a launcher's command line is built; no real argument can hold
+# a NUL, so none can be mistaken for one.
+_SLOT = "\0slot"
+# Run by the host's Python before bwrap when the spawner cannot pass descriptors (the MCP SDK):
+# for each slot ``index:hex`` it fills a pipe with those bytes (empty for a mask: bwrap reads
+# to EOF at once; the BPF program for --seccomp), puts its read end in the slot, and execs.
+_LAUNCH = (
+    "import os,sys\n"
+    "a=sys.argv[2:]\n"
+    "for s in filter(None,sys.argv[1].split(',')):\n"
+    " i,h=s.split(':');r,w=os.pipe();os.write(w,bytes.fromhex(h));os.close(w)\n"
+    " os.set_inheritable(r,True);a[int(i)]=str(r)\n"
+    "os.execvp(a[0],a)\n"
+)
+# The memory cap inside the sandbox where util-linux's prlimit is missing.
+_RLIMIT = (
+    "import os,resource,sys\n"
+    "n=int(sys.argv[1]);resource.setrlimit(resource.RLIMIT_AS,(n,n))\n"
+    "os.execvp(sys.argv[2],sys.argv[2:])\n"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +129,8 @@ class SandboxPolicy:
     writable_paths: tuple[str, ...] = ()
     protected_paths: tuple[str, ...] = ()
     env_keep: tuple[str, ...] = ()
+    memory_cap: int | None = DEFAULT_MEMORY_CAP
+    unix_sockets: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -89,6 +140,8 @@ class SandboxPolicy:
             "writable_paths": list(self.writable_paths),
             "protected_paths": list(self.protected_paths),
             "env_keep": list(self.env_keep),
+            "memory_cap": self.memory_cap,
+            "unix_sockets": self.unix_sockets,
         }
 
 
@@ -137,7 +190,12 @@ def _probe(bwrap: str) -> tuple[bool, str, str | None]:
     if probe.returncode != 0:
         why = (probe.stderr.strip().splitlines() or [f"exit code {probe.returncode}"])[-1]
         return False, f"bubblewrap is installed but cannot create a sandbox here: {why}", version
-    return True, f"bubblewrap {version or '?'} works here", version
+    try:
+        build_filter()
+        seccomp = "with its seccomp filter"
+    except SeccompUnavailable as exc:
+        seccomp = f"WITHOUT a seccomp filter ({exc})"
+    return True, f"bubblewrap {version or '?'} works here, {seccomp}", version
 
 
 def _machine(bwrap: str | None) -> tuple[bool, str, str | None]:
@@ -169,6 +227,9 @@ def _status(
         return SandboxStatus(available, False, reason, version, network=True)
     if not available and policy.allow_unsandboxed:
         reason += "; the operator allows running without it (sandbox.allow_unsandboxed)"
+    if available:
+        cap = policy.memory_cap
+        reason += f"; memory cap {cap >> 20:,} MiB per process" if cap else "; no memory cap"
     return SandboxStatus(available, available, reason, version, network=policy.network)
 
 
@@ -194,6 +255,13 @@ def default_protected_paths(
     return tuple(dict.fromkeys(out))
 
 
+def out_of_memory(stderr: bytes) -> bool:
+    """Does this error output say an allocation failed? Under ``RLIMIT_AS`` a process is not
+    killed: its allocation fails and it reports that in its own words, so these are the words
+    of the common runtimes (Python, glibc's strerror, C++, bash, Go, Rust, Node, Java)."""
+    return _OOM.search(stderr) is not None
+
+
 def scrub_env(env: Mapping[str, str], keep: Iterable[str] = ()) -> dict[str, str]:
     """``env`` without the variables that look like secrets (see the module docstring)."""
     kept = set(keep)
@@ -213,7 +281,9 @@ class Sandbox:
     root: Path
     protected: tuple[Path, ...] = ()
     bwrap: str | None = None
+    readable: tuple[Path, ...] = ()
     _machine: tuple[bool, str, str | None] | None = field(default=None, repr=False)
+    _bpf: dict[bool, tuple[bytes | None, str]] = field(default_factory=dict, repr=False)
 
     @property
     def status(self) -> SandboxStatus:
@@ -242,8 +312,8 @@ class Sandbox:
 
     def _hidden(self, path: str, writable: list[str]) -> bool:
         """A path the sandbox does not show at all (under the private /tmp or the empty /run)
-        and that no writable bind brings back."""
-        if any(_under(path, w) for w in writable):
+        and that no writable or readable bind brings back."""
+        if any(_under(path, w) for w in (*writable, *map(str, self.readable))):
             return False
         return _under(path, "/tmp") or _under(path, "/run")
 
@@ -281,9 +351,71 @@ class Sandbox:
     def unprotected(self) -> list[str]:
         return self.masks()[1]
 
+    def for_server(self, network: bool, readable: Iterable[str | Path] = ()) -> Sandbox:
+        """This sandbox for a long-lived server: its own network setting (not Bash's) and
+        ``readable`` paths that the private ``/tmp`` and empty ``/run`` would hide, shown
+        read-only. The machine probe is shared."""
+        self.status  # probe once, for every server and Bash alike  # noqa: B018
+        extra = tuple(Path(os.path.realpath(os.path.expanduser(p))) for p in readable)
+        return replace(
+            self,
+            policy=replace(self.policy, network=network),
+            readable=tuple(dict.fromkeys((*self.readable, *extra))),
+        )
+
     def argv(self, command: list[str], cwd: Path) -> tuple[list[str], list[int]]:
         """The bwrap command line for ``command`` and the descriptors it must inherit (the
         caller passes them with ``pass_fds`` and closes them after the start)."""
+        fds: list[int] = []
+
+        def data(payload: bytes) -> str:
+            read, write = os.pipe()
+            os.write(write, payload)  # a few hundred bytes at most: the pipe holds them
+            os.close(write)
+            fds.append(read)
+            return str(read)
+
+        return self._build(command, cwd, data), fds
+
+    def launch_argv(self, command: list[str], cwd: Path) -> list[str]:
+        """A command line that needs no inherited descriptors, for a spawner that takes only
+        an argv (the MCP SDK's ``stdio_client``): the host's Python fills the pipes bwrap
+        reads (empty masks, the seccomp program), then becomes bwrap."""
+        payloads: list[bytes] = []
+
+        def data(payload: bytes) -> str:
+            payloads.append(payload)
+            return _SLOT
+
+        args = self._build(command, cwd, data)
+        slots = [i for i, a in enumerate(args) if a == _SLOT]
+        for i in slots:
+            args[i] = "-1"  # the launcher puts the descriptor it opens here
+        spec = ",".join(f"{i}:{p.hex()}" for i, p in zip(slots, payloads, strict=True))
+        return [sys.executable, "-I", "-S", "-c", _LAUNCH, spec, *args]
+
+    def seccomp(self) -> tuple[bytes | None, str]:
+        """The seccomp program for this policy (``None`` where none can be built) and why."""
+        key = self.policy.unix_sockets
+        if key not in self._bpf:
+            try:
+                self._bpf[key] = (build_filter(unix_sockets=key), "seccomp filter loaded")
+            except SeccompUnavailable as exc:
+                self._bpf[key] = (None, str(exc))
+        return self._bpf[key]
+
+    def _capped(self, command: list[str]) -> list[str]:
+        """``command`` under the memory cap: every process inside gets ``RLIMIT_AS`` as both
+        its soft and hard limit, which without capabilities it cannot raise."""
+        cap = self.policy.memory_cap
+        if cap is None:
+            return command
+        prlimit = shutil.which("prlimit")
+        if prlimit is not None:
+            return [prlimit, f"--as={cap}", "--", *command]
+        return [sys.executable, "-I", "-S", "-c", _RLIMIT, str(cap), *command]
+
+    def _build(self, command: list[str], cwd: Path, data: Callable[[bytes], str]) -> list[str]:
         bwrap = self.bwrap or shutil.which("bwrap") or "bwrap"
         args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         args += ["--tmpfs", "/tmp", "--tmpfs", "/run"]
@@ -292,21 +424,23 @@ class Sandbox:
             if _under(resolv, "/run"):  # systemd-resolved's stub lives under /run
                 folder = os.path.dirname(resolv)
                 args += ["--ro-bind", folder, folder]
+        for extra in self.readable:
+            if os.path.exists(extra):
+                args += ["--ro-bind", str(extra), str(extra)]
         for path in self._writable():
             args += ["--bind", path, path]
-        fds: list[int] = []
         masks, _ = self.masks()
         for kind, path in masks:
             if kind == "dir":
                 args += ["--tmpfs", path, "--remount-ro", path]
             else:
-                read, write = os.pipe()
-                os.close(write)  # an empty file: bwrap reads to EOF at once
-                fds.append(read)
-                args += ["--perms", "0444", "--ro-bind-data", str(read), path]
+                args += ["--perms", "0444", "--ro-bind-data", data(b""), path]
         args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
         if not self.policy.network:
             args.append("--unshare-net")
         args += ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
-        args += ["--chdir", str(cwd), "--", *command]
-        return args, fds
+        bpf, _ = self.seccomp()
+        if bpf is not None:
+            args += ["--seccomp", data(bpf)]
+        args += ["--chdir", str(cwd), "--", *self._capped(command)]
+        return args
