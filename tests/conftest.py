@@ -31,6 +31,7 @@ def _isolated_user_dirs(
     monkeypatch.setenv("COMAL_LEDGER", str(home / "ledger.db"))
     monkeypatch.setenv("XDG_DATA_HOME", str(home / "data"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "config"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(home / "state"))  # logs (MCP servers' stderr)
     monkeypatch.delenv("COMAL_CONTEXT_WINDOW", raising=False)
     monkeypatch.delenv("COMAL_CONFIG", raising=False)
     # Real provider calls are impossible in tests: no keys, and base URLs that go nowhere.

@@ -51,7 +51,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..context import engine_config, engine_names, get_engine
 from ..errors import InputError
-from ..ops import Mode, Policy, Rule, Workspace
+from ..ops import McpServerConfig, Mode, Policy, Rule, Workspace
+from ..ops._mcp_config import SERVER_NAME
 from ..tokens import resolve_window
 from ._cache import CacheConfig
 from ._config_doc import allowed
@@ -83,6 +84,7 @@ OPERATOR_ONLY = frozenset(
         "limits",
         "sandbox",
         "cache",
+        "mcp_servers",
     }
 )
 ENV_KEYS = {"COMAL_MODEL": "model", "COMAL_MODE": "mode", "COMAL_MAX_TURNS": "max_turns"}
@@ -198,6 +200,12 @@ class Config(_Strict):
         default_factory=dict,
         description="What the OS sandbox allows Bash (operator-only; see the sandbox section); "
         "off opts out.",
+    )
+    mcp_servers: dict[Annotated[str, Field(pattern=f"^{SERVER_NAME}$")], McpServerConfig] = Field(
+        default_factory=dict,
+        max_length=64,
+        description="MCP servers (stdio) the agent starts in the OS sandbox, by name: command, "
+        "args, env, cwd, network (off unless true), readable_paths, effects (operator-only).",
     )
     max_turns: int = Field(default=50, ge=1, le=10_000, description="Model turns per run.")
     effort: str | None = Field(

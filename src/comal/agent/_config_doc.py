@@ -74,7 +74,8 @@ def describe_field(info: FieldInfo) -> str | None:
             parts.append(f"{'>' if low_open else '≥'} {_number(low)}")
         else:
             parts.append(f"{'<' if high_open else '≤'} {_number(high)}")
-    unit = "items" if get_origin(annotation) in (list, tuple, set, frozenset) else "characters"
+    sized = (list, tuple, set, frozenset, dict)
+    unit = "items" if get_origin(annotation) in sized else "characters"
     if min_len and max_len:
         parts.append(f"{min_len}..{_number(max_len)} {unit}")
     elif max_len:

@@ -51,6 +51,7 @@ from ._catalog import ensure_tool_search
 from ._config import Config, config_path, load_config, policy_from_config, settings_from_config
 from ._human import human_operations
 from ._lock import PgSessionLock, SessionLock
+from ._mcp_servers import MCP_EVENT, McpServers
 from ._propose import Probe, Proposer, Say
 from ._result import RunResult
 from ._script import SCRIPT_PREFIX, ScriptModel
@@ -134,11 +135,13 @@ class Runtime:
     extra_rules: list[Rule] = field(default_factory=list, init=False)
     _held: SessionLock | PgSessionLock | None = field(default=None, init=False, repr=False)
     _providers: dict[str, Provider] = field(default_factory=dict, init=False, repr=False)
+    mcp: McpServers = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.registry = default_registry()
         self.registry.add_all(human_operations(self))
         ensure_tool_search(self.registry)
+        self.mcp = McpServers(self.config.mcp_servers)
 
     # -- building -----------------------------------------------------------------------------
     @classmethod
@@ -309,8 +312,19 @@ class Runtime:
         from ._catalog import model_catalog
 
         settings = self.settings()
-        catalog = model_catalog(self.house().catalog("model"), get_engine(settings.engine_name))
+        house = self.house()
+        self.start_mcp(house)  # the preview shows the tools the agent will really send
+        catalog = model_catalog(house.catalog("model"), get_engine(settings.engine_name))
         return Proposer(self.ledger, self.need_scope(), None, settings, catalog, run="preview")
+
+    def start_mcp(self, house: House, say: Say | None = None) -> None:
+        """Start the configured MCP servers (once) in ``house``'s sandbox, their tools in the
+        registry; each start is an ``mcp_started`` event, and ``say`` hears any notice."""
+        for started in self.mcp.start(self.registry, house.sandbox()):
+            if self.scope is not None:
+                self.ledger.add_record(self.scope, "event", MCP_EVENT, {"v": 1} | started)
+            if say is not None and started["notice"]:
+                say("warn", started["notice"])
 
     def agent(
         self,
@@ -320,11 +334,13 @@ class Runtime:
         on_event: OnEvent | None = None,
         probe: Probe | None = None,
     ) -> Agent:
+        house = self.house(approver)
+        self.start_mcp(house, say)
         agent = Agent(
             self.ledger,
             self.need_scope(),
             self.provider(),
-            self.house(approver),
+            house,
             self.settings(),
             actor=Actor.user(self.user),
             on_event=on_event,
@@ -409,6 +425,7 @@ class Runtime:
         return outcome
 
     def close(self) -> None:
+        self.mcp.close()
         for provider in self._providers.values():
             if isinstance(provider, SDKProvider):
                 provider.close()

@@ -41,7 +41,8 @@ def context(
     with coded_errors(as_json), ledger() as led:
         flags = Flags(model=model, context_window=context_window, engine=engine)
         runtime = Runtime.open(led, flags, resume=session, need_model=False)
-        outcome = runtime.control("context", {}, surface="cli")
+        with runtime.closing():  # it may have started the configured MCP servers
+            outcome = runtime.control("context", {}, surface="cli")
         raise_for(outcome)
         report = outcome.receipt.observations["report"]
     if as_json:

@@ -236,7 +236,8 @@ def _replay_plan(led: LedgerBackend, scope: Scope, flags: Flags) -> _ReplayPlan:
     settings = runtime.settings()
     engine = get_engine(settings.engine_name)
     if meta.get("model") and info is not None and info.source is None:
-        proposer = runtime.proposer()
+        with runtime.closing():  # the catalog is read; a replay runs no tool
+            proposer = runtime.proposer()
         return _ReplayPlan(
             engine, settings.engine, proposer.budget(), (proposer.system_message,), proposer,
             window_note(runtime.model_name, flags.context_window),
@@ -261,7 +262,8 @@ def state_cmd(
 
     with coded_errors(as_json), ledger() as led:
         runtime = Runtime.open(led, Flags(), resume=session, need_model=False)
-        outcome = runtime.control("state", {}, surface="cli")
+        with runtime.closing():
+            outcome = runtime.control("state", {}, surface="cli")
         raise_for(outcome)
     if as_json:
         emit_json(outcome.receipt.observations.get("state", {}))
@@ -289,7 +291,8 @@ def compact_cmd(
     with coded_errors(as_json), ledger() as led:
         flags = Flags(model=model, context_window=context_window, engine=engine or None)
         runtime = Runtime.open(led, flags, resume=session, need_model=False)
-        outcome = runtime.control("compact", {}, surface="cli")
+        with runtime.closing():
+            outcome = runtime.control("compact", {}, surface="cli")
         raise_for(outcome)
     observed = outcome.receipt.observations
     made = list(observed.get("made", []))

@@ -44,6 +44,7 @@ from ._files import EditArgs, GlobArgs, GrepArgs, ReadArgs, WriteArgs
 from ._guard import OUTPUT_KIND, StoredOutput, guard_output, read_output
 from ._house import House, Outcome, Probe, atomic_write
 from ._judge import IDENTITY_KEYS, Judge, Judgment
+from ._mcp_config import McpServerConfig
 from ._model import (
     READ_ONLY_EFFECTS,
     SURFACES,
@@ -90,12 +91,12 @@ from ._spool import DEFAULT_OUTPUT_CAP, Captured, Spool
 from ._workspace import DirHandle, Workspace
 
 if TYPE_CHECKING:
-    from ._mcp import McpServer, McpServerConfig, model_from_schema
+    from ._mcp import McpServer, model_from_schema
 
 
 def __getattr__(name: str) -> Any:
     # The MCP SDK takes half a second to import; only hosts that use MCP servers pay for it.
-    if name in ("McpServer", "McpServerConfig", "model_from_schema"):
+    if name in ("McpServer", "model_from_schema"):
         from . import _mcp
 
         return getattr(_mcp, name)

@@ -28,18 +28,19 @@ import sys
 from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Annotated, Any, Literal, Self, TextIO
+from typing import Any, Literal, Self, TextIO
 
 import mcp_types
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from mcp import Client, StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from ..errors import InputError
 from ..messages import canonical_json
 from ._errors import McpServerError, OperationTimeout, SandboxUnavailable, ToolFailure
-from ._model import CallContext, Effect, EffectKind, ToolOutput
+from ._mcp_config import SERVER_NAME, McpServerConfig
+from ._model import CallContext, Effect, ToolOutput
 from ._operation import LARGE_CAP, Handler, Operation
 from ._sandbox import Sandbox, SandboxPolicy, default_protected_paths
 
@@ -83,35 +84,6 @@ def _safe(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "_", text)
 
 
-class McpServerConfig(BaseModel):
-    """One MCP server in the operator's configuration. ``network`` is off unless the server
-    says it needs it; ``env`` is all the environment it gets besides ``HOME``, ``LOGNAME``,
-    ``PATH``, ``SHELL``, ``TERM`` and ``USER``; ``readable_paths`` are paths the sandbox's
-    private ``/tmp`` and empty ``/run`` would hide that the server must read (its own
-    installation, say); ``effects`` names the effect kinds of tools, by tool name."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
-    command: str = Field(min_length=1, max_length=4_096)
-    args: list[Annotated[str, Field(max_length=100_000)]] = Field(
-        default_factory=list, max_length=1_000
-    )
-    env: dict[str, str] = Field(default_factory=dict, max_length=1_000)
-    cwd: str | None = Field(default=None, min_length=1)
-    network: bool = False
-    readable_paths: list[Annotated[str, Field(min_length=1)]] = Field(
-        default_factory=list, max_length=100
-    )
-    effects: dict[str, list[EffectKind]] = Field(default_factory=dict)
-
-    @field_validator("env")
-    @classmethod
-    def _env_names(cls, env: dict[str, str]) -> dict[str, str]:
-        bad = [k for k in env if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k) or "\0" in env[k]]
-        if bad:
-            raise ValueError(f"environment names must be shell identifiers: {bad[0]!r}")
-        return env
-
-
 class McpServer:
     """A running stdio MCP server; use it as a context manager around the house's life.
 
@@ -137,7 +109,7 @@ class McpServer:
         network: bool = False,
         readable_paths: Sequence[str | Path] = (),
     ) -> None:
-        if not re.fullmatch(r"[A-Za-z0-9_-]{1,24}", name):
+        if not re.fullmatch(SERVER_NAME, name):
             raise McpServerError(f"MCP server name {name!r} must match [A-Za-z0-9_-]{{1,24}}")
         self.name = name
         self.command = command
@@ -178,6 +150,18 @@ class McpServer:
                 f"bad MCP server setting: {first['msg']}; fix the value or remove the key",
                 field=f"{where}.{name}" + (f".{key}" if key else ""),
             ) from exc
+        return cls.configured(name, cfg, sandbox=sandbox, errlog=errlog)
+
+    @classmethod
+    def configured(
+        cls,
+        name: str,
+        cfg: McpServerConfig,
+        *,
+        sandbox: Sandbox | None = None,
+        errlog: TextIO | None = None,
+    ) -> McpServer:
+        """A server from an already validated entry (the agent's configuration holds them)."""
         return cls(
             name,
             cfg.command,
