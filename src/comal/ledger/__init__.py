@@ -57,10 +57,10 @@ from ._sqlite import SQLiteLedger
 from ._sqlite_base import StepInput, Synchronous, UsageInput
 from ._summaries import BreakerRow, LeaseInfo, RecallHit, SummaryConflict, SummaryInput
 from ._target import LedgerTarget, default_ledger_target, describe_target, parse_target
-from ._verify import verify
 
 if TYPE_CHECKING:
     from ._postgres import PostgresLedger
+    from ._verify import verify
 
 __all__ = [
     "MIGRATIONS",
@@ -121,6 +121,10 @@ def __getattr__(name: str) -> Any:
         from ._postgres import PostgresLedger
 
         return PostgresLedger
+    if name == "verify":  # a whole-ledger walk; listing sessions does not need its code
+        from ._verify import verify
+
+        return verify
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

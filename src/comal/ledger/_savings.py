@@ -20,7 +20,6 @@ from typing import Any
 
 from ..errors import ComalError
 from ..messages import load_json
-from ..tokens import recorded_saving
 
 log = logging.getLogger("comal.ledger")
 
@@ -59,6 +58,10 @@ def request_saving(
 ) -> float | None:
     """The saving to store with a request. A price catalog that does not load makes the saving
     unknown, never the request lost: the request is what the ledger is for."""
+    # Loaded here, not at import: the price catalog is read when a request is first recorded,
+    # and a command that only lists sessions never loads it.
+    from ..tokens import recorded_saving
+
     try:
         return recorded_saving(meta, model, new_input, cache_read, cache_write)
     except ComalError as exc:

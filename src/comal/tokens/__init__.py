@@ -13,46 +13,112 @@
   (TOK-4, TOK-5).
 - :class:`PriceTable` and :func:`price_for` are the providers' prompt-cache prices, as data;
   :func:`saved_vs_uncached` prices a request's measured usage against no caching (CCH-2).
+
+Names load on first use (PEP 562): the ledger needs usage, counting and pricing, and a command
+such as ``comal sessions`` should not pay for the window catalog and the budget to list a table.
 """
 
-from ._anchor import Anchor, AnchorKey, InputEstimate, estimate_input
-from ._budget import Budget
-from ._counting import (
-    IMAGE_TOKENS,
-    IMAGE_TOKENS_LOW_DETAIL,
-    MESSAGE_OVERHEAD,
-    REPLY_PRIMING,
-    TOOL_CALL_OVERHEAD,
-    TOOL_RESULT_OVERHEAD,
-    TokenCounter,
-    count_message,
-    count_messages,
-    count_part,
-    default_counter,
-)
-from ._estimate import ContentKind, EstimatingCounter, classify
-from ._models import (
-    CONTEXT_WINDOW_ENV,
-    FALLBACK_WINDOW,
-    MODELS_FILE_ENV,
-    ModelInfo,
-    WindowResolution,
-    load_catalog,
-    lookup_model,
-    resolve_window,
-    user_models_file,
-)
-from ._pricing import (
-    PRICES_FILE_ENV,
-    PriceTable,
-    load_price_catalog,
-    load_prices,
-    price_for,
-    recorded_saving,
-    saved_vs_uncached,
-)
-from ._tiktoken import TIKTOKEN_FILE_ENV, TiktokenCounter
-from ._usage import PROTOCOLS, Usage, normalize_usage
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._anchor import Anchor, AnchorKey, InputEstimate, estimate_input
+    from ._budget import Budget
+    from ._counting import (
+        IMAGE_TOKENS,
+        IMAGE_TOKENS_LOW_DETAIL,
+        MESSAGE_OVERHEAD,
+        REPLY_PRIMING,
+        TOOL_CALL_OVERHEAD,
+        TOOL_RESULT_OVERHEAD,
+        TokenCounter,
+        count_message,
+        count_messages,
+        count_part,
+        default_counter,
+    )
+    from ._estimate import ContentKind, EstimatingCounter, classify
+    from ._models import (
+        CONTEXT_WINDOW_ENV,
+        FALLBACK_WINDOW,
+        MODELS_FILE_ENV,
+        ModelInfo,
+        WindowResolution,
+        load_catalog,
+        lookup_model,
+        resolve_window,
+        user_models_file,
+    )
+    from ._pricing import (
+        PRICES_FILE_ENV,
+        PriceTable,
+        load_price_catalog,
+        load_prices,
+        price_for,
+        recorded_saving,
+        saved_vs_uncached,
+    )
+    from ._tiktoken import TIKTOKEN_FILE_ENV, TiktokenCounter
+    from ._usage import PROTOCOLS, Usage, normalize_usage
+
+_LAZY = {
+    "Anchor": "._anchor",
+    "AnchorKey": "._anchor",
+    "Budget": "._budget",
+    "CONTEXT_WINDOW_ENV": "._models",
+    "ContentKind": "._estimate",
+    "EstimatingCounter": "._estimate",
+    "FALLBACK_WINDOW": "._models",
+    "IMAGE_TOKENS": "._counting",
+    "IMAGE_TOKENS_LOW_DETAIL": "._counting",
+    "InputEstimate": "._anchor",
+    "MESSAGE_OVERHEAD": "._counting",
+    "MODELS_FILE_ENV": "._models",
+    "ModelInfo": "._models",
+    "PRICES_FILE_ENV": "._pricing",
+    "PROTOCOLS": "._usage",
+    "PriceTable": "._pricing",
+    "REPLY_PRIMING": "._counting",
+    "TIKTOKEN_FILE_ENV": "._tiktoken",
+    "TOOL_CALL_OVERHEAD": "._counting",
+    "TOOL_RESULT_OVERHEAD": "._counting",
+    "TiktokenCounter": "._tiktoken",
+    "TokenCounter": "._counting",
+    "Usage": "._usage",
+    "WindowResolution": "._models",
+    "classify": "._estimate",
+    "count_message": "._counting",
+    "count_messages": "._counting",
+    "count_part": "._counting",
+    "default_counter": "._counting",
+    "estimate_input": "._anchor",
+    "load_catalog": "._models",
+    "load_price_catalog": "._pricing",
+    "load_prices": "._pricing",
+    "lookup_model": "._models",
+    "normalize_usage": "._usage",
+    "price_for": "._pricing",
+    "recorded_saving": "._pricing",
+    "resolve_window": "._models",
+    "saved_vs_uncached": "._pricing",
+    "user_models_file": "._models",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 __all__ = [
     "CONTEXT_WINDOW_ENV",
