@@ -1,39 +1,46 @@
-"""The ``comal`` command line: one Typer app, one module per group of commands."""
+"""The ``comal`` command line: one Typer app, one module per group of commands.
+
+Only the module of the command being run is imported (``comal sessions`` loads ``_sessions``,
+``comal -p`` none of them): :data:`COMMAND_MODULES` says where each command lives, and a test
+checks it against the modules. ``comal --help``, an unknown command and :data:`app` (what tests
+and embedders invoke) load every module.
+"""
 
 from __future__ import annotations
 
+import importlib
 import sys
+from collections.abc import Iterable
 from typing import Annotated, Any
 
 import typer
 
 from .. import __version__
-from . import (
-    _bench,
-    _config,
-    _context,
-    _doctor,
-    _engine,
-    _import,
-    _ops,
-    _serve,
-    _sessions,
-    _summaries,
-)
 from ._common import STATE, LedgerOpt
 from ._root import agent_app, is_agent_invocation, normalize_argv
 
-app = typer.Typer(
-    name="comal",
-    help=(
-        "comal: a lossless ledger and token-budgeted context engine for LLM agents.\n\n"
-        "Run the agent with `comal -p PROMPT --model provider:model` (headless), continue one "
-        "with `comal --resume UUID [-p]`, or open the TUI with `comal`; `comal agent --help` "
-        "lists the agent's options. The commands below work on the ledger."
+# The modules of the flat commands, in the order ``comal --help`` lists them.
+_FLAT = ("_import", "_sessions", "_context", "_engine", "_ops", "_doctor", "_serve", "_summaries")
+# The command groups: name -> (module, attribute).
+_GROUPS = {"bench": ("_bench", "app"), "config": ("_config", "app"), "keys": ("_serve", "keys_app")}
+COMMAND_MODULES = {
+    "import": "_import",
+    **dict.fromkeys(
+        ("sessions", "show", "export", "search", "events", "rename", "rm", "verify"), "_sessions"
     ),
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
+    "context": "_context",
+    **dict.fromkeys(("replay", "state", "compact", "evidence"), "_engine"),
+    **dict.fromkeys(("tools", "receipts", "reconcile"), "_ops"),
+    "doctor": "_doctor",
+    "serve": "_serve",
+    "summaries": "_summaries",
+    **{group: module for group, (module, _) in _GROUPS.items()},
+}
+_HELP = (
+    "comal: a lossless ledger and token-budgeted context engine for LLM agents.\n\n"
+    "Run the agent with `comal -p PROMPT --model provider:model` (headless), continue one "
+    "with `comal --resume UUID [-p]`, or open the TUI with `comal`; `comal agent --help` "
+    "lists the agent's options. The commands below work on the ledger."
 )
 
 
@@ -43,7 +50,6 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def _root(
     ledger: LedgerOpt = None,
     version: Annotated[
@@ -53,21 +59,51 @@ def _root(
     STATE.ledger_path = ledger
 
 
-for sub in (
-    _import.app,
-    _sessions.app,
-    _context.app,
-    _engine.app,
-    _ops.app,
-    _doctor.app,
-    _serve.app,
-    _summaries.app,
-):
-    for command in sub.registered_commands:
-        app.registered_commands.append(command)
-app.add_typer(_bench.app, name="bench")
-app.add_typer(_config.app, name="config")
-app.add_typer(_serve.keys_app, name="keys")
+def build_app(modules: Iterable[str] | None = None) -> typer.Typer:
+    """The ``comal`` app with the commands of ``modules`` (all of them when ``None``)."""
+    wanted = set(_FLAT) | {m for m, _ in _GROUPS.values()} if modules is None else set(modules)
+    root = typer.Typer(
+        name="comal",
+        help=_HELP,
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+    )
+    root.callback()(_root)
+    for name in _FLAT:
+        if name in wanted:
+            module = importlib.import_module(f".{name}", __name__)
+            root.registered_commands.extend(module.app.registered_commands)
+    for group, (name, attr) in _GROUPS.items():
+        if name in wanted:
+            module = importlib.import_module(f".{name}", __name__)
+            root.add_typer(getattr(module, attr), name=group)
+    return root
+
+
+def _command_of(args: list[str]) -> str | None:
+    """The command word of ``args`` (after :func:`hoist_ledger`: ``--ledger X`` leads)."""
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--ledger":
+            i += 2
+            continue
+        if arg.startswith("--ledger="):
+            i += 1
+            continue
+        if arg.startswith("-"):
+            return None  # --help, --version or a mistake: the whole app answers
+        return arg
+    return None
+
+
+def __getattr__(name: str) -> Any:
+    if name == "app":  # every command, built once on first use
+        full = build_app()
+        globals()["app"] = full
+        return full
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _flags_take_no_value(command: Any) -> Any:
@@ -109,8 +145,10 @@ def main(argv: list[str] | None = None) -> None:
     elif is_agent_invocation(args):
         target, name, rest = agent_app, "comal", normalize_argv(args)
     else:
-        target, name, rest = app, "comal", hoist_ledger(args)
+        rest = hoist_ledger(args)
+        module = COMMAND_MODULES.get(_command_of(rest) or "")
+        target, name = build_app(None if module is None else [module]), "comal"
     _flags_take_no_value(typer.main.get_command(target)).main(rest, prog_name=name)
 
 
-__all__ = ["app", "main"]
+__all__ = ["COMMAND_MODULES", "app", "build_app", "main"]
