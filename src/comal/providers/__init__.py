@@ -21,8 +21,9 @@ Fakes for tests — scripted providers and a local HTTP server speaking all thre
 are in :mod:`comal.testing`.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from .._lazy import lazy_exports
 from ._anthropic_params import anthropic_params
 from ._base import SDKProvider
 from ._errors import (
@@ -113,15 +114,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY, globals())
 
 
 def __dir__() -> list[str]:
