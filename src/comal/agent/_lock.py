@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import socket
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -69,19 +70,22 @@ def _alive(holder: dict[str, Any]) -> bool:
     return start is None or process_start(pid) in (None, start)
 
 
-class _Scoped:
+class _Scoped(ABC):
     """``with lock:`` takes it unless held already (:func:`lock_session` hands out a lock it
     holds) and releases it on the way out, for both kinds of session lock."""
 
     @property
+    @abstractmethod
     def held(self) -> bool:
-        raise NotImplementedError
+        """Whether this process holds the lock now."""
 
+    @abstractmethod
     def acquire(self) -> dict[str, Any] | None:
-        raise NotImplementedError
+        """Take the lock; what the previous holder left, if anything."""
 
+    @abstractmethod
     def release(self) -> None:
-        raise NotImplementedError
+        """Give the lock up (nothing when not held)."""
 
     def __enter__(self) -> Self:
         if not self.held:

@@ -53,14 +53,11 @@ class Relay:
     recorder: Recorder
     config: ServeConfig
 
-    def _headers(self, call: Call, turn: Turn | None) -> dict[str, str]:
-        raise NotImplementedError
-
-    def _fail(self, call: Call, turn: Turn, status: int, message: str) -> Forward:
-        raise NotImplementedError
-
-    async def _turn(self, call: Call, *, allow_recall: bool) -> Turn | Forward:
-        raise NotImplementedError
+    if TYPE_CHECKING:
+        # Provided by the service this is mixed into (ProxyService).
+        def _headers(self, call: Call, turn: Turn | None) -> dict[str, str]: ...
+        def _fail(self, call: Call, turn: Turn, status: int, message: str) -> Forward: ...
+        async def _turn(self, call: Call, *, allow_recall: bool) -> Turn | Forward: ...
 
     async def _relay(self, call: Call, turn: Turn) -> Forward:
         """Stream ``turn``'s reply to the client event by event, recording it at the end."""

@@ -29,6 +29,7 @@ it was sent, with the route's accumulator: :meth:`Splicer.shown`.
 from __future__ import annotations
 
 import json
+from abc import ABC, abstractmethod
 from typing import Any
 
 from ..messages import Message
@@ -62,7 +63,7 @@ def _sum(into: dict[str, Any], usage: Any) -> None:
             _sum(inner, value)
 
 
-class Splicer:
+class Splicer(ABC):
     """Upstream events of successive rounds in, client bytes out (see the module docstring)."""
 
     def __init__(self, protocol: Protocol) -> None:
@@ -84,8 +85,8 @@ class Splicer:
         self.round_usage = {}
         self._start()
 
-    def _start(self) -> None:
-        pass
+    def _start(self) -> None:  # noqa: B027 - an optional hook: most routes keep no per-round state
+        """A route's own reset when a round begins."""
 
     def end(self) -> None:
         """The round's reply ended (its usage counts toward the sum)."""
@@ -95,12 +96,13 @@ class Splicer:
         """The round ended in a recall: what was held is not the client's."""
         self.held = []
 
+    @abstractmethod
     def feed(self, event: str | None, data: str) -> bytes:
-        raise NotImplementedError
+        """One upstream event in; the bytes the client gets now (held events give none)."""
 
+    @abstractmethod
     def finish(self) -> bytes:
         """The held events of the last round and the terminal events."""
-        raise NotImplementedError
 
     def shown(self) -> Message | None:
         """The message the client was sent (``None``: it could not be read)."""

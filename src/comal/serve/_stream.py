@@ -10,6 +10,7 @@ else is an interrupted response, recorded as an event and never as a half messag
 from __future__ import annotations
 
 import json
+from abc import ABC, abstractmethod
 from typing import Any
 
 from ._wire import Protocol, Reply, parse_reply
@@ -17,7 +18,7 @@ from ._wire import Protocol, Reply, parse_reply
 __all__ = ["Accumulator", "accumulator"]
 
 
-class Accumulator:
+class Accumulator(ABC):
     """Folds events into a whole response; :attr:`done` once the terminal event came."""
 
     def __init__(self, protocol: Protocol) -> None:
@@ -26,12 +27,13 @@ class Accumulator:
         self.error: dict[str, Any] | None = None
         self.events = 0
 
+    @abstractmethod
     def feed(self, event: str, data: str) -> None:
-        self.events += 1
-        raise NotImplementedError
+        """Take one upstream event (each subclass counts it in ``events``)."""
 
+    @abstractmethod
     def reply(self) -> Reply:
-        raise NotImplementedError
+        """The whole reply the events so far make."""
 
     def partial(self) -> dict[str, Any]:
         """What arrived before the stream broke, for the interrupted-response event."""
