@@ -17,11 +17,11 @@ import selectors
 import time
 from typing import Any
 
-from comal.compaction import sweep
 from comal.context import ExtractiveSummarizer, View, get_engine
 from comal.context.dag import Blocked, DagConfig
 from comal.ledger import Scope, open_ledger
 from comal.tokens import Budget, EstimatingCounter
+from comal.turns import sweep
 
 
 def say(text: str) -> None:

@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 from comal.agent import Flags, Runtime
 from comal.agent._cache import watch_replay
 from comal.cli import app
-from comal.compaction import memory_executor
-from comal.context import config_counter, get_engine, replay
+from comal.context import get_engine
 from comal.ledger import open_ledger
+from comal.turns import replay
 from conftest import corpus_dir
 
 # covers: CCH-1
@@ -55,7 +55,6 @@ def test_replayed_transcripts_break_the_cache_only_at_announced_edits(
             proposer.budget(),
             settings.engine,
             engine=get_engine(settings.engine_name),
-            execute=memory_executor(config_counter(settings.engine)),
             system=(proposer.system_message,),
         )
         findings = list(

@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 
 from _context_sessions import read_all
-from comal.context import Bounded, Checkpointed, EngineConfig, Referenced, assemble, replay
+from comal.context import Bounded, Checkpointed, EngineConfig, Referenced, assemble
 from comal.importers import load, store
 from comal.ledger import SQLiteLedger, open_ledger
 from comal.messages import open_calls, orphan_results
 from comal.tokens import Budget, EstimatingCounter
+from comal.turns import replay
 from conftest import corpus_dir
 
 CODED = {"CONTEXT_PRESSURE_LOOP", "CONTEXT_OVERHEAD"}

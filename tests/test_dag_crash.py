@@ -26,12 +26,12 @@ from typing import Any
 
 import pytest
 
-from comal.compaction import sweep
 from comal.context import ExtractiveSummarizer, View, get_engine
 from comal.context.dag import Blocked, DagConfig
 from comal.ledger import Scope, StepInput, open_ledger, verify
 from comal.messages import Message, ToolCall
 from comal.tokens import Budget, EstimatingCounter
+from comal.turns import sweep
 
 DRIVER = Path(__file__).with_name("_dag_crash_driver.py")
 WINDOW = 16_000

@@ -18,7 +18,6 @@ from comal.compaction import (
     ProviderSummarizer,
     SummarizerModel,
     build_summarizer,
-    sweep,
 )
 from comal.context import ExtractiveSummarizer, get_engine
 from comal.context.dag import DagConfig
@@ -27,6 +26,7 @@ from comal.messages import Message, ToolCall
 from comal.providers import AnthropicProvider, OpenAIChatProvider, RetryPolicy
 from comal.testing import FakeServer
 from comal.tokens import Budget, EstimatingCounter
+from comal.turns import ContextSession, sweep
 
 COUNTER = EstimatingCounter()
 CONFIG = DagConfig(counter=COUNTER, defer_compaction=False, summarizer="provider")
@@ -142,14 +142,13 @@ def test_the_configuration_builds_the_chain_offline_by_default(server: FakeServe
 
 def test_leaf_chunks_are_clamped_to_the_summarizers_window(tmp_path: Path) -> None:
     # covers: DAG-1
-    from comal.compaction import Maintainer
     from comal.context.dag import DagLimits
     from comal.tokens import resolve_window
 
     led, scope = _session(tmp_path)
-    m = Maintainer(
-        led, scope, DAG, CONFIG, lambda: ExtractiveSummarizer(COUNTER),
-        summarizer_model="openai:gpt-3.5-turbo",
+    m = ContextSession(
+        led, scope, DAG, CONFIG, summarizer=lambda: ExtractiveSummarizer(COUNTER),
+        session_model="openai:gpt-3.5-turbo",
     )  # fmt: skip
     window = resolve_window("openai:gpt-3.5-turbo").window
     assert m.config.summarizer_window_tokens == window

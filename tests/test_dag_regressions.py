@@ -15,14 +15,7 @@ import pytest
 
 from _dag_support import DAG, FORGED, FailingSummarizer, ScriptedSummarizer, same_prefix
 from comal.agent._catalog import model_catalog
-from comal.compaction import (
-    CAP_MARKER,
-    Compactor,
-    Guard,
-    Maintainer,
-    SweepReport,
-    sweep,
-)
+from comal.compaction import CAP_MARKER, Compactor, Guard, SweepReport
 from comal.context import (
     ExtractiveSummarizer,
     ProtectedTailOverflow,
@@ -36,6 +29,7 @@ from comal.ledger import LedgerBackend, Scope, SQLiteLedger, open_ledger, verify
 from comal.messages import Message, ToolCall
 from comal.ops import Actor, House, Policy, default_registry
 from comal.tokens import Budget, EstimatingCounter
+from comal.turns import ContextSession, sweep
 
 COUNTER = EstimatingCounter()
 CONFIG = DagConfig(counter=COUNTER, defer_compaction=False)
@@ -324,15 +318,16 @@ def test_deferred_compaction_runs_off_the_turn(tmp_path: Path) -> None:
     # covers: DAG-8
     led, scope = _session(tmp_path, 120)
     deferred = DagConfig(counter=COUNTER, defer_compaction=True)
-    m = Maintainer(led, scope, DAG, deferred, lambda: ExtractiveSummarizer(COUNTER))
-    view = View.from_ledger(led, scope, bases=DAG.bases)
-    assert m.after_turn(view, _budget()) == ()  # returns before any summary exists
-    m.background.drain(60)
+    m = ContextSession(led, scope, DAG, deferred, summarizer=lambda: ExtractiveSummarizer(COUNTER))
+    assert m.maintain(_budget()) == ()  # returns before any summary exists
+    m.drain(60)
     assert led.summaries(scope) and not m.background.errors
     assert led.lease(scope) is None  # released
-    inline = Maintainer(led, scope, DAG, CONFIG, lambda: ExtractiveSummarizer(COUNTER))
+    inline = ContextSession(
+        led, scope, DAG, CONFIG, summarizer=lambda: ExtractiveSummarizer(COUNTER)
+    )
     _grow(led, scope, 120, start=500)
-    made = inline.after_turn(View.from_ledger(led, scope, bases=DAG.bases), _budget())
+    made = inline.maintain(_budget())
     assert made
     assert verify(led).ok
 

@@ -14,7 +14,7 @@ import pytest
 import comal.context as context
 from _context_sessions import COUNTER, SYSTEM, budget, new_ledger
 from comal.agent import AgentSettings, load_config, settings_from_config
-from comal.compaction import JobFailed, execute, memory_executor
+from comal.compaction import JobFailed, Rehearsal, execute, rehearse
 from comal.context import (
     ENGINES,
     Engine,
@@ -28,12 +28,12 @@ from comal.context import (
     assemble,
     engine_config,
     get_engine,
-    replay,
 )
 from comal.context._render import Memo
-from comal.errors import InputError, UserError
+from comal.errors import InputError
 from comal.ledger import SQLiteLedger
 from comal.messages import Message, ToolCall
+from comal.turns import replay
 
 CONFIG = EngineConfig(counter=COUNTER)
 
@@ -136,9 +136,8 @@ def test_an_unknown_job_is_refused_not_skipped(tmp_path: Path) -> None:
 
     with pytest.raises(JobFailed, match="Mystery"):
         execute(ledger, scope, [Mystery()])
-    run = memory_executor(COUNTER)
     with pytest.raises(JobFailed):
-        run([Mystery()], View(()), context.Bases())
+        rehearse(Rehearsal(View(()), context.Bases(), CONFIG, COUNTER), [Mystery()])
     ledger.close()
 
 
@@ -155,12 +154,7 @@ def test_replay_executes_planned_jobs_in_memory_only(tmp_path: Path) -> None:
     ledger, scope = new_ledger(tmp_path / "replay.db")
     _grow(ledger, 12, size=400)
     entries = list(ledger.iter_entries(scope))
-    with pytest.raises(UserError, match="no executor"):
-        list(replay(entries, scope.session, budget(128_000), CONFIG, engine=_Planner()))
-    run = memory_executor(COUNTER)
-    turns = list(
-        replay(entries, scope.session, budget(128_000), CONFIG, engine=_Planner(), execute=run)
-    )
+    turns = list(replay(entries, scope.session, budget(128_000), CONFIG, engine=_Planner()))
     made = [m for t in turns for m in t.made]
     assert made and all(m.id < 0 for m in made)  # type: ignore[attr-defined]
     assert ledger.checkpoints(scope) == []  # a replay never writes

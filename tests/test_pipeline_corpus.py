@@ -17,13 +17,13 @@ from pathlib import Path
 import pytest
 
 from _pipeline_support import common_messages, pairs_whole, read_back
-from comal.compaction import memory_executor
-from comal.context import Assembly, EngineCache, get_engine, replay
+from comal.context import Assembly, EngineCache, get_engine
 from comal.context.pipeline import Offloaded, PipelineConfig, Placeholdered, Rebased
 from comal.importers import load, store
 from comal.ledger import SQLiteLedger, open_ledger
 from comal.messages import Summary
 from comal.tokens import Budget, EstimatingCounter
+from comal.turns import replay
 from conftest import corpus_dir
 
 CODED = {"CONTEXT_PRESSURE_LOOP", "CONTEXT_OVERHEAD"}
@@ -68,10 +68,9 @@ def test_every_corpus_transcript_replays_through_the_pipeline(
     for info in led.sessions():
         scope = info.scope
         entries = list(led.iter_entries(scope))
-        execute = memory_executor(led.counter)
         previous: Assembly | None = None
         for turn in replay(
-            entries, scope.session, budget, config, engine=ENGINE, execute=execute,
+            entries, scope.session, budget, config, engine=ENGINE,
             cache=EngineCache(),
         ):  # fmt: skip
             seen["turns"] += 1

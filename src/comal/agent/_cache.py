@@ -40,7 +40,7 @@ from ..context import Action, Assembly, Checkpointed, ReplayTurn, View
 from ..ledger import Entry, RequestRecord
 from ..messages import Message, canonical_json, message_to_json, sha256_hex
 from ..tokens import recorded_saving
-from ._events import _kind, _new
+from ..turns import action_kind, is_new
 
 __all__ = [
     "CACHE_BREAK_EVENT",
@@ -330,9 +330,9 @@ def explain(
             point = entry.seq if entry is not None else None
             kinds = sorted(
                 {
-                    _kind(a)
+                    action_kind(a)
                     for a in assembly.actions
-                    if _new(a, since) and _at_or_before(a, point, finding.entry_id, entries)
+                    if is_new(a, since) and _at_or_before(a, point, finding.entry_id, entries)
                 }
             )
             if kinds:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
-from ..compaction import build_summarizer, dag_report, execute, sweep
+from ..compaction import dag_report
 from ..context import View, config_counter, render_state, work_state
 from ..context.dag import DagConfig
 from ..context.limit import EngineConfig
@@ -22,6 +22,7 @@ from ..errors import ComalError, UserError
 from ..ledger import CheckpointRecord, SummaryRecord
 from ..ops import CallContext, Handler, Operation, Outcome, Surface, ToolOutput
 from ..tokens import resolve_window
+from ..turns import ContextSession
 from ._cache import (
     CACHE_BREAK_EVENT,
     CACHE_EDIT_EVENT,
@@ -122,7 +123,12 @@ def _dag_part(runtime: Runtime, engine: str, preview: Preview) -> dict[str, Any]
     scope = runtime.need_scope()
     if engine != "dag" and not runtime.ledger.summary_frontier(scope):
         return {}
-    return {"dag": dag_report(runtime.ledger, scope, preview.budget)}
+    config = runtime.settings().engine
+    dag = config if isinstance(config, DagConfig) else DagConfig(counter=runtime.ledger.counter)
+    service = ContextSession(runtime.ledger, scope, "dag", dag)
+    view = preview.view if engine == "dag" else service.view()
+    pending = service.plan(view, preview.budget)
+    return {"dag": dag_report(runtime.ledger, scope, pending, dag)}
 
 
 def render_report(report: dict[str, Any]) -> list[tuple[str, str]]:
@@ -254,26 +260,14 @@ def human_operations(runtime: Runtime) -> list[Operation]:
             )
         try:
             proposer = runtime.proposer()
-            preview = proposer.preview()
-            config = runtime.settings().engine
-            if isinstance(config, DagConfig):
-                # The dag engine compacts in a sweep under the session's lease: every chunk
-                # out of the fresh tail summarized now, condensing as it goes.
-                summarizer = build_summarizer(config, runtime.ledger.counter)
-                report = sweep(
-                    runtime.ledger, scope, proposer.engine, config, preview.budget, summarizer,
-                    force=True,
-                )  # fmt: skip
-                made: tuple[object, ...] = tuple(report.made)
-                blocked = [{"code": b.code, "message": b.message} for b in report.blocked]
-                stopped = report.stopped
-            else:
-                jobs = proposer.engine.plan(
-                    preview.view, preview.budget, config, force=True, cache=proposer.cache
-                )
-                made, blocked, stopped = execute(runtime.ledger, scope, jobs), [], "done"
+            # The turn service compacts as a queued /compact does: forced, with the configured
+            # summarizer, in a sweep under the session's lease when the engine's jobs need one.
+            report = proposer.service.compact(proposer.preview().budget)
         finally:
             lock.release()
+        made = tuple(report.made)
+        blocked = [{"code": b.code, "message": b.message} for b in report.blocked]
+        stopped = report.stopped
         if not made:
             text = "nothing to compact: only the protected tail follows the latest stand-in"
             text += "".join(f"\n[{b['code']}] {b['message']}" for b in blocked)

@@ -25,22 +25,17 @@ from dataclasses import dataclass, field
 from types import EllipsisType
 from typing import Any
 
-from ..compaction import Maintainer, build_summarizer, execute
 from ..context import (
     Assembly,
     Bounded,
-    EngineCache,
     MediaReferenced,
     Referenced,
-    StoreCheckpoint,
     View,
     config_counter,
     get_engine,
-    store_checkpoint,
 )
-from ..context.dag import Evicted
 from ..errors import ContextLength, UserError
-from ..ledger import LedgerBackend, Scope
+from ..ledger import CheckpointRecord, LedgerBackend, Scope
 from ..messages import Message, canonical_json, sha256_hex
 from ..ops import Catalog
 from ..providers import (
@@ -64,12 +59,12 @@ from ..tokens import (
     count_message,
     estimate_input,
 )
+from ..turns import ContextSession
 from ._cache import RETENTION_EVENT, CacheWatch, Prefix, Retention, explain, stand_ins
 from ._catalog import CATALOG_EVENT, CatalogPlan, ToolDeferral
 from ._errors import (
     IncompleteResponse,
 )
-from ._events import assembly_events
 from ._lengths import (
     CONTEXT_EVENT,
     INCOMPLETE_EVENT,
@@ -142,13 +137,24 @@ class Proposer(Outcomes):
     last: Proposal | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        self.engine = get_engine(self.settings.engine_name)
-        # Owned per agent: facts of stored entries the engine may reuse turn over turn.
-        self.cache = EngineCache()
-        counter = config_counter(self.settings.engine)
-        clause = self.engine.system_clause
+        # The one turn service of this session: engine, configuration, view, assembly,
+        # what an assembly stores, maintenance (the agent never calls the engine itself).
+        clause = get_engine(self.settings.engine_name).system_clause
         self.system_text = f"{self.settings.system}\n\n{clause}" if clause else self.settings.system
         self.system_message = Message.system(self.system_text)
+        self.service = ContextSession(
+            self.ledger,
+            self.scope,
+            self.settings.engine_name,
+            self.settings.engine,
+            system=(self.system_message,),
+            session_model=self.settings.model,
+            session_provider=self.provider,
+            say=self.say,
+        )
+        self.engine = self.service.engine
+        self.cache = self.service.cache
+        counter = config_counter(self.settings.engine)
         self.system_tokens = count_message(counter, self.system_message)
         # CCH-3: the tools sent follow the deferral's plan, made again every turn; CCH-4 and
         # CCH-1: the breakpoints' TTL and the previous request's prefix.
@@ -164,28 +170,6 @@ class Proposer(Outcomes):
         engine = {k: sorted(v, key=str) if isinstance(v, list) else v for k, v in engine.items()}
         engine["name"] = self.settings.engine_name
         self._config = sha256_hex(canonical_json({"engine": engine, "system": self.system_text}))
-        self.maintainer = Maintainer(
-            self.ledger,
-            self.scope,
-            self.engine,
-            self.settings.engine,
-            self._summarizer,
-            say=self.say,
-            summarizer_model=self.settings.model,
-            cache=self.cache,
-        )
-
-    def _summarizer(self) -> Any:
-        # The dag engine's summarizer: extractive unless configured (then the session's model
-        # or its own, with fallbacks); built when first needed, never for other engines.
-        from ..context.dag import DagConfig
-
-        config = self.settings.engine
-        assert isinstance(config, DagConfig)
-        counter = config_counter(config)
-        return build_summarizer(
-            config, counter, session_model=self.settings.model, session_provider=self.provider
-        )
 
     def _use(self, plan: CatalogPlan) -> None:
         self.tools = [
@@ -213,14 +197,13 @@ class Proposer(Outcomes):
     def budget(self, scale: float = 1.0) -> Budget:
         res = self.settings.window
         max_input = None if res.max_input is None else max(1, int(res.max_input * scale))
-        return Budget.for_window(
+        return self.service.budget(
             max(1, int(res.window * scale)),
             system_tokens=self.system_tokens,
             tools_tokens=self.tools_tokens,
             output_reserve=self.settings.output_reserve,
             max_output=res.max_output,
             max_input=max_input,
-            threshold_ratio=self.engine.threshold_ratio(self.settings.engine),
         )
 
     def _key(self, assembly: Assembly, upto: int | None, checkpoint: int | None) -> AnchorKey:
@@ -271,9 +254,7 @@ class Proposer(Outcomes):
         plan = self._tools_for(view)
         events = self.ledger.records(self.scope, "event", kinds=(INCOMPLETE_EVENT, CONTEXT_EVENT))
         budget = self.budget(session_scale(events, self.settings.model))
-        assembly = self.engine.assemble(
-            view, budget, self.settings.engine, state=self.state, cache=self.cache
-        )
+        assembly = self.service.assemble(view, budget, state=self.state)
         latest = self.ledger.latest_checkpoint(self.scope)
         checkpoint = latest.id if latest is not None else None
         if assembly.checkpoint_to_store is not None:
@@ -321,9 +302,7 @@ class Proposer(Outcomes):
             plan = self._tools_for(view)
             budget = self.budget(session_scale(events, self.settings.model))
             view = self._compact_if_asked(view, budget)
-            assembly = self.engine.assemble(
-                view, budget, self.settings.engine, state=self.state, cache=self.cache
-            )
+            assembly = self.service.assemble(view, budget, state=self.state)
             prefix = self._record(assembly, at, view, plan)
             self.state = assembly.next_state
             latest = self.ledger.latest_checkpoint(self.scope)
@@ -337,9 +316,9 @@ class Proposer(Outcomes):
                 run=self.run,
                 next_tokens=estimate.tokens + max_out,
             )
-            meta = self._meta(key, at, max_out, budget, estimate)
-            meta["metrics"] = assembly.metrics.as_dict(timing=True)
-            meta["engine"] = self.engine.name
+            # One shape for every surface's request records (OBS-1), then the agent's own.
+            meta = self.service.meta(view, budget, assembly)
+            meta |= self._meta(key, at, max_out, budget, estimate)
             meta["cache_ttl"] = self.cache_ttl
             if prefix is not None:
                 meta["prefix"] = prefix.compact()
@@ -391,15 +370,11 @@ class Proposer(Outcomes):
                     checkpoint_stored=assembly.checkpoint_to_store is not None,
                     stand_ins_changed=moved,
                 )
-        with self.ledger.atomic():
-            if assembly.checkpoint_to_store is not None:
-                stored = store_checkpoint(self.ledger, self.scope, assembly.checkpoint_to_store)
-                self.say("note", f"checkpoint stored for seq {stored.first_seq}..{stored.last_seq}")
-                if self._bases is not None:
-                    # Announced now: the next request reads it as its stand-in, unchanged.
-                    self._bases = [stored.id, *self._bases[1:]]
-            for body in assembly_events(assembly, since, at_seq=at):
-                self.ledger.add_record(self.scope, "event", str(body["kind"]), body)
+
+        def beside(stored: CheckpointRecord | None) -> None:
+            if stored is not None and self._bases is not None:
+                # Announced now: the next request reads it as its stand-in, unchanged.
+                self._bases = [stored.id, *self._bases[1:]]
             if plan.reason is not None:
                 self.ledger.add_record(self.scope, "event", CATALOG_EVENT, plan.event(at))
                 self.say("note", f"tool catalog: {plan.reason}")
@@ -411,6 +386,8 @@ class Proposer(Outcomes):
                 self.ledger.add_record(self.scope, "event", kind, body)
                 if not finding.announced:
                     self.say("warn", f"prompt cache broken at {finding.part}")
+
+        self.service.commit(assembly, at=at, since=since, beside=beside)
         self.deferral.commit(plan)
         if prefix is not None:
             self.watch.accept(prefix)
@@ -457,34 +434,24 @@ class Proposer(Outcomes):
         if not self.compact_requested and not queued:
             return view
         self.compact_requested = False
-        jobs = self.engine.plan(view, budget, self.settings.engine, force=True, cache=self.cache)
-        with self.ledger.atomic():
-            execute(self.ledger, self.scope, jobs)
-            if queued:
-                # Another process (``comal compact``) asked while this one held the lock.
-                self.ledger.add_record(
-                    self.scope, "event", COMPACT_APPLIED, {"v": 1, "requests": queued}
-                )
-        if not jobs:
+        # The same compaction as an idle /compact: forced, with the configured summarizer.
+        report = self.service.compact(budget)
+        if queued:
+            # Another process (``comal compact``) asked while this one held the lock.
+            body = {"v": 1, "requests": queued}
+            self.ledger.add_record(self.scope, "event", COMPACT_APPLIED, body)
+        if not report.made:
             return view
-        for job in jobs:
-            if isinstance(job, StoreCheckpoint):
-                p = job.proposal
-                self.say("note", f"compacted seq {p.first_seq}..{p.last_seq}")
-            else:
-                self.say("note", f"compacted: {job.kind}")
+        for record in report.made:
+            first, last = getattr(record, "first_seq", "?"), getattr(record, "last_seq", "?")
+            self.say("note", f"compacted seq {first}..{last}")
         return self._view()
 
     def _view(self) -> View:
-        return View.from_ledger(
-            self.ledger, self.scope, system=(self.system_message,), bases=self.engine.bases
-        )
+        return self.service.view()
 
     def maintain(self) -> tuple[object, ...]:
         """After a turn: run the maintenance the engine plans now (inline, or deferred to a
-        background sweep under the session's lease for the dag engine); the records made."""
-        evicted = None
-        if self.last is not None:
-            actions = self.last.assembly.actions
-            evicted = next((a for a in actions if isinstance(a, Evicted)), None)
-        return self.maintainer.after_turn(self._view(), self.budget(), evicted)
+        background sweep under the session's lease when the configuration says so); the
+        records made."""
+        return self.service.maintain(self.budget())

@@ -14,10 +14,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..compaction import execute
-from ..context import EngineCache, View, engine_config, get_engine, store_checkpoint
+from ..context import get_engine
 from ..ledger import open_ledger
-from ..tokens import Budget, EstimatingCounter
+from ..tokens import EstimatingCounter
+from ..turns import ContextSession
 from ._ledger import synthetic_steps
 
 
@@ -52,29 +52,26 @@ def run_context_bench(
 ) -> ContextBench:
     counter = EstimatingCounter()
     chosen = get_engine(engine)
-    config = engine_config(
-        chosen, {"counter": counter} if "counter" in chosen.config_type.model_fields else {}
-    )
-    cache = EngineCache()
-    budget = Budget.for_window(window, system_tokens=0, tools_tokens=0)
     steps = list(synthetic_steps(11, entries + measure * 4))
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         led = open_ledger(Path(tmp) / "ctx.db", counter=counter)
         scope = led.create_session("bench", "context")
+        # The turn service, as an agent runs it (its configuration gets the ledger's counter).
+        service = ContextSession(led, scope, chosen)
+        budget = service.budget(window, system_tokens=0, tools_tokens=0)
         made = 0
         i = 0
+        since = -1  # the previous request's last seq: what is new after it gets its events
         progress(f"growing a {entries:,}-entry session with the engine running")
         while made < entries:
             made += len(led.append(scope, steps[i]))
             i += 1
             if i % every == 0:
                 # Growing with the engine in the loop leaves the stand-ins an agent would have.
-                view = View.from_ledger(led, scope, bases=chosen.bases)
-                a = chosen.assemble(view, budget, config, cache=cache)
-                if a.checkpoint_to_store is not None:
-                    store_checkpoint(led, scope, a.checkpoint_to_store)
-                view = View.from_ledger(led, scope, bases=chosen.bases)
-                execute(led, scope, chosen.plan(view, budget, config, cache=cache))
+                view = service.view()
+                service.commit(service.assemble(view, budget), at=view.end_seq, since=since)
+                since = view.end_seq - 1
+                service.maintain(budget, defer=False)
         progress(f"timing {measure} turns")
         total, view_ms, asm_ms = [], [], []
         last_input = 0
@@ -82,17 +79,16 @@ def run_context_bench(
             led.append(scope, steps[i])
             i += 1
             t0 = time.perf_counter()
-            view = View.from_ledger(led, scope, bases=chosen.bases)
+            view = service.view()
             t1 = time.perf_counter()
-            a = chosen.assemble(view, budget, config, cache=cache)
+            a = service.assemble(view, budget)
             t2 = time.perf_counter()
-            if a.checkpoint_to_store is not None:
-                store_checkpoint(led, scope, a.checkpoint_to_store)
+            service.commit(a, at=view.end_seq, since=since)
+            since = view.end_seq - 1
             if i % every == 0:
                 # Maintenance between turns (untimed), as during growth: an agent's compaction
                 # runs after its reply, off the turn.
-                view = View.from_ledger(led, scope, bases=chosen.bases)
-                execute(led, scope, chosen.plan(view, budget, config))
+                service.maintain(budget, defer=False)
             total.append((t2 - t0) * 1000)
             view_ms.append((t1 - t0) * 1000)
             asm_ms.append((t2 - t1) * 1000)

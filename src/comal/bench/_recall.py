@@ -30,14 +30,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..compaction import Maintainer, memory_executor
-from ..context import ExtractiveSummarizer, View, get_engine, replay
+from ..context import Bases, get_engine
 from ..context.dag import DagConfig
 from ..context.limit import EngineConfig
 from ..errors import InputError
 from ..ledger import Entry, open_ledger
 from ..messages import Message, Role, Text
-from ..tokens import Budget, EstimatingCounter
+from ..tokens import EstimatingCounter
+from ..turns import ContextSession, MemoryTurns, replay
 
 __all__ = ["RecallRow", "load_locomo", "run_recall"]
 
@@ -165,36 +165,34 @@ def run_conversation(
     conv: Conversation, window: int, ks: Sequence[int], workdir: Path | None = None
 ) -> list[RecallRow]:
     counter = EstimatingCounter()
-    budget = Budget.for_window(window, system_tokens=0, tools_tokens=0)
-    dag = get_engine("dag")
     config = DagConfig(counter=counter, defer_compaction=False)
     rows: list[RecallRow] = []
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         led = open_ledger(Path(tmp) / "recall.db", counter=counter)
         scope = led.create_session("bench", "recall", title=conv.name)
-        maintain = Maintainer(led, scope, dag, config, lambda: ExtractiveSummarizer(counter))
+        # The dag engine's turn service, as an agent with inline compaction runs it.
+        dag = ContextSession(led, scope, "dag", config)
+        budget = dag.budget(window, system_tokens=0, tools_tokens=0)
         dia: dict[int, str] = {}
         for t in conv.turns:
             role = Role.USER if t.speaker == conv.speaker_a else Role.ASSISTANT
             (entry,) = led.append(scope, [Message(role, (Text(t.text),), t.speaker)])
             dia[entry.id] = t.dia_id
             if role is Role.ASSISTANT:
-                maintain.after_turn(View.from_ledger(led, scope, bases=dag.bases), budget)
+                dag.maintain(budget)
         entries = list(led.iter_entries(scope))
         by_id = {e.id: e for e in entries}
         # dag: the active memory for the next request, from the ledger and its summaries.
-        a = dag.assemble(View.from_ledger(led, scope, bases=dag.bases), budget, config)
+        a = dag.assemble(dag.view(), budget)
         dag_ctx = {dia[i] for i in _verbatim(a.entry_ids, a.messages, by_id)}
         # limit: replayed over the same turns, its checkpoints held in memory.
         limit_cfg = EngineConfig(counter=counter)
         checkpoint = None
-        for turn in replay(
-            entries, scope.session, budget, limit_cfg, execute=memory_executor(counter)
-        ):
+        for turn in replay(entries, scope.session, budget, limit_cfg):
             if turn.checkpoint is not None:
                 checkpoint = turn.checkpoint
-        view = View.from_entries(entries, scope.session, checkpoint=checkpoint)
-        b = get_engine("limit").assemble(view, budget, limit_cfg)
+        limit = MemoryTurns(get_engine("limit"), limit_cfg, session=scope.session)
+        b = limit.assemble(limit.view(entries, Bases(checkpoint)), budget)
         limit_ctx = {dia[i] for i in _verbatim(b.entry_ids, b.messages, by_id)}
         from rank_bm25 import BM25Okapi
 

@@ -7,7 +7,7 @@ prices, checks and times what each one yields in the same way.
 
 - ``full``: no management; the whole history every time (what the original agent sent).
 - ``comal-<engine>`` (``comal-limit``, the default): an engine of the registry through
-  :func:`comal.context.replay`, its maintenance executed in memory;
+  :func:`comal.turns.replay`, its maintenance executed in memory;
   ``comal-limit:<setting>=<value>[:...]`` runs it with settings of its configuration
   overridden.
 - ``masking-N``: observation masking. The N newest tool results stay; every older one is replaced
@@ -27,13 +27,13 @@ from typing import Protocol
 
 from pydantic import BaseModel
 
-from ..compaction import memory_executor
-from ..context import Engine, EngineCache, config_counter, engine_names, get_engine, replay
+from ..context import Engine, EngineCache, engine_names, get_engine
 from ..errors import UserError
 from ..evidence import EvidenceSource
 from ..ledger import Entry, Scope
 from ..messages import Message, Role, ToolResult
 from ..tokens import Budget, TokenCounter
+from ..turns import replay
 
 __all__ = [
     "DEFAULT_STRATEGIES",
@@ -127,14 +127,12 @@ class ComalEngine:
         self.name = name
 
     def requests(self, session: Session, budget: Budget) -> Iterator[Sent]:
-        run = memory_executor(config_counter(self.config))
         turns = replay(
             session.entries,
             session.scope.session,
             budget,
             self.config,
             engine=self.engine,
-            execute=run,
             cache=EngineCache(),
         )
         for turn in turns:

@@ -21,11 +21,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..compaction import memory_executor
-from ..context import exact_values, get_engine, replay
+from ..context import exact_values, get_engine
 from ..context.dag import DagConfig, render_entries
 from ..ledger import LedgerBackend, SummaryRecord
 from ..tokens import Budget, TokenCounter
+from ..turns import replay
 from ._strategies import Session
 
 __all__ = ["Survival", "survival"]
@@ -85,10 +85,7 @@ def survival(
     for session in sessions:
         progress(f"survival: {session.name} at {window:,}")
         made: list[SummaryRecord] = []
-        run = memory_executor(counter, config=config)
-        for turn in replay(
-            session.entries, session.scope.session, budget, config, engine=dag, execute=run
-        ):
+        for turn in replay(session.entries, session.scope.session, budget, config, engine=dag):
             made += [m for m in turn.made if isinstance(m, SummaryRecord) and m.kind == "leaf"]
         for leaf in made:
             chunk = [e for e in session.entries if leaf.first_seq <= e.seq <= leaf.last_seq]

@@ -150,18 +150,16 @@ def replay_cmd(
     Example: comal replay run.traj.json --context-window 45000 --plot replay.png
     """
     from ..agent import Flags
-    from ..compaction import memory_executor
-    from ..context import config_counter, replay
+    from ..turns import replay
 
     with coded_errors(as_json), ledger(create=Path(target).is_file()) as led:
         scope = _session_for(led, target)
         entries = list(led.iter_entries(scope))
         plan = _replay_plan(led, scope, Flags(model=model, context_window=context_window,
                                               engine=engine or None))  # fmt: skip
-        run = memory_executor(config_counter(plan.config))
         turns: list[ReplayTurn] = []
         replayed = replay(
-            entries, scope.session, plan.budget, plan.config, engine=plan.engine, execute=run,
+            entries, scope.session, plan.budget, plan.config, engine=plan.engine,
             system=plan.system,
         )  # fmt: skip
         for t in replayed:

@@ -1,43 +1,68 @@
 """Executing the maintenance engines plan (one layer above :mod:`comal.context`).
 
 Engines are pure: :meth:`~comal.context.Engine.plan` only says what is due, as
-:class:`~comal.context.Job` values. This package does it — against the ledger
-(:func:`execute`, each job in its own transaction; :func:`sweep`, a bounded round under the
-session's lease; :class:`Maintainer`, inline or deferred after each turn) or in memory for a
-replay (:func:`memory_executor`) — with whatever I/O a job needs: for the dag engine's
-summaries a :class:`~comal.context.Summarizer` (:class:`ProviderSummarizer` over a model, or the
-extractive one), with escalation, validation, spend caps and a circuit breaker (:class:`Guard`).
+:class:`~comal.context.Job` values. This package does it, through one table from job type to
+handler (:mod:`._table`; engines register their handlers through the plugin seam): against the
+ledger (:class:`Compactor`, each job in its own transaction; :func:`sweep_passes`, bounded
+passes under the session's lease; :class:`Background`, one sweep at a time off the caller's
+thread) or in memory for a replay (:func:`rehearse`) — with whatever I/O a job needs: for the
+summarizing engines a :class:`~comal.context.Summarizer` (:class:`ProviderSummarizer` over a
+model, or the extractive one), with escalation, validation, spend caps and a circuit breaker
+(:class:`Guard`). Deciding what is due, turn after turn, is the turn service's
+(:mod:`comal.turns`).
 """
 
 from ._dag import CAP_MARKER, Made, SummarizerFailed, acceptable, make_text
-from ._execute import JobFailed, execute, memory_executor
+from ._execute import Compactor, execute, rehearse
 from ._guard import Guard, GuardState, guard_state
+from ._handlers import BLOCKED, CONDENSED, FAILED, SUMMARIZED
 from ._provider import SUMMARIZER_SYSTEM, ProviderSummarizer, SummarizerModel, summary_prompt
 from ._report import dag_report
-from ._summarizers import build_summarizer
-from ._sweep import Background, Compactor, Maintainer, SweepReport, sweep
+from ._summarizers import build_summarizer, configured_summarizer
+from ._sweep import Background, SweepLimits, sweep_passes
+from ._table import (
+    JobFailed,
+    JobHandler,
+    JobRun,
+    Rehearsal,
+    SweepReport,
+    handler_for,
+    handler_table,
+    made_dict,
+)
 
 __all__ = [
+    "BLOCKED",
     "CAP_MARKER",
+    "CONDENSED",
+    "FAILED",
+    "SUMMARIZED",
     "SUMMARIZER_SYSTEM",
     "Background",
     "Compactor",
     "Guard",
     "GuardState",
     "JobFailed",
+    "JobHandler",
+    "JobRun",
     "Made",
-    "Maintainer",
     "ProviderSummarizer",
+    "Rehearsal",
     "SummarizerFailed",
     "SummarizerModel",
+    "SweepLimits",
     "SweepReport",
     "acceptable",
     "build_summarizer",
+    "configured_summarizer",
     "dag_report",
     "execute",
     "guard_state",
+    "handler_for",
+    "handler_table",
+    "made_dict",
     "make_text",
-    "memory_executor",
+    "rehearse",
     "summary_prompt",
-    "sweep",
+    "sweep_passes",
 ]

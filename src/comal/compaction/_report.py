@@ -2,23 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from ..context import View, get_engine
+from ..context import Job
 from ..context.dag import Blocked, Condense, DagConfig, SummarizeLeaf
 from ..ledger import LedgerBackend, Scope
-from ..tokens import Budget
 from ._guard import guard_state
 
 __all__ = ["dag_report"]
 
 
 def dag_report(
-    ledger: LedgerBackend, scope: Scope, budget: Budget, config: DagConfig | None = None
+    ledger: LedgerBackend,
+    scope: Scope,
+    pending_jobs: Sequence[Job],
+    config: DagConfig | None = None,
 ) -> dict[str, Any]:
-    """Summaries by depth, coverage, the frontier, pending jobs, spend, breaker and lease."""
+    """Summaries by depth, coverage, the frontier, ``pending_jobs`` (what the turn service
+    plans now), spend, breaker and lease."""
     config = config if config is not None else DagConfig(counter=ledger.counter)
-    engine = get_engine("dag")
     every = ledger.summaries(scope)
     frontier = ledger.summary_frontier(scope)
     by_depth: dict[int, int] = {}
@@ -26,9 +29,8 @@ def dag_report(
         by_depth[s.depth] = by_depth.get(s.depth, 0) + 1
     info = ledger.session(scope)
     covered = max((s.last_seq for s in frontier), default=-1)
-    view = View.from_ledger(ledger, scope, bases=engine.bases)
     pending: list[dict[str, Any]] = []
-    for job in engine.plan(view, budget, config):
+    for job in pending_jobs:
         if isinstance(job, SummarizeLeaf):
             pending.append(
                 {"kind": "leaf", "first_seq": job.first_seq, "last_seq": job.last_seq,

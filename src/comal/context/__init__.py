@@ -42,7 +42,7 @@ from ._engine import (
 from ._extractive import ExtractiveSummarizer, count_only_note, exact_values
 from ._registry import ENGINES, engine_names, get_engine
 from ._render import EngineCache
-from ._replay import Bases, Execute, ReplayTurn, action_dict, proposal_record, replay, split_view
+from ._replay import Bases, ReplayTurn, action_dict, proposal_record, split_view
 from ._summarizer import LEVELS, Level, Summarizer, SummaryRequest, SummaryText
 from ._view import View, store_checkpoint
 from .limit import (
@@ -72,7 +72,6 @@ __all__ = [
     "EngineCache",
     "EngineConfig",
     "EngineState",
-    "Execute",
     "ExtractiveSummarizer",
     "Job",
     "Level",
@@ -101,7 +100,6 @@ __all__ = [
     "get_engine",
     "proposal_record",
     "render_state",
-    "replay",
     "split_view",
     "step_groups",
     "store_checkpoint",

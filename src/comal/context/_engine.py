@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ValidationError
 
@@ -53,7 +53,11 @@ class UnknownEngine(UserError):
 @dataclass(frozen=True, slots=True)
 class Job:
     """Maintenance an engine asks for; executed (and persisted in one transaction) by the
-    layer above. Subclasses are frozen dataclasses naming exactly what to do."""
+    layer above. Subclasses are frozen dataclasses naming exactly what to do; one that only
+    reports that nothing can be done (``actionable = False``) ends a sweep instead of counting
+    as a pass."""
+
+    actionable: ClassVar[bool] = True
 
     @property
     def kind(self) -> str:

@@ -1,19 +1,21 @@
-"""The one place the proxy calls a context engine: through the registry (:mod:`comal.context`).
+"""The proxy's engine: the turn service (:mod:`comal.turns`) of each session it routes to.
 
-Everything else in :mod:`comal.serve` goes through :class:`EngineAdapter`: it names the
-engine, holds its validated configuration and the engine cache (both built once: the proxy
-assembles on every request), reads the view with the stand-ins the engine names, and runs the
-maintenance it plans after a turn (:mod:`comal.compaction`).
+:class:`EngineAdapter` names the engine and holds its validated configuration and the engine
+cache, built once (the proxy assembles on every request, across sessions); :meth:`session`
+gives the :class:`~comal.turns.ContextSession` of one session with them, through which the
+proxy budgets, reads the view, assembles, stores what the assembly proposes and maintains,
+exactly as the agent does.
 """
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+from collections.abc import Mapping
+from typing import Any
 
-from ..compaction import execute
-from ..context import Assembly, EngineCache, View, engine_config, engine_names, get_engine
+from ..context import EngineCache, engine_names, get_engine
 from ..ledger import LedgerBackend, Scope
-from ..tokens import Budget, TokenCounter
+from ..tokens import TokenCounter
+from ..turns import ContextSession, configure
 
 __all__ = ["ENGINES", "EngineAdapter"]
 
@@ -25,24 +27,13 @@ class EngineAdapter:
     ranges; the counter is the ledger's)."""
 
     def __init__(
-        self, name: str, counter: TokenCounter, settings: dict[str, object] | None = None
+        self, name: str, counter: TokenCounter, settings: Mapping[str, Any] | None = None
     ) -> None:
         self.engine = get_engine(name)
         self.name = name
-        given = dict(settings or {})
-        if "counter" in self.engine.config_type.model_fields:
-            given["counter"] = counter
-        self.config: BaseModel = engine_config(self.engine, given)
+        self.config = configure(self.engine, settings, counter, where="engine_settings")
         # Facts of stored entries, keyed by entry id and digest: safe to share across sessions.
         self.cache = EngineCache()
 
-    def view(self, ledger: LedgerBackend, scope: Scope) -> View:
-        return View.from_ledger(ledger, scope, bases=self.engine.bases)
-
-    def assemble(self, view: View, budget: Budget) -> Assembly:
-        return self.engine.assemble(view, budget, self.config, cache=self.cache)
-
-    def maintain(self, ledger: LedgerBackend, scope: Scope, budget: Budget) -> tuple[object, ...]:
-        """After a turn: the maintenance the engine plans now, executed against the ledger."""
-        jobs = self.engine.plan(self.view(ledger, scope), budget, self.config, cache=self.cache)
-        return execute(ledger, scope, jobs) if jobs else ()
+    def session(self, ledger: LedgerBackend, scope: Scope) -> ContextSession:
+        return ContextSession(ledger, scope, self.engine, self.config, cache=self.cache)

@@ -17,11 +17,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..context import Bounded, Checkpointed, MediaReferenced, Referenced, store_checkpoint
+from ..context import Bounded, MediaReferenced, Referenced
 from ..ledger import LedgerBackend, Scope
 from ..messages import Message, canonical_json
 from ..ops import CatalogFormat, Registry, default_registry
-from ..tokens import Budget, count_messages, resolve_window
+from ..tokens import count_messages, resolve_window
 from ._config import ServeConfig
 from ._engine import EngineAdapter
 from ._wire import ClientRequest, Item, Piece, Protocol, upstream_body
@@ -67,16 +67,6 @@ class Turn:
     @property
     def offered_recall(self) -> bool:
         return bool(self.offered)
-
-
-def _ranges(seqs: Sequence[int]) -> list[list[int]]:
-    out: list[list[int]] = []
-    for s in seqs:
-        if out and out[-1][1] == s - 1:
-            out[-1][1] = s
-        else:
-            out.append([s, s])
-    return out
 
 
 def _pieces(
@@ -140,13 +130,14 @@ def build_turn(
     same name. ``stitched``: entries the client holds in another shape than stored (a streamed
     reply continued after recall), never sent as the client's item."""
     counter = ledger.counter
+    service = engine.session(ledger, scope)
     resolution = resolve_window(request.model, override=config.context_window)
     declared = {_name(t) for t in request.tools if isinstance(t, dict)}
     extra = [t for t in recall if _name(t) not in declared]
     # Budgeted with the recall tools whether or not they are sent: offering them must not push
     # an assembly that fit without them over the window.
     tools_json = canonical_json([*request.tools, *extra])
-    budget = Budget.for_window(
+    budget = service.budget(
         resolution.window,
         system_tokens=count_messages(counter, list(request.instructions)),
         tools_tokens=counter.count(tools_json),
@@ -155,12 +146,12 @@ def build_turn(
         max_input=resolution.max_input,
     )
     # The client's previous turn is whole now (its results came with this request): the
-    # engine's planned maintenance runs before this assembly, as at the end of an agent's turn.
-    engine.maintain(ledger, scope, budget)
-    view = engine.view(ledger, scope)
-    assembly = engine.assemble(view, budget)
-    if assembly.checkpoint_to_store is not None:
-        store_checkpoint(ledger, scope, assembly.checkpoint_to_store)
+    # engine's planned maintenance runs before this assembly, as at the end of an agent's turn
+    # (inline: the proxy's reply waits on nothing else).
+    service.maintain(budget, defer=False)
+    view = service.view()
+    assembly = service.assemble(view, budget)
+    service.commit(assembly, at=view.end_seq, since=service.since())
     rewritten = {a.entry_id for a in assembly.actions if isinstance(a, _REWRITES)}
     # Any engine may send a message other than the stored one under its entry id (the
     # pipeline's placeholders, the dag's bounds): those are rendered anew, never the client's.
@@ -179,7 +170,6 @@ def build_turn(
         cursor += len(item.messages)
     assembled = list(zip(assembly.messages, assembly.entry_ids, strict=True))
     pieces = _pieces(assembled, request.items, item_entries, rewritten)
-    referenced = [a.entry_id for a in assembly.actions if isinstance(a, Referenced)]
     has_checkpoint = view.checkpoint is not None or assembly.checkpoint_to_store is not None
     sent_ids = set(assembly.entry_ids)
     left_out = any(e.id not in sent_ids for e in view.entries)
@@ -210,36 +200,13 @@ def build_turn(
             extra_tools=extra if offer else [],
         )
         body = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
-    stage = str(assembly.breakdown.get("stage", "verbatim"))
-    sent = [
-        e.seq for e in (*view.pinned, *view.entries) if e.id in set(assembly.entry_ids) - {None}
-    ]
-    checkpoint = next((a for a in assembly.actions if isinstance(a, Checkpointed)), None)
-    latest = view.checkpoint
-    info = ledger.session(scope)
-    meta = {
-        "stage": stage,
+    # The request record: the fields every surface records (OBS-1), then the proxy's own.
+    meta = service.meta(view, budget, assembly) | {
         "verbatim": verbatim,
-        "window": budget.window,
         "window_source": resolution.source,
-        "input_limit": budget.input_limit,
-        "fixed_tokens": budget.fixed,
-        "history_tokens": assembly.history_tokens,
-        "input_tokens": input_tokens,
-        "session_tokens": budget.fixed + (info.tokens if info is not None else 0),
-        "sent_seqs": _ranges(sent),
-        "referenced": referenced,
-        "bounded": [a.entry_id for a in assembly.actions if isinstance(a, Bounded)],
-        "checkpoint": (
-            [checkpoint.first_seq, checkpoint.last_seq]
-            if checkpoint is not None
-            else ([latest.first_seq, latest.last_seq] if latest is not None else None)
-        ),
-        "checkpoint_new": checkpoint is not None,
         "recall_offered": sorted(_name(t) for t in extra) if offer else [],
         "max_tokens": {"client": request.max_tokens, "upstream": upstream_max},
-        "metrics": assembly.metrics.as_dict(),
-        "engine": config.engine,
     }
+    stage = str(meta["stage"])
     offered = frozenset(_name(t) for t in extra) if offer else frozenset()
     return Turn(body, verbatim, offered, upstream_max, lowered, stage, meta)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from .._assembly import Action
 from .._engine import Job
@@ -43,6 +44,8 @@ class Blocked(Job):
     """Nothing can make the history smaller (the protected tail alone is over the target, or
     what is left out of the tail is too small to summarize): detected before any summarizer
     call and reported with ``code``, never retried in a loop (lossless-claw #268, #639)."""
+
+    actionable: ClassVar[bool] = False
 
     code: str
     message: str

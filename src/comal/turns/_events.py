@@ -13,7 +13,7 @@ from typing import Any
 
 from ..context import Action, Assembly, Bounded, Checkpointed, MediaReferenced, Referenced
 
-__all__ = ["EVENT_KINDS", "assembly_events"]
+__all__ = ["EVENT_KINDS", "action_kind", "assembly_events", "is_new"]
 
 # Kinds written by the limit engine's actions; other engines' actions use their class name.
 EVENT_KINDS = {
@@ -24,11 +24,11 @@ EVENT_KINDS = {
 }
 
 
-def _kind(action: Action) -> str:
+def action_kind(action: Action) -> str:
     return EVENT_KINDS.get(type(action), type(action).__name__.lower())
 
 
-def _new(action: Action, since: int) -> bool:
+def is_new(action: Action, since: int) -> bool:
     """Whether ``action`` happened after seq ``since`` (the previous request's last entry)."""
     if isinstance(action, Checkpointed):
         return True  # only the assembly that proposes a checkpoint carries this action
@@ -47,8 +47,8 @@ def assembly_events(assembly: Assembly, since: int, *, at_seq: int) -> list[dict
     ``count``, ``tokens_saved`` and the ``entries`` (or seq range) each kind touched."""
     grouped: dict[str, list[Action]] = {}
     for action in assembly.actions:
-        if _new(action, since):
-            grouped.setdefault(_kind(action), []).append(action)
+        if is_new(action, since):
+            grouped.setdefault(action_kind(action), []).append(action)
     events = []
     for kind, actions in grouped.items():
         saved = sum(

@@ -1,0 +1,207 @@
+"""The handlers of comal's own engines' jobs, registered in the executor table like a plugin's.
+
+- ``StoreCheckpoint`` (limit's ``/compact``): store the proposal, inline.
+- ``PipelineSummarize``: summarize with the fallback levels and store the summary, inline.
+- ``SummarizeLeaf``, ``Condense`` and ``Blocked`` (dag): summaries made under the session's
+  lease, in sweeps of several passes; a ``Blocked`` job is said once as an event, never retried.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from ..context import Bases, StoreCheckpoint, proposal_record, store_checkpoint
+from ..context.dag import Blocked, Condense, DagConfig, SummarizeLeaf
+from ..context.pipeline import PipelineSummarize
+from ..ledger import SummaryInput, SummaryRecord
+from ..messages import sha256_hex
+from ..tokens import TokenCounter
+from ._dag import condense_request, condensed_input, leaf_input, leaf_request, make_text
+from ._guard import Guard
+from ._pipeline import run_pipeline_job, summarize_pipeline
+from ._table import JobFailed, JobHandler, JobRun, Rehearsal
+
+__all__ = ["BLOCKED", "CONDENSED", "FAILED", "SUMMARIZED", "builtin_handlers"]
+
+SUMMARIZED = "dag_summarized"
+CONDENSED = "dag_condensed"
+BLOCKED = "dag_blocked"
+FAILED = "dag_summarizer_failed"
+
+
+# -- limit ------------------------------------------------------------------------------------
+def _store(run: JobRun, job: StoreCheckpoint) -> object:
+    with run.ledger.atomic():
+        return store_checkpoint(run.ledger, run.scope, job.proposal)
+
+
+def _rehearse_store(r: Rehearsal, job: StoreCheckpoint) -> object:
+    record = proposal_record(r.session, job.proposal, r.number(), r.counter)
+    r.bases = Bases(record, r.bases.summaries)
+    return record
+
+
+# -- pipeline ---------------------------------------------------------------------------------
+def _pipeline(run: JobRun, job: PipelineSummarize) -> object:
+    return run_pipeline_job(run.ledger, run.scope, job, run.summarizer())
+
+
+def _rehearse_pipeline(r: Rehearsal, job: PipelineSummarize) -> object:
+    proposal = summarize_pipeline(job, r.view.entries, r.counter, r.summarizer)
+    record = proposal_record(r.session, proposal, r.number(), r.counter)
+    r.bases = Bases(record, r.bases.summaries)
+    return record
+
+
+# -- dag --------------------------------------------------------------------------------------
+def _dag_config(config: object) -> DagConfig:
+    if not isinstance(config, DagConfig):
+        raise JobFailed(
+            f"dag jobs need the dag engine's configuration, not {type(config).__name__}: run "
+            "them through the session's turn service (comal.turns)"
+        )
+    return config
+
+
+def _guard(run: JobRun) -> Guard:
+    """One spend guard per execution: the caps and breaker are read through the ledger."""
+    guard = run.scratch.get("dag.guard")
+    if not isinstance(guard, Guard):
+        guard = Guard(run.ledger, run.scope, _dag_config(run.config), clock=run.clock)
+        run.scratch["dag.guard"] = guard
+    return guard
+
+
+def _earlier(run: JobRun, first_seq: int) -> list[SummaryRecord]:
+    frontier = run.ledger.summary_frontier(run.scope)
+    return [s for s in frontier if s.last_seq < first_seq]
+
+
+def _summarizer(run: JobRun) -> Any:
+    chosen = run.summarizer()
+    if chosen is None:
+        from ..context import ExtractiveSummarizer
+
+        chosen = ExtractiveSummarizer(run.counter)
+    return chosen
+
+
+def _leaf(run: JobRun, job: SummarizeLeaf) -> object:
+    ledger, scope = run.ledger, run.scope
+    entries = ledger.entries(scope, start_seq=job.first_seq, end_seq=job.last_seq)
+    request, sources = leaf_request(job, entries, _earlier(run, job.first_seq))
+    span = f"{job.first_seq}..{job.last_seq}"
+    run.probe("summarizing", span)
+    made = make_text(request, _summarizer(run), run.counter, _guard(run), oversize=job.oversize)
+    run.probe("summarized", span)
+    draft = leaf_input(job, entries, sources, made)
+    body = {"first_seq": job.first_seq, "last_seq": job.last_seq}
+    return _store_summary(run, draft, SUMMARIZED, body)
+
+
+def _condense(run: JobRun, job: Condense) -> object | None:
+    children = [run.ledger.summary(run.scope, i) for i in job.children]
+    found = [c for c in children if c is not None]
+    if len(found) != len(job.children):
+        return None  # another process condensed them first
+    request, sources = condense_request(job, found, _earlier(run, job.first_seq))
+    run.probe("summarizing", f"condense {job.children}")
+    made = make_text(request, _summarizer(run), run.counter, _guard(run))
+    run.probe("summarized", f"condense {job.children}")
+    draft = condensed_input(job, found, sources, made)
+    body = {"children": list(job.children), "depth": job.depth}
+    return _store_summary(run, draft, CONDENSED, body)
+
+
+def _store_summary(run: JobRun, draft: SummaryInput, kind: str, body: dict[str, Any]) -> object:
+    with run.ledger.atomic():
+        record = run.ledger.add_summary(run.scope, draft)
+        event = {"v": 1, "summary": record.id, "level": record.level, **body}
+        run.ledger.add_record(run.scope, "event", kind, event)
+    run.probe("stored", str(record.id))
+    return record
+
+
+def _blocked(run: JobRun, job: Blocked) -> None:
+    run.report.blocked.append(job)
+    events = run.ledger.records(run.scope, "event", kinds=(BLOCKED,))
+    if events and events[-1].body.get("message") == job.message:
+        return None  # said once, not every turn
+    body = {"v": 1, "code": job.code, "message": job.message}
+    run.ledger.add_record(run.scope, "event", BLOCKED, body)
+    return None
+
+
+def _memory_summary(
+    number: int, session: str, draft: SummaryInput, counter: TokenCounter
+) -> SummaryRecord:
+    return SummaryRecord(
+        id=-number,
+        session=session,
+        depth=draft.depth,
+        kind=draft.kind,
+        first_seq=draft.first_seq,
+        last_seq=draft.last_seq,
+        children=draft.children,
+        descendant_count=draft.descendant_count,
+        descendant_tokens=draft.descendant_tokens,
+        time_range=draft.time_range,
+        tokens=counter.count(draft.text),
+        summarizer=draft.summarizer,
+        level=draft.level,
+        digest=sha256_hex(draft.text),
+        created_at=datetime.fromtimestamp(0, UTC).isoformat(),
+        text=draft.text,
+        meta=dict(draft.meta),
+        sources_digest=draft.sources_digest,
+    )
+
+
+def _memory_summarizer(r: Rehearsal) -> Any:
+    if r.summarizer is not None:
+        return r.summarizer
+    from ..context import ExtractiveSummarizer
+
+    return ExtractiveSummarizer(r.counter)
+
+
+def _rehearse_leaf(r: Rehearsal, job: SummarizeLeaf) -> object:
+    frontier = list(r.bases.summaries)
+    previous = [s for s in frontier if s.last_seq < job.first_seq]
+    entries = [e for e in r.view.entries if job.first_seq <= e.seq <= job.last_seq]
+    request, sources = leaf_request(job, entries, previous)
+    text = make_text(request, _memory_summarizer(r), r.counter, None, oversize=job.oversize)
+    record = _memory_summary(
+        r.number(), r.session, leaf_input(job, entries, sources, text), r.counter
+    )
+    r.bases = Bases(r.bases.checkpoint, (*frontier, record))
+    return record
+
+
+def _rehearse_condense(r: Rehearsal, job: Condense) -> object | None:
+    frontier = list(r.bases.summaries)
+    by_id = {s.id: s for s in frontier}
+    if any(i not in by_id for i in job.children):
+        return None
+    children = [by_id[i] for i in job.children]
+    previous = [s for s in frontier if s.last_seq < job.first_seq]
+    request, sources = condense_request(job, children, previous)
+    made = make_text(request, _memory_summarizer(r), r.counter, None)
+    draft = condensed_input(job, children, sources, made)
+    record = _memory_summary(r.number(), r.session, draft, r.counter)
+    first = frontier.index(children[0])
+    folded = (*frontier[:first], record, *frontier[first + len(children) :])
+    r.bases = Bases(r.bases.checkpoint, folded)
+    return record
+
+
+def builtin_handlers() -> tuple[JobHandler, ...]:
+    """The handlers of the limit, dag and pipeline engines' jobs."""
+    return (
+        JobHandler(StoreCheckpoint, _store, _rehearse_store),
+        JobHandler(PipelineSummarize, _pipeline, _rehearse_pipeline),
+        JobHandler(SummarizeLeaf, _leaf, _rehearse_leaf, lease=True),
+        JobHandler(Condense, _condense, _rehearse_condense, lease=True),
+        JobHandler(Blocked, _blocked, lambda r, job: None, lease=True),
+    )

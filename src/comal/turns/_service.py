@@ -1,0 +1,335 @@
+"""The one turn service: everything a turn does with a context engine, for one session.
+
+Every surface that runs a turn — the agent, ``/compact`` queued or idle, the proxy, ``comal
+replay`` (:mod:`._replay`), the benchmarks and the compaction sweep — goes through a
+:class:`ContextSession`; no other module calls an engine's ``assemble`` or ``plan``. It owns,
+for one session:
+
+- the engine and its validated configuration (a plugin's engine is looked up like a built-in);
+- the budget: the window, the output reserve and the engine's own threshold (TOK-4);
+- the view, read with the stand-ins the engine names, and ``assemble`` over it, with the
+  session's engine cache (facts of stored entries reused turn after turn);
+- :meth:`commit`: what an assembly proposes — a checkpoint, and the OBS-2 events of the engine's
+  new actions — stored in one transaction, with whatever the caller stores beside it;
+- maintenance: :meth:`maintain` after a turn (inline, or under the session's lease in a sweep,
+  on a background thread when the engine's configuration defers it), :meth:`compact` for
+  ``/compact`` (forced, with the configured summarizer, wherever it was asked), :meth:`sweep`;
+  which jobs run how is the executor table's (:mod:`comal.compaction`);
+- :meth:`meta`: the request record's OBS-1 fields, one shape for every surface.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from pydantic import BaseModel
+
+from ..compaction import (
+    Background,
+    Compactor,
+    SweepReport,
+    configured_summarizer,
+    handler_for,
+    sweep_passes,
+)
+from ..compaction._summarizers import with_summarizer_window
+from ..context import (
+    Assembly,
+    Bounded,
+    Checkpointed,
+    Engine,
+    EngineCache,
+    Job,
+    Referenced,
+    Summarizer,
+    View,
+    engine_config,
+    get_engine,
+    store_checkpoint,
+)
+from ..ledger import CheckpointRecord, LedgerBackend, Scope
+from ..messages import Message
+from ..providers import Provider
+from ..tokens import Budget, TokenCounter
+from ._events import assembly_events
+
+__all__ = ["ContextSession", "SummarizerSource", "configure", "sent_ranges", "sweep"]
+
+Say = Callable[[str, str], None]
+Probe = Callable[[str, str], None]
+# Builds the configured summarizer when a job first needs one; ``None``: the engine's default.
+SummarizerSource = Callable[[], Summarizer | None]
+
+
+def configure(
+    engine: Engine,
+    settings: Mapping[str, Any] | BaseModel | None,
+    counter: TokenCounter,
+    *,
+    where: str = "",
+) -> BaseModel:
+    """``settings`` validated as ``engine``'s configuration; an engine that counts tokens
+    itself is given ``counter`` (the ledger's) unless the settings name one."""
+    if isinstance(settings, BaseModel):
+        return engine_config(engine, settings, where=where)
+    given = dict(settings or {})
+    if "counter" in engine.config_type.model_fields and "counter" not in given:
+        given["counter"] = counter
+    return engine_config(engine, given, where=where)
+
+
+def sent_ranges(seqs: Sequence[int]) -> list[list[int]]:
+    """Rising seqs folded into ``[first, last]`` runs."""
+    out: list[list[int]] = []
+    for s in seqs:
+        if out and out[-1][1] == s - 1:
+            out[-1][1] = s
+        else:
+            out.append([s, s])
+    return out
+
+
+class ContextSession:
+    """The turn service of one session; see the module docstring."""
+
+    def __init__(
+        self,
+        ledger: LedgerBackend,
+        scope: Scope,
+        engine: Engine | str,
+        config: Mapping[str, Any] | BaseModel | None = None,
+        *,
+        system: Sequence[Message] = (),
+        summarizer: SummarizerSource | None = None,
+        session_model: str | None = None,
+        session_provider: Provider | None = None,
+        cache: EngineCache | None = None,
+        say: Say = lambda kind, text: None,
+        probe: Probe = lambda phase, detail: None,
+        where: str = "",
+    ) -> None:
+        self.ledger = ledger
+        self.scope = scope
+        self.engine = get_engine(engine) if isinstance(engine, str) else engine
+        config = configure(self.engine, config, ledger.counter, where=where)
+        # A model summarizer's chunks are clamped to its window (DAG-1).
+        self.config: BaseModel = with_summarizer_window(config, session_model)
+        self.system = tuple(system)
+        self.cache = cache if cache is not None else EngineCache()
+        self.say = say
+        self.probe = probe
+        if summarizer is None:
+
+            def summarizer() -> Summarizer | None:
+                return configured_summarizer(
+                    self.config,
+                    ledger.counter,
+                    session_model=session_model,
+                    session_provider=session_provider,
+                )
+
+        self.summarizer: SummarizerSource = summarizer
+        self.owner = f"comal-{uuid.uuid4()}"
+        self.background = Background()
+
+    @property
+    def name(self) -> str:
+        return self.engine.name
+
+    # -- one turn ----------------------------------------------------------------------------
+    def budget(
+        self,
+        window: int,
+        *,
+        system_tokens: int,
+        tools_tokens: int,
+        output_reserve: int | None = None,
+        max_output: int | None = None,
+        max_input: int | None = None,
+    ) -> Budget:
+        """The budget of a request to a ``window``-token model, with the engine's threshold."""
+        return Budget.for_window(
+            window,
+            system_tokens=system_tokens,
+            tools_tokens=tools_tokens,
+            output_reserve=output_reserve,
+            max_output=max_output,
+            max_input=max_input,
+            threshold_ratio=self.engine.threshold_ratio(self.config),
+        )
+
+    def view(self) -> View:
+        """The session as the engine sees it now (its stand-ins read from the ledger)."""
+        return View.from_ledger(
+            self.ledger, self.scope, system=self.system, bases=self.engine.bases
+        )
+
+    def assemble(self, view: View, budget: Budget, *, state: object = None) -> Assembly:
+        return self.engine.assemble(view, budget, self.config, state=state, cache=self.cache)
+
+    def plan(self, view: View, budget: Budget, *, force: bool = False) -> tuple[Job, ...]:
+        """The maintenance due now (``force``: ``/compact``), nothing run."""
+        return self.engine.plan(view, budget, self.config, force=force, cache=self.cache)
+
+    def commit(
+        self,
+        assembly: Assembly,
+        *,
+        at: int,
+        since: int,
+        beside: Callable[[CheckpointRecord | None], None] | None = None,
+    ) -> CheckpointRecord | None:
+        """Store what ``assembly`` proposes, before anything is sent: its checkpoint and the
+        events of the engine's actions new since seq ``since`` (OBS-2), with ``beside`` (the
+        caller's own records) in the same transaction. ``at`` is the seq the next entry takes."""
+        events = assembly_events(assembly, since, at_seq=at)
+        if assembly.checkpoint_to_store is None and not events and beside is None:
+            return None
+        stored: CheckpointRecord | None = None
+        with self.ledger.atomic():
+            if assembly.checkpoint_to_store is not None:
+                stored = store_checkpoint(self.ledger, self.scope, assembly.checkpoint_to_store)
+            for body in events:
+                self.ledger.add_record(self.scope, "event", str(body["kind"]), body)
+            if beside is not None:
+                beside(stored)
+        if stored is not None:
+            self.say("note", f"checkpoint stored for seq {stored.first_seq}..{stored.last_seq}")
+        return stored
+
+    def since(self) -> int:
+        """The last seq the previous request of this session carried (-1: none yet), read from
+        its record: what an assembly did after it is new (OBS-2)."""
+        previous = self.ledger.last_request(self.scope, measured=False)
+        last = previous.meta.get("prompt_last_seq") if previous is not None else None
+        return last if isinstance(last, int) else -1
+
+    def meta(self, view: View, budget: Budget, assembly: Assembly) -> dict[str, Any]:
+        """The OBS-1 fields every request record carries, whichever surface sent it."""
+        sent_ids = {i for i in assembly.entry_ids if i is not None}
+        sent = [e.seq for e in (*view.pinned, *view.head, *view.entries) if e.id in sent_ids]
+        made = next((a for a in assembly.actions if isinstance(a, Checkpointed)), None)
+        latest = view.checkpoint
+        span = made if made is not None else latest
+        info = self.ledger.session(self.scope)
+        input_tokens = budget.fixed + assembly.history_tokens
+        return {
+            "engine": self.engine.name,
+            "prompt_last_seq": view.end_seq - 1,
+            "stage": str(assembly.breakdown.get("stage", "verbatim")),
+            "window": budget.window,
+            "input_limit": budget.input_limit,
+            "threshold": budget.threshold_tokens,
+            "fixed_tokens": budget.fixed,
+            "history_tokens": assembly.history_tokens,
+            "input_tokens": input_tokens,
+            "session_tokens": budget.fixed + (info.tokens if info is not None else 0),
+            "sent_seqs": sent_ranges(sent),
+            "referenced": [a.entry_id for a in assembly.actions if isinstance(a, Referenced)],
+            "bounded": [a.entry_id for a in assembly.actions if isinstance(a, Bounded)],
+            "checkpoint": None if span is None else [span.first_seq, span.last_seq],
+            "checkpoint_new": made is not None,
+            "metrics": assembly.metrics.as_dict(timing=True),
+        }
+
+    # -- maintenance -------------------------------------------------------------------------
+    def _leased(self, jobs: Sequence[Job]) -> bool:
+        return any(handler_for(job).lease for job in jobs)
+
+    def maintain(
+        self, budget: Budget, *, view: View | None = None, defer: bool | None = None
+    ) -> tuple[object, ...]:
+        """After a turn: the maintenance the engine plans now, run inline, or in a sweep under
+        the session's lease when a job asks for one — on a background thread when the engine's
+        configuration defers compaction (``defer`` overrides); the records made here."""
+        jobs = self.plan(view if view is not None else self.view(), budget)
+        if not jobs:
+            return ()
+        if not self._leased(jobs):
+            report = SweepReport(self.scope.session)
+            self._compactor().run(jobs, report)
+            return tuple(report.made)
+        deferred = bool(getattr(self.config, "defer_compaction", False)) if defer is None else defer
+
+        def work() -> SweepReport:
+            report = self.sweep(budget, owner=self.owner)
+            self._tell(report)
+            return report
+
+        if deferred:
+            self.background.submit(work)
+            return ()
+        return tuple(work().made)
+
+    def compact(self, budget: Budget) -> SweepReport:
+        """``/compact``: do what can be done now even under the thresholds, with the
+        configured summarizer — in a sweep under the lease when the engine's jobs need one."""
+        jobs = self.plan(self.view(), budget, force=True)
+        if self._leased(jobs):
+            return self.sweep(budget, force=True)
+        report = SweepReport(self.scope.session)
+        self._compactor().run(jobs, report)
+        if any(not j.actionable for j in jobs) and not report.made:
+            report.stopped = "blocked"
+        return report
+
+    def sweep(
+        self,
+        budget: Budget,
+        *,
+        force: bool = False,
+        owner: str | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> SweepReport:
+        """One bounded round of maintenance under the session's lease, each pass planned
+        again from the ledger (see :func:`comal.compaction.sweep_passes`)."""
+        return sweep_passes(
+            self.ledger,
+            self.scope,
+            lambda forced: self.plan(self.view(), budget, force=forced),
+            self.config,
+            self.summarizer,
+            force=force,
+            owner=owner,
+            clock=clock,
+            probe=self.probe,
+        )
+
+    def drain(self, timeout: float | None = None) -> None:
+        """Wait (bounded) for a deferred sweep to finish."""
+        self.background.drain(timeout)
+
+    def _compactor(self) -> Compactor:
+        return Compactor(self.ledger, self.scope, self.summarizer, self.config, probe=self.probe)
+
+    def _tell(self, report: SweepReport) -> None:
+        for s in report.made:
+            depth, first, last = (getattr(s, k, None) for k in ("depth", "first_seq", "last_seq"))
+            self.say(
+                "note", f"summary {getattr(s, 'id', '?')} (depth {depth}) for seq {first}..{last}"
+            )
+        for b in report.blocked:
+            self.say("warn", f"{getattr(b, 'code', '')}: {getattr(b, 'message', '')}")
+
+
+def sweep(
+    ledger: LedgerBackend,
+    scope: Scope,
+    engine: Engine | str,
+    config: BaseModel,
+    budget: Budget,
+    summarizer: Summarizer | None,
+    *,
+    force: bool = False,
+    owner: str | None = None,
+    clock: Callable[[], float] = time.time,
+    probe: Probe = lambda phase, detail: None,
+) -> SweepReport:
+    """One sweep of ``scope`` with ``summarizer`` (a library caller's or a test's own)."""
+    service = ContextSession(
+        ledger, scope, engine, config, summarizer=lambda: summarizer, probe=probe
+    )
+    return service.sweep(budget, force=force, owner=owner, clock=clock)
