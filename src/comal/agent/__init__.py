@@ -54,10 +54,12 @@ from ._errors import (
     SessionLocked,
     SpendCapExceeded,
 )
+from ._houses import house_factory
 from ._human import (
+    HUMAN_OPERATIONS,
+    HostControls,
     HumanOperationFailed,
     context_report,
-    human_operations,
     raise_for,
     render_report,
     window_note,
@@ -80,6 +82,7 @@ __all__ = [
     "COMPACT_REQUESTED",
     "CONTEXT_EVENT",
     "DEFAULT_SYSTEM",
+    "HUMAN_OPERATIONS",
     "INCOMPLETE_EVENT",
     "OPERATOR_ONLY",
     "RETENTION_EVENT",
@@ -94,6 +97,7 @@ __all__ = [
     "Config",
     "DuplicateCallIds",
     "Flags",
+    "HostControls",
     "HumanOperationFailed",
     "IncompleteResponse",
     "Preamble",
@@ -119,7 +123,7 @@ __all__ = [
     "configuration_reference",
     "context_report",
     "explain_config",
-    "human_operations",
+    "house_factory",
     "load_config",
     "lock_path",
     "lock_session",

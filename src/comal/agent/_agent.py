@@ -182,17 +182,13 @@ class Agent:
         provider: Provider | None = None,
         settings: AgentSettings | None = None,
     ) -> Agent:
-        """A sub-agent in a child session (LED-3): same registry, policy, workspace and
-        approver; its proposals are bound to a sub-agent actor whose parent is this session."""
+        """A sub-agent in a child session (LED-3): its house from the parent's factory (same
+        registry, policy, workspace, approver and lock guard); its proposals are bound to a
+        sub-agent actor whose parent is this session."""
         child = spawn_child(self.ledger, self.scope, agent=agent, title=title)
-        house = House(
-            self.ledger,
-            child,
-            self.house.registry,
-            self.house.policy,
-            workspace=self.house.workspace,
-            approver=self.house.judge.approver,
-        )
+        # The parent's factory: same registry, policy, workspace, sandbox, approver and the
+        # session-lock guard (a child runs only while this process holds the parent's lock).
+        house = self.house.factory.house(child)
         return Agent(
             self.ledger,
             child,

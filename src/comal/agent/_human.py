@@ -2,24 +2,26 @@
 
 They are operations of the one registry (OPS-1), on the human surfaces only (CLI, TUI, API):
 ``comal context``, the TUI's ``/context`` and its status line, and the HTTP API all run the
-same handler and get the same answer, judged and receipted by the house. Their handlers close
-over the session's :class:`~comal.agent.Runtime`, so they see what the agent sends: its system
-prompt, its tool catalog, its engine and that engine's settings from the configuration.
+same handler and get the same answer, judged and receipted by the house. They are registered
+once, as values (:data:`HUMAN_OPERATIONS`); each call reaches the host that runs the session
+through the house (``CallContext.host``), behind the narrow :class:`HostControls` protocol, so
+they see what the agent sends: its system prompt, its tool catalog, its engine and that
+engine's settings from the configuration.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
-from ..compaction import dag_report
+from ..compaction import SweepReport, dag_report
 from ..context import View, config_counter, render_state, work_state
 from ..context.dag import DagConfig
 from ..context.limit import EngineConfig
 from ..errors import ComalError, UserError
-from ..ledger import CheckpointRecord, SummaryRecord
+from ..ledger import CheckpointRecord, LedgerBackend, Scope, SummaryRecord
 from ..ops import CallContext, Handler, Operation, Outcome, Surface, ToolOutput
 from ..tokens import resolve_window
 from ..turns import ContextSession
@@ -34,18 +36,50 @@ from ._propose import COMPACT_REQUESTED, Preview
 from ._session import lock_session
 
 if TYPE_CHECKING:
-    from ._runtime import Runtime
+    from ._propose import Proposer
+    from ._settings import AgentSettings
 
 __all__ = [
+    "HUMAN_OPERATIONS",
+    "HostControls",
     "HumanOperationFailed",
     "context_report",
-    "human_operations",
     "raise_for",
     "render_report",
     "window_note",
 ]
 
 _HUMAN: frozenset[Surface] = frozenset({"cli", "tui", "api"})
+
+
+@runtime_checkable
+class HostControls(Protocol):
+    """What the human operations ask of the host that runs the session (the agent runtime):
+    the session, the settings of its next run, a proposer for previews, and a way to queue a
+    compaction with a working agent."""
+
+    @property
+    def ledger(self) -> LedgerBackend: ...
+    @property
+    def spec(self) -> str | None: ...
+    @property
+    def model_name(self) -> str: ...
+    @property
+    def context_window(self) -> int | None: ...
+
+    def need_scope(self) -> Scope: ...
+    def settings(self) -> AgentSettings: ...
+    def proposer(self) -> Proposer: ...
+    def queue_compact(self) -> bool: ...
+
+
+def _host(ctx: CallContext) -> HostControls:
+    if not isinstance(ctx.host, HostControls):
+        raise UserError(
+            f"{ctx.operation} needs the session's host (the agent runtime), and this house has "
+            "none: run it through comal context/compact or the TUI"
+        )
+    return ctx.host
 
 
 class _NoArgs(BaseModel):
@@ -63,7 +97,7 @@ def window_note(model: str | None, window: int | None) -> str | None:
     return None
 
 
-def context_report(runtime: Runtime, preview: Preview) -> dict[str, Any]:
+def context_report(runtime: HostControls, preview: Preview) -> dict[str, Any]:
     """``/context``: the budget of the next request as the agent would send it (TOK-2..4)."""
     scope = runtime.need_scope()
     budget, assembly, estimate = preview.budget, preview.assembly, preview.estimate
@@ -85,7 +119,7 @@ def context_report(runtime: Runtime, preview: Preview) -> dict[str, Any]:
         "model": runtime.spec,
         "window": window.window,
         "window_source": window.source,
-        "window_note": window_note(runtime.model_name, runtime.flags.context_window),
+        "window_note": window_note(runtime.model_name, runtime.context_window),
         "counter": config_counter(settings.engine).name,
         "system": preview.system_tokens,
         "tools": preview.tools_tokens,
@@ -117,7 +151,7 @@ def context_report(runtime: Runtime, preview: Preview) -> dict[str, Any]:
     } | _dag_part(runtime, settings.engine_name, preview)
 
 
-def _dag_part(runtime: Runtime, engine: str, preview: Preview) -> dict[str, Any]:
+def _dag_part(runtime: HostControls, engine: str, preview: Preview) -> dict[str, Any]:
     """The dag engine's state (summaries by depth, coverage, pending jobs, summarizer spend and
     breaker) when it runs or the session carries its summaries."""
     scope = runtime.need_scope()
@@ -223,126 +257,132 @@ def _coded(handler: Callable[[_NoArgs, CallContext], ToolOutput]) -> Handler:
     return run
 
 
-def human_operations(runtime: Runtime) -> list[Operation]:
-    """``context``, ``state`` and ``compact`` bound to ``runtime``."""
+def _context(args: _NoArgs, ctx: CallContext) -> ToolOutput:
+    host = _host(ctx)
+    report = context_report(host, host.proposer().preview())
+    text = "\n".join(f"{label}: {value}" for label, value in render_report(report))
+    return ToolOutput(text, observations={"report": report})
 
-    def context(args: _NoArgs, ctx: CallContext) -> ToolOutput:
-        report = context_report(runtime, runtime.proposer().preview())
-        text = "\n".join(f"{label}: {value}" for label, value in render_report(report))
-        return ToolOutput(text, observations={"report": report})
 
-    def state(args: _NoArgs, ctx: CallContext) -> ToolOutput:
-        settings = runtime.settings()
-        config = settings.engine if isinstance(settings.engine, EngineConfig) else EngineConfig()
-        view = View.from_ledger(runtime.ledger, runtime.need_scope())
-        current = work_state(view, config)
-        text = render_state(current, config_counter(settings.engine))
-        return ToolOutput(text, observations={"state": current.to_dict()})
+def _state(args: _NoArgs, ctx: CallContext) -> ToolOutput:
+    host = _host(ctx)
+    settings = host.settings()
+    config = settings.engine if isinstance(settings.engine, EngineConfig) else EngineConfig()
+    view = View.from_ledger(host.ledger, host.need_scope())
+    current = work_state(view, config)
+    text = render_state(current, config_counter(settings.engine))
+    return ToolOutput(text, observations={"state": current.to_dict()})
 
-    def compact(args: _NoArgs, ctx: CallContext) -> ToolOutput:
-        if runtime.active is not None:
-            # LIM-7: this process's agent is working; it compacts at the start of its next turn.
-            runtime.active.request_compact()
-            return ToolOutput(
-                "queued: the agent compacts at the start of its next turn",
-                observations={"queued": True},
+
+def _compact(args: _NoArgs, ctx: CallContext) -> ToolOutput:
+    host = _host(ctx)
+    if host.queue_compact():
+        # LIM-7: this process's agent is working; it compacts at the start of its next turn.
+        return ToolOutput(
+            "queued: the agent compacts at the start of its next turn",
+            observations={"queued": True},
+        )
+    scope = host.need_scope()
+    try:
+        lock = lock_session(host.ledger, scope)
+    except SessionLocked as exc:
+        host.ledger.add_record(
+            scope, "event", COMPACT_REQUESTED, {"v": 1, "by": f"{ctx.surface}:{ctx.actor.id}"}
+        )
+        return ToolOutput(
+            f"queued: {exc}; the agent compacts at the start of its next turn",
+            observations={"queued": True},
+        )
+    try:
+        proposer = host.proposer()
+        # The turn service compacts as a queued /compact does: forced, with the configured
+        # summarizer, in a sweep under the session's lease when the engine's jobs need one.
+        report = proposer.service.compact(proposer.preview().budget)
+    finally:
+        lock.release()
+    return _compacted(report)
+
+
+def _compacted(report: SweepReport) -> ToolOutput:
+    made = tuple(report.made)
+    blocked = [{"code": b.code, "message": b.message} for b in report.blocked]
+    stopped = report.stopped
+    if not made:
+        text = "nothing to compact: only the protected tail follows the latest stand-in"
+        text += "".join(f"\n[{b['code']}] {b['message']}" for b in blocked)
+        observed = {"queued": False, "made": [], "blocked": blocked, "stopped": stopped}
+        return ToolOutput(text, observations=observed)
+    lines, records = [], []
+    for record in made:
+        if isinstance(record, CheckpointRecord):
+            lines.append(
+                f"checkpoint {record.id} stands for seq {record.first_seq}..{record.last_seq}"
+                f" in {record.tokens:,} tokens (sha256 {record.digest[:16]}…)"
             )
-        scope = runtime.need_scope()
-        try:
-            lock = lock_session(runtime.ledger, scope)
-        except SessionLocked as exc:
-            runtime.ledger.add_record(
-                scope, "event", COMPACT_REQUESTED, {"v": 1, "by": f"{ctx.surface}:{ctx.actor.id}"}
+            records.append(
+                {
+                    "kind": "checkpoint",
+                    "id": record.id,
+                    "first_seq": record.first_seq,
+                    "last_seq": record.last_seq,
+                    "tokens": record.tokens,
+                    "digest": record.digest,
+                }
             )
-            return ToolOutput(
-                f"queued: {exc}; the agent compacts at the start of its next turn",
-                observations={"queued": True},
+        elif isinstance(record, SummaryRecord):
+            sources = f"seq {record.first_seq}..{record.last_seq}"
+            if record.kind != "leaf":
+                sources = f"summaries {', '.join(map(str, record.children))}"
+            lines.append(
+                f"summary {record.id} (depth {record.depth}, {record.kind}) of {sources}: "
+                f"{record.tokens:,} tokens by {record.summarizer} ({record.level})"
             )
-        try:
-            proposer = runtime.proposer()
-            # The turn service compacts as a queued /compact does: forced, with the configured
-            # summarizer, in a sweep under the session's lease when the engine's jobs need one.
-            report = proposer.service.compact(proposer.preview().budget)
-        finally:
-            lock.release()
-        made = tuple(report.made)
-        blocked = [{"code": b.code, "message": b.message} for b in report.blocked]
-        stopped = report.stopped
-        if not made:
-            text = "nothing to compact: only the protected tail follows the latest stand-in"
-            text += "".join(f"\n[{b['code']}] {b['message']}" for b in blocked)
-            observed = {"queued": False, "made": [], "blocked": blocked, "stopped": stopped}
-            return ToolOutput(text, observations=observed)
-        lines, records = [], []
-        for record in made:
-            if isinstance(record, CheckpointRecord):
-                lines.append(
-                    f"checkpoint {record.id} stands for seq {record.first_seq}..{record.last_seq}"
-                    f" in {record.tokens:,} tokens (sha256 {record.digest[:16]}…)"
-                )
-                records.append(
-                    {
-                        "kind": "checkpoint",
-                        "id": record.id,
-                        "first_seq": record.first_seq,
-                        "last_seq": record.last_seq,
-                        "tokens": record.tokens,
-                        "digest": record.digest,
-                    }
-                )
-            elif isinstance(record, SummaryRecord):
-                sources = f"seq {record.first_seq}..{record.last_seq}"
-                if record.kind != "leaf":
-                    sources = f"summaries {', '.join(map(str, record.children))}"
-                lines.append(
-                    f"summary {record.id} (depth {record.depth}, {record.kind}) of {sources}: "
-                    f"{record.tokens:,} tokens by {record.summarizer} ({record.level})"
-                )
-                records.append(
-                    {
-                        "kind": "summary",
-                        "id": record.id,
-                        "depth": record.depth,
-                        "first_seq": record.first_seq,
-                        "last_seq": record.last_seq,
-                        "children": list(record.children),
-                        "tokens": record.tokens,
-                        "summarizer": record.summarizer,
-                        "level": record.level,
-                    }
-                )
-            else:
-                lines.append(f"made {type(record).__name__}")
-                records.append({"kind": type(record).__name__})
-        lines += [f"[{b['code']}] {b['message']}" for b in blocked]
-        observed = {"queued": False, "made": records, "blocked": blocked, "stopped": stopped}
-        return ToolOutput("\n".join(lines), observations=observed)
+            records.append(
+                {
+                    "kind": "summary",
+                    "id": record.id,
+                    "depth": record.depth,
+                    "first_seq": record.first_seq,
+                    "last_seq": record.last_seq,
+                    "children": list(record.children),
+                    "tokens": record.tokens,
+                    "summarizer": record.summarizer,
+                    "level": record.level,
+                }
+            )
+        else:
+            lines.append(f"made {type(record).__name__}")
+            records.append({"kind": type(record).__name__})
+    lines += [f"[{b['code']}] {b['message']}" for b in blocked]
+    observed = {"queued": False, "made": records, "blocked": blocked, "stopped": stopped}
+    return ToolOutput("\n".join(lines), observations=observed)
 
-    return [
-        Operation(
-            "context",
-            "The budget of the session's next request, as the agent would send it.",
-            _NoArgs,
-            _coded(context),
-            audience="human",
-            surfaces=_HUMAN,
-        ),
-        Operation(
-            "state",
-            "The work state a checkpoint would carry now.",
-            _NoArgs,
-            _coded(state),
-            audience="human",
-            surfaces=_HUMAN,
-        ),
-        # The ledger gains a stand-in; nothing in the workspace or the world changes, and the
-        # history stays whole (LED-1), so the operation is read-only for the policy.
-        Operation(
-            "compact",
-            "Compact now without an LLM (or queue it while the agent works).",
-            _NoArgs,
-            _coded(compact),
-            audience="human",
-            surfaces=_HUMAN,
-        ),
-    ]
+
+HUMAN_OPERATIONS: tuple[Operation, ...] = (
+    Operation(
+        "context",
+        "The budget of the session's next request, as the agent would send it.",
+        _NoArgs,
+        _coded(_context),
+        audience="human",
+        surfaces=_HUMAN,
+    ),
+    Operation(
+        "state",
+        "The work state a checkpoint would carry now.",
+        _NoArgs,
+        _coded(_state),
+        audience="human",
+        surfaces=_HUMAN,
+    ),
+    # The ledger gains a stand-in; nothing in the workspace or the world changes, and the
+    # history stays whole (LED-1), so the operation is read-only for the policy.
+    Operation(
+        "compact",
+        "Compact now without an LLM (or queue it while the agent works).",
+        _NoArgs,
+        _coded(_compact),
+        audience="human",
+        surfaces=_HUMAN,
+    ),
+)

@@ -35,6 +35,7 @@ from ..ops import (
     Approver,
     HostSettings,
     House,
+    HouseFactory,
     Outcome,
     Registry,
     Rule,
@@ -48,8 +49,9 @@ from ..providers import ModelSpec, OnEvent, Provider, SDKProvider, provider_from
 from ..tokens import default_counter
 from ._agent import Agent, Clock, Preamble, intention, utc_now
 from ._catalog import ensure_tool_search
-from ._config import Config, config_path, load_config, policy_from_config, settings_from_config
-from ._human import human_operations
+from ._config import Config, load_config, settings_from_config
+from ._houses import house_factory
+from ._human import HUMAN_OPERATIONS
 from ._lock import PgSessionLock, SessionLock
 from ._mcp_servers import MCP_EVENT, McpServers
 from ._propose import Probe, Proposer, Say
@@ -139,7 +141,7 @@ class Runtime:
 
     def __post_init__(self) -> None:
         self.registry = default_registry()
-        self.registry.add_all(human_operations(self))
+        self.registry.add_all(HUMAN_OPERATIONS)
         ensure_tool_search(self.registry)
         self.mcp = McpServers(self.config.mcp_servers)
 
@@ -261,24 +263,27 @@ class Runtime:
             return ScriptModel.from_spec(spec, self.ledger, self.need_scope())
         return self._provider(spec)
 
-    def house(self, approver: Approver | None = None) -> House:
-        policy = policy_from_config(self.config, workspace=self.workspace, protect=config_path())
-        policy = policy.with_rules(*self.extra_rules)
-        return House(
+    def houses(self, approver: Approver | None = None) -> HouseFactory:
+        """The factory of this session's houses (the agent's, its children's, the human
+        controls'), from the configuration and the rules added during this process."""
+        return house_factory(
             self.ledger,
-            self.need_scope(),
+            self.config,
             self.registry,
-            policy,
             workspace=self.workspace,
             approver=approver,
             settings=self.host,
+            rules=self.extra_rules,
             guard=self._holding,
+            host=self,
         )
+
+    def house(self, approver: Approver | None = None) -> House:
+        return self.houses(approver).house(self.need_scope())
 
     def sandbox_status(self) -> SandboxStatus:
         """Whether Bash will run in the OS sandbox under this configuration (issue 9)."""
-        policy = policy_from_config(self.config, workspace=self.workspace, protect=config_path())
-        return sandbox_status(policy.sandbox)
+        return sandbox_status(self.houses().policy.sandbox)
 
     def add_rule(self, rule: Rule, *, by: Actor) -> None:
         """A rule a human added for the rest of this process's session ("always allow"),
@@ -301,6 +306,19 @@ class Runtime:
                 "lock, and this process does not hold it (another agent may be running); run it "
                 "through the agent, or wait and resume"
             )
+
+    @property
+    def context_window(self) -> int | None:
+        """The window the surface was given (``--context-window``), if any."""
+        return self.flags.context_window
+
+    def queue_compact(self) -> bool:
+        """LIM-7: when this process's agent is working, ask it to compact at the start of its
+        next turn (``True``); ``False`` when no agent of this runtime runs."""
+        if self.active is None:
+            return False
+        self.active.request_compact()
+        return True
 
     def need_scope(self) -> Scope:
         if self.scope is None:

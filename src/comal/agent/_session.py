@@ -11,7 +11,7 @@ from typing import Any
 from ..errors import UserError
 from ..ledger import LedgerBackend, Scope
 from ..messages import ToolCall
-from ..ops import Actor, House, Policy
+from ..ops import Actor, HostSettings, House, Policy
 from ._lock import PgSessionLock, SessionLock, lock_path
 
 __all__ = ["CHECKER", "Check", "lock_session", "run_checks", "spawn_child", "start_session"]
@@ -110,13 +110,10 @@ def run_checks(house: House, commands: tuple[str, ...], run: str) -> list[Check]
     # rule still wins, as everywhere.
     policy = house.policy
     denies = tuple(r for r in policy.rules if r.action == "deny")
-    checker = House(
-        house.ledger,
-        house.scope,
-        house.registry,
-        Policy("trusted", denies, policy.limits),
-        workspace=house.workspace,
-    )
+    trusted = Policy("trusted", denies, policy.limits)
+    checker = house.factory.but(
+        policy=trusted, settings=HostSettings(mode="trusted"), approver=None
+    ).house(house.scope)
     out: list[Check] = []
     for i, command in enumerate(commands):
         call = ToolCall(f"check-{run}-{i}", "Bash", json.dumps({"command": command}))

@@ -6,6 +6,7 @@ other command groups are registered.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -25,7 +26,9 @@ keys_app = typer.Typer(
 def serve(
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.", min=1, max=65535)] = 8787,
-    engine: Annotated[str, typer.Option(help="Context engine.")] = "limit",
+    engine: Annotated[
+        str | None, typer.Option(help="Context engine (default: the configuration's).")
+    ] = None,
     context_window: Annotated[
         int | None, typer.Option(help="Cap the window (minimum with the model's).", min=1)
     ] = None,
@@ -45,6 +48,15 @@ def serve(
         str | None,
         typer.Option("--ledger", help="Ledger: a file path or a postgresql:// URL."),
     ] = None,
+    config_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="Configuration file (default: COMAL_CONFIG, else the per-user one): its rules "
+            "judge recall calls, and its engine, engine_settings, context_window and "
+            "output_reserve apply unless given here.",
+        ),
+    ] = None,
 ) -> None:
     """Run the proxy (Anthropic /v1/messages, OpenAI /v1/chat/completions and /v1/responses),
     the HTTP API (/api, schema at /openapi.json) and the dashboard (/) in one process.
@@ -57,23 +69,33 @@ def serve(
     """
     import os
 
+    from ..agent import load_config
+    from ..errors import InputError
     from ..serve import ServeConfig, create_app
     from ..serve._run import serve_forever
 
     with coded_errors(False):
+        if config_file is not None and not config_file.is_file():
+            raise InputError(
+                "the configuration file given with --config does not exist; fix the path",
+                path=str(config_file),
+            )
+        # The configuration file, as every command reads it (CFG-1); flags win over it.
+        operator = load_config(config_file)
         config = ServeConfig(
             ledger=ledger_file if ledger_file is not None else ledger_target(),
             host=host,
             port=port,
-            engine=engine,
-            context_window=context_window,
+            engine=engine or operator.engine,
+            context_window=context_window or operator.context_window,
             upstream_anthropic=upstream_anthropic,
             upstream_openai=upstream_openai,
             upstream_anthropic_key=os.environ.get("COMAL_UPSTREAM_ANTHROPIC_KEY") or None,
             upstream_openai_key=os.environ.get("COMAL_UPSTREAM_OPENAI_KEY") or None,
-            output_reserve=output_reserve,
+            output_reserve=output_reserve or operator.output_reserve,
             max_body_bytes=max_body,
             dashboard=not no_dashboard,
+            operator=operator,
         )
         application = create_app(config)
     where = f"http://{host}:{port}"

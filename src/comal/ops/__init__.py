@@ -42,7 +42,7 @@ from ._errors import (
 from ._evidence_op import EvidenceReadInput
 from ._files import EditArgs, GlobArgs, GrepArgs, ReadArgs, WriteArgs
 from ._guard import OUTPUT_KIND, StoredOutput, guard_output, read_output
-from ._house import House, Outcome, Probe, atomic_write
+from ._house import House, HouseFactory, Outcome, Probe, atomic_write
 from ._judge import IDENTITY_KEYS, Judge, Judgment
 from ._mcp_config import McpServerConfig
 from ._model import (
@@ -140,6 +140,7 @@ __all__ = [
     "Handler",
     "HostSettings",
     "House",
+    "HouseFactory",
     "Invocation",
     "Judge",
     "Judgment",

@@ -55,7 +55,7 @@ from ._receipt import OutputInfo, Receipt, disposition_for
 from ._sandbox import Sandbox, SandboxStatus, default_protected_paths
 from ._workspace import Workspace, atomic_write_at, os_failure
 
-__all__ = ["House", "Outcome", "Probe", "atomic_write"]
+__all__ = ["House", "HouseFactory", "Outcome", "Probe", "atomic_write"]
 
 Probe = Callable[[str, str], None]
 
@@ -111,6 +111,38 @@ def _failure(exc: BaseException) -> dict[str, Any]:
     return seen
 
 
+@dataclass(frozen=True, slots=True)
+class HouseFactory:
+    """Everything a house is made of but its session: every house of a surface is built by one
+    factory (:meth:`house`), so a child session's house, the checks' house and the proxy's
+    recall house cannot drift from the agent's. The agent layer makes one from the loaded
+    configuration (:func:`comal.agent.house_factory`)."""
+
+    ledger: LedgerBackend
+    registry: Registry
+    policy: Policy
+    workspace: Workspace | None = None
+    approver: Approver | None = None
+    settings: HostSettings | None = None
+    probe: Probe | None = None
+    protected_paths: tuple[str | Path, ...] = ()
+    bwrap: str | None = None
+    guard: Callable[[], None] | None = None
+    host: object = None
+
+    def house(self, scope: Scope) -> House:
+        return House(
+            self.ledger, scope, self.registry, self.policy, workspace=self.workspace,
+            approver=self.approver, settings=self.settings, probe=self.probe,
+            protected_paths=self.protected_paths, bwrap=self.bwrap, guard=self.guard,
+            host=self.host,
+        )  # fmt: skip
+
+    def but(self, **changes: Any) -> HouseFactory:
+        """This factory with some parts changed (a stricter policy, another registry)."""
+        return replace(self, **changes)
+
+
 class House:
     """One house per session: a registry, a policy, a workspace and the session's ledger."""
 
@@ -128,8 +160,16 @@ class House:
         protected_paths: Iterable[str | Path] = (),
         bwrap: str | None = None,
         guard: Callable[[], None] | None = None,
+        host: object = None,
     ) -> None:
         policy = policy if policy is not None else Policy()
+        self._made = HouseFactory(
+            ledger, registry, policy, workspace=workspace, approver=approver, settings=settings,
+            probe=probe, protected_paths=tuple(protected_paths), bwrap=bwrap, guard=guard,
+            host=host,
+        )  # fmt: skip
+        # The host's human controls (``/context``, ``/compact``) reach their handlers here.
+        self.host = host
         # Raises (a coded error) when this process may not change the session now: the agent
         # factory passes one that checks it holds the session's lock, so two houses on one
         # session cannot interleave effects and split each other's steps.
@@ -162,6 +202,13 @@ class House:
             sandbox=self.sandbox,
         )
         self._probe = probe
+
+    @property
+    def factory(self) -> HouseFactory:
+        """The factory of this house, with its policy as it stands now: a sibling built from it
+        (a child session's house, the checks' house) keeps the workspace, the sandbox, the
+        approver, the host and the session-lock guard."""
+        return replace(self._made, policy=self.judge.policy)
 
     @property
     def policy(self) -> Policy:
@@ -222,6 +269,7 @@ class House:
             self.sandbox(),
             self.judge.policy.limits.output_cap,
             judgment.approval is not None and judgment.approval.granted,
+            self.host,
         )
         started = now()
         prepared: list[int] = []  # filled as soon as a preparation is durable, even on failure

@@ -189,6 +189,9 @@ class CallContext:
     sandbox: Sandbox | None = None
     output_cap: int = DEFAULT_OUTPUT_CAP
     approved: bool = False
+    # The host's controls for the human operations over the engine (the agent runtime's);
+    # ``None`` on a house no host runs.
+    host: object = None
 
     def need_workspace(self) -> Workspace:
         if self.workspace is None:

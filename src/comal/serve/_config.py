@@ -5,6 +5,10 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..agent import Config
 
 __all__ = ["DEFAULT_ANTHROPIC", "DEFAULT_OPENAI", "ServeConfig", "is_loopback"]
 
@@ -29,7 +33,9 @@ class ServeConfig:
     key headers (which are otherwise passed through unchanged). ``output_reserve``: output
     tokens the input is budgeted against (``None``: the budget's default, at most 16k and an
     eighth of the window). ``max_recalls``: EvidenceRead rounds the proxy runs for one client
-    request before it returns the reply as it is.
+    request before it returns the reply as it is. ``operator``: the loaded configuration file
+    (rules, limits, sandbox, the engine's settings): the recall calls the proxy runs are judged
+    under its policy, as the agent's calls are (``None``: the defaults).
     """
 
     ledger: Path | str | None = None
@@ -48,6 +54,7 @@ class ServeConfig:
     dashboard: bool = True
     local_tenant: str = "local"
     extra_headers: dict[str, str] = field(default_factory=dict)
+    operator: Config | None = None
 
     @property
     def loopback(self) -> bool:

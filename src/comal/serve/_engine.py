@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from pydantic import BaseModel
+
 from ..context import EngineCache, engine_names, get_engine
 from ..ledger import LedgerBackend, Scope
 from ..tokens import TokenCounter
@@ -27,7 +29,10 @@ class EngineAdapter:
     ranges; the counter is the ledger's)."""
 
     def __init__(
-        self, name: str, counter: TokenCounter, settings: Mapping[str, Any] | None = None
+        self,
+        name: str,
+        counter: TokenCounter,
+        settings: Mapping[str, Any] | BaseModel | None = None,
     ) -> None:
         self.engine = get_engine(name)
         self.name = name

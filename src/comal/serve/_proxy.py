@@ -88,7 +88,12 @@ class ProxyService(Relay):
         self.config = config
         self.ledger = ledger
         self.router = SessionRouter(ledger)
-        self.engine = EngineAdapter(config.engine, ledger.counter)
+        from ..agent import Config, house_factory
+
+        operator = config.operator if config.operator is not None else Config()
+        # The engine's settings come from the configuration when it names this engine.
+        settings = dict(operator.engine_settings) if operator.engine == config.engine else None
+        self.engine = EngineAdapter(config.engine, ledger.counter, settings)
         self.client = httpx.AsyncClient(
             timeout=httpx.Timeout(config.upstream_timeout, connect=10.0),
             transport=transport,
@@ -99,7 +104,9 @@ class ProxyService(Relay):
         self.recall_registry = recall_registry(self.engine.engine)
         self.recall_tools = {p: recall_tools(p, self.recall_registry) for p in PROTOCOLS}
         self._locks: dict[str, asyncio.Lock] = {}
-        self.recorder = Recorder(ledger, self.router, self.recall_registry)
+        # Recall calls are judged by a house of the one factory, under the operator's policy.
+        houses = house_factory(ledger, operator, self.recall_registry)
+        self.recorder = Recorder(ledger, self.router, houses)
 
     async def aclose(self) -> None:
         await self.client.aclose()
@@ -253,9 +260,13 @@ class ProxyService(Relay):
             )
             response = await self.client.send(request, stream=True)
         except httpx.TimeoutException as exc:
-            return self._error_exchange(call, turn, 504, f"upstream timed out: {exc}", started)
+            return await self._error_exchange(
+                call, turn, 504, f"upstream timed out: {exc}", started
+            )
         except httpx.HTTPError as exc:
-            return self._error_exchange(call, turn, 502, f"upstream unreachable: {exc}", started)
+            return await self._error_exchange(
+                call, turn, 502, f"upstream unreachable: {exc}", started
+            )
         try:
             if response.status_code >= 400 or not _is_stream(response):
                 body = await response.aread()
@@ -288,14 +299,14 @@ class ProxyService(Relay):
             await anyio.to_thread.run_sync(
                 self.recorder.interrupted, call, acc, f"upstream timed out: {exc}"
             )
-            return self._error_exchange(
+            return await self._error_exchange(
                 call, turn, 504, f"upstream timed out: {exc}", started, record=False
             )
         except httpx.HTTPError as exc:
             await anyio.to_thread.run_sync(
                 self.recorder.interrupted, call, acc, f"upstream broke: {exc}"
             )
-            return self._error_exchange(
+            return await self._error_exchange(
                 call, turn, 502, f"upstream stream broke: {exc}", started, record=False
             )
         finally:
@@ -303,7 +314,9 @@ class ProxyService(Relay):
         if not acc.done or acc.error is not None:
             why = "upstream sent an error event" if acc.error else "stream ended before its end"
             await anyio.to_thread.run_sync(self.recorder.interrupted, call, acc, why)
-            return self._error_exchange(call, turn, 502, f"upstream {why}", started, record=False)
+            return await self._error_exchange(
+                call, turn, 502, f"upstream {why}", started, record=False
+            )
         reply, unparsed = read_reply(acc.reply)
         return Exchange(
             200,
@@ -315,7 +328,7 @@ class ProxyService(Relay):
             unparsed,
         )
 
-    def _error_exchange(
+    async def _error_exchange(
         self,
         call: Call,
         turn: Turn,
@@ -326,7 +339,9 @@ class ProxyService(Relay):
         record: bool = True,
     ) -> Exchange:
         if record:
-            self.recorder.request_record(
-                call, turn, None, None, {"error": status, "message": message}
+            # The ledger is synchronous: its writes never run on the event loop.
+            meta = {"error": status, "message": message}
+            await anyio.to_thread.run_sync(
+                self.recorder.request_record, call, turn, None, None, meta
             )
         return Exchange(status, {}, error_body(call.protocol, status, message), None, _ms(started))

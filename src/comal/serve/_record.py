@@ -11,7 +11,7 @@ from typing import Any
 from ..errors import ComalError, InputError
 from ..ledger import LedgerBackend, Scope, UsageInput
 from ..messages import Message, canonical_json, sha256_hex
-from ..ops import Actor, House, Policy, Registry
+from ..ops import Actor, House, HouseFactory
 from ..tokens import Usage, normalize_usage
 from ._sessions import RECALL_EVENT, Routed, SessionRouter, exclusive
 from ._stream import Accumulator
@@ -72,10 +72,10 @@ class Call:
 class Recorder:
     """The proxy's writes to the ledger."""
 
-    def __init__(self, ledger: LedgerBackend, router: SessionRouter, recall: Registry) -> None:
+    def __init__(self, ledger: LedgerBackend, router: SessionRouter, houses: HouseFactory) -> None:
         self.ledger = ledger
         self.router = router
-        self.recall_registry = recall
+        self.houses = houses
         self._instructions: dict[str, tuple[int | None, str]] = {}
 
     def note_instructions(self, call: Call) -> None:
@@ -162,7 +162,7 @@ class Recorder:
         reply = exchange.reply
         assert reply is not None and reply.message is not None
         usage = self.usage(call, reply, turn, {"recall": True, "latency_ms": exchange.latency_ms})
-        house = House(self.ledger, call.scope, self.recall_registry, Policy())
+        house = self.houses.house(call.scope)
         actor = Actor.user(f"proxy:{call.tenant}")
         with self.router.hold():
             try:
