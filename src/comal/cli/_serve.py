@@ -57,10 +57,14 @@ def serve(
     """
     import os
 
-    from ..serve import ServeConfig, create_app
-    from ..serve._run import serve_forever
+    from ..agent import load_config
 
     with coded_errors(False):
+        # The operator's configuration enables its plugins: (engines, schemes, operations)
+        # before the app reads the registries.
+        load_config()
+        from ..serve import ServeConfig, create_app
+
         config = ServeConfig(
             ledger=ledger_file if ledger_file is not None else ledger_target(),
             host=host,
@@ -76,6 +80,8 @@ def serve(
             dashboard=not no_dashboard,
         )
         application = create_app(config)
+    from ..serve._run import serve_forever
+
     where = f"http://{host}:{port}"
     err.print(f"comal serve on {where}  (ledger {config.ledger})")
     err.print(f"  Claude Code: ANTHROPIC_BASE_URL={where} claude")

@@ -254,13 +254,13 @@ def _require_markers(pm: pluggy.PluginManager, plugin: object, name: str) -> Non
             )
 
 
-def _import(module: str, name: str, source: Source, where: str) -> Any:
+def _import(module: str, name: str, where: str) -> Any:
     try:
         return importlib.import_module(module)
     except Exception as exc:  # ImportError, or whatever the plugin's own import raised
         raise PluginLoadError(
-            f"plugin {name!r} ({source}, {where}) failed to import: {type(exc).__name__}: "
-            f"{exc}; install it where this Python finds it, or remove it",
+            f"plugin {name!r} ({where}) failed to import: {type(exc).__name__}: {exc}; "
+            "install it where this Python finds it, or remove it",
             plugin=name,
         ) from exc
 
@@ -299,7 +299,7 @@ def current() -> Plugins:
         if _current is None:
             fresh = Plugins()
             for name, module in BUILTINS:
-                plugin = _import(module, name, "builtin", "comal")
+                plugin = _import(module, name, "built in")
                 fresh.add(plugin, name=name, source="builtin", module=module, version=None)
             _entry_points(fresh)
             _current = fresh
@@ -313,7 +313,7 @@ def enable_plugins(modules: Iterable[str], *, where: str = "the configuration") 
     with _lock:
         plugins = current()
         for module in modules:
-            plugin = _import(module, module, "config", f"plugins: in {where}")
+            plugin = _import(module, module, f"named under plugins: in {where}")
             version = _version(plugin)
             plugins.add(plugin, name=module, source="config", module=module, version=version)
 
