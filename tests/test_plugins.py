@@ -273,7 +273,7 @@ def test_a_plugin_that_fails_is_a_coded_error_naming_it(tmp_path: Path, mods: Pa
         if module in ("not_installed", "raises_at_import"):
             assert f"named under plugins: in {config}" in str(info.value)
     # Nothing of a failed plugin stays registered.
-    assert [p.name for p in plugin_infos()] == ["providers", "script", "engines"]
+    assert [p.name for p in plugin_infos()] == ["comal-providers", "comal-script", "comal-engines"]
     # Through the real CLI: a message with the code, no traceback.
     env = os.environ | {"PYTHONPATH": str(mods), "COMAL_CONFIG": str(tmp_path / "typo.json")}
     run = cli("-p", "hi", "--model", "anthropic:claude-sonnet-4-6", env=env)
@@ -295,7 +295,7 @@ def test_names_are_registered_once_and_nothing_is_replaced(mods: Path) -> None:
     limit = get_engine("limit")
     with pytest.raises(PluginConflict) as info:
         enable_plugins(["second_limit"])
-    assert info.value.code == "PLUGIN_CONFLICT" and "plugin 'engines'" in str(info.value)
+    assert info.value.code == "PLUGIN_CONFLICT" and "plugin 'comal-engines'" in str(info.value)
     assert get_engine("limit") is limit
     enable_plugins(["second_read"])
     with pytest.raises(PluginConflict, match=r"second_read.*'Read' is already registered"):

@@ -48,10 +48,11 @@ Source = Literal["builtin", "entry point", "config"]
 
 ENTRY_POINT_GROUP: Final = "comal.plugins"
 # name -> module; registered by name so that this low layer has no import of the ones above.
+# The names cannot be a module's, so a module named under plugins: never collides with them.
 BUILTINS: Final = (
-    ("providers", "comal.providers._plugin"),
-    ("script", "comal.providers.script._plugin"),
-    ("engines", "comal.context._plugin"),
+    ("comal-providers", "comal.providers._plugin"),
+    ("comal-script", "comal.providers.script._plugin"),
+    ("comal-engines", "comal.context._plugin"),
 )
 
 
