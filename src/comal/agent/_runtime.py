@@ -248,7 +248,10 @@ class Runtime:
         if found is None:
             # The script model reads its position from the session: it gets the ledger.
             found = provider_for(spec, ProviderContext(ledger=self.ledger, scope=self.scope))
-            self._providers[spec] = found
+            if isinstance(found, SDKProvider):
+                # An SDK client is reused and closed with the runtime; anything else is built
+                # afresh each run (a script edited between two prompts is read again).
+                self._providers[spec] = found
         return found
 
     def house(self, approver: Approver | None = None) -> House:
