@@ -218,7 +218,7 @@ def _call(function: Any, name: str, kind: _Kind) -> list[Any]:
         if result is None:
             return []
         if isinstance(result, (str, bytes, Mapping)) or not isinstance(result, Iterable):
-            raise TypeError(f"it returned {type(result).__name__}, not an iterable")
+            raise TypeError(f"it returned {type(result).__name__}; return a list of values")
         items = list(result)
     except ComalError as exc:
         raise PluginHookError(
@@ -272,7 +272,8 @@ def _version(module: Any) -> str | None:
 
 
 def _entry_points(plugins: Plugins) -> None:
-    from importlib.metadata import entry_points  # scanning installed packages costs ~50 ms
+    # Reading every installed package's metadata: done once, when a registry is first needed.
+    from importlib.metadata import entry_points
 
     for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
         where = f"entry point {ep.value}"
