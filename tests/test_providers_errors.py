@@ -219,6 +219,9 @@ PROVIDERS_API = {
     "SDKProvider", "Stop", "StreamDone", "StreamEvent", "StreamingProvider", "TextDelta",
     "ToolCallDelta", "ToolCallStart", "ToolSpec", "call_model", "normalize_stop",
     "provider_from_spec", "replay_events",
+    # the scheme registry (PLG-1): schemes are plugins; one entry point builds any provider
+    "ProviderContext", "ProviderScheme", "check_model_spec", "model_name_of",
+    "normalize_model_spec", "provider_for", "provider_schemes",
 }  # fmt: skip
 
 TESTING_API = {

@@ -29,12 +29,15 @@ Packages add leaves where they raise them, each also under the class a caller al
 - ``comal.context``: ``ProtectedTailOverflow`` (ContextPressureLoop);
 - ``comal.ops``: ``OpsError`` → ``OperationDeclarationError`` (UserError), ``WorkspaceEscape``
   (ScopeError), ``ToolFailure`` → ``OperationTimeout`` (UserError), ``McpServerError``;
-- ``comal.agent``: ``AgentError`` → ``SpendCapExceeded``, ``SessionLocked`` / ``ScriptEnded``
-  (UserError), ``IncompleteResponse``, ``RepeatedOutputLength`` (OutputLength),
-  ``RepeatedContextLength`` (ContextLength);
+- ``comal.agent``: ``AgentError`` → ``SpendCapExceeded``, ``SessionLocked`` (UserError),
+  ``IncompleteResponse``, ``RepeatedOutputLength`` (OutputLength), ``RepeatedContextLength``
+  (ContextLength);
 - ``comal.providers``: ``ProviderConfigError`` → ``MissingAPIKey`` (UserError);
   ``ProviderError`` → connection, rate-limited, unavailable, auth, request and protocol errors;
-  ``ContextLengthExceeded`` (ContextLength and ProviderError).
+  ``ContextLengthExceeded`` (ContextLength and ProviderError); ``comal.providers.script``:
+  ``ScriptEnded`` (UserError), ``ScriptExhausted``;
+- ``comal.plugins``: ``PluginError`` → ``PluginLoadError``, ``PluginHookError``,
+  ``PluginConflict`` (UserError), each naming the plugin.
 
 Messages say what was wrong, where, and end with what to do about it.
 """

@@ -18,9 +18,11 @@ guard (TOK-6), the model call, OUTPUT_LENGTH / CONTEXT_LENGTH handling (OUT-1..3
 :class:`Proposer`; configuration (CFG-1/2) is :func:`load_config` and :class:`Config`
 (:func:`explain_config` says where each value came from); the prompt cache (CCH-1..4) is
 :mod:`comal.agent._cache` and :mod:`comal.agent._catalog`;
-``--model script:PATH`` is :class:`ScriptModel`.
+``--model script:PATH`` is :class:`ScriptModel`, a provider of :mod:`comal.providers.script`
+re-exported here.
 """
 
+from ..providers.script import SCRIPT_PREFIX, ScriptEnded, ScriptModel
 from ._agent import Agent, Preamble
 from ._cache import (
     CACHE_BREAK_EVENT,
@@ -50,7 +52,6 @@ from ._errors import (
     IncompleteResponse,
     RepeatedContextLength,
     RepeatedOutputLength,
-    ScriptEnded,
     SessionLocked,
     SpendCapExceeded,
 )
@@ -69,7 +70,6 @@ from ._lock import SessionLock, lock_path
 from ._propose import COMPACT_APPLIED, COMPACT_REQUESTED, Proposal, Proposer, queued_compactions
 from ._result import RunResult, answer_of, run_usage
 from ._runtime import Flags, Runtime
-from ._script import SCRIPT_PREFIX, ScriptModel
 from ._session import Check, lock_session, run_checks, spawn_child, start_session
 from ._settings import DEFAULT_SYSTEM, AgentSettings
 from ._spend import Spend, SpendCaps, check_spend, spent

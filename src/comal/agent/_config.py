@@ -19,6 +19,7 @@ are refused, so a typo does not silently change nothing::
     cache: {promote_after_turns: 3, deferral_threshold: 0.1}      # operator-only (CCH-3/4)
     agents:                        # per-agent settings, by agent name
       reviewer: {engine: limit, engine_settings: {target_ratio: 0.5}, max_turns: 20}
+    plugins: [comal_wordcount]     # operator-only: modules enabled as plugins (docs/plugins.md)
 
 Every value is checked with its range when the file is read (engine settings with the chosen
 engine's own ranges); an error names the file, the key and the allowed range.
@@ -29,7 +30,8 @@ Precedence: defaults < file < environment (``COMAL_MODEL``, ``COMAL_MODE``, ``CO
 ``COMAL_TENANT``; ``COMAL_CONTEXT_WINDOW`` joins the window minimum) < command-line flags.
 
 Operator-only settings (:data:`OPERATOR_ONLY`: windows, output reserve, engine and its
-settings, caps and limits, the sandbox, the cache) come only from these sources, which the model
+settings, caps and limits, the sandbox, the cache, MCP servers, plugins) come only from these
+sources, which the model
 cannot reach: the configuration is read once when the process starts into frozen values, no
 operation in the model's catalog changes any of them, and the policy denies the model's
 Write/Edit of the configuration file and shell commands naming its directory, while the OS
@@ -85,6 +87,7 @@ OPERATOR_ONLY = frozenset(
         "sandbox",
         "cache",
         "mcp_servers",
+        "plugins",
     }
 )
 ENV_KEYS = {"COMAL_MODEL": "model", "COMAL_MODE": "mode", "COMAL_MAX_TURNS": "max_turns"}
@@ -93,6 +96,7 @@ _SUFFIXES = (".yaml", ".yml", ".toml", ".json")
 
 Command = Annotated[str, Field(min_length=1, max_length=10_000)]
 RuleText = Annotated[str, Field(min_length=1, max_length=2_000)]
+ModuleName = Annotated[str, Field(pattern=r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$", max_length=200)]
 
 
 class _Strict(BaseModel):
@@ -246,6 +250,12 @@ class Config(_Strict):
     agents: dict[str, AgentProfile] = Field(
         default_factory=dict, description="Per-agent settings, by agent name."
     )
+    plugins: list[ModuleName] = Field(
+        default_factory=list,
+        max_length=100,
+        description="Python modules enabled as plugins when the configuration is loaded, after "
+        "the installed entry points (operator-only; see docs/plugins.md).",
+    )
 
     @field_validator("engine")
     @classmethod
@@ -327,7 +337,23 @@ def _with_range(reason: str, rng: str | None) -> str:
     return f"{head} (allowed: {rng}){sep}{advice}"
 
 
+def _enable_plugins(data: Any, where: str) -> None:
+    """Enable the modules ``plugins:`` names before the rest is validated: an engine a plugin
+    adds may be the one the file chooses. A malformed list is left to the validation."""
+    names = data.get("plugins") if isinstance(data, Mapping) else None
+    if not isinstance(names, list) or not names:
+        return
+    try:
+        checked = Config.model_validate({"plugins": names}).plugins
+    except ValidationError:
+        return
+    from ..plugins import enable_plugins
+
+    enable_plugins(checked, where=where)
+
+
 def _validate(data: Any, where: str) -> Config:
+    _enable_plugins(data, where)
     try:
         return Config.model_validate(data)
     except ValidationError as exc:

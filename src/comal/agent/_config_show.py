@@ -59,6 +59,7 @@ _SIMPLE = (
     "system_prompt",
     "checks",
     "output_reserve",
+    "plugins",
 )
 _PER_AGENT = ("system_prompt", "max_turns", "checks")
 

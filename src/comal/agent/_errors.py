@@ -4,13 +4,14 @@ caller would already catch::
     AgentError                              root of this package's errors
     ├── SpendCapExceeded                    TOK-6: a spend cap would be crossed; nothing was sent
     ├── SessionLocked (UserError)           another live process holds the session (RES-2)
-    ├── ScriptEnded (UserError)             ``--model script:PATH`` has no reply for this call
     ├── IncompleteResponse                  the provider stopped for no length reason ("error")
     │   └── DuplicateCallIds                a reply gave two tool calls one id; none ran
     ├── RepeatedOutputLength (OutputLength) OUTPUT_LENGTH again after a larger reserve (OUT-3)
     └── RepeatedContextLength (ContextLength) CONTEXT_LENGTH again after a recalibration
 
-Every message says what happened and ends with what to do. A run that stops at its turn cap is
+Every message says what happened and ends with what to do. ``ScriptEnded`` (the ``script:``
+model has no reply for a call) lives with that model, in :mod:`comal.providers.script`; this
+package re-exports it. A run that stops at its turn cap is
 not an error: it returns with status ``max_turns`` and can be resumed.
 """
 
@@ -26,7 +27,6 @@ __all__ = [
     "IncompleteResponse",
     "RepeatedContextLength",
     "RepeatedOutputLength",
-    "ScriptEnded",
     "SessionLocked",
     "SpendCapExceeded",
 ]
@@ -60,10 +60,6 @@ class SessionLocked(AgentError, UserError):
     def __init__(self, message: str, *, holder: dict[str, Any]) -> None:
         super().__init__(message)
         self.holder = holder
-
-
-class ScriptEnded(AgentError, UserError):
-    code = "SCRIPT_EXHAUSTED"
 
 
 class IncompleteResponse(AgentError):

@@ -45,7 +45,16 @@ from ..ops import (
     default_registry,
     sandbox_status,
 )
-from ..providers import ModelSpec, OnEvent, Provider, SDKProvider, provider_from_spec
+from ..providers import (
+    OnEvent,
+    Provider,
+    ProviderContext,
+    SDKProvider,
+    check_model_spec,
+    model_name_of,
+    normalize_model_spec,
+    provider_for,
+)
 from ..tokens import default_counter
 from ._agent import Agent, Clock, Preamble, intention, utc_now
 from ._catalog import ensure_tool_search
@@ -56,7 +65,6 @@ from ._lock import PgSessionLock, SessionLock
 from ._mcp_servers import MCP_EVENT, McpServers
 from ._propose import Probe, Proposer, Say
 from ._result import RunResult
-from ._script import SCRIPT_PREFIX, ScriptModel
 from ._session import lock_session
 from ._settings import AgentSettings
 
@@ -103,10 +111,9 @@ class Flags:
 
 
 def normalize_spec(spec: str) -> str:
-    """A script path is stored absolute in the session, so a resume from elsewhere finds it."""
-    if spec.startswith(SCRIPT_PREFIX):
-        return SCRIPT_PREFIX + str(Path(spec.removeprefix(SCRIPT_PREFIX)).expanduser().resolve())
-    return spec
+    """The spec as the session stores it, in its scheme's form (a script path absolute, so a
+    resume from elsewhere finds it)."""
+    return normalize_model_spec(spec)
 
 
 def _user() -> str:
@@ -200,13 +207,8 @@ class Runtime:
 
     def check_model(self, spec: str) -> None:
         """Everything about a model spec that can fail before a request: the provider name,
-        its key, a script file (coded errors, nothing written)."""
-        if spec.startswith(SCRIPT_PREFIX):
-            from ..testing import load_script  # the fakes load only for a scripted model
-
-            load_script(spec.removeprefix(SCRIPT_PREFIX))
-        else:
-            self._provider(spec)
+        its key, a script file (coded errors, nothing written); its scheme says what."""
+        check_model_spec(spec)
 
     @property
     def spec(self) -> str | None:
@@ -215,17 +217,9 @@ class Runtime:
     @property
     def model_name(self) -> str:
         """The model name requests carry (``script`` for a scripted model)."""
-        spec = self.spec
-        if not spec:
-            return UNKNOWN_MODEL
-        if spec.startswith(SCRIPT_PREFIX):
-            return "script"
-        try:
-            return ModelSpec.parse(spec).model
-        except ComalError:
-            # Not a provider spec (an imported transcript's model, e.g. deepseek/deepseek-chat):
-            # it still names the model for the window catalog.
-            return spec
+        # A spec no scheme reads (an imported transcript's deepseek/deepseek-chat) still
+        # names the model for the window catalog.
+        return model_name_of(self.spec) if self.spec else UNKNOWN_MODEL
 
     def settings(self) -> AgentSettings:
         """The frozen settings of the next run, from the configuration and the live controls."""
@@ -246,22 +240,21 @@ class Runtime:
                 settings = replace(settings, engine=settings.engine.model_copy(update=update))
         return settings
 
-    def _provider(self, spec: str) -> Provider:
-        found = self._providers.get(spec)
-        if found is None:
-            found = provider_from_spec(spec)
-            self._providers[spec] = found
-        return found
-
     def provider(self) -> Provider:
         if self.fixed_provider is not None:
             return self.fixed_provider
         spec = self.spec
         if not spec:
             raise UserError("no model for this session: pass --model provider:model")
-        if spec.startswith(SCRIPT_PREFIX):
-            return ScriptModel.from_spec(spec, self.ledger, self.need_scope())
-        return self._provider(spec)
+        found = self._providers.get(spec)
+        if found is None:
+            # The script model reads its position from the session: it gets the ledger.
+            found = provider_for(spec, ProviderContext(ledger=self.ledger, scope=self.scope))
+            if isinstance(found, SDKProvider):
+                # An SDK client is reused and closed with the runtime; anything else is built
+                # afresh each run (a script edited between two prompts is read again).
+                self._providers[spec] = found
+        return found
 
     def houses(self, approver: Approver | None = None) -> HouseFactory:
         """The factory of this session's houses (the agent's, its children's, the human

@@ -20,7 +20,17 @@ from ._common import STATE, LedgerOpt
 from ._root import agent_app, is_agent_invocation, normalize_argv
 
 # The modules of the flat commands, in the order ``comal --help`` lists them.
-_FLAT = ("_import", "_sessions", "_context", "_engine", "_ops", "_doctor", "_serve", "_summaries")
+_FLAT = (
+    "_import",
+    "_sessions",
+    "_context",
+    "_engine",
+    "_ops",
+    "_doctor",
+    "_plugins",
+    "_serve",
+    "_summaries",
+)
 # The command groups: name -> (module, attribute).
 _GROUPS = {"bench": ("_bench", "app"), "config": ("_config", "app"), "keys": ("_serve", "keys_app")}
 COMMAND_MODULES = {
@@ -32,6 +42,7 @@ COMMAND_MODULES = {
     **dict.fromkeys(("replay", "state", "compact", "evidence"), "_engine"),
     **dict.fromkeys(("tools", "receipts", "reconcile"), "_ops"),
     "doctor": "_doctor",
+    "plugins": "_plugins",
     "serve": "_serve",
     "summaries": "_summaries",
     **{group: module for group, (module, _) in _GROUPS.items()},

@@ -62,8 +62,26 @@ def checks() -> list[dict[str, Any]]:
         _check("configuration", config_check),
         _check("tokenizer", lambda: default_counter().name),
         _check("sandbox", sandbox_check),
-        {"check": "engines", "ok": True, "detail": ", ".join(engine_names())},
+        _check("engines", lambda: ", ".join(engine_names())),
+        *plugin_checks(),
     ]  # fmt: skip
+
+
+def plugin_checks() -> list[dict[str, Any]]:
+    """One line per enabled plugin; a plugin that cannot be loaded is one failed check."""
+    from ..agent import load_config
+    from ..plugins import plugin_infos
+    from ._plugins import summary
+
+    try:
+        load_config()  # enables the configuration's plugins: (its own errors: "configuration")
+    except ComalError:
+        pass
+    try:
+        rows = [info.as_dict() for info in plugin_infos()]
+    except ComalError as exc:
+        return [{"check": "plugins", "ok": False, "detail": f"[{exc.code}] {exc}"}]
+    return [{"check": f"plugin {r['name']}", "ok": True, "detail": summary(r)} for r in rows]
 
 
 class _NotActive(ComalError):
@@ -76,7 +94,7 @@ def doctor(
     as_json: JsonOpt = False,
 ) -> None:
     """Check what comal needs here: the ledger, the configuration, the offline tokenizer and
-    the OS sandbox for Bash (bubblewrap), and list the context engines.
+    the OS sandbox for Bash (bubblewrap), and list the context engines and the plugins.
 
     Example: comal doctor --json
     """

@@ -41,9 +41,11 @@ def tools(
 
     Example: comal tools --surface model --format anthropic --json
     """
+    from ..agent import load_config
     from ..ops import default_registry
 
     with coded_errors(as_json):
+        load_config()  # the configuration's plugins: add their operations to the catalog
         catalog = default_registry().catalog(surface)
         text = catalog.json(format)
     if as_json:

@@ -72,7 +72,6 @@ def serve(
     from ..agent import load_config
     from ..errors import InputError
     from ..serve import ServeConfig, create_app
-    from ..serve._run import serve_forever
 
     with coded_errors(False):
         if config_file is not None and not config_file.is_file():
@@ -80,7 +79,8 @@ def serve(
                 "the configuration file given with --config does not exist; fix the path",
                 path=str(config_file),
             )
-        # The configuration file, as every command reads it (CFG-1); flags win over it.
+        # The configuration file, as every command reads it (CFG-1); flags win over it. Loading
+        # it enables its plugins: (engines, schemes, operations) before the app reads them.
         operator = load_config(config_file)
         config = ServeConfig(
             ledger=ledger_file if ledger_file is not None else ledger_target(),
@@ -98,6 +98,8 @@ def serve(
             operator=operator,
         )
         application = create_app(config)
+    from ..serve._run import serve_forever
+
     where = f"http://{host}:{port}"
     err.print(f"comal serve on {where}  (ledger {config.ledger})")
     err.print(f"  Claude Code: ANTHROPIC_BASE_URL={where} claude")

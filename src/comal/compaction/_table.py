@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -155,34 +155,26 @@ class JobHandler:
     rehearse: Callable[[Rehearsal, Any], object | None] | None = None
     lease: bool = False
 
-
-def _builtin_handlers() -> Iterable[JobHandler]:
-    from ._handlers import builtin_handlers
-
-    return builtin_handlers()
-
-
-_TABLE: dict[type[Job], JobHandler] | None = None
+    @property
+    def kind(self) -> str:
+        """The job type's name (what ``comal plugins`` lists)."""
+        return self.job.__name__
 
 
 def handler_table() -> Mapping[type[Job], JobHandler]:
-    """Every registered handler by job type (built once, from the plugin seam)."""
-    global _TABLE
-    if _TABLE is None:
-        table: dict[type[Job], JobHandler] = {}
-        for handler in (*_builtin_handlers(), *_plugin_handlers()):
-            if handler.job in table and table[handler.job] is not handler:
-                raise JobFailed(
-                    f"two handlers for {handler.job.__name__} jobs: a job type is run by one "
-                    "handler; remove one of the plugins that register it"
-                )
-            table[handler.job] = handler
-        _TABLE = table
-    return _TABLE
+    """Every handler the enabled plugins register, by job type (comal's own engines' come from
+    its built-in plugin): read from the plugin seam, so a plugin enabled later is seen."""
+    from ..plugins import job_handlers
 
-
-def _plugin_handlers() -> Iterable[JobHandler]:
-    return ()
+    table: dict[type[Job], JobHandler] = {}
+    for handler in job_handlers():
+        if handler.job in table and table[handler.job] is not handler:
+            raise JobFailed(
+                f"two handlers for {handler.job.__name__} jobs: a job type is run by one "
+                "handler; remove one of the plugins that register it"
+            )
+        table[handler.job] = handler
+    return table
 
 
 def handler_for(job: Job) -> JobHandler:

@@ -10,10 +10,12 @@ engines up by name::
     view = View.from_ledger(ledger, scope, bases=engine.bases)
     assembly = engine.assemble(view, budget, engine.config_type(), cache=EngineCache())
 
-The engines this package ships: ``limit`` (:mod:`.limit`, the default: verbatim while it fits,
-then exact references, then a deterministic checkpoint; LIM-1..7) and ``dag`` (:mod:`.dag`:
-leaf and condensed summaries of old steps, kept in the ledger, rendered honestly, with recall
-tools; DAG-1..9). :class:`ExtractiveSummarizer` is the summarizer that needs no model.
+Engines are registered through the plugin seam (:mod:`comal.plugins`, hook ``comal_engines``);
+the ones this package ships are its built-in plugin (:mod:`._plugin`): ``limit`` (:mod:`.limit`,
+the default: verbatim while it fits, then exact references, then a deterministic checkpoint;
+LIM-1..7), ``dag`` (:mod:`.dag`: leaf and condensed summaries of old steps, kept in the ledger,
+rendered honestly, with recall tools; DAG-1..9) and ``pipeline`` (:mod:`.pipeline`).
+:class:`ExtractiveSummarizer` is the summarizer that needs no model.
 :func:`assemble` and :class:`EngineConfig` at this level are the limit engine's, for callers
 that need no other. Assembly is pure and deterministic: the same view, budget and config
 give byte-identical messages.

@@ -13,8 +13,10 @@ where summarizers and the ledger live (:mod:`comal.compaction`).
 
 Surfaces never name an engine's functions: they look it up by name in the registry
 (:mod:`._registry`: ``engine = "limit" | "dag" | "pipeline"`` in the configuration, ``--engine``
-on the command line). The registry is a read-only mapping built from the engines this package
-ships; the model has no operation that changes which engine runs (CFG-2).
+on the command line). The registry is a read-only mapping built by the plugin seam
+(:mod:`comal.plugins`'s ``comal_engines`` hook) from the engines this package ships and those of
+the plugins the operator enabled; the model has no operation that changes which engine runs, nor
+one that enables a plugin (CFG-2, PLG-1).
 """
 
 from __future__ import annotations

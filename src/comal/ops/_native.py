@@ -1,11 +1,14 @@
-"""The native registry: file tools, the shell, evidence reads and the human controls."""
+"""The native registry: file tools, the shell, evidence reads, the human controls, and the
+operations of the enabled plugins (:mod:`comal.plugins`), judged by the house like the rest."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..plugins import PluginConflict
 from ._bash import bash_operation
 from ._controls import human_controls
+from ._errors import OperationDeclarationError
 from ._evidence_op import evidence_operation
 from ._files import file_operations
 from ._operation import Operation, Registry
@@ -22,5 +25,20 @@ def native_operations() -> list[Operation]:
 
 def default_registry(*, login: Callable[[str], str] | None = None) -> Registry:
     """Native operations, the dag engine's recall tools (offered to the model only under that
-    engine) and the human controls (``login`` only with a host login flow)."""
-    return Registry([*native_operations(), *recall_operations(), *human_controls(login)])
+    engine), the human controls (``login`` only with a host login flow) and the plugins'
+    operations."""
+    registry = Registry([*native_operations(), *recall_operations(), *human_controls(login)])
+    _add_plugin_operations(registry)
+    return registry
+
+
+def _add_plugin_operations(registry: Registry) -> None:
+    from .. import plugins  # loaded on the first registry, not when comal.ops is imported
+
+    for info in plugins.plugin_infos():
+        for operation in info.operations:
+            try:
+                registry.add(operation)
+            except OperationDeclarationError as exc:
+                # A plugin cannot take a native operation's name (nothing is replaced).
+                raise PluginConflict(f"plugin {info.name!r}: {exc}", plugin=info.name) from exc

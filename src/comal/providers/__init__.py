@@ -7,8 +7,14 @@ and returns the same :class:`ModelResponse`. :func:`call_model` picks whichever 
 
 Adapters over the official SDKs: :class:`AnthropicProvider` (Messages API),
 :class:`OpenAIChatProvider` (Chat Completions, also for vLLM, Ollama, llama.cpp by ``base_url``)
-and :class:`OpenAIResponsesProvider` (Responses API). :func:`provider_from_spec` builds one from a
-``provider:model`` string with keys from the environment.
+and :class:`OpenAIResponsesProvider` (Responses API).
+
+Model specs (``scheme:rest``) are read by the :class:`ProviderScheme` registered for their scheme
+(:mod:`._schemes`): the four SDK schemes (``anthropic``, ``openai``, ``openai-responses``,
+``openai-compat``; :mod:`._plugin`), the ``script:`` model (:mod:`comal.providers.script`) and
+any a plugin adds (:mod:`comal.plugins`). :func:`provider_for` builds a provider from a spec
+with a :class:`ProviderContext`; :func:`check_model_spec` checks one before anything is built;
+:func:`provider_from_spec` is the keyword form of :func:`provider_for`.
 
 Outcomes are normalized: ``ModelResponse.stop`` is one of :data:`Stop` (:func:`normalize_stop`),
 usage is :class:`comal.tokens.Usage`; a response that ran out of output is returned with stop
@@ -17,8 +23,9 @@ the provider rejects as too long raises :class:`ContextLengthExceeded`, a
 :class:`comal.errors.ContextLength`. Transient failures are retried per :class:`RetryPolicy`;
 everything else surfaces as a :class:`ProviderError` (tree in :mod:`comal.providers._errors`).
 
-Fakes for tests — scripted providers and a local HTTP server speaking all three wire formats —
-are in :mod:`comal.testing`.
+The script format and the providers that follow a script (:class:`~.script.ScriptedProvider`,
+the session's ``script:`` model) are in :mod:`comal.providers.script`; fakes for tests — those,
+and a local HTTP server speaking all three wire formats — are in :mod:`comal.testing`.
 """
 
 from typing import TYPE_CHECKING
@@ -39,7 +46,17 @@ from ._errors import (
     ProviderUnavailable,
 )
 from ._retry import RetryPolicy
-from ._spec import ModelSpec, provider_from_spec
+from ._schemes import (
+    ModelSpec,
+    ProviderContext,
+    ProviderScheme,
+    check_model_spec,
+    model_name_of,
+    normalize_model_spec,
+    provider_for,
+    provider_schemes,
+)
+from ._spec import provider_from_spec
 from ._stops import normalize_stop
 from ._types import (
     CONTEXT_LENGTH,
@@ -78,10 +95,12 @@ __all__ = [
     "ProviderAuthError",
     "ProviderConfigError",
     "ProviderConnectionError",
+    "ProviderContext",
     "ProviderError",
     "ProviderProtocolError",
     "ProviderRateLimited",
     "ProviderRequestError",
+    "ProviderScheme",
     "ProviderUnavailable",
     "RetryPolicy",
     "SDKProvider",
@@ -95,8 +114,13 @@ __all__ = [
     "ToolSpec",
     "anthropic_params",
     "call_model",
+    "check_model_spec",
+    "model_name_of",
+    "normalize_model_spec",
     "normalize_stop",
+    "provider_for",
     "provider_from_spec",
+    "provider_schemes",
     "replay_events",
 ]
 

@@ -13,32 +13,10 @@
 
 Script format
 -------------
-One JSON object per reply, in Anthropic Messages form; a script file (:func:`load_script`) has
-one per line, and blank lines and lines starting with ``#`` are skipped::
-
-    # a plain answer; usage is optional and is reported as given (missing counts are unknown)
-    {"content": [{"type": "text", "text": "Hello."}], "stop_reason": "end_turn",
-     "usage": {"input_tokens": 12, "output_tokens": 3}}
-    # a tool call; stop_reason defaults to "tool_use" when there is one, else "end_turn"
-    {"content": [{"type": "tool_use", "id": "toolu_1", "name": "read", "input": {"path": "a"}}]}
-    # shorthand for one text block
-    {"content": "Done."}
-    # an answer cut off by the output limit (OUTPUT_LENGTH)
-    {"content": "The list: 1, 2,", "stop_reason": "max_tokens"}
-    # failures, in each provider's real error shape
-    {"error": "context_length"}
-    {"error": "rate_limit"}
-    {"error": {"status": 418, "body": {"error": {"message": "teapot"}}, "headers": {}}}
-
-Keys: ``content`` (a string or Anthropic content blocks: ``text``, ``tool_use``, ``thinking``
-with optional ``signature``, ``redacted_thinking``), ``stop_reason`` (Anthropic's:
-``end_turn``, ``tool_use``, ``max_tokens``, ``stop_sequence``, ``refusal``,
-``model_context_window_exceeded``), ``usage`` (Anthropic's: ``input_tokens``, ``output_tokens``,
-``cache_read_input_tokens``, ``cache_creation_input_tokens``), and optionally ``model`` and
-``id``. Or ``error``: one of ``context_length``, ``rate_limit`` (429), ``server`` (500),
-``overloaded`` (529 / 503), ``bad_request`` (400), ``auth`` (401), or a custom ``{status,
-body, headers}``; ``"flavor": "vllm"`` or ``"llamacpp"`` gives a ``context_length`` error the
-shape of that server on the Chat Completions route.
+The replies a fake answers with are written in the script format of
+:mod:`comal.providers.script` (Anthropic Messages form, one JSON object per reply; a file has
+one per line), which :class:`ScriptedProvider`, ``--model script:PATH`` and :class:`FakeServer`
+all read.
 
 :class:`FakeServer` converts each reply to the route's format: text and ``thinking`` become the
 message text and ``reasoning_content`` (Chat) or ``output_text`` and ``reasoning`` items
@@ -49,9 +27,9 @@ process, :class:`ScriptedProvider` raises for an error entry what an adapter rai
 retries are spent — a retry of ``rate_limit`` is only visible through :class:`FakeServer`.
 """
 
+from ..providers.script import ERROR_KINDS, ScriptedProvider, ScriptExhausted, load_script
 from ._fake_wire import cache_prefix, cache_serialization
-from ._providers import FunctionProvider, ScriptedProvider, ScriptExhausted, last_user_text
-from ._script import ERROR_KINDS, load_script
+from ._providers import FunctionProvider, last_user_text
 from ._server import FakeServer, RecordedRequest
 
 __all__ = [

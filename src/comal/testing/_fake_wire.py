@@ -16,7 +16,7 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ._script import blocks, stop_reason
+from ..providers.script import blocks, stop_reason
 
 __all__ = [
     "anthropic_events",

@@ -25,6 +25,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, cast
 
+from ..providers.script import Entry, check_entry, error_reply, load_script
 from ._fake_wire import (
     anthropic_events,
     anthropic_message,
@@ -33,7 +34,6 @@ from ._fake_wire import (
     responses_events,
     responses_object,
 )
-from ._script import Entry, check_entry, error_reply, load_script
 
 __all__ = ["FakeServer", "RecordedRequest"]
 

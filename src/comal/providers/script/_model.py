@@ -1,8 +1,8 @@
 """``--model script:PATH``: a scripted model whose position is read from the ledger.
 
 The script is a file of replies in Anthropic Messages form, one JSON object per line (the format
-of :mod:`comal.testing`). The k-th model call of a session gets the k-th reply, where k counts
-the request records the session already holds — the agent writes one for every call that
+of :mod:`comal.providers.script`). The k-th model call of a session gets the k-th reply, where k
+counts the request records the session already holds — the agent writes one for every call that
 reached the model, complete or not, in the same transaction as what the call produced. A session
 resumed after a crash therefore continues the script exactly where the ledger stopped: a reply
 whose effects never reached the ledger is served again, one that did is never served twice.
@@ -11,14 +11,25 @@ whose effects never reached the ledger is served again, one that did is never se
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ..ledger import LedgerBackend, Scope
-from ..providers import ModelRequest, ModelResponse, OnEvent, replay_events
-from ._errors import ScriptEnded
+from ...errors import UserError
+from .._types import ModelRequest, ModelResponse, OnEvent, replay_events
+from ._format import load_script
+from ._scripted import ScriptedProvider
 
-__all__ = ["SCRIPT_PREFIX", "ScriptModel"]
+if TYPE_CHECKING:
+    from ...ledger import LedgerBackend, Scope
+
+__all__ = ["SCRIPT_PREFIX", "ScriptEnded", "ScriptModel"]
 
 SCRIPT_PREFIX = "script:"
+
+
+class ScriptEnded(UserError):
+    """``--model script:PATH`` has no reply for this call."""
+
+    code = "SCRIPT_EXHAUSTED"
 
 
 class ScriptModel:
@@ -27,8 +38,6 @@ class ScriptModel:
     name = "scripted"
 
     def __init__(self, path: str | Path, ledger: LedgerBackend, scope: Scope) -> None:
-        from ..testing import load_script  # the fakes load only for a scripted model
-
         self.path = Path(path)
         self.replies = load_script(self.path)
         self.ledger = ledger
@@ -48,8 +57,6 @@ class ScriptModel:
             )
         # A one-reply ScriptedProvider renders the entry exactly as the in-process fake does,
         # errors included.
-        from ..testing import ScriptedProvider
-
         return ScriptedProvider([self.replies[k]], model=req.model).request(req)
 
     def stream(self, req: ModelRequest, on_event: OnEvent) -> ModelResponse:

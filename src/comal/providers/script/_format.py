@@ -1,7 +1,8 @@
 """Script entries: replies in Anthropic Messages form, and injected errors.
 
-Shared by :class:`ScriptedProvider` (in process) and :class:`FakeServer` (over HTTP), so one
-script file drives both. The format is documented in :mod:`comal.testing`.
+Shared by :class:`ScriptedProvider` and the ``script:`` model (in process) and by
+:class:`comal.testing.FakeServer` (over HTTP), so one script file drives all three. The format
+is documented in :mod:`comal.providers.script`.
 """
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from ..errors import InputError
-from ..messages.wire import from_anthropic_message
-from ..providers import ModelResponse, ProviderError, normalize_stop
-from ..providers._base import finish_response
-from ..providers._errors import error_for_status
+from ...errors import InputError
+from ...messages.wire import from_anthropic_message
+from .._base import finish_response
+from .._errors import ProviderError, error_for_status
+from .._stops import normalize_stop
+from .._types import ModelResponse
 
 __all__ = [
     "ERROR_KINDS",

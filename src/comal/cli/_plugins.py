@@ -1,0 +1,64 @@
+"""``comal plugins``: the plugins this process enables and what each registers (PLG-1)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from ..safe_text import safe
+from ._common import JsonOpt, coded_errors, emit_json, out
+
+app = typer.Typer()
+
+
+def plugin_rows() -> list[dict[str, Any]]:
+    """Every enabled plugin as a dict: built-ins, entry points, then the configuration's
+    ``plugins:`` (loading the configuration is what enables those)."""
+    from ..agent import load_config
+    from ..plugins import plugin_infos
+
+    load_config()
+    return [info.as_dict() for info in plugin_infos()]
+
+
+def summary(row: dict[str, Any]) -> str:
+    """What a plugin registers, in one line (``comal doctor`` shows it)."""
+    parts = []
+    for key, noun in (
+        ("operations", "operations"),
+        ("providers", "schemes"),
+        ("engines", "engines"),
+        ("job_handlers", "job handlers"),
+    ):
+        if row[key]:
+            parts.append(f"{noun} {', '.join(row[key])}")
+    where = row["source"] + (f" {row['version']}" if row["version"] else "")
+    return f"{where}: " + ("; ".join(parts) or "registers nothing")
+
+
+@app.command()
+def plugins(as_json: JsonOpt = False) -> None:
+    """List the enabled plugins — built in, installed entry points (group comal.plugins) and
+    the modules the configuration names under plugins: — and what each registers: operations,
+    model schemes, context engines, job handlers. Plugins are enabled by the operator only;
+    docs/plugins.md says how to write one.
+
+    Example: comal plugins --json
+    """
+    with coded_errors(as_json):
+        rows = plugin_rows()
+    if as_json:
+        emit_json(rows)
+        return
+    table = Table(
+        "plugin", "source", "version", "operations", "schemes", "engines", "job handlers",
+        title="comal plugins",
+    )  # fmt: skip
+    for r in rows:
+        cells = [r["name"], r["source"], r["version"] or ""]
+        cells += [", ".join(r[k]) for k in ("operations", "providers", "engines", "job_handlers")]
+        table.add_row(*(escape(safe(str(c))) for c in cells))
+    out.print(table)

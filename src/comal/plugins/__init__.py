@@ -1,0 +1,87 @@
+"""The plugin seam (PLG-1): operations, model schemes, context engines and job handlers that
+plugins add to the one registry of each, through pluggy hooks (project ``comal``).
+
+::
+
+    from comal.plugins import hookimpl
+
+    @hookimpl
+    def comal_operations():          # -> Iterable[comal.ops.Operation]
+        return [word_count]
+
+    @hookimpl
+    def comal_providers():           # -> Iterable[comal.providers.ProviderScheme]
+        return [EchoScheme()]
+
+The hooks are :func:`~._specs.comal_operations`, :func:`~._specs.comal_providers`,
+:func:`~._specs.comal_engines` and :func:`~._specs.comal_job_handlers` (:mod:`._specs`).
+The built-in providers, the ``script:`` model and the three engines are plugins of this seam
+too. A plugin is enabled by the operator only — an installed entry point of the group
+``comal.plugins``, or a module named under ``plugins:`` in the configuration; the model has no
+operation that loads, unloads or configures one. ``docs/plugins.md`` is the guide.
+
+This package sits low (beside :mod:`comal.errors`): it imports no other layer, loads the
+built-in plugins by module name, and imports pluggy only when a registry is first needed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+from ._errors import PluginConflict, PluginError, PluginHookError, PluginLoadError
+
+if TYPE_CHECKING:
+    from ._manager import (
+        ENTRY_POINT_GROUP,
+        PluginInfo,
+        enable_plugins,
+        engines,
+        job_handlers,
+        operations,
+        plugin_infos,
+        provider_schemes,
+        reset_plugins,
+    )
+    from ._specs import PROJECT, hookimpl, hookspec
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "PROJECT",
+    "PluginConflict",
+    "PluginError",
+    "PluginHookError",
+    "PluginInfo",
+    "PluginLoadError",
+    "enable_plugins",
+    "engines",
+    "hookimpl",
+    "hookspec",
+    "job_handlers",
+    "operations",
+    "plugin_infos",
+    "provider_schemes",
+    "reset_plugins",
+]
+
+# Importing pluggy and reading entry points waits for the first registry that needs them.
+_LAZY = {
+    "ENTRY_POINT_GROUP": "._manager",
+    "PluginInfo": "._manager",
+    "enable_plugins": "._manager",
+    "engines": "._manager",
+    "job_handlers": "._manager",
+    "operations": "._manager",
+    "plugin_infos": "._manager",
+    "provider_schemes": "._manager",
+    "reset_plugins": "._manager",
+    "PROJECT": "._specs",
+    "hookimpl": "._specs",
+    "hookspec": "._specs",
+}
+
+__getattr__ = lazy_exports(__name__, _LAZY, globals())
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
