@@ -3,7 +3,8 @@ configuration in their default places under a home outside /tmp.
 
 Every other test points the ledger at a temporary file under /tmp, which the sandbox hides
 anyway; with the ledger in ``~/.local/share/comal`` (inside the masked data directory) bwrap
-could not set up, so no Bash call ran and no MCP server started for anyone.
+could not set up, so no Bash call ran and no MCP server started for anyone. And when the
+sandbox is what stopped a call, ``-p`` says so plainly, apart from the command's own failure.
 """
 
 # covers: OPS-1, OPS-3, OPS-5
@@ -11,6 +12,7 @@ could not set up, so no Bash call ran and no MCP server started for anyone.
 from __future__ import annotations
 
 import json
+import stat
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from _home_support import User, real_user
+from _home_support import User, path_without, real_user
 from comal.ops import SandboxStatus
 
 SERVER = Path(__file__).resolve().parent.parent / "_ops_mcp_server.py"
@@ -86,3 +88,40 @@ def test_an_mcp_server_starts_with_the_default_ledger_and_a_home_outside_tmp(
     (receipt,) = data["receipts"]
     assert (receipt["operation"], receipt["status"]) == ("mcp__t__echo", "ok"), err
     assert "hihi" in _result(user, data["session"], "m1")
+
+
+def test_p_says_plainly_that_bash_was_denied_for_want_of_the_sandbox(
+    user: User, tmp_path: Path
+) -> None:
+    path = path_without("bwrap", tmp_path / "bin")
+    data, err = _run(user, _bash("echo hi"), _text("done"), PATH=path)
+    (receipt,) = data["receipts"]
+    assert receipt["judgment"]["rule"] == "sandbox:unavailable"
+    lines = [line for line in err.splitlines() if line.startswith("! Bash denied")]
+    assert len(lines) == 1, err
+    assert "bubblewrap (bwrap) is not installed" in err and "nothing ran" in err
+
+
+def test_p_says_plainly_that_the_sandbox_failed_to_set_up_not_the_command(
+    user: User, tmp_path: Path
+) -> None:
+    fake = tmp_path / "bin" / "bwrap"
+    fake.parent.mkdir()
+    fake.write_text(
+        "#!/bin/sh\n"
+        "for last; do :; done\n"
+        '[ "$1" = --version ] && { echo "bubblewrap 0.0-fake"; exit 0; }\n'
+        '[ "$last" = true ] && exit 0\n'
+        'echo "bwrap: Can\'t create file at /x/ledger.db: Read-only file system" >&2; exit 1\n'
+    )
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    path = f"{fake.parent}:{path_without('bwrap', tmp_path / 'rest')}"
+    data, err = _run(user, _bash("echo hi"), _bash("exit 3", "b2"), _text("done"), PATH=path)
+    assert [r["observations"].get("error") for r in data["receipts"]] == [
+        "SANDBOX_UNAVAILABLE",
+        "SANDBOX_UNAVAILABLE",
+    ]
+    flat = " ".join(err.split())  # the console wraps long lines
+    assert "! Bash did not run (2 calls): the sandbox (bubblewrap) failed to set up" in flat
+    assert "(bwrap: Can't create file at /x/ledger.db: Read-only file system)" in flat
+    assert "not its own failure" in flat
