@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -263,3 +264,22 @@ def test_random_trees_under_real_bubblewrap(
             seen = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
             for f in files:  # exactly what the layout says it hides is hidden
                 assert (seen[f] == SECRET) is not plan.over(f).hides, (f, plan)
+
+
+def test_a_python_under_tmp_and_a_workspace_under_tmp_show_through_the_private_tmp(
+    sandboxed: SandboxStatus, tmp_path: Path
+) -> None:
+    # A clone under /tmp: its venv's python is what the configured checks run.
+    venv = tmp_path / "clone" / ".venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "check.py").write_text("print('check ran')\n")
+    command = f"{venv}/bin/python check.py"
+    blind = _run(Sandbox(SandboxPolicy(), ws, python=()), command)
+    assert blind.returncode != 0 and "No such file" in blind.stderr
+    box = Sandbox(SandboxPolicy(), ws, python=(str(venv), "/usr"))
+    assert [m for m in box.layout().mounts if m.kind == "ro-bind"] == [Mount("ro-bind", str(venv))]
+    done = _run(box, command)
+    assert (done.returncode, done.stdout) == (0, "check ran\n"), done.stderr
+    assert "ro-bind" not in _run(box, f"touch {venv}/x && echo ro-bind").stdout

@@ -13,7 +13,8 @@ Pattern rules are advisory; this is the enforcement. A sandboxed Bash call (and 
           --chdir WORKSPACE -- prlimit --as=CAP -- bash -c COMMAND
 
 - the whole filesystem is read-only; the workspace (and ``writable_paths``) writable; ``/tmp``
-  private; ``/run`` empty;
+  private; ``/run`` empty; a workspace under ``/tmp`` is bound over the private one, and so is
+  the Python installation comal runs from (a clone under ``/tmp`` with its venv), read-only;
 - **protected paths** are masked: a file reads as empty and cannot be written, renamed,
   removed or replaced (it is a read-only mount point); a directory is an empty read-only
   tmpfs. By default: comal's configuration and data directories, ``COMAL_CONFIG``,
@@ -69,7 +70,7 @@ from typing import Any
 
 from platformdirs import user_config_dir, user_data_dir
 
-from ._mounts import Kind, Layout, layout, under
+from ._mounts import EMPTY_ROOTS, Kind, Layout, layout, under
 from ._seccomp import SeccompUnavailable, build_filter
 
 __all__ = [
@@ -274,6 +275,12 @@ def scrub_env(env: Mapping[str, str], keep: Iterable[str] = ()) -> dict[str, str
     return {k: v for k, v in env.items() if k in kept or not _SECRET.search(k)}
 
 
+def _python_homes() -> tuple[str, ...]:
+    """Where this interpreter and its environment live (a venv's and its base's)."""
+    homes = (sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix)
+    return tuple(dict.fromkeys(os.path.realpath(p) for p in homes if os.path.isdir(p)))
+
+
 @dataclass
 class Sandbox:
     """One house's sandbox: its policy, the workspace, the protected paths, and the machine
@@ -284,6 +291,7 @@ class Sandbox:
     protected: tuple[Path, ...] = ()
     bwrap: str | None = None
     readable: tuple[Path, ...] = ()
+    python: tuple[str, ...] = field(default_factory=_python_homes)
     _machine: tuple[bool, str, str | None] | None = field(default=None, repr=False)
     _bpf: dict[bool, tuple[bytes | None, str]] = field(default_factory=dict, repr=False)
 
@@ -314,6 +322,9 @@ class Sandbox:
 
     def _readable(self) -> list[str]:
         out = [str(p) for p in self.readable if os.path.exists(p)]
+        # The rest of the filesystem is readable; the private /tmp must not take away the
+        # Python comal runs from (a checkout cloned under /tmp, its venv, checks run with it).
+        out += [p for p in self.python if any(under(p, e) for e in EMPTY_ROOTS)]
         if self.policy.network:
             resolv = os.path.realpath("/etc/resolv.conf")
             if under(resolv, "/run"):  # systemd-resolved's stub lives under /run
