@@ -110,12 +110,16 @@ def run_checks(house: House, commands: tuple[str, ...], run: str) -> list[Check]
     # rule still wins, as everywhere.
     policy = house.policy
     denies = tuple(r for r in policy.rules if r.action == "deny")
+    box = house.sandbox()
+    # The operator's sandbox settings and protected paths hold for checks as for any Bash call.
     checker = House(
         house.ledger,
         house.scope,
         house.registry,
-        Policy("trusted", denies, policy.limits),
+        Policy("trusted", denies, policy.limits, policy.sandbox),
         workspace=house.workspace,
+        protected_paths=house.protected_paths,
+        bwrap=box.bwrap if box is not None else None,
     )
     out: list[Check] = []
     for i, command in enumerate(commands):
