@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -396,6 +397,11 @@ class Sandbox:
             args[i] = "-1"  # the launcher puts the descriptor it opens here
         spec = ",".join(f"{i}:{p.hex()}" for i, p in zip(slots, payloads, strict=True))
         return [sys.executable, "-I", "-S", "-c", _LAUNCH, spec, *args]
+
+    def preview(self, command: list[str], cwd: Path) -> str:
+        """The command line :meth:`argv` would run, as a shell would show it, with ``FD`` for
+        the descriptors; it opens none, and needs no bubblewrap (to say what would have run)."""
+        return shlex.join(self._build(command, cwd, lambda _payload: "FD"))
 
     def seccomp(self) -> tuple[bytes | None, str]:
         """The seccomp program for this policy (``None`` where none can be built) and why."""
