@@ -43,7 +43,6 @@ _RANK: dict[MountKind, int] = {
     "mask-file": 4,
 }
 _HIDING = frozenset({"tmpfs", "mask-dir", "mask-file"})
-_ROOT_MOUNT_KIND: MountKind = "root"
 
 
 def under(path: str, root: str) -> bool:
@@ -57,6 +56,8 @@ def _depth(path: str) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Mount:
+    """One layer; ``root`` is the host's read-only root, under everything."""
+
     kind: MountKind
     path: str
 
@@ -71,8 +72,8 @@ class Mount:
 
 @dataclass(frozen=True, slots=True)
 class Layout:
-    """The mounts in bwrap's order (the read-only root first, implied by ``--ro-bind / /``)
-    and the protected paths no mask can cover, each with why."""
+    """The mounts in bwrap's order (after the read-only root, ``--ro-bind / /``, which is
+    not listed) and the protected paths no mask can cover, each with why."""
 
     mounts: tuple[Mount, ...]
     unprotected: tuple[str, ...] = ()
@@ -88,7 +89,7 @@ class Layout:
 
 
 def _over(path: str, mounts: Iterable[Mount]) -> Mount:
-    best = Mount(_ROOT_MOUNT_KIND, "/")
+    best = Mount("root", "/")
     for mount in mounts:
         if under(path, mount.path) and mount._order() >= best._order():
             best = mount
