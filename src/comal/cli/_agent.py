@@ -148,8 +148,7 @@ def _sandbox_failures(
             failed[op] = (count + 1, detail or (why.group(1) if why else ""))
     lines = [
         f"{op} denied{_times(n)}: the OS sandbox is not available here ({box.reason}); nothing "
-        "ran. Install bubblewrap, or the operator may set sandbox.allow_unsandboxed = true to "
-        "run without it"
+        "ran. To run without it, the operator may set sandbox.allow_unsandboxed = true"
         for op, n in denied.items()
     ]
     lines += [
