@@ -7,7 +7,7 @@ as a pure function against a model of how bwrap stacks mounts, over random trees
 real bubblewrap over real trees outside ``/tmp``.
 """
 
-# covers: CFG-2, OPS-2
+# covers: CFG-2
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ could not set up, so no Bash call ran and no MCP server started for anyone. And 
 sandbox is what stopped a call, ``-p`` says so plainly, apart from the command's own failure.
 """
 
-# covers: OPS-1, OPS-3, OPS-5
+# covers: OPS-1, OPS-3
 
 from __future__ import annotations
 
