@@ -3,6 +3,11 @@
 Runs with nothing but the clone: no network, no API key, no ../shared. The "model" here is a
 fixed script of tool calls; every tool really runs (files are read, grep and git really execute,
 one command really fails) and every output is stored byte for byte in a fresh temporary ledger.
+
+It works wherever the clone is and whether or not this machine has the OS sandbox: without
+bubblewrap it says so once, shows the sandboxed command line each Bash call would have run, and
+lets only its own scripted commands, in its own temporary workspace, run unsandboxed (its
+configuration sets ``sandbox.allow_unsandboxed``; comal's default refuses them).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.rule import Rule
 
 from ._demo_agent import prepare
@@ -24,6 +30,7 @@ from .cli import app
 from .cli import main as cli_main
 from .ledger import Scope, SQLiteLedger, open_ledger
 from .messages import Message, ToolCall
+from .ops import Sandbox, SandboxPolicy, default_protected_paths, sandbox_status
 
 ROOT = Path(__file__).resolve().parents[2]
 PLOT = Path("out") / "demo-replay.png"
@@ -172,10 +179,25 @@ def agent_demo(root: Path, db: Path) -> None:
     """A scripted model fixes a real bug; the house judges, runs and receipts every call."""
     workspace, model = prepare(root)
     config = root / "config.json"
+    check = f"{sys.executable} check.py"
     # RES-5: the session may only be marked finished once this check passes.
-    config.write_text(json.dumps({"checks": [f"{sys.executable} check.py"]}))
-    os.environ["COMAL_CONFIG"] = str(config)
+    settings: dict[str, object] = {"checks": [check]}
     console.print(Rule("comal -p: a scripted model fixes a bug; the house judges every call"))
+    box = sandbox_status()
+    if not box.available:
+        # The operator's opt-out, set in the demo's own configuration only: its scripted
+        # commands in its temporary workspace. A real user's default still refuses.
+        settings["sandbox"] = {"allow_unsandboxed": True}
+        would = Sandbox(SandboxPolicy(), workspace, default_protected_paths(db))
+        console.print(
+            f"[yellow]No OS sandbox here: {escape(box.reason)}. This demo's own configuration "
+            "lets its scripted commands run without it, in its temporary workspace; comal's "
+            "default refuses Bash without a sandbox.[/]"
+        )
+        sandboxed = would.preview(["bash", "-c", check], workspace)
+        console.print(f"[dim]With bubblewrap each would run as: {escape(sandboxed)}[/]")
+    config.write_text(json.dumps(settings))
+    os.environ["COMAL_CONFIG"] = str(config)
     try:
         cli_main(
             [

@@ -21,7 +21,9 @@ from pathlib import Path
 
 import pytest
 
+from _home_support import path_without
 from _ops_support import ANA, Setup, call, make_setup
+from comal.agent._session import run_checks
 from comal.ops import (
     Actor,
     CallbackApprover,
@@ -281,4 +283,18 @@ def test_protected_paths_the_house_is_given(
     )
     assert "PRIVATE KEY" not in outcome.result.text
     assert inside.read_text() == "PRIVATE KEY 2" and os.path.exists(inside)
+    s.close()
+
+
+@pytest.mark.parametrize("allow", [False, True])
+def test_checks_follow_the_operators_sandbox_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, allow: bool
+) -> None:
+    # covers: RES-5, CFG-2
+    monkeypatch.setenv("PATH", path_without("bwrap", tmp_path / "bin"))  # a fresh machine
+    box = {"allow_unsandboxed": True} if allow else {}
+    s = make_setup(tmp_path, policy=Policy.from_config({"mode": "trusted", "sandbox": box}))
+    (check,) = run_checks(s.house, ("touch checked",), "r1")
+    assert check.status == ("ok" if allow else "denied"), check.output
+    assert (s.root / "checked").exists() is allow
     s.close()

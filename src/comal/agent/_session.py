@@ -110,7 +110,9 @@ def run_checks(house: House, commands: tuple[str, ...], run: str) -> list[Check]
     # rule still wins, as everywhere.
     policy = house.policy
     denies = tuple(r for r in policy.rules if r.action == "deny")
-    trusted = Policy("trusted", denies, policy.limits)
+    # The same factory as the agent's house: the operator's sandbox settings, protected paths
+    # and bwrap hold for checks as for any Bash call.
+    trusted = Policy("trusted", denies, policy.limits, policy.sandbox)
     checker = house.factory.but(
         policy=trusted, settings=HostSettings(mode="trusted"), approver=None
     ).house(house.scope)

@@ -3,7 +3,9 @@
 :func:`run_prompt` is called by the root callback. It loads the configuration (CFG-1), merges
 the environment and the flags over it, opens the ledger, takes the session's lock (RES-2) and
 runs the loop of :class:`comal.agent.Agent`: progress streams to stderr, the answer goes to
-stdout (``--json``: ``{"session", "status", "answer", "turns", "receipts", "usage"}``).
+stdout (``--json``: ``{"session", "status", "answer", "turns", "receipts", "usage"}``). Calls
+the OS sandbox stopped (none here, or bubblewrap failing to set up) are said plainly on stderr
+after the run, one line per operation, apart from commands that ran and failed.
 
 Exit codes: 0 when the session finished (answered and its checks passed), 3 when the run stopped
 at ``--max-turns`` (``--resume`` continues it), 2 on a coded error (spend cap, repeated
@@ -17,6 +19,7 @@ session, which is the one the session was started with unless ``--model`` names 
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import TYPE_CHECKING
 
@@ -25,6 +28,8 @@ from rich.markup import escape
 
 if TYPE_CHECKING:
     from ..agent import Flags, RunResult
+    from ..ledger import LedgerBackend, Scope
+    from ..ops import SandboxStatus
     from ..providers import StreamEvent
 from ..errors import ComalError
 from ._common import emit_json, ledger
@@ -34,6 +39,8 @@ __all__ = ["EXIT_CODES", "run_prompt"]
 EXIT_CODES = {"finished": 0, "error": 2, "max_turns": 3}
 _STYLE = {"turn": "dim", "call": "cyan", "result": "green", "note": "dim", "warn": "yellow"}
 _PREVIEW = 200
+# How the Bash operation words a sandbox that never started the command (ops/_bash.py).
+_BWRAP_SAID = re.compile(r"the sandbox could not start the command \((.*)\); nothing ran")
 
 
 class _Progress:
@@ -48,7 +55,8 @@ class _Progress:
         style = _STYLE.get(kind, "")
         if kind == "result" and any(w in text for w in (": error", ": denied", ": uncertain")):
             style = "red"
-        line = text if len(text) <= _PREVIEW else text[: _PREVIEW - 1] + "…"
+        # A warning is said whole: its end is what to do about it.
+        line = text if len(text) <= _PREVIEW or kind == "warn" else text[: _PREVIEW - 1] + "…"
         prefix = {"call": "→ ", "result": "  ", "warn": "! "}.get(kind, "")
         self.console.print(f"[{style}]{escape(prefix + line)}[/]" if style else escape(line))
 
@@ -105,6 +113,8 @@ def run_prompt(
                     result = runtime.run(prompt, say=progress.say, on_event=progress.event)
                 finally:
                     session = runtime.scope.session if runtime.scope else session
+                for line in _sandbox_failures(result, box, led, runtime.scope):
+                    progress.say("warn", line)
     except ComalError as exc:
         error = {"code": exc.code, "message": str(exc)}
         result = RunResult(session or "", "error", "", 0, error=error)
@@ -112,6 +122,46 @@ def run_prompt(
         progress.say("warn", f"[{result.error['code']}] {result.error['message']}")
     _report(result, as_json, progress)
     return EXIT_CODES[result.status]
+
+
+def _sandbox_failures(
+    result: RunResult, box: SandboxStatus, led: LedgerBackend, scope: Scope | None
+) -> list[str]:
+    """One plain line per operation whose calls the sandbox stopped, apart from the commands'
+    own failures: refused because there is no sandbox here, or never started because
+    bubblewrap could not set it up (bwrap's own words, from the stored result)."""
+    from ..ops import SandboxUnavailable
+
+    denied: dict[str, int] = {}
+    failed: dict[str, tuple[int, str]] = {}
+    for receipt in result.receipts:
+        op = receipt.operation
+        if receipt.judgment.get("rule") == "sandbox:unavailable":
+            denied[op] = denied.get(op, 0) + 1
+        elif receipt.observations.get("error") == SandboxUnavailable.code:
+            entry = None
+            if scope is not None and receipt.result_entry is not None:
+                entry = led.entry(scope, receipt.result_entry)
+            said = entry.message.tool_result if entry is not None else None
+            why = _BWRAP_SAID.search(said.text if said is not None else "")
+            count, detail = failed.get(op, (0, ""))
+            failed[op] = (count + 1, detail or (why.group(1) if why else ""))
+    lines = [
+        f"{op} denied{_times(n)}: the OS sandbox is not available here ({box.reason}); nothing "
+        "ran. To run without it, the operator may set sandbox.allow_unsandboxed = true"
+        for op, n in denied.items()
+    ]
+    lines += [
+        f"{op} did not run{_times(n)}: the sandbox (bubblewrap) failed to set up"
+        + (f" ({detail})" if detail else "")
+        + "; the command itself never started, so this is not its own failure"
+        for op, (n, detail) in failed.items()
+    ]
+    return lines
+
+
+def _times(n: int) -> str:
+    return f" ({n} calls)" if n > 1 else ""
 
 
 def _report(result: RunResult, as_json: bool, progress: _Progress) -> None:

@@ -6,18 +6,23 @@ Pattern rules are advisory; this is the enforcement. A sandboxed Bash call (and 
     bwrap --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp --tmpfs /run
           [--ro-bind READABLE READABLE ...]                             # servers only
           --bind WORKSPACE WORKSPACE [--bind EXTRA EXTRA ...]
-          [--ro-bind-data FD FILE | --tmpfs DIR --remount-ro DIR ...]   # protected paths
+          [--ro-bind-data FD FILE | --tmpfs DIR ...]                    # protected paths
+          [--remount-ro DIR ...]
           --unshare-pid --unshare-ipc --unshare-uts --unshare-cgroup-try [--unshare-net]
           --die-with-parent --new-session --cap-drop ALL [--seccomp FD]
           --chdir WORKSPACE -- prlimit --as=CAP -- bash -c COMMAND
 
 - the whole filesystem is read-only; the workspace (and ``writable_paths``) writable; ``/tmp``
-  private; ``/run`` empty;
+  private; ``/run`` empty; a workspace under ``/tmp`` is bound over the private one, and so is
+  the Python installation comal runs from (a clone under ``/tmp`` with its venv), read-only;
 - **protected paths** are masked: a file reads as empty and cannot be written, renamed,
   removed or replaced (it is a read-only mount point); a directory is an empty read-only
   tmpfs. By default: comal's configuration and data directories, ``COMAL_CONFIG``,
-  ``COMAL_LEDGER``, the house's own ledger file with its ``-wal``/``-shm``/``-journal``, plus
-  the house's ``protected_paths`` and the policy's ``sandbox.protected_paths``;
+  ``COMAL_LEDGER``, the house's own ledger file with its ``-wal``/``-shm``/``-journal`` and its
+  ``.locks`` directory, plus the house's ``protected_paths`` and the policy's
+  ``sandbox.protected_paths``. The mounts are laid out by :mod:`._mounts` (sorted by depth, a
+  path already hidden gets no mask of its own) wherever these paths are: the ledger inside the
+  masked data directory, a workspace inside it, a symlinked home, anything under ``/tmp``;
 - the environment loses every variable that looks like a secret (``*_API_KEY``, ``*_TOKEN``,
   ``*_SECRET``, ``*_PASSWORD``, ``*_KEY``, ``COMAL_*``, ``PGPASSWORD``) unless
   ``sandbox.env_keep`` names it;
@@ -55,6 +60,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -65,6 +71,7 @@ from typing import Any
 
 from platformdirs import user_config_dir, user_data_dir
 
+from ._mounts import EMPTY_ROOTS, Kind, Layout, layout, under
 from ._seccomp import SeccompUnavailable, build_filter
 
 __all__ = [
@@ -237,7 +244,8 @@ def default_protected_paths(
     ledger_path: str | Path | None = None, env: Mapping[str, str] | None = None
 ) -> tuple[Path, ...]:
     """comal's own files: configuration and data directories, ``COMAL_CONFIG``,
-    ``COMAL_LEDGER`` and the given ledger file with its SQLite companions."""
+    ``COMAL_LEDGER`` and the given ledger file with its SQLite companions and its session
+    locks (``<ledger>.locks``)."""
     env = os.environ if env is None else env
     out = [
         Path(user_config_dir("comal", appauthor=False)),
@@ -251,7 +259,7 @@ def default_protected_paths(
     if env.get("COMAL_LEDGER") and "://" not in env["COMAL_LEDGER"]:
         ledgers.append(Path(env["COMAL_LEDGER"]).expanduser())
     for led in ledgers:
-        out += [led, *(led.with_name(led.name + s) for s in ("-wal", "-shm", "-journal"))]
+        out += [led, *(led.with_name(led.name + s) for s in ("-wal", "-shm", "-journal", ".locks"))]
     return tuple(dict.fromkeys(out))
 
 
@@ -268,8 +276,10 @@ def scrub_env(env: Mapping[str, str], keep: Iterable[str] = ()) -> dict[str, str
     return {k: v for k, v in env.items() if k in kept or not _SECRET.search(k)}
 
 
-def _under(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip("/") + "/")
+def _python_homes() -> tuple[str, ...]:
+    """Where this interpreter and its environment live (a venv's and its base's)."""
+    homes = (sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix)
+    return tuple(dict.fromkeys(os.path.realpath(p) for p in homes if os.path.isdir(p)))
 
 
 @dataclass
@@ -282,6 +292,7 @@ class Sandbox:
     protected: tuple[Path, ...] = ()
     bwrap: str | None = None
     readable: tuple[Path, ...] = ()
+    python: tuple[str, ...] = field(default_factory=_python_homes)
     _machine: tuple[bool, str, str | None] | None = field(default=None, repr=False)
     _bpf: dict[bool, tuple[bytes | None, str]] = field(default_factory=dict, repr=False)
 
@@ -303,49 +314,42 @@ class Sandbox:
         return policy.enabled and not policy.allow_unsandboxed and not self.status.available
 
     def _writable(self) -> list[str]:
-        out = [str(self.root)]
+        out = [os.path.realpath(self.root)]
         for raw in self.policy.writable_paths:
             path = os.path.realpath(os.path.expanduser(raw))
             if os.path.isdir(path) or os.path.isfile(path):
                 out.append(path)
         return out
 
-    def _hidden(self, path: str, writable: list[str]) -> bool:
-        """A path the sandbox does not show at all (under the private /tmp or the empty /run)
-        and that no writable or readable bind brings back."""
-        if any(_under(path, w) for w in (*writable, *map(str, self.readable))):
-            return False
-        return _under(path, "/tmp") or _under(path, "/run")
+    def _readable(self) -> list[str]:
+        out = [str(p) for p in self.readable if os.path.exists(p)]
+        # The rest of the filesystem is readable; the private /tmp must not take away the
+        # Python comal runs from (a checkout cloned under /tmp, its venv, checks run with it).
+        out += [p for p in self.python if any(under(p, e) for e in EMPTY_ROOTS)]
+        if self.policy.network:
+            resolv = os.path.realpath("/etc/resolv.conf")
+            if under(resolv, "/run"):  # systemd-resolved's stub lives under /run
+                out.append(os.path.dirname(resolv))
+        return out
+
+    def layout(self) -> Layout:
+        """Where every mount goes (:mod:`._mounts`), from what the protected paths are on the
+        host now. Paths are resolved first: a mount lands on what a symlink points to, so a
+        symlinked home and its real path are one path."""
+        wanted = [*self.protected, *(Path(p).expanduser() for p in self.policy.protected_paths)]
+        protected: dict[str, Kind] = {}
+        for raw in wanted:
+            path = os.path.realpath(raw)
+            if os.path.isabs(path):
+                kind: Kind = "dir" if os.path.isdir(path) else "file"
+                protected[path] = kind if os.path.exists(path) else "missing"
+        return layout(protected, writable=self._writable(), readable=self._readable())
 
     def masks(self) -> tuple[list[tuple[str, str]], list[str]]:
         """``(kind, path)`` masks (``file`` or ``dir``) and the protected paths that cannot be
         masked, with why."""
-        writable = self._writable()
-        masks: list[tuple[str, str]] = []
-        unprotected: list[str] = []
-        wanted = [*self.protected, *(Path(p).expanduser() for p in self.policy.protected_paths)]
-        seen: set[str] = set()
-        for raw in wanted:
-            for path in dict.fromkeys((os.path.normpath(raw), os.path.realpath(raw))):
-                if path in seen or not os.path.isabs(path):
-                    continue
-                seen.add(path)
-                if self._hidden(path, writable):
-                    continue
-                if os.path.isdir(path) and not os.path.islink(path):
-                    if any(_under(w, path) for w in writable):
-                        unprotected.append(f"{path}: it contains a writable path")
-                        continue
-                    masks.append(("dir", path))
-                elif os.path.lexists(path):
-                    if os.path.islink(path):
-                        continue  # the realpath variant masks what it points to
-                    masks.append(("file", path))
-                elif any(_under(path, w) for w in writable):
-                    unprotected.append(
-                        f"{path}: it does not exist yet and lies in a writable directory"
-                    )
-        return masks, unprotected
+        plan = self.layout()
+        return plan.masks, list(plan.unprotected)
 
     @property
     def unprotected(self) -> list[str]:
@@ -394,6 +398,11 @@ class Sandbox:
         spec = ",".join(f"{i}:{p.hex()}" for i, p in zip(slots, payloads, strict=True))
         return [sys.executable, "-I", "-S", "-c", _LAUNCH, spec, *args]
 
+    def preview(self, command: list[str], cwd: Path) -> str:
+        """The command line :meth:`argv` would run, as a shell would show it, with ``FD`` for
+        the descriptors; it opens none, and needs no bubblewrap (to say what would have run)."""
+        return shlex.join(self._build(command, cwd, lambda _payload: "FD"))
+
     def seccomp(self) -> tuple[bytes | None, str]:
         """The seccomp program for this policy (``None`` where none can be built) and why."""
         key = self.policy.unix_sockets
@@ -418,23 +427,19 @@ class Sandbox:
     def _build(self, command: list[str], cwd: Path, data: Callable[[bytes], str]) -> list[str]:
         bwrap = self.bwrap or shutil.which("bwrap") or "bwrap"
         args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-        args += ["--tmpfs", "/tmp", "--tmpfs", "/run"]
-        if self.policy.network:
-            resolv = os.path.realpath("/etc/resolv.conf")
-            if _under(resolv, "/run"):  # systemd-resolved's stub lives under /run
-                folder = os.path.dirname(resolv)
-                args += ["--ro-bind", folder, folder]
-        for extra in self.readable:
-            if os.path.exists(extra):
-                args += ["--ro-bind", str(extra), str(extra)]
-        for path in self._writable():
-            args += ["--bind", path, path]
-        masks, _ = self.masks()
-        for kind, path in masks:
-            if kind == "dir":
-                args += ["--tmpfs", path, "--remount-ro", path]
-            else:
+        plan = self.layout()
+        for mount in plan.mounts:
+            path = mount.path
+            if mount.kind == "tmpfs" or mount.kind == "mask-dir":
+                args += ["--tmpfs", path]
+            elif mount.kind == "ro-bind" or mount.kind == "bind":
+                args += [f"--{mount.kind}", path, path]
+            elif mount.kind == "mask-file":
                 args += ["--perms", "0444", "--ro-bind-data", data(b""), path]
+        # Last: what is bound back inside a masked directory was mounted while it was writable.
+        for kind, path in plan.masks:
+            if kind == "dir":
+                args += ["--remount-ro", path]
         args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
         if not self.policy.network:
             args.append("--unshare-net")
