@@ -16,7 +16,7 @@ from comal.agent import Config, Flags, Runtime
 from comal.cli import app
 from comal.errors import InputError
 from comal.ledger import open_ledger
-from comal.ops import McpServerError, sandbox_status
+from comal.ops import sandbox_status
 from comal.ops._policy import SandboxPolicy
 from comal.providers import ModelRequest
 from comal.testing import FunctionProvider
@@ -97,21 +97,24 @@ def test_comal_context_counts_the_servers_tools(
     assert json.loads(more.stdout)["tools"] > json.loads(base.stdout)["tools"]
 
 
-def test_a_server_that_cannot_start_is_a_coded_error_before_the_run(tmp_path: Path) -> None:
+def test_a_server_that_cannot_start_is_a_coded_event_and_the_run_goes_on(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
     broken = _server(ws / "n", args=[str(tmp_path / "no-such-server.py")])
     config = Config(mcp_servers={"gone": broken}, mode="trusted")
-    provider = FunctionProvider(lambda r: {"content": [{"type": "text", "text": "never"}]})
+    provider = FunctionProvider(lambda r: {"content": [{"type": "text", "text": "done"}]})
+    said: list[tuple[str, str]] = []
     led = open_ledger(tmp_path / "l.db")
     rt = Runtime.open(led, Flags(model=MODEL, workspace=ws), config=config, provider=provider)
     with rt.closing():
-        rt.start("hello")
-        with pytest.raises(McpServerError) as failed:
-            rt.agent()
-    assert failed.value.code == "MCP_SERVER"
-    assert "gone" in str(failed.value) and "gone.log" in str(failed.value)
-    assert provider.calls == []
+        result = rt.run("hello", say=lambda kind, text: said.append((kind, text)))
+        assert result.status == "finished", result.error
+        (event,) = led.records(rt.need_scope(), "event", kinds=["mcp_started"])
+    assert event.body["error"]["code"] == "MCP_SERVER" and event.body["tools"] == []
+    assert "gone" in event.body["error"]["message"] and event.body["log"].endswith("gone.log")
+    assert "goes on without it" in event.body["notice"] and "gone.log" in event.body["notice"]
+    assert [kind for kind, text in said if "'gone'" in text] == ["warn"]
+    assert not any(name.startswith("mcp__gone") for name in _tool_names(provider.calls[0]))
     led.close()
 
 

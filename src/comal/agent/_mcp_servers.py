@@ -2,10 +2,13 @@
 agent: once per process, inside the house's OS sandbox, their tools added to the one registry so
 every surface judges, receipts and shows them like native operations; closed with the runtime.
 
-A server that cannot start is a coded error before the run, never a tool that quietly is not
-there. What the sandbox allows each server (network, memory cap, seccomp) is recorded as an
-``mcp_started`` event, and a server that has the network or runs unsandboxed is said at start.
-Each server's stderr goes to its own log file (a TUI owns the terminal), named in errors.
+Each server's start is recorded as an ``mcp_started`` event: what the sandbox allows it
+(network, memory cap, seccomp), the tools it brought, the tools refused (each with its code and
+why) and, for a server that could not start (it failed, hung past its start_timeout, or listed
+more than anyone should offer a model), the coded error. The agent goes on without a server
+that did not start, and without a refused tool, and the operator is told at start, as for a
+server that has the network or runs unsandboxed. Each server's stderr goes to its own log file
+(a TUI owns the terminal), named in the event.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from platformdirs import user_log_dir
 
-from ..ops import McpServerConfig, McpServerError, Registry, Sandbox
+from ..ops import McpServerConfig, McpServerError, Operation, Registry, Sandbox
 
 if TYPE_CHECKING:
     from ..ops import McpServer
@@ -31,6 +34,10 @@ def mcp_log_dir() -> Path:
     return Path(user_log_dir("comal", appauthor=False)) / "mcp"
 
 
+def _coded(exc: McpServerError) -> dict[str, str]:
+    return {"code": exc.code, "message": str(exc)}
+
+
 class McpServers:
     """The configured servers of one runtime; :meth:`start` is idempotent."""
 
@@ -41,36 +48,18 @@ class McpServers:
         self._stack: ExitStack | None = None
 
     def start(self, registry: Registry, sandbox: Sandbox | None) -> list[dict[str, Any]]:
-        """Start every server not yet running, add its tools to ``registry``; what each one was
-        given (for the ``mcp_started`` event and the operator's notices). Nothing to do, or
-        already started: an empty list."""
+        """Start every server not yet running, add the tools of those that started to
+        ``registry``; what each one was given or why it was not (for the ``mcp_started``
+        event and the operator's notices). Nothing to do, or already started: an empty list."""
         if self._stack is not None or not self.configs:
             return []
-        from ..ops import McpServer  # the MCP SDK loads only when a server is configured
-
         stack = ExitStack()
         started: list[dict[str, Any]] = []
-        operations = []
+        operations: list[Operation] = []
         try:
             for name, cfg in self.configs.items():
-                log = self._log(stack, name)
-                server = McpServer.configured(name, cfg, sandbox=sandbox, errlog=log)
-                try:
-                    stack.enter_context(server)
-                except McpServerError as exc:
-                    raise McpServerError(f"{exc}; its log is {log.name}") from exc
-                operations += server.operations()
-                self.running.append(server)
-                started.append(
-                    {
-                        "server": name,
-                        "tools": [t.name for t in server.tools],
-                        "sandbox": server.sandbox_info(),
-                        "notice": server.notice(),
-                        "log": log.name,
-                    }
-                )
-            # All or nothing: a server that fails leaves no other's tools in the registry.
+                started.append(self._start(stack, name, cfg, sandbox, registry, operations))
+            # Together or not at all: an interrupted start leaves no tool of a stopped server.
             registry.add_all(operations)
         except BaseException:
             stack.close()
@@ -78,6 +67,49 @@ class McpServers:
             raise
         self._stack = stack
         return started
+
+    def _start(
+        self,
+        stack: ExitStack,
+        name: str,
+        cfg: McpServerConfig,
+        sandbox: Sandbox | None,
+        registry: Registry,
+        operations: list[Operation],
+    ) -> dict[str, Any]:
+        from ..ops import McpServer  # the MCP SDK loads only when a server is configured
+
+        log = self._log(stack, name)
+        server = McpServer.configured(name, cfg, sandbox=sandbox, errlog=log)
+        given: dict[str, Any] = {"server": name, "sandbox": server.sandbox_info(), "log": log.name}
+        notices = [server.notice()]
+        try:
+            stack.enter_context(server)
+        except McpServerError as exc:
+            notices.append(f"comal: {exc}; the agent goes on without it (its log is {log.name})")
+            return given | {
+                "tools": [],
+                "refused": [],
+                "error": _coded(exc),
+                "notice": _say(notices),
+            }
+        # Operation names are compared as slash commands are, without case.
+        taken = {o.name.lower() for o in (*registry, *operations)}
+        tools, refused = [], list(server.refused)
+        for op in server.operations():
+            if op.name.lower() in taken:
+                why = f"its operation name {op.name} is taken by another server's tool"
+                refused.append(server.refusal(server.tool_of(op.name), why))
+                continue
+            operations.append(op)
+            tools.append(server.tool_of(op.name))
+        notices += [f"comal: {r}" for r in refused]
+        self.running.append(server)
+        return given | {
+            "tools": tools,
+            "refused": [{"tool": r.tool} | _coded(r) for r in refused],
+            "notice": _say(notices),
+        }
 
     def _log(self, stack: ExitStack, name: str) -> TextIO:
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -88,3 +120,7 @@ class McpServers:
             self._stack.close()
         self._stack = None
         self.running.clear()
+
+
+def _say(notices: list[str | None]) -> str | None:
+    return "\n".join(n for n in notices if n) or None

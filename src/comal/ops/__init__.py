@@ -27,7 +27,10 @@ from ._approval import Approval, ApprovalRequest, Approver, CallbackApprover, Pr
 from ._bash import BashArgs, BashRun, run_bash
 from ._controls import HUMAN_CONTROLS, human_controls, is_human_control
 from ._errors import (
+    McpListingTooLarge,
     McpServerError,
+    McpServerTimeout,
+    McpToolRefused,
     MemoryCapExceeded,
     NotRegularFile,
     OperationDeclarationError,
@@ -44,7 +47,7 @@ from ._files import EditArgs, GlobArgs, GrepArgs, ReadArgs, WriteArgs
 from ._guard import OUTPUT_KIND, StoredOutput, guard_output, read_output
 from ._house import House, HouseFactory, Outcome, Probe, atomic_write
 from ._judge import IDENTITY_KEYS, Judge, Judgment
-from ._mcp_config import McpServerConfig
+from ._mcp_config import McpLimits, McpServerConfig
 from ._model import (
     READ_ONLY_EFFECTS,
     SURFACES,
@@ -145,9 +148,13 @@ __all__ = [
     "Judge",
     "Judgment",
     "Limits",
+    "McpLimits",
+    "McpListingTooLarge",
     "McpServer",
     "McpServerConfig",
     "McpServerError",
+    "McpServerTimeout",
+    "McpToolRefused",
     "MemoryCapExceeded",
     "Mode",
     "NotRegularFile",

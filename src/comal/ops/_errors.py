@@ -12,6 +12,9 @@ would already catch::
     │   ├── SandboxUnavailable              Bash needs the OS sandbox and this machine has none
     │   └── MemoryCapExceeded               a sandboxed process ran out of its memory cap
     └── McpServerError                      an MCP server could not be started, listed or called
+        ├── McpServerTimeout                its handshake or tool listing passed its time limit
+        ├── McpListingTooLarge              its tool listing passed a bound (pages, tools, bytes)
+        └── McpToolRefused                  one of its tools has a declaration comal refuses
 
 Every one of them that a handler raises becomes an error result and a receipt whose
 observations carry its ``code`` (and the ``errno`` name of an underlying OS error); none leaves
@@ -27,7 +30,10 @@ from __future__ import annotations
 from ..errors import ComalError, ScopeError, UserError
 
 __all__ = [
+    "McpListingTooLarge",
     "McpServerError",
+    "McpServerTimeout",
+    "McpToolRefused",
     "MemoryCapExceeded",
     "NotRegularFile",
     "OperationDeclarationError",
@@ -95,4 +101,41 @@ class MemoryCapExceeded(ToolFailure):
 
 
 class McpServerError(OpsError):
+    """``server`` names the server (``None`` where no server was named yet)."""
+
     code = "MCP_SERVER"
+
+    def __init__(self, message: str, *, server: str | None = None) -> None:
+        super().__init__(message)
+        self.server = server
+
+
+class McpServerTimeout(McpServerError):
+    """``phase`` is ``handshake`` or ``listing``."""
+
+    code = "MCP_SERVER_TIMEOUT"
+
+    def __init__(self, message: str, *, server: str, phase: str) -> None:
+        super().__init__(message, server=server)
+        self.phase = phase
+
+
+class McpListingTooLarge(McpServerError):
+    """``limit`` is the bound passed: ``pages``, ``tools`` or ``bytes``."""
+
+    code = "MCP_LISTING_LIMIT"
+
+    def __init__(self, message: str, *, server: str, limit: str) -> None:
+        super().__init__(message, server=server)
+        self.limit = limit
+
+
+class McpToolRefused(McpServerError):
+    """A tool whose name or input schema comal cannot judge calls against; the server's
+    other tools still load."""
+
+    code = "MCP_TOOL_REFUSED"
+
+    def __init__(self, message: str, *, server: str, tool: str) -> None:
+        super().__init__(message, server=server)
+        self.tool = tool

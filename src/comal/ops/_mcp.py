@@ -18,66 +18,54 @@ comal's environment, so no API key, reaches it.
 
 The house is synchronous; the MCP client is async. The client lives on an event loop in a
 background thread (an anyio blocking portal), and calls cross to it with their time limit.
+
+A server is untrusted input from its first byte. Its start is bounded (:class:`McpLimits`):
+the handshake and the tool listing each have a time limit, and the listing a number of pages,
+of tools and of bytes; passing one is a coded error naming the server
+(:class:`~comal.ops.McpServerTimeout`, :class:`~comal.ops.McpListingTooLarge`) and the server
+is stopped. Each tool's schema is accepted or refused on its own (:mod:`._mcp_schema`): a
+refused tool is in :attr:`McpServer.refused` with its code, and the others load.
 """
 
 from __future__ import annotations
 
-import functools
+import math
 import re
 import sys
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, Literal, Self, TextIO
+from typing import Any, Self, TextIO
 
+import anyio
 import mcp_types
+from anyio.abc import TaskStatus
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from mcp import Client, StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic import BaseModel, ValidationError
 
 from ..errors import InputError
 from ..messages import canonical_json
-from ._errors import McpServerError, OperationTimeout, SandboxUnavailable, ToolFailure
-from ._mcp_config import SERVER_NAME, McpServerConfig
+from ._errors import (
+    McpListingTooLarge,
+    McpServerError,
+    McpServerTimeout,
+    McpToolRefused,
+    OperationDeclarationError,
+    OperationTimeout,
+    SandboxUnavailable,
+    ToolFailure,
+)
+from ._mcp_config import SERVER_NAME, McpLimits, McpServerConfig
+from ._mcp_schema import model_from_schema, schema_problem
+from ._mcp_wire import ToolScreen, screened
 from ._model import CallContext, Effect, ToolOutput
 from ._operation import LARGE_CAP, Handler, Operation
 from ._sandbox import Sandbox, SandboxPolicy, default_protected_paths
 
-__all__ = ["McpServer", "McpServerConfig", "model_from_schema"]
-
-_JSON_TYPES: dict[str, Any] = {
-    "string": str,
-    "integer": int,
-    "number": int | float,  # keep 1 as 1: the server gets the numbers the model sent
-    "boolean": bool,
-    "array": list[Any],
-    "object": dict[str, Any],
-    "null": type(None),
-}
-
-
-def _field_type(schema: Mapping[str, Any]) -> Any:
-    if schema.get("enum"):
-        return Literal[tuple(schema["enum"])]
-    kind = schema.get("type")
-    if isinstance(kind, str) and kind in _JSON_TYPES:
-        return _JSON_TYPES[kind]
-    return Any  # unions and composite keywords: the server validates what we cannot express
-
-
-def model_from_schema(name: str, schema: Mapping[str, Any]) -> type[BaseModel]:
-    """A strict pydantic model for a JSON Schema object: known property types, required keys,
-    no extra keys. Optional keys default to unset and are not sent."""
-    props: Mapping[str, Any] = schema.get("properties") or {}
-    required = set(schema.get("required") or ())
-    fields: dict[str, Any] = {}
-    for key, sub in props.items():
-        kind = _field_type(sub if isinstance(sub, Mapping) else {})
-        fields[key] = (kind, ...) if key in required else (kind | None, None)
-    config = ConfigDict(extra="forbid", strict=True, frozen=True)
-    model: type[BaseModel] = create_model(name, __config__=config, **fields)
-    return model
+__all__ = ["McpLimits", "McpServer", "McpServerConfig", "model_from_schema"]
 
 
 def _safe(text: str) -> str:
@@ -93,6 +81,9 @@ class McpServer:
     usable sandbox the rule is Bash's (``Sandbox.refuses_unapproved``): the server is not
     started unless the operator opted out (``sandbox.enabled = false`` or
     ``sandbox.allow_unsandboxed``).
+
+    ``limits`` bounds its start (:class:`McpLimits`). After a start, :meth:`operations` are
+    the tools whose schemas were accepted and :attr:`refused` says why each other one was not.
     """
 
     def __init__(
@@ -108,6 +99,7 @@ class McpServer:
         sandbox: Sandbox | None = None,
         network: bool = False,
         readable_paths: Sequence[str | Path] = (),
+        limits: McpLimits | None = None,
     ) -> None:
         if not re.fullmatch(SERVER_NAME, name):
             raise McpServerError(f"MCP server name {name!r} must match [A-Za-z0-9_-]{{1,24}}")
@@ -124,11 +116,16 @@ class McpServer:
             command=command, args=self.args, env=self.env, cwd=self.cwd
         )
         self.effects = dict(effects or {})
+        self.limits = limits if limits is not None else McpLimits()
         self._errlog = errlog
         self._stack: ExitStack | None = None
         self._portal: BlockingPortal | None = None
         self._client: Client | None = None
         self.tools: tuple[mcp_types.Tool, ...] = ()
+        self.refused: tuple[McpToolRefused, ...] = ()
+        self._operations: tuple[Operation, ...] = ()
+        self._tool_of: dict[str, str] = {}
+        self._screen = ToolScreen()
 
     @classmethod
     def from_config(
@@ -173,6 +170,7 @@ class McpServer:
             sandbox=sandbox,
             network=cfg.network,
             readable_paths=cfg.readable_paths,
+            limits=McpLimits(handshake_s=cfg.start_timeout, listing_s=cfg.start_timeout),
         )
 
     @property
@@ -231,12 +229,12 @@ class McpServer:
             print(notice, file=errlog, flush=True)
         stack = ExitStack()
         try:
-            self._portal = stack.enter_context(start_blocking_portal())
-            transport = stdio_client(params, errlog=errlog)
-            self._client = stack.enter_context(
-                self._portal.wrap_async_context_manager(Client(transport, cache=None))
-            )
-            self.tools = tuple(self._list())
+            portal = stack.enter_context(start_blocking_portal())
+            served, (client, tools, stop) = portal.start_task(self._serve, params, errlog)
+            stack.callback(_stop_serving, portal, served, stop)
+        except McpServerError:
+            stack.close()
+            raise
         except Exception as exc:
             stack.close()
             boxed = (
@@ -248,10 +246,52 @@ class McpServer:
             )
             raise McpServerError(
                 f"MCP server {self.name!r} ({self.command}) could not start or list its "
-                f"tools: {exc}; check the command{boxed}"
+                f"tools: {_reason(exc)}; check the command{boxed}",
+                server=self.name,
             ) from exc
-        self._stack = stack
+        self._portal, self._client, self._stack = portal, client, stack
+        self.tools = tuple(tools)
+        self._operations, self.refused = self._build(self.tools)
         return self
+
+    async def _serve(
+        self,
+        params: StdioServerParameters,
+        errlog: TextIO,
+        *,
+        task_status: TaskStatus[tuple[Client, list[mcp_types.Tool], anyio.Event]],
+    ) -> None:
+        """The client's life on the portal's loop: handshake and listing under their time
+        limits, then wait until told to stop. The client is entered and left inside the one
+        cancel scope whose deadline bounds the start, so a deadline unwinds it cleanly."""
+        limits, stop, phase = self.limits, anyio.Event(), "handshake"
+        refused: McpServerError | None = None
+        screen = self._screen = ToolScreen()
+        transport = screened(stdio_client(params, errlog=errlog), screen)
+        with anyio.CancelScope(deadline=anyio.current_time() + limits.handshake_s) as scope:
+            async with Client(transport, cache=None) as client:
+                phase = "listing"
+                screen.version = client.protocol_version
+                scope.deadline = anyio.current_time() + limits.listing_s
+                try:
+                    tools = await self._list(client)
+                except McpServerError as exc:
+                    refused = exc  # raised once out of the client: its task group would wrap it
+                else:
+                    scope.deadline = math.inf
+                    task_status.started((client, tools, stop))
+                    await stop.wait()
+        if refused is not None:
+            raise refused
+        if scope.cancelled_caught:
+            seconds = limits.handshake_s if phase == "handshake" else limits.listing_s
+            what = "answer its handshake" if phase == "handshake" else "list its tools"
+            raise McpServerTimeout(
+                f"MCP server {self.name!r} ({self.command}) did not {what} within "
+                f"{seconds:g}s; it was stopped. Check the server, or raise its start_timeout",
+                server=self.name,
+                phase=phase,
+            )
 
     def __exit__(self, *exc: object) -> None:
         self.close()
@@ -261,39 +301,89 @@ class McpServer:
             self._stack.close()
         self._stack = self._portal = self._client = None
 
-    def _list(self) -> list[mcp_types.Tool]:
-        assert self._portal is not None and self._client is not None
-        client = self._client
+    async def _list(self, client: Client) -> list[mcp_types.Tool]:
+        limits = self.limits
         tools: list[mcp_types.Tool] = []
-        page = self._portal.call(lambda: client.list_tools())
-        tools.extend(page.tools)
-        while page.next_cursor:
-            after = page.next_cursor
-            page = self._portal.call(functools.partial(client.list_tools, cursor=after))
+        size = 0
+        cursor: str | None = None
+        for _ in range(limits.pages):
+            page = await client.list_tools(cursor=cursor)
+            size += len(page.model_dump_json(by_alias=True).encode())
             tools.extend(page.tools)
-        return tools
+            if len(tools) > limits.tools:
+                raise self._too_large("tools", f"more than {limits.tools} tools")
+            if size > limits.bytes:
+                raise self._too_large("bytes", f"more than {limits.bytes:,} bytes of tools")
+            cursor = page.next_cursor
+            if not cursor:
+                return tools
+        raise self._too_large("pages", f"more than {limits.pages} pages of tools")
+
+    def _too_large(self, limit: str, what: str) -> McpListingTooLarge:
+        return McpListingTooLarge(
+            f"MCP server {self.name!r} ({self.command}) listed {what}; it was stopped. "
+            "Check the server, or leave it out of mcp_servers",
+            server=self.name,
+            limit=limit,
+        )
 
     def operation_name(self, tool: str) -> str:
         return f"mcp__{self.name}__{_safe(tool)}"[:64]
 
     def operations(self) -> list[Operation]:
-        ops = []
-        for tool in self.tools:
+        """The operations of the tools whose declarations were accepted at start."""
+        return list(self._operations)
+
+    def _build(
+        self, tools: Sequence[mcp_types.Tool]
+    ) -> tuple[tuple[Operation, ...], tuple[McpToolRefused, ...]]:
+        ops: list[Operation] = []
+        refused = [self.refusal(tool, problem) for tool, problem in self._screen.refused]
+        names: set[str] = set()
+        for tool in tools:
             name = self.operation_name(tool.name)
-            ops.append(
-                Operation(
-                    name,
-                    tool.description or f"MCP tool {tool.name} of server {self.name}.",
-                    model_from_schema(name, tool.input_schema),
-                    self._handler(tool.name),
-                    effects=self.effects.get(tool.name, (Effect("unknown"),)),
-                    inline_cap=LARGE_CAP,
-                    schema=tool.input_schema,
-                    surfaces=frozenset({"model", "cli", "tui", "api"}),
-                    sandboxed=True,
-                )
-            )
-        return ops
+            problem = schema_problem(tool.input_schema)
+            if problem is None and name.lower() in names:
+                problem = f"its operation name {name} is already taken by another of its tools"
+            operation = None
+            if problem is None:
+                try:
+                    operation = self._operation(name, tool)
+                except (OperationDeclarationError, TypeError, ValueError) as exc:
+                    problem = f"it cannot be declared ({exc})"
+            if operation is None:
+                refused.append(self.refusal(tool.name, str(problem)))
+                continue
+            names.add(name.lower())
+            ops.append(operation)
+            self._tool_of[name] = tool.name
+        return tuple(ops), tuple(refused)
+
+    def tool_of(self, operation: str) -> str:
+        """The server's name of the tool behind one of :meth:`operations`."""
+        return self._tool_of[operation]
+
+    def refusal(self, tool: str, problem: str) -> McpToolRefused:
+        """The coded refusal of one of this server's tools."""
+        return McpToolRefused(
+            f"MCP server {self.name!r}: tool {tool[:100]!r} was not loaded: {problem}; "
+            "its other tools were",
+            server=self.name,
+            tool=tool,
+        )
+
+    def _operation(self, name: str, tool: mcp_types.Tool) -> Operation:
+        return Operation(
+            name,
+            tool.description or f"MCP tool {tool.name} of server {self.name}.",
+            model_from_schema(name, tool.input_schema),
+            self._handler(tool.name),
+            effects=self.effects.get(tool.name, (Effect("unknown"),)),
+            inline_cap=LARGE_CAP,
+            schema=tool.input_schema,
+            surfaces=frozenset({"model", "cli", "tui", "api"}),
+            sandboxed=True,
+        )
 
     def _handler(self, tool: str) -> Handler:
         def handler(args: BaseModel, ctx: CallContext) -> ToolOutput:
@@ -327,3 +417,19 @@ class McpServer:
         seen["is_error"] = result.is_error
         seen["sandbox"] = self.sandbox_info()
         return ToolOutput("\n".join(texts), is_error=result.is_error, observations=seen)
+
+
+def _reason(exc: BaseException) -> str:
+    """The error inside the SDK's task groups, which wrap what the server did."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return f"{exc}" or type(exc).__name__
+
+
+def _stop_serving(portal: BlockingPortal, served: Future[None], stop: anyio.Event) -> None:
+    """Tell the client's task to leave the client (which stops the server) and wait for it."""
+    portal.call(stop.set)
+    try:
+        served.result()
+    except Exception:  # a server that died mid-session must not fail the close
+        pass
