@@ -94,7 +94,7 @@ def summarize_pipeline(
     if made is None:
         made = SummaryText(_count_only(job, len(sources)), "count-only")
     covered = len(sources) + (1 if job.previous else 0)
-    message, offset = summary_message(job, made.text, level, made.summarizer, covered)
+    message, offset, chars = summary_message(job, made.text, level, made.summarizer, covered)
     meta: dict[str, Any] = {
         "engine": PIPELINE_ENGINE,
         "version": PIPELINE_VERSION,
@@ -103,7 +103,7 @@ def summarize_pipeline(
         "level": level,
         "summarizer": made.summarizer,
         "body_offset": offset,
-        "body_chars": len(made.text),
+        "body_chars": chars,
         "source_first": job.source_first,
         "source_entries": len(sources),
         "source_tokens": job.source_tokens,

@@ -6,6 +6,12 @@ digests, commands with exit codes, the last errors, tool calls still open, and e
 to the newest outputs it replaces. It is rendered to fit the engine's checkpoint reserve by
 dropping the least useful items first, and the structured state goes into the checkpoint's meta
 so the next checkpoint folds only new steps onto it.
+
+The header is comal's word; what the steps held is not. A path, a tool name or an error's first
+line is kept on its line (:func:`comal.safe_text.one_line`), and a request, a plan's text or an
+earlier checkpoint's text is shown as a reader sees its lines with any that reads as the header
+or a section heading quoted (:func:`comal.safe_text.quote_lines`): a CR, U+2028 or a zero-width
+character cannot make a tool's output pass for a line comal wrote.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from typing import Any
 from ...evidence import evidence_call
 from ...ledger import CheckpointRecord, Entry
 from ...messages import Checkpoint, Message, Role, Text
+from ...safe_text import one_line, quote_lines
 from ...tokens import TokenCounter
 from .._assembly import CheckpointProposal
 from .._render import message_tokens
@@ -30,6 +37,24 @@ __all__ = ["derive_checkpoint", "previous_state", "previous_streak"]
 _TRIM_ORDER = ("refs", "commands", "files", "plan", "errors", "open", "prior", "requests")
 _PRIOR_CHARS = 2_000
 _DIGEST_SHOWN = 16
+_HEADER = "Deterministic checkpoint derived by comal"
+# The lines comal writes; text from the steps must not pass for one of them.
+_FRAME = (
+    _HEADER,
+    "User requests, in order",
+    "Plan (from",
+    "Files touched",
+    "Commands run",
+    "Last errors",
+    "Tool calls without a recorded result",
+    "Outputs it replaces",
+    "Earlier checkpoint",
+    "[… checkpoint cut",
+)
+
+
+def _quoted(text: str) -> str:
+    return quote_lines(text, _FRAME)
 
 
 def _meta_ok(record: CheckpointRecord) -> bool:
@@ -74,11 +99,11 @@ def _requests(state: WorkState, keep: int) -> list[str]:
             lines.append(f"   ({skipped} earlier requests are left out here)")
         head = f"{i + 1}. [seq {r['seq']}, entry {r['entry']}]"
         if "digest" not in r:
-            lines.append(f"{head} {r['text']}")
+            lines.append(f"{head} {_quoted(r['text'])}")
             continue
         call = evidence_call(r["entry"], "text", r["digest"])
         lines.append(
-            f"{head} ({r['units']:,} UTF-16 units, start shown) {r['text']} … "
+            f"{head} ({r['units']:,} UTF-16 units, start shown) {_quoted(r['text'])} … "
             f"[read it exactly: {call}]"
         )
     return lines
@@ -91,7 +116,8 @@ def _files(state: WorkState, keep: int) -> list[str]:
     verbs = {"read": "read", "write": "written", "edit": "edited"}
     lines = [f"Files touched (oldest first; {len(paths)} of {len(state.files)} shown):"]
     for path, f in paths:
-        what = f"- {path}: {verbs.get(f['op'], f['op'])} by {f['tool']} at seq {f['seq']}"
+        op = one_line(verbs.get(f["op"], f["op"]))
+        what = f"- {one_line(path)}: {op} by {one_line(f['tool'])} at seq {f['seq']}"
         if f["digest"]:
             kind = "output" if f["op"] == "read" else "content"
             what += f", {kind} sha256 {f['digest'][:_DIGEST_SHOWN]}…"
@@ -105,10 +131,11 @@ def _sections(state: WorkState, keep: dict[str, int]) -> list[list[str]]:
         out.append(_requests(state, keep["requests"]))
     if state.plan is not None and keep["plan"]:
         plan = state.plan
-        lines = [f"Plan (from {plan['tool']} at seq {plan['seq']}):"]
-        lines += [f"- [{s or 'item'}] {t}" for s, t in plan["items"][: keep["plan"]]]
+        lines = [f"Plan (from {one_line(plan['tool'])} at seq {plan['seq']}):"]
+        items = plan["items"][: keep["plan"]]
+        lines += [f"- [{one_line(s or 'item')}] {one_line(t)}" for s, t in items]
         if "text" in plan:
-            lines.append(plan["text"])
+            lines.append(_quoted(plan["text"]))
         out.append(lines)
     out.append(_files(state, keep["files"]))
     commands = _newest(state.commands, keep["commands"])
@@ -117,7 +144,7 @@ def _sections(state: WorkState, keep: dict[str, int]) -> list[list[str]]:
         for c in commands:
             status = f"exit {c['exit']}" if c["exit"] is not None else "exit code not shown"
             lines.append(
-                f"- seq {c['seq']}: `{c['command']}` → {status}"
+                f"- seq {c['seq']}: `{one_line(c['command'])}` → {status}"
                 + (" (reported as an error)" if c["failed"] else "")
             )
         out.append(lines)
@@ -126,30 +153,34 @@ def _sections(state: WorkState, keep: dict[str, int]) -> list[list[str]]:
         lines = [f"Last errors (last {len(errors)} of {state.errors_total}):"]
         for e in errors:
             call = evidence_call(e["entry"], "content", e["digest"])
-            lines.append(f"- seq {e['seq']}, {e['tool']}: {e['preview']} [{call}]")
+            tool, preview = one_line(str(e["tool"])), one_line(e["preview"])
+            lines.append(f"- seq {e['seq']}, {tool}: {preview} [{call}]")
         out.append(lines)
     opened = _newest(state.open_calls, keep["open"])
     if opened:
         lines = ["Tool calls without a recorded result:"]
-        lines += [f"- seq {c['seq']}: {c['tool']} (call {c['id']})" for c in opened]
+        lines += [
+            f"- seq {c['seq']}: {one_line(c['tool'])} (call {one_line(c['id'])})" for c in opened
+        ]
         out.append(lines)
     refs = _newest(state.refs, keep["refs"])
     if refs:
         lines = [f"Outputs it replaces (newest {len(refs)} of {state.refs_total}):"]
         for r in refs:
             call = evidence_call(r["entry"], "content", r["digest"])
+            tool = one_line(str(r["tool"]))
             lines.append(
-                f"- seq {r['seq']}, {r['tool']}, {r['units']:,} units, {r['lines']:,} lines: {call}"
+                f"- seq {r['seq']}, {tool}, {r['units']:,} units, {r['lines']:,} lines: {call}"
             )
         out.append(lines)
     if state.prior_text and keep["prior"]:
-        out.append(["Earlier checkpoint (not derived by this engine):", state.prior_text])
+        out.append(["Earlier checkpoint (not derived by this engine):", _quoted(state.prior_text)])
     return out
 
 
 def _render(state: WorkState, keep: dict[str, int]) -> str:
     header = (
-        f"Deterministic checkpoint derived by comal from the ledger (no model wrote it), "
+        f"{_HEADER} from the ledger (no model wrote it), "
         f"standing for entries seq {state.first_seq}..{state.last_seq}: {state.steps} steps, "
         f"{state.results} tool results. Nothing was deleted: every entry stays in the ledger, "
         'and EvidenceRead(entry=<id>, field="content") reads any tool output exactly.'

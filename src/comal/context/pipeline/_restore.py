@@ -2,11 +2,14 @@
 (passed in as text by the caller; the engine reads no files), the files the summarized steps
 touched with the exact calls that read their content back, the request when the summary
 covers it, and a resume note. A pure function of the stored summary and the settings, so it is
-byte-identical on every turn until the next summary."""
+byte-identical on every turn until the next summary. Paths and the last action are the model's
+text: each is kept on its line (:func:`comal.safe_text.one_line`), so none can start a line
+that passes for comal's."""
 
 from __future__ import annotations
 
 from ...messages import Message, Role, Text
+from ...safe_text import one_line
 from ._config import PipelineConfig
 from ._summary import StoredSummary
 
@@ -39,7 +42,7 @@ def restore_message(stored: StoredSummary, config: PipelineConfig) -> tuple[Mess
     if files:
         lines = ["Files accessed before the summary (newest first):"]
         for f in files:
-            line = f"- {f.path}: {f.op} at seq {f.seq}"
+            line = f"- {one_line(f.path)}: {f.op} at seq {f.seq}"
             if f.recovery:
                 line += f"; the content read then: {f.recovery}"
             lines.append(line)
@@ -47,7 +50,8 @@ def restore_message(stored: StoredSummary, config: PipelineConfig) -> tuple[Mess
     if data.request is not None:
         q = data.request
         blocks.append(f"The current request (seq {q.seq}), quoted exactly:\n{q.text}")
-    last = f" The last action before the summary: {data.last_action}." if data.last_action else ""
+    action = one_line(data.last_action)
+    last = f" The last action before the summary: {action}." if action else ""
     blocks.append(
         "Resume: continue the task from where it stopped; do not start over." + last + " Use "
         "session_search(query=...) to find anything earlier in this session and EvidenceRead "

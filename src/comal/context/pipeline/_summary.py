@@ -10,7 +10,9 @@ previous one in, so the view always has one.
 
 Summaries are stored in the ledger's checkpoints table (no migration): the message is a
 ``Summary`` part whose first line is a header built from the job's own fields (range, entry
-count, level, summarizer; ``trust=untrusted``), never from the summarizer's text; the meta says
+count, level, summarizer; ``trust=untrusted``), never from the summarizer's text, whose lines
+are shown as a reader sees them with any that reads as a header or footer quoted
+(:func:`comal.safe_text.quote_lines`); the meta says
 ``engine: comal.pipeline`` and ``keeps_head: true`` (so the view reads the head back in front
 of it) and carries the restore data (the request quoted when the summary covers it, the files
 recently accessed) and ``made_at_seq`` for the cooldown.
@@ -26,6 +28,7 @@ from typing import Any
 from ...evidence import evidence_call, utf16_len
 from ...ledger import CheckpointRecord, Entry
 from ...messages import Message, Role, Summary, Text, group_messages, sha256_hex
+from ...safe_text import quote_lines
 from .._engine import Job
 from ._schedule import is_user_turn
 from ._tools import ResultFacts
@@ -47,6 +50,8 @@ __all__ = [
 PIPELINE_ENGINE = "comal.pipeline"
 PIPELINE_VERSION = 1
 _SOURCE_CHARS = 600
+# The lines comal writes around a summary's body, which the body must not pass for.
+_FRAME = ("[comal pipeline summary", "[Exact outputs it covers", "[Context restored after")
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,22 +230,24 @@ def render_sources(
 
 def summary_message(
     job: PipelineSummarize, body: str, level: str, summarizer: str, entries: int
-) -> tuple[Message, int]:
-    """The stored summary message and where its body starts. The header comes from the job's
-    own fields, never from ``body`` (which is untrusted model or extractive output)."""
+) -> tuple[Message, int, int]:
+    """The stored summary message, where its body starts and how long it is as stored. The
+    header comes from the job's own fields, never from ``body`` (which is untrusted model or
+    extractive output, stored with its forged frame quoted)."""
     header = (
         f"[comal pipeline summary of entries seq {job.first_seq}..{job.last_seq} ({entries} "
         f"messages; level {level}; by {summarizer}; trust=untrusted). It is a lossy recall cue, "
         "not proof: every entry is kept exactly in the ledger; session_search(query=...) finds "
         "any of them and EvidenceRead returns its exact text.]"
     )
-    text = f"{header}\n{body}"
+    quoted = quote_lines(body, _FRAME)
+    text = f"{header}\n{quoted}"
     if job.references:
         shown = len(job.references)
         footer = [f"[Exact outputs it covers (newest {shown} of {job.outputs}):", *job.references]
         text += "\n" + "\n".join(footer) + "]"
     part = Summary(text, 0, job.first_seq, job.last_seq)
-    return Message(Role.USER, (part,)), len(header) + 1
+    return Message(Role.USER, (part,)), len(header) + 1, len(quoted)
 
 
 def quote_request(entry: Entry, limit: int) -> RequestQuote:
