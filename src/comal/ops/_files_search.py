@@ -1,7 +1,9 @@
 """Glob and Grep: list and search what they walk under the workspace root, following no link.
 
 Grep searches files up to 10 MiB, runs the pattern on RE2 (linear time, :mod:`._regex`), and
-stops at 4 MiB of output with a note; both honour the call's time limit.
+stops at 4 MiB of output with a note; both honour the call's time limit. Both walk without
+recursion within a depth and an entry bound (:mod:`._walk`), and say in the result what a bound
+left out; a glob is matched without recursion too, however deep the path.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from ._errors import ToolFailure
 from ._files_common import SNIFF, Clock, StrictArgs, path_kind
 from ._model import CallContext, ToolOutput
 from ._regex import MAX_PATTERN, compile_pattern
+from ._walk import Walk
 from ._workspace import Workspace
 
 __all__ = ["GlobArgs", "GrepArgs", "glob_files", "grep_files"]
@@ -59,25 +62,21 @@ def _glob_parts(pattern: str) -> list[str]:
 
 
 def _glob_match(pattern: list[str], parts: list[str]) -> bool:
-    """pathlib's meaning: ``**`` is any number of directories, other segments one name."""
-    memo: dict[tuple[int, int], bool] = {}
+    """pathlib's meaning: ``**`` is any number of directories, other segments one name.
 
-    def match(i: int, j: int) -> bool:
-        key = (i, j)
-        if key not in memo:
-            if i == len(pattern):
-                memo[key] = j == len(parts)
-            elif pattern[i] == "**":
-                memo[key] = match(i + 1, j) or (j < len(parts) and match(i, j + 1))
+    ``rest[j]``: whether the pattern's segments from the current one on match ``parts[j:]``,
+    computed from the last segment back (a table, not recursion: paths can be deep)."""
+    n = len(parts)
+    rest = [j == n for j in range(n + 1)]
+    for segment in reversed(pattern):
+        now = [False] * (n + 1)
+        for j in range(n, -1, -1):
+            if segment == "**":
+                now[j] = rest[j] or (j < n and now[j + 1])
             else:
-                memo[key] = (
-                    j < len(parts)
-                    and fnmatch.fnmatchcase(parts[j], pattern[i])
-                    and match(i + 1, j + 1)
-                )
-        return memo[key]
-
-    return match(0, 0)
+                now[j] = j < n and rest[j + 1] and fnmatch.fnmatchcase(parts[j], segment)
+        rest = now
+    return rest[0]
 
 
 def glob_files(args: GlobArgs, ctx: CallContext) -> ToolOutput:
@@ -91,7 +90,8 @@ def glob_files(args: GlobArgs, ctx: CallContext) -> ToolOutput:
     clock = Clock(ctx)
     found: list[str] = []
     prefix = "" if base == "." else base + "/"
-    for top, dirs, files, dfd in ws.walk(base):
+    walk = Walk()
+    for top, dirs, files, dfd in walk.run(ws, base):
         clock.check("Glob")
         dirs.sort()
         under = top[len(prefix) :] if top != base else ""
@@ -100,14 +100,15 @@ def glob_files(args: GlobArgs, ctx: CallContext) -> ToolOutput:
             if _glob_match(pattern, parts) and ws.is_regular(dfd, name):
                 found.append(f"{prefix}{'/'.join(parts)}")
     found.sort()
-    seen = {"path": base, "matches": len(found)}
+    seen = {"path": base, "matches": len(found), "walk": walk.observations()}
+    note = walk.note("Glob")
     if not found:
-        return ToolOutput(f"[no files match {args.pattern} under {base}]", observations=seen)
-    return ToolOutput("\n".join(found), observations=seen)
+        found = [f"[no files match {args.pattern} under {base}]"]
+    return ToolOutput("\n".join([*found, *([note] if note else [])]), observations=seen)
 
 
 def _grep_targets(
-    ws: Workspace, base: str
+    ws: Workspace, base: str, walk: Walk
 ) -> Iterator[tuple[str, int | None, os.stat_result | None]]:
     """``(rel, fd, stat)`` of every regular file to search; ``fd`` is ``None`` for an entry
     that is skipped (a link, FIFO, device or socket)."""
@@ -116,7 +117,7 @@ def _grep_targets(
         yield base, fd, st
         return
     # Hidden directories (.git, .venv, caches) are skipped: they are rarely what is searched.
-    for top, dirs, files, dfd in ws.walk(base):
+    for top, dirs, files, dfd in walk.run(ws, base):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         for name in sorted(files):
             rel = name if top == "." else f"{top}/{name}"
@@ -134,7 +135,8 @@ def grep_files(args: GrepArgs, ctx: CallContext) -> ToolOutput:
     skipped = 0
     files = 0
     capped = False
-    for rel, fd, st in _grep_targets(ws, base):
+    walk = Walk()
+    for rel, fd, st in _grep_targets(ws, base, walk):
         if fd is None or st is None:
             skipped += 1
             continue
@@ -178,12 +180,17 @@ def grep_files(args: GrepArgs, ctx: CallContext) -> ToolOutput:
         if capped:
             break
     seen = {"path": base, "files": files, "skipped": skipped, "capped": capped}
+    seen["walk"] = walk.observations()
+    note = walk.note("Grep")
     if not lines_out:
-        return ToolOutput(f"[no matches for {args.pattern!r}]", observations=seen)
-    text = "\n".join(lines_out)
+        text = f"[no matches for {args.pattern!r}]"
+    else:
+        text = "\n".join(lines_out)
     if capped:
         text += (
             f"\n[Grep stopped at its output cap of {_GREP_OUTPUT:,} characters after "
             f"{len(lines_out):,} lines; narrow the pattern, the path or the glob]"
         )
+    if note:
+        text += f"\n{note}"
     return ToolOutput(text, observations=seen)

@@ -442,18 +442,6 @@ class Workspace:
         with self.parent(rel) as handle:
             return handle.digest()
 
-    def walk(self, rel: str) -> Iterator[tuple[str, list[str], list[str], int]]:
-        """``os.fwalk`` under the judged directory ``rel``: ``(dir, dirs, files, dir_fd)`` with
-        ``dir`` workspace-relative; links are listed, never followed; prune ``dirs`` in place."""
-        fd = self.open_dir(rel)
-        try:
-            for top, dirs, files, dfd in os.fwalk(".", dir_fd=fd):
-                sub = top[2:] if top.startswith("./") else ""
-                here = "/".join(p for p in (rel if rel != "." else "", sub) if p) or "."
-                yield here, dirs, files, dfd
-        finally:
-            _close(fd)
-
     @staticmethod
     def is_regular(dir_fd: int, name: str) -> bool:
         """Is ``name`` in a walked directory a regular file (links not followed)?"""
