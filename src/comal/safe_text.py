@@ -21,7 +21,15 @@ import re
 import unicodedata
 from collections.abc import Sequence
 
-__all__ = ["is_safe", "one_line", "quote_lines", "safe", "safe_command", "visible_key"]
+__all__ = [
+    "is_safe",
+    "one_line",
+    "quote_lines",
+    "safe",
+    "safe_command",
+    "safe_json",
+    "visible_key",
+]
 
 # C0 controls but tab and newline, DEL, C1 controls; bidi embeddings, overrides and isolates;
 # zero-width characters that hide text; line and paragraph separators; BOM; interlinear
@@ -39,6 +47,13 @@ def _escape(match: re.Match[str]) -> str:
 def safe(text: str) -> str:
     """``text`` with every control, bidi and invisible character shown as an escape."""
     return _UNSAFE.sub(_escape, text)
+
+
+def safe_json(dumped: str) -> str:
+    """JSON text with every character :func:`safe` would escape written as a ``\\u`` escape:
+    the same JSON value, nothing in it a terminal acts on. (Such characters can only be inside
+    JSON strings, where the escape means the character itself.)"""
+    return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", dumped)
 
 
 def is_safe(text: str) -> bool:

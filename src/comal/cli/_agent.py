@@ -7,6 +7,14 @@ stdout (``--json``: ``{"session", "status", "answer", "turns", "receipts", "usag
 the OS sandbox stopped (none here, or bubblewrap failing to set up) are said plainly on stderr
 after the run, one line per operation, apart from commands that ran and failed.
 
+What the model or a tool wrote must not act on the terminal that shows it (an ESC sequence can
+clear the screen, write the clipboard or retitle the window). Progress on stderr is for a
+person, wherever it goes (a log read later with ``cat`` is a terminal too), so its control,
+bidi and invisible characters are always shown escaped (:func:`comal.safe_text.safe`). The
+answer on stdout is escaped the same way when stdout is a terminal, and byte for byte what the
+model wrote when it is not: a pipe gets the model's text. ``--json`` on a terminal writes such
+characters as JSON escapes (the same value).
+
 Exit codes: 0 when the session finished (answered and its checks passed), 3 when the run stopped
 at ``--max-turns`` (``--resume`` continues it), 2 on a coded error (spend cap, repeated
 OUTPUT_LENGTH or CONTEXT_LENGTH, a locked session, bad configuration...), whose code and message
@@ -19,6 +27,7 @@ session, which is the one the session was started with unless ``--model`` names 
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from typing import TYPE_CHECKING
@@ -32,6 +41,7 @@ if TYPE_CHECKING:
     from ..ops import SandboxStatus
     from ..providers import StreamEvent
 from ..errors import ComalError
+from ..safe_text import safe, safe_json
 from ._common import emit_json, ledger
 
 __all__ = ["EXIT_CODES", "run_prompt"]
@@ -41,6 +51,11 @@ _STYLE = {"turn": "dim", "call": "cyan", "result": "green", "note": "dim", "warn
 _PREVIEW = 200
 # How the Bash operation words a sandbox that never started the command (ops/_bash.py).
 _BWRAP_SAID = re.compile(r"the sandbox could not start the command \((.*)\); nothing ran")
+
+
+def _shown(text: str) -> str:
+    """Model or tool text as a terminal may show it: CRLF a newline, the rest escaped."""
+    return safe(text.replace("\r\n", "\n"))
 
 
 class _Progress:
@@ -56,6 +71,7 @@ class _Progress:
         if kind == "result" and any(w in text for w in (": error", ": denied", ": uncertain")):
             style = "red"
         # A warning is said whole: its end is what to do about it.
+        text = _shown(text)
         line = text if len(text) <= _PREVIEW or kind == "warn" else text[: _PREVIEW - 1] + "…"
         prefix = {"call": "→ ", "result": "  ", "warn": "! "}.get(kind, "")
         self.console.print(f"[{style}]{escape(prefix + line)}[/]" if style else escape(line))
@@ -64,9 +80,10 @@ class _Progress:
         from ..providers import StreamDone, TextDelta
 
         if isinstance(event, TextDelta):
-            self.console.file.write(event.text)
+            shown = _shown(event.text)
+            self.console.file.write(shown)
             self.console.file.flush()
-            self._mid_line = not event.text.endswith("\n")
+            self._mid_line = not shown.endswith("\n")
         elif isinstance(event, StreamDone):
             self._end_line()
 
@@ -165,16 +182,23 @@ def _times(n: int) -> str:
 
 
 def _report(result: RunResult, as_json: bool, progress: _Progress) -> None:
+    terminal = sys.stdout.isatty()
     if as_json:
         data = result.as_dict()
-        emit_json(
+        value = (
             {k: data[k] for k in ("session", "status", "answer", "turns", "receipts", "usage")}
             | ({"error": data["error"]} if "error" in data else {})
             | ({"blocked": data["blocked"]} if data["blocked"] else {})
         )
+        if terminal:
+            sys.stdout.write(safe_json(json.dumps(value, ensure_ascii=False)) + "\n")
+            sys.stdout.flush()
+        else:
+            emit_json(value)
         return
     if result.answer and result.status != "error":
-        sys.stdout.write(result.answer.rstrip("\n") + "\n")
+        answer = result.answer.rstrip("\n")
+        sys.stdout.write((_shown(answer) if terminal else answer) + "\n")
         sys.stdout.flush()
     if result.blocked:
         progress.say("warn", f"blocked (uncertain, not repeated): {', '.join(result.blocked)}")

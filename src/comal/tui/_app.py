@@ -61,7 +61,9 @@ class ApprovalScreen(ModalScreen[str]):
             # Exactly what will run, with anything a terminal would act on shown escaped.
             yield Static(safe_command(self.request.describe()), id="request", markup=False)
             if self.always is not None:
-                yield Static(f"always: adds the rule allow {self.always}", markup=False)
+                # The rule holds the call's subject (a path, a command): the model's text.
+                rule = safe(str(self.always))
+                yield Static(f"always: adds the rule allow {rule}", markup=False)
             with Horizontal(id="buttons"):
                 yield Button("Allow once (y)", id=ONCE, variant="success")
                 if self.always is not None:
