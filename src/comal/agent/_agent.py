@@ -269,7 +269,7 @@ class Agent:
 
     def _execute(self, call: ToolCall, step: int) -> None:
         self.say("call", f"{call.name} {call.arguments}")
-        outcome = self.house.run(call, self.actor, offered=self.catalog)
+        outcome = self.house.run(call, self.actor, offered=self.catalog, join_step=step)
         receipt = self.house.record(outcome, join_step=step)
         decision = outcome.judgment.decision
         self.say("result", f"{call.name}: {receipt.status} ({decision.action} by {decision.rule})")

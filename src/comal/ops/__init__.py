@@ -38,6 +38,7 @@ from ._errors import (
     OpsError,
     RegexUnsupported,
     SandboxUnavailable,
+    SessionContended,
     SymlinkLoop,
     ToolFailure,
     WorkspaceEscape,
@@ -45,7 +46,7 @@ from ._errors import (
 from ._evidence_op import EvidenceReadInput
 from ._files import EditArgs, GlobArgs, GrepArgs, ReadArgs, WriteArgs
 from ._guard import OUTPUT_KIND, StoredOutput, guard_output, read_output
-from ._house import House, HouseFactory, Outcome, Probe, atomic_write
+from ._house import House, HouseFactory, Outcome, Probe
 from ._judge import IDENTITY_KEYS, Judge, Judgment
 from ._mcp_config import McpLimits, McpServerConfig
 from ._model import (
@@ -91,7 +92,7 @@ from ._sandbox import (
 )
 from ._shell import CommandView, Invocation, view_command
 from ._spool import DEFAULT_OUTPUT_CAP, Captured, Spool
-from ._workspace import DirHandle, Workspace
+from ._workspace import DirHandle, Workspace, atomic_write
 
 if TYPE_CHECKING:
     from ._mcp import McpServer, model_from_schema
@@ -181,6 +182,7 @@ __all__ = [
     "SandboxPolicy",
     "SandboxStatus",
     "SandboxUnavailable",
+    "SessionContended",
     "Spool",
     "Status",
     "StoredOutput",

@@ -4,6 +4,7 @@ would already catch::
     OpsError                                root of this package's errors
     ├── OperationDeclarationError (UserError) an operation or registry declared inconsistently
     ├── WorkspaceEscape (ScopeError)        a path that resolves outside the workspace root
+    ├── SessionContended (UserError)        another writer overtook the step a call's result joins
     ├── ToolFailure (UserError)             a handler's expected failure, told to the model
     │   ├── OperationTimeout                the handler ran out of its time limit
     │   ├── NotRegularFile                  a FIFO, device, socket or directory where a file was due
@@ -41,6 +42,7 @@ __all__ = [
     "OpsError",
     "RegexUnsupported",
     "SandboxUnavailable",
+    "SessionContended",
     "SymlinkLoop",
     "ToolFailure",
     "WorkspaceEscape",
@@ -60,6 +62,14 @@ class WorkspaceEscape(OpsError, ScopeError):
     judged path that a racing process turned into a symbolic link before it was opened."""
 
     code = "WORKSPACE_ESCAPE"
+
+
+class SessionContended(OpsError, UserError):
+    """A call's result could not join its step: another writer (a second house on the session,
+    without the session's lock) appended a newer step. Before execution it stops the call;
+    after, the call's receipt is still recorded and this is raised once it is."""
+
+    code = "SESSION_CONTENDED"
 
 
 class ToolFailure(OpsError, UserError):

@@ -4,7 +4,10 @@
 runs, a preparation is recorded durably (RES-3): for native writes the path, the digest before
 and the intended digest after; for everything else (shell, MCP) that the call started. The
 result is then guarded (PIP-3) and returned with its receipt as an :class:`Outcome`, which
-:meth:`House.record` writes (result message and receipt) in one ledger transaction.
+:meth:`House.record` writes (result message and receipt) in one ledger transaction. A call that
+ran always leaves its receipt, even when a second writer on the session overtook its step
+(:mod:`._unjoined`): given the step its result will join, the house checks it is still the
+latest in the preparation's own transaction and runs nothing when it is not.
 
 Nothing a handler raises leaves the house: an expected failure (any
 :class:`~comal.errors.ComalError`, an ``OSError``) becomes an error result whose receipt names
@@ -26,18 +29,18 @@ A ``probe(phase, call_id)`` callback, when given, is called at ``judged``, ``pre
 from __future__ import annotations
 
 import errno
-import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import ComalError, UserError
+from ..errors import ComalError, LedgerError, UserError
 from ..ledger import LedgerBackend, Scope
 from ..messages import Message, Role, ToolCall, ToolResult, sha256_hex
 from ._approval import Approver
 from ._errors import OperationTimeout, ToolFailure
 from ._guard import guard_output
+from ._house_factory import HouseFactory, Probe
 from ._judge import Judge, Judgment
 from ._model import (
     Actor,
@@ -53,11 +56,10 @@ from ._operation import Catalog, Operation, Registry
 from ._policy import Policy
 from ._receipt import OutputInfo, Receipt, disposition_for
 from ._sandbox import Sandbox, SandboxStatus, default_protected_paths
-from ._workspace import Workspace, atomic_write_at, os_failure
+from ._unjoined import kept_apart, overtaken
+from ._workspace import Workspace, atomic_write, digest_of, os_failure
 
-__all__ = ["House", "HouseFactory", "Outcome", "Probe", "atomic_write"]
-
-Probe = Callable[[str, str], None]
+__all__ = ["House", "HouseFactory", "Outcome", "Probe"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,33 +77,6 @@ class Outcome:
         return result
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` all at once: a crash leaves the old or the new bytes.
-
-    The temp file is created exclusively inside a descriptor of the parent directory and
-    renamed there, so a planted file or symlink at the temp name is never followed. (The
-    parent itself is reached by path: the workspace's :class:`DirHandle` is the confined way.)
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
-    try:
-        try:
-            st = os.stat(path.name, dir_fd=fd, follow_symlinks=False)
-            mode = st.st_mode & 0o7777 if not os.path.islink(path) else None
-        except FileNotFoundError:
-            mode = None
-        atomic_write_at(fd, path.name, data, mode)
-    finally:
-        os.close(fd)
-
-
-def _digest_of(path: Path) -> str | None:
-    try:
-        return sha256_hex(path.read_bytes())
-    except FileNotFoundError:
-        return None
-
-
 def _failure(exc: BaseException) -> dict[str, Any]:
     """The observations that code a failure: the error's code and an OS error's errno name."""
     seen: dict[str, Any] = {"error": getattr(exc, "code", type(exc).__name__)}
@@ -109,38 +84,6 @@ def _failure(exc: BaseException) -> dict[str, Any]:
     if isinstance(cause, OSError) and cause.errno is not None:
         seen["errno"] = errno.errorcode.get(cause.errno, str(cause.errno))
     return seen
-
-
-@dataclass(frozen=True, slots=True)
-class HouseFactory:
-    """Everything a house is made of but its session: every house of a surface is built by one
-    factory (:meth:`house`), so a child session's house, the checks' house and the proxy's
-    recall house cannot drift from the agent's. The agent layer makes one from the loaded
-    configuration (:func:`comal.agent.house_factory`)."""
-
-    ledger: LedgerBackend
-    registry: Registry
-    policy: Policy
-    workspace: Workspace | None = None
-    approver: Approver | None = None
-    settings: HostSettings | None = None
-    probe: Probe | None = None
-    protected_paths: tuple[str | Path, ...] = ()
-    bwrap: str | None = None
-    guard: Callable[[], None] | None = None
-    host: object = None
-
-    def house(self, scope: Scope) -> House:
-        return House(
-            self.ledger, scope, self.registry, self.policy, workspace=self.workspace,
-            approver=self.approver, settings=self.settings, probe=self.probe,
-            protected_paths=self.protected_paths, bwrap=self.bwrap, guard=self.guard,
-            host=self.host,
-        )  # fmt: skip
-
-    def but(self, **changes: Any) -> HouseFactory:
-        """This factory with some parts changed (a stricter policy, another registry)."""
-        return replace(self, **changes)
 
 
 class House:
@@ -247,8 +190,11 @@ class House:
         *,
         surface: Surface = "model",
         offered: Catalog | None = None,
+        join_step: int | None = None,
     ) -> Outcome:
-        """Judge ``call`` for ``actor`` on ``surface``; execute it only if allowed."""
+        """Judge ``call`` for ``actor`` on ``surface``; execute it only if allowed. Given
+        ``join_step`` (the step its result will join), a call with effects runs only if that
+        step is still the session's latest when its preparation is written."""
         judgment = self.judge.judge(call, actor, surface, offered=offered)
         self._phase("judged", call.id)
         if not judgment.allowed:
@@ -277,11 +223,12 @@ class House:
             if self._guard is not None and not op.read_only:
                 self._guard()
             if op.plan_write is not None:
-                output = self._write(op, op.plan_write(args, ctx), judgment, prepared)
+                plan = op.plan_write(args, ctx)
+                output = self._write(op, plan, judgment, prepared, join_step)
             else:
                 assert op.handler is not None
                 if not op.read_only:
-                    prepared.append(self._prepare(op, "start", judgment, {}))
+                    prepared.append(self._prepare(op, "start", judgment, {}, join_step))
                 output = op.handler(args, ctx)
         except OperationTimeout as exc:
             output = ToolOutput(str(exc), is_error=True, timed_out=True, observations=_failure(exc))
@@ -367,7 +314,9 @@ class House:
         return Outcome(j, Message(Role.TOOL, (result,)), receipt)
 
     # -- preparations (RES-3) -----------------------------------------------------------------
-    def _prepare(self, op: Operation, kind: str, j: Judgment, extra: dict[str, Any]) -> int:
+    def _prepare(
+        self, op: Operation, kind: str, j: Judgment, extra: dict[str, Any], join_step: int | None
+    ) -> int:
         body = {
             "v": 1,
             "call_id": j.call.id,
@@ -379,12 +328,24 @@ class House:
             "effects": [e.as_dict() for e in j.effects],
             **extra,
         }
-        rec = self.ledger.add_record(self.scope, "preparation", kind, body)
+        with self.ledger.atomic():
+            # Checked where the preparation is written: a step overtaken now would leave the
+            # result nowhere to go, so the call does not start.
+            if join_step is not None and (
+                late := overtaken(self.ledger, self.scope, j.call.id, join_step)
+            ):
+                raise late
+            rec = self.ledger.add_record(self.scope, "preparation", kind, body)
         self._phase("prepared", j.call.id)
         return rec.id
 
     def _write(
-        self, op: Operation, plan: PlannedWrite, j: Judgment, prepared: list[int]
+        self,
+        op: Operation,
+        plan: PlannedWrite,
+        j: Judgment,
+        prepared: list[int],
+        join_step: int | None,
     ) -> ToolOutput:
         before = sha256_hex(plan.before) if plan.before is not None else None
         intended = sha256_hex(plan.after)
@@ -394,6 +355,7 @@ class House:
                 "write",
                 j,
                 {"path": plan.rel, "digest_before": before, "intended_digest": intended},
+                join_step,
             )
         )
         observed: dict[str, Any] = {
@@ -432,7 +394,7 @@ class House:
         observed: dict[str, Any],
     ) -> ToolOutput:
         """A planned write outside any workspace (a host's own operation)."""
-        current = _digest_of(plan.path)
+        current = digest_of(plan.path)
         if current != before:
             raise ToolFailure(
                 f"{plan.rel} changed after it was read (sha256 {current}, expected {before}); "
@@ -440,7 +402,7 @@ class House:
             )
         atomic_write(plan.path, plan.after)
         self._phase("written", j.call.id)
-        return self._written(plan, _digest_of(plan.path), intended, observed)
+        return self._written(plan, digest_of(plan.path), intended, observed)
 
     @staticmethod
     def _written(
@@ -461,19 +423,52 @@ class House:
         join_step: int | None = None,
         append_result: bool | None = None,
     ) -> Receipt:
-        """Append the result message (model surface by default) and the receipt atomically."""
+        """Append the result message (model surface by default) and the receipt atomically.
+
+        When the result cannot be appended (its step is no longer the session's latest, or
+        the call is not in it), the receipt is recorded without it (:mod:`._unjoined`) and the
+        reason is raised after: :class:`SessionContended`, or a :class:`UserError`."""
         append = outcome.receipt.surface == "model" if append_result is None else append_result
+        unjoined: ComalError | None = None
         with self.ledger.atomic():
             entry_id: int | None = None
             if append:
-                step = join_step if join_step is not None else self._step_of(outcome.result)
-                entry = self.ledger.append(self.scope, [outcome.message], join_step=step)
-                entry_id = entry[0].id
+                entry_id, unjoined = self._append_result(outcome, join_step)
             receipt = replace(outcome.receipt, result_entry=entry_id)
+            if unjoined is not None:
+                receipt = kept_apart(
+                    self.ledger, self.scope, receipt, outcome.result.text, unjoined
+                )
             rec = self.ledger.add_record(
                 self.scope, "receipt", receipt.operation, receipt.to_body()
             )
+        if unjoined is not None:
+            raise unjoined
         return replace(receipt, record_id=rec.id, created_at=rec.created_at)
+
+    def _append_result(
+        self, outcome: Outcome, join_step: int | None
+    ) -> tuple[int | None, ComalError | None]:
+        """The result's entry id, or why it cannot join its step (the receipt goes on)."""
+        call_id = outcome.result.call_id
+        try:
+            step = join_step if join_step is not None else self._step_of(outcome.result)
+        except UserError as exc:
+            return None, exc
+        late = overtaken(self.ledger, self.scope, call_id, step)
+        if late is not None:
+            return None, late
+        try:
+            with self.ledger.atomic():  # a savepoint: a refused join leaves the receipt to write
+                entries = self.ledger.append(self.scope, [outcome.message], join_step=step)
+        except LedgerError:
+            # A writer that does not wait for this transaction (another PostgreSQL client)
+            # may still have got in between: then that is the reason, else the error is.
+            late = overtaken(self.ledger, self.scope, call_id, step)
+            if late is None:
+                raise
+            return None, late
+        return entries[0].id, None
 
     def _step_of(self, result: ToolResult) -> int:
         """The latest step, which must hold the call this result answers: a result appended
@@ -499,5 +494,5 @@ class House:
         join_step: int | None = None,
     ) -> tuple[Outcome, Receipt]:
         """:meth:`run` then :meth:`record`."""
-        outcome = self.run(call, actor, surface=surface, offered=offered)
+        outcome = self.run(call, actor, surface=surface, offered=offered, join_step=join_step)
         return outcome, self.record(outcome, join_step=join_step)

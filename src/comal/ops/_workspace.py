@@ -38,9 +38,18 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..messages import sha256_hex
 from ._errors import NotRegularFile, OpsError, SymlinkLoop, ToolFailure, WorkspaceEscape
 
-__all__ = ["DirHandle", "Workspace", "atomic_write_at", "file_kind", "os_failure"]
+__all__ = [
+    "DirHandle",
+    "Workspace",
+    "atomic_write",
+    "atomic_write_at",
+    "digest_of",
+    "file_kind",
+    "os_failure",
+]
 
 _MAX_LINKS = 40
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -465,3 +474,31 @@ class Workspace:
             os.close(fd)
             return None
         return fd, st
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` all at once: a crash leaves the old or the new bytes.
+
+    The temp file is created exclusively inside a descriptor of the parent directory and
+    renamed there, so a planted file or symlink at the temp name is never followed. (The
+    parent itself is reached by path: the workspace's :class:`DirHandle` is the confined way.)
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        try:
+            st = os.stat(path.name, dir_fd=fd, follow_symlinks=False)
+            mode = st.st_mode & 0o7777 if not os.path.islink(path) else None
+        except FileNotFoundError:
+            mode = None
+        atomic_write_at(fd, path.name, data, mode)
+    finally:
+        os.close(fd)
+
+
+def digest_of(path: Path) -> str | None:
+    """The sha256 of the file at ``path``, ``None`` when there is none."""
+    try:
+        return sha256_hex(path.read_bytes())
+    except FileNotFoundError:
+        return None

@@ -1,0 +1,57 @@
+"""The one way houses are made (``comal.ops.HouseFactory``): everything a house is but its
+session, so every house of a surface is built alike (see :class:`HouseFactory`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..ledger import LedgerBackend, Scope
+from ._approval import Approver
+from ._model import HostSettings
+from ._operation import Registry
+from ._policy import Policy
+from ._workspace import Workspace
+
+if TYPE_CHECKING:
+    from ._house import House
+
+__all__ = ["HouseFactory", "Probe"]
+
+Probe = Callable[[str, str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class HouseFactory:
+    """Everything a house is made of but its session: every house of a surface is built by one
+    factory (:meth:`house`), so a child session's house, the checks' house and the proxy's
+    recall house cannot drift from the agent's. The agent layer makes one from the loaded
+    configuration (:func:`comal.agent.house_factory`)."""
+
+    ledger: LedgerBackend
+    registry: Registry
+    policy: Policy
+    workspace: Workspace | None = None
+    approver: Approver | None = None
+    settings: HostSettings | None = None
+    probe: Probe | None = None
+    protected_paths: tuple[str | Path, ...] = ()
+    bwrap: str | None = None
+    guard: Callable[[], None] | None = None
+    host: object = None
+
+    def house(self, scope: Scope) -> House:
+        from ._house import House  # the house module builds its own factory from this one
+
+        return House(
+            self.ledger, scope, self.registry, self.policy, workspace=self.workspace,
+            approver=self.approver, settings=self.settings, probe=self.probe,
+            protected_paths=self.protected_paths, bwrap=self.bwrap, guard=self.guard,
+            host=self.host,
+        )  # fmt: skip
+
+    def but(self, **changes: Any) -> HouseFactory:
+        """This factory with some parts changed (a stricter policy, another registry)."""
+        return replace(self, **changes)
