@@ -28,7 +28,9 @@ Packages add leaves where they raise them, each also under the class a caller al
   (UserError), ``EvidenceDigestMismatch`` / ``EvidenceCorrupt`` (LedgerIntegrityError);
 - ``comal.context``: ``ProtectedTailOverflow`` (ContextPressureLoop);
 - ``comal.ops``: ``OpsError`` → ``OperationDeclarationError`` (UserError), ``WorkspaceEscape``
-  (ScopeError), ``ToolFailure`` → ``OperationTimeout`` (UserError), ``McpServerError``;
+  (ScopeError), ``SessionContended`` (UserError), ``ToolFailure`` → ``OperationTimeout``
+  (UserError), ``McpServerError`` → ``McpServerTimeout``, ``McpListingTooLarge``,
+  ``McpToolRefused``;
 - ``comal.agent``: ``AgentError`` → ``SpendCapExceeded``, ``SessionLocked`` (UserError),
   ``IncompleteResponse``, ``RepeatedOutputLength`` (OutputLength), ``RepeatedContextLength``
   (ContextLength);
