@@ -209,7 +209,9 @@ class Config(_Strict):
         default_factory=dict,
         max_length=64,
         description="MCP servers (stdio) the agent starts in the OS sandbox, by name: command, "
-        "args, env, cwd, network (off unless true), readable_paths, effects (operator-only).",
+        "args, env, cwd, network (off unless true), readable_paths, effects, start_timeout "
+        "(seconds to answer the handshake, and again to list its tools; default 30, at most "
+        "600) (operator-only). A server that does not start is left out, said at start.",
     )
     max_turns: int = Field(default=50, ge=1, le=10_000, description="Model turns per run.")
     effort: str | None = Field(
