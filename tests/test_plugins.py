@@ -41,7 +41,10 @@ EXAMPLE = "comal_wordcount"
 
 # An engine and a job handler, as an installed package would declare them.
 BRIEF = """
-from comal.context import LimitEngine
+from dataclasses import dataclass
+
+from comal.compaction import JobHandler
+from comal.context import Job, LimitEngine
 from comal.plugins import hookimpl
 
 
@@ -50,8 +53,13 @@ class BriefEngine(LimitEngine):
     description = "the limit engine under another name"
 
 
-class NoteHandler:
-    kind = "NoteJob"
+@dataclass(frozen=True)
+class NoteJob(Job):
+    text: str = ""
+
+
+def note(run, job):
+    run.ledger.add_record(run.scope, "event", "note", {"text": job.text})
 
 
 @hookimpl
@@ -61,7 +69,7 @@ def comal_engines():
 
 @hookimpl
 def comal_job_handlers():
-    return [NoteHandler()]
+    return [JobHandler(NoteJob, note)]
 """
 
 
@@ -142,7 +150,7 @@ def test_the_documented_example_runs_through_the_real_cli(tmp_path: Path) -> Non
     mine = next(row for row in listed if row["name"] == EXAMPLE)
     assert (mine["source"], mine["operations"], mine["providers"]) == ("config", ["WordCount"],
                                                                         ["echo"])  # fmt: skip
-    assert [row["source"] for row in listed[:3]] == ["builtin"] * 3
+    assert [row["source"] for row in listed[:4]] == ["builtin"] * 4
     doctor = json.loads(cli("doctor", "--json", env=env).stdout)
     line = next(c for c in doctor if c["check"] == f"plugin {EXAMPLE}")
     assert line["ok"] and "WordCount" in line["detail"] and "echo" in line["detail"]
@@ -165,7 +173,7 @@ def test_an_installed_entry_point_enables_a_plugin(tmp_path: Path, mods: Path) -
         assert get_engine("brief").name == "brief" and list(ENGINES)[:3] == [
             "limit", "dag", "pipeline",
         ]  # fmt: skip
-        assert [type(h).__name__ for h in job_handlers()] == ["NoteHandler"]
+        assert [h.kind for h in job_handlers() if h.kind == "NoteJob"] == ["NoteJob"]
         assert load_config(_config(tmp_path, {"engine": "brief"})).engine == "brief"
         with pytest.raises(TypeError):
             ENGINES["brief"] = get_engine("limit")  # type: ignore[index]
@@ -273,7 +281,8 @@ def test_a_plugin_that_fails_is_a_coded_error_naming_it(tmp_path: Path, mods: Pa
         if module in ("not_installed", "raises_at_import"):
             assert f"named under plugins: in {config}" in str(info.value)
     # Nothing of a failed plugin stays registered.
-    assert [p.name for p in plugin_infos()] == ["comal-providers", "comal-script", "comal-engines"]
+    builtins = ["comal-providers", "comal-script", "comal-engines", "comal-jobs"]
+    assert [p.name for p in plugin_infos()] == builtins
     # Through the real CLI: a message with the code, no traceback.
     env = os.environ | {"PYTHONPATH": str(mods), "COMAL_CONFIG": str(tmp_path / "typo.json")}
     run = cli("-p", "hi", "--model", "anthropic:claude-sonnet-4-6", env=env)

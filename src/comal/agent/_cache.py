@@ -411,7 +411,7 @@ def watch_replay(
     tools: str,
     entries: Sequence[Entry],
 ) -> Iterator[tuple[ReplayTurn, Finding | None]]:
-    """The detector over a replay (:func:`comal.context.replay`): each turn's request —
+    """The detector over a replay (:func:`comal.turns.replay`): each turn's request —
     ``system`` text, the ``tools`` digest, the assembled messages — compared with the previous
     turn's and explained by that turn's actions and stored stand-ins, as the agent would."""
     by_id = {e.id: e for e in entries}

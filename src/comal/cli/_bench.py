@@ -297,3 +297,42 @@ def compare_bench(
         )
     for note in report.notes:
         err.print(f"note: {note}", markup=False, highlight=False)
+
+
+@app.command("proxy")
+def proxy_bench(
+    clients: Annotated[int, typer.Option(help="Concurrent conversations.", min=1)] = 32,
+    turns: Annotated[int, typer.Option(help="Requests per conversation.", min=1)] = 20,
+    stream: Annotated[bool, typer.Option(help="Streamed replies (SSE relay).")] = False,
+    context_window: Annotated[
+        int | None, typer.Option(help="The proxy's --context-window (small: recall offered).")
+    ] = None,
+    pad: Annotated[int, typer.Option(help="Filler words in each user message.", min=0)] = 0,
+    as_json: JsonOpt = False,
+) -> None:
+    """Concurrent clients through `comal serve` and straight to FakeServer, in one run: added
+    latency p50/p99, and the ledger's count of requests (none lost or duplicated).
+
+    Example: comal bench proxy --clients 32 --turns 20
+    """
+    from ..bench._proxy import run_proxy_bench
+
+    with err.status("benchmarking") as status:
+        result = run_proxy_bench(
+            clients=clients,
+            turns=turns,
+            stream=stream,
+            context_window=context_window,
+            pad=pad,
+            progress=lambda m: status.update(m),
+        )
+    if as_json:
+        emit_json(result.as_dict())
+        return
+    table = Table("measure", "value", title=f"proxy: {clients} clients x {turns} turns")
+    for name, value in result.as_dict().items():
+        table.add_row(
+            name.replace("_", " "),
+            f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value),
+        )
+    out.print(table)

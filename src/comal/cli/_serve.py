@@ -12,7 +12,6 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from ._bench import app as bench_app
 from ._common import JsonOpt, coded_errors, emit_json, err, ledger, ledger_target, out
 
 app = typer.Typer()
@@ -164,45 +163,3 @@ def keys_revoke(
         emit_json(key.as_dict())
         return
     out.print(f"revoked {key.id} ({key.tenant}) at {key.revoked_at}")
-
-
-def proxy_bench(
-    clients: Annotated[int, typer.Option(help="Concurrent conversations.", min=1)] = 32,
-    turns: Annotated[int, typer.Option(help="Requests per conversation.", min=1)] = 20,
-    stream: Annotated[bool, typer.Option(help="Streamed replies (SSE relay).")] = False,
-    context_window: Annotated[
-        int | None, typer.Option(help="The proxy's --context-window (small: recall offered).")
-    ] = None,
-    pad: Annotated[int, typer.Option(help="Filler words in each user message.", min=0)] = 0,
-    as_json: JsonOpt = False,
-) -> None:
-    """Concurrent clients through `comal serve` and straight to FakeServer, in one run: added
-    latency p50/p99, and the ledger's count of requests (none lost or duplicated).
-
-    Example: comal bench proxy --clients 32 --turns 20
-    """
-    from ..bench._proxy import run_proxy_bench
-
-    with err.status("benchmarking") as status:
-        result = run_proxy_bench(
-            clients=clients,
-            turns=turns,
-            stream=stream,
-            context_window=context_window,
-            pad=pad,
-            progress=lambda m: status.update(m),
-        )
-    if as_json:
-        emit_json(result.as_dict())
-        return
-    table = Table("measure", "value", title=f"proxy: {clients} clients x {turns} turns")
-    for name, value in result.as_dict().items():
-        table.add_row(
-            name.replace("_", " "),
-            f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value),
-        )
-    out.print(table)
-
-
-# `comal bench proxy` lives with the other benchmarks; its code stays beside `comal serve`.
-bench_app.command("proxy")(proxy_bench)

@@ -14,14 +14,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..context import EngineCache, engine_names, get_engine
+from ..context import EngineCache, get_engine
 from ..ledger import LedgerBackend, Scope
 from ..tokens import TokenCounter
 from ..turns import ContextSession, configure
 
-__all__ = ["ENGINES", "EngineAdapter"]
-
-ENGINES = engine_names()
+__all__ = ["EngineAdapter"]
 
 
 class EngineAdapter:
