@@ -37,7 +37,8 @@ Packages add leaves where they raise them, each also under the class a caller al
   ``ContextLengthExceeded`` (ContextLength and ProviderError); ``comal.providers.script``:
   ``ScriptEnded`` (UserError), ``ScriptExhausted``;
 - ``comal.plugins``: ``PluginError`` → ``PluginLoadError``, ``PluginHookError``,
-  ``PluginConflict`` (UserError), each naming the plugin.
+  ``PluginConflict`` (UserError), each naming the plugin;
+- ``comal.cli``: ``OutputPathError`` (UserError), a file or folder a command cannot write.
 
 Messages say what was wrong, where, and end with what to do about it.
 """

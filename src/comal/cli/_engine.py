@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from ..messages import Message
     from ..tokens import Budget
 from ..safe_text import safe
-from ._common import JsonOpt, coded_errors, emit_json, err, ledger, out
+from ._common import JsonOpt, Output, coded_errors, emit_json, err, ledger, out
 
 app = typer.Typer()
 
@@ -123,9 +123,10 @@ def _plot(
     bottom.set_ylabel("budget utilization")
     bottom.set_xlabel("model call (green: checkpoint derived)")
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    try:
+        fig.savefig(path, dpi=110)
+    finally:
+        plt.close(fig)
 
 
 @app.command("replay")
@@ -152,6 +153,9 @@ def replay_cmd(
     from ..agent import Flags
     from ..turns import replay
 
+    with coded_errors(as_json):
+        dumps = None if dump is None else Output.prepare(dump, "--dump", folder=True)
+        drawn = None if plot is None else Output.prepare(plot, "--plot")
     with coded_errors(as_json), ledger(create=Path(target).is_file()) as led:
         scope = _session_for(led, target)
         entries = list(led.iter_entries(scope))
@@ -166,16 +170,17 @@ def replay_cmd(
             turns.append(t)
             if as_json:
                 emit_json(_turn_dict(t))
-            if dump is not None and t.assembly is not None:
-                dump.mkdir(parents=True, exist_ok=True)
+            if dumps is not None and t.assembly is not None:
                 body = plan.request(t.assembly, t.turn)
                 text = json.dumps(body, ensure_ascii=False, indent=1)
-                (dump / f"turn-{t.turn:04d}.json").write_text(text, encoding="utf-8")
+                with dumps.writing() as folder:
+                    (folder / f"turn-{t.turn:04d}.json").write_text(text, encoding="utf-8")
     budget = plan.budget
     summary = _summary(turns, budget) | {"session": scope.session, "engine": plan.engine.name}
-    if plot is not None:
+    if drawn is not None:
         title = f"{scope.session[:8]} at {budget.window:,} tokens"
-        _plot(turns, budget, plot, title, plan.engine.name)
+        with coded_errors(as_json), drawn.writing() as path:
+            _plot(turns, budget, path, title, plan.engine.name)
     if as_json:
         emit_json({"summary": summary})
         return
