@@ -31,7 +31,8 @@ Packages add leaves where they raise them, each also under the class a caller al
   (ScopeError), ``ToolFailure`` → ``OperationTimeout`` (UserError), ``McpServerError``;
 - ``comal.agent``: ``AgentError`` → ``SpendCapExceeded``, ``SessionLocked`` (UserError),
   ``IncompleteResponse``, ``RepeatedOutputLength`` (OutputLength), ``RepeatedContextLength``
-  (ContextLength);
+  (ContextLength); ``ConfigNotFound`` (InputError), a configuration file named by
+  ``COMAL_CONFIG`` or a flag that is not there;
 - ``comal.providers``: ``ProviderConfigError`` → ``MissingAPIKey`` (UserError);
   ``ProviderError`` → connection, rate-limited, unavailable, auth, request and protocol errors;
   ``ContextLengthExceeded`` (ContextLength and ProviderError); ``comal.providers.script``:

@@ -22,6 +22,7 @@ guard (TOK-6), the model call, OUTPUT_LENGTH / CONTEXT_LENGTH handling (OUT-1..3
 re-exported here.
 """
 
+from .._config_file import ConfigNotFound
 from ..providers.script import SCRIPT_PREFIX, ScriptEnded, ScriptModel
 from ._agent import Agent, Preamble
 from ._cache import (
@@ -95,6 +96,7 @@ __all__ = [
     "CacheConfig",
     "Check",
     "Config",
+    "ConfigNotFound",
     "DuplicateCallIds",
     "Flags",
     "HostControls",
