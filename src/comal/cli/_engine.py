@@ -316,13 +316,67 @@ def compact_cmd(
         out.print(safe(outcome.result.text), markup=False)
 
 
+def _address(n: str = "N") -> str:
+    return (
+        f"give --entry {n} (a ledger entry: the entry column of `comal show`) or --record {n} "
+        "(an output stored whole at write time: `comal show` and the cut's note name it), or "
+        "paste the EvidenceRead(...) call a reference or a note shows, e.g. "
+        "EvidenceRead(record=2, offset=8000)"
+    )
+
+
+def _evidence_args(call: str | None, given: dict[str, Any]) -> Any:
+    """The operation's input (:class:`comal.ops.EvidenceReadInput`) from the pasted call and
+    the options, the options winning; exactly one of entry and record."""
+    from pydantic import ValidationError
+
+    from ..evidence import EvidenceArgumentError, evidence_call_arguments
+    from ..ops import EvidenceReadInput
+
+    args: dict[str, Any] = {}
+    if call is not None:
+        text = call.strip()
+        if text.isdigit():
+            raise EvidenceArgumentError(
+                f"{text!r} alone names neither an entry nor a record; {_address(text)}"
+            )
+        if not text.startswith("EvidenceRead("):
+            text = f"EvidenceRead({text})"
+        args = evidence_call_arguments(text)
+    args |= {k: v for k, v in given.items() if v is not None}
+    if ("entry" in args) == ("record" in args):
+        raise EvidenceArgumentError(
+            ("both an entry and a record are named; " if "entry" in args else "nothing to read: ")
+            + _address()
+        )
+    try:
+        return EvidenceReadInput(**args)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise EvidenceArgumentError(f"bad EvidenceRead arguments: {problems}") from None
+
+
 @app.command("evidence")
 def evidence_cmd(
     session: Annotated[str, typer.Argument(help="Session id (a unique prefix is enough).")],
-    entry: Annotated[int, typer.Argument(help="Entry id named by the reference.")],
-    field: Annotated[str, typer.Option(help="content | text | arguments")] = "content",
-    offset: Annotated[int, typer.Option(help="Offset in UTF-16 code units.", min=0)] = 0,
-    limit: Annotated[int, typer.Option(help="Page size (≤ 8,000 units).", min=1)] = 8000,
+    call: Annotated[
+        str | None,
+        typer.Argument(
+            help="The EvidenceRead(...) call a reference or a cut note shows (or its arguments "
+            "alone: record=2, offset=8000), pasted as it is.",
+            metavar="[CALL]",
+        ),
+    ] = None,
+    entry: Annotated[
+        int | None, typer.Option(help="A ledger entry id (the entry column of comal show).", min=1)
+    ] = None,
+    record: Annotated[
+        int | None,
+        typer.Option(help="A stored output record (an output cut at write time).", min=1),
+    ] = None,
+    field: Annotated[str | None, typer.Option(help="content | text | arguments")] = None,
+    offset: Annotated[int | None, typer.Option(help="Offset in UTF-16 code units.", min=0)] = None,
+    limit: Annotated[int | None, typer.Option(help="Page size (≤ 8,000 units).", min=1)] = None,
     search: Annotated[str | None, typer.Option(help="Substring to find.")] = None,
     regex: Annotated[bool, typer.Option(help="Treat --search as a regex.")] = False,
     digest: Annotated[
@@ -330,25 +384,20 @@ def evidence_cmd(
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Read stored output exactly, one page at a time (EvidenceRead from the command line).
+    """Read stored output exactly, one page at a time: what the model's EvidenceRead reads, by
+    the same address (an entry, or a record the write-time guard stored).
 
-    Example: comal evidence 3f2a 812 --search Traceback
+    Example: comal evidence 3f2a --entry 812 --search Traceback
     """
-    from ..evidence import read_evidence
+    from ..ops import read_page
 
+    given = {
+        "entry": entry, "record": record, "field": field, "offset": offset, "limit": limit,
+        "search": search, "regex": True if regex else None, "expected_digest": digest,
+    }  # fmt: skip
     with coded_errors(as_json), ledger() as led:
-        scope = led.resolve(session)
-        page = read_evidence(
-            led,
-            scope,
-            entry,
-            field=field,
-            offset=offset,
-            limit=limit,
-            search=search,
-            regex=regex,
-            expected_digest=digest,
-        )
+        args = _evidence_args(call, given)
+        page = read_page(led, led.resolve(session), args)
     if as_json:
         emit_json(
             {
@@ -364,6 +413,8 @@ def evidence_cmd(
     else:
         typer.echo(page.text, nl=False)
         err.print(
-            f"\n[{page.offset}..{page.end} of {page.total_utf16} UTF-16 units; "
-            f"sha256 {page.digest}]" + (f" next: {page.next_call}" if page.next_call else "")
+            f"\n[{page.target} {page.entry_id}: {page.offset}..{page.end} of {page.total_utf16} "
+            f"UTF-16 units; sha256 {page.digest}]"
+            + (f" next: {page.next_call}" if page.next_call else ""),
+            markup=False,
         )
