@@ -274,8 +274,9 @@ def events(
     as_json: JsonOpt = False,
 ) -> None:
     """List a session's events (OBS-2): what the engine did (referenced, checkpointed,
-    bounded, evicted, summarized), recoveries, queued compactions, added rules. With --json,
-    one JSON object per line.
+    bounded, evicted, summarized; the stand-ins maintenance and /compact stored:
+    checkpointed, pipeline_summarized, dag_summarized, dag_condensed), recoveries, queued
+    compactions, added rules. With --json, one JSON object per line.
 
     Example: comal events 3f2a --kind checkpointed
     """
