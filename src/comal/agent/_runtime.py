@@ -37,6 +37,7 @@ from ..ops import (
     House,
     HouseFactory,
     Outcome,
+    Receipt,
     Registry,
     Rule,
     SandboxStatus,
@@ -427,13 +428,36 @@ class Runtime:
         surface: Surface = "cli",
         actor: Actor | None = None,
     ) -> Outcome:
-        """A human operation (``context``, ``state``, ``compact``, ``model``, ``effort``,
-        ``mode``, ``name``) judged and receipted by the house on a human surface."""
+        """A human's call on a human surface (``context``, ``state``, ``compact``, the
+        controls), judged and receipted by the house; see :meth:`call` for one with effects."""
+        return self._handle(name, args, surface, actor)[0]
+
+    def _handle(
+        self, name: str, args: dict[str, Any], surface: Surface, actor: Actor | None
+    ) -> tuple[Outcome, Receipt]:
         if surface == "model":
             raise UserError("human operations run on the cli, tui or api surface")
         call = ToolCall(f"{surface}-{uuid.uuid4().hex[:12]}", name, json.dumps(args))
-        outcome, _ = self.house().handle(call, actor or Actor.user(self.user), surface=surface)
-        return outcome
+        return self.house().handle(call, actor or Actor.user(self.user), surface=surface)
+
+    def call(
+        self, name: str, args: dict[str, Any], *, surface: Surface = "cli"
+    ) -> tuple[Outcome, Receipt]:
+        """Any operation of the registry, called by this process's user on a human surface
+        (``comal call``): judged and receipted like the model's calls; one with effects runs
+        under the session's lock, as an agent's would (:class:`SessionLocked` when another
+        process holds it). Returns the outcome and the stored receipt."""
+        if self.registry.get(name) is None and name.startswith("mcp__"):
+            self.start_mcp(self.house())  # the configured servers' tools join the registry
+        op = self.registry.get(name)
+        if op is None or op.read_only:
+            return self._handle(name, args, surface, None)
+        with self.lock() as held:
+            self._held = held
+            try:
+                return self._handle(name, args, surface, None)
+            finally:
+                self._held = None
 
     def close(self) -> None:
         self.mcp.close()

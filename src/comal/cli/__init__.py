@@ -40,7 +40,7 @@ COMMAND_MODULES = {
     ),
     "context": "_context",
     **dict.fromkeys(("replay", "state", "compact", "evidence"), "_engine"),
-    **dict.fromkeys(("tools", "receipts", "reconcile"), "_ops"),
+    **dict.fromkeys(("tools", "call", "receipts", "reconcile"), "_ops"),
     "doctor": "_doctor",
     "plugins": "_plugins",
     "serve": "_serve",
