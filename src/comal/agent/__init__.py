@@ -70,7 +70,7 @@ from ._lengths import CONTEXT_EVENT, INCOMPLETE_EVENT
 from ._lock import SessionLock, lock_path
 from ._propose import COMPACT_APPLIED, COMPACT_REQUESTED, Proposal, Proposer, queued_compactions
 from ._result import RunResult, answer_of, run_usage
-from ._runtime import Flags, Runtime
+from ._runtime import Flags, Runtime, check_prompt
 from ._session import Check, lock_session, run_checks, spawn_child, start_session
 from ._settings import DEFAULT_SYSTEM, AgentSettings
 from ._spend import Spend, SpendCaps, check_spend, spent
@@ -120,6 +120,7 @@ __all__ = [
     "SpendConfig",
     "answer_of",
     "check_config",
+    "check_prompt",
     "check_spend",
     "config_path",
     "configuration_reference",

@@ -171,6 +171,11 @@ class Runtime:
         (``latest``: ``comal -c``), or a new one created with its first prompt. With
         ``need_model`` (running the agent) a missing model, an unknown provider or a missing
         key is an error now, before anything is written."""
+        if resume and latest:
+            raise UserError(
+                f"-c (continue the latest session) and --resume {resume} name two sessions; "
+                "give one of them"
+            )
         config = config if config is not None else load_config()
         config = config.merged(flags.overrides(config))
         previous: SessionInfo | None = None
@@ -402,6 +407,7 @@ class Runtime:
     ) -> RunResult:
         """One run under the session's lock: a new session starts with ``prompt``; an existing
         one gets it appended (unless it is the same unanswered prompt) or resumes without."""
+        check_prompt(prompt)
         fresh = self.scope is None
         if fresh:
             if prompt is None:
@@ -472,6 +478,15 @@ class Runtime:
             yield self
         finally:
             self.close()
+
+
+def check_prompt(prompt: str | None) -> None:
+    """A prompt must say something (``None``: no new prompt, a resume)."""
+    if prompt is not None and not prompt.strip():
+        raise UserError(
+            "the prompt is empty: give -p TEXT (or -p - to read it from stdin); to continue "
+            "a session without a new prompt, give --resume ID with -p alone"
+        )
 
 
 INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md")

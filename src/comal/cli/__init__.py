@@ -24,6 +24,7 @@ _FLAT = (
     "_import",
     "_sessions",
     "_context",
+    "_replay",
     "_engine",
     "_ops",
     "_doctor",
@@ -39,7 +40,8 @@ COMMAND_MODULES = {
         ("sessions", "show", "export", "search", "events", "rename", "rm", "verify"), "_sessions"
     ),
     "context": "_context",
-    **dict.fromkeys(("replay", "state", "compact", "evidence"), "_engine"),
+    "replay": "_replay",
+    **dict.fromkeys(("state", "compact", "evidence"), "_engine"),
     **dict.fromkeys(("tools", "call", "receipts", "reconcile"), "_ops"),
     "doctor": "_doctor",
     "plugins": "_plugins",

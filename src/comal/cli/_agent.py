@@ -85,11 +85,12 @@ def run_prompt(
     as_json: bool = False,
 ) -> int:
     """Run (or resume) a session headless; returns the exit code (see the module docstring)."""
-    from ..agent import RunResult, Runtime
+    from ..agent import RunResult, Runtime, check_prompt
 
     progress = _Progress(Console(stderr=True, highlight=False))
     session: str | None = None
     try:
+        check_prompt(prompt)  # before any note, and before a ledger is made for nothing
         with ledger(create=True) as led:
             runtime = Runtime.open(led, flags, resume=resume, latest=latest)
             with runtime.closing():

@@ -226,8 +226,11 @@ def compare_bench(
     strategies: Annotated[
         str | None,
         typer.Option(
-            help="Comma-separated: full, comal-limit, comal-dag, masking-N, langchain-trim "
-            "(default: all five; langchain-trim needs comal[bench])."
+            help="Comma-separated, from: full; comal-ENGINE for each engine of the registry "
+            "(comal-limit, comal-dag, comal-pipeline, and any a plugin adds), optionally "
+            "comal-ENGINE:SETTING=VALUE; masking-N; langchain-trim; langchain-context-editing. "
+            "Default: full, every comal-ENGINE, masking-5 and langchain-trim (the langchain "
+            "ones need the bench extra)."
         ),
     ] = None,
     out_dir: Annotated[

@@ -30,6 +30,15 @@ out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True, highlight=False)
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]
+# The engine commands' flags (replay, compact).
+WindowOpt = Annotated[
+    int | None,
+    typer.Option("--context-window", help="Cap the window (minimum with the model's).", min=1),
+]
+ModelOpt = Annotated[str | None, typer.Option(help="Model to budget for (provider:model).")]
+EngineOpt = Annotated[
+    str, typer.Option(help="Context engine from the registry (limit is the default).")
+]
 
 
 LedgerOpt = Annotated[

@@ -23,7 +23,7 @@ from ..context import (
     store_checkpoint,
 )
 from ..context.dag import Blocked, Condense, DagConfig, SummarizeLeaf
-from ..context.pipeline import PipelineSummarize
+from ..context.pipeline import PIPELINE_ENGINE, PipelineSummarize
 from ..ledger import CheckpointRecord, SummaryInput, SummaryRecord
 from ..messages import sha256_hex
 from ..tokens import TokenCounter
@@ -40,6 +40,7 @@ __all__ = [
     "PIPELINE_SUMMARIZED",
     "SUMMARIZED",
     "builtin_handlers",
+    "stored_kind",
 ]
 
 SUMMARIZED = "dag_summarized"
@@ -238,6 +239,17 @@ def _rehearse_condense(r: Rehearsal, job: Condense) -> object | None:
     folded = (*frontier[:first], record, *frontier[first + len(children) :])
     r.bases = Bases(r.bases.checkpoint, folded)
     return record
+
+
+def stored_kind(record: object) -> str:
+    """The event kind a stand-in made by one of these handlers is recorded under, for a
+    replay to say what a live run would have recorded."""
+    if isinstance(record, SummaryRecord):
+        return SUMMARIZED if record.kind == "leaf" else CONDENSED
+    if isinstance(record, CheckpointRecord):
+        pipeline = record.meta.get("engine") == PIPELINE_ENGINE
+        return PIPELINE_SUMMARIZED if pipeline else CHECKPOINTED
+    return f"stored_{type(record).__name__.lower()}"  # a plugin's own stand-in
 
 
 def builtin_handlers() -> tuple[JobHandler, ...]:
