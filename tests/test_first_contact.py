@@ -124,6 +124,8 @@ def test_a_replay_says_what_the_engine_did(tmp_path: Path, engine: str, stored: 
     as_json = runner.invoke(app, [*args, "--json"])
     summary = json.loads(as_json.stdout.splitlines()[-1])["summary"]
     assert summary["events"].get(stored, 0) >= 1, summary["events"]
+    # A pipeline layer that did nothing new is not news (it reports every turn).
+    assert summary["events"].get("layerreport", 0) < summary["turns"], summary["events"]
     shown = runner.invoke(app, args).stdout
     assert "0 checkpoint(s), 0 reference(s)" not in shown
     assert stored in " ".join(shown.split())
