@@ -19,6 +19,8 @@ session, which is the one the session was started with unless ``--model`` names 
 
 from __future__ import annotations
 
+import io
+import os
 import re
 import sys
 from typing import TYPE_CHECKING
@@ -49,9 +51,12 @@ class _Progress:
     def __init__(self, console: Console) -> None:
         self.console = console
         self._mid_line = False
+        self.streamed = ""  # the text streamed since the last model call began
 
     def say(self, kind: str, text: str) -> None:
         self._end_line()
+        if kind == "turn":
+            self.streamed = ""
         style = _STYLE.get(kind, "")
         if kind == "result" and any(w in text for w in (": error", ": denied", ": uncertain")):
             style = "red"
@@ -64,6 +69,7 @@ class _Progress:
         from ..providers import StreamDone, TextDelta
 
         if isinstance(event, TextDelta):
+            self.streamed += event.text
             self.console.file.write(event.text)
             self.console.file.flush()
             self._mid_line = not event.text.endswith("\n")
@@ -165,6 +171,16 @@ def _times(n: int) -> str:
     return f" ({n} calls)" if n > 1 else ""
 
 
+def _same_terminal() -> bool:
+    """stdout and stderr are one terminal (a pipe or a file on either keeps the answer)."""
+    try:
+        out, err = os.fstat(sys.stdout.fileno()), os.fstat(sys.stderr.fileno())
+        both = sys.stdout.isatty() and sys.stderr.isatty()
+    except (OSError, ValueError, io.UnsupportedOperation):  # replaced streams (tests)
+        return False
+    return both and (out.st_rdev, out.st_ino) == (err.st_rdev, err.st_ino)
+
+
 def _report(result: RunResult, as_json: bool, progress: _Progress) -> None:
     if as_json:
         data = result.as_dict()
@@ -174,7 +190,9 @@ def _report(result: RunResult, as_json: bool, progress: _Progress) -> None:
             | ({"blocked": data["blocked"]} if data["blocked"] else {})
         )
         return
-    if result.answer and result.status != "error":
+    # Streamed to stderr already, on the terminal stdout shares: the same words, once.
+    shown = _same_terminal() and progress.streamed.strip() == result.answer.strip()
+    if result.answer and result.status != "error" and not shown:
         sys.stdout.write(result.answer.rstrip("\n") + "\n")
         sys.stdout.flush()
     if result.blocked:
