@@ -99,7 +99,7 @@ def test_call_is_judged_like_any_call(session: tuple[Path, str, Path]) -> None:
 
 
 def test_summaries_show_prints_a_summarys_text(session: tuple[Path, str, Path]) -> None:
-    # covers: DAG-6
+    # covers: CFG-1
     db, sid, _ws = session
     _cli(db, "compact", sid, "--engine", "dag")
     (first, *_) = json.loads(_cli(db, "summaries", sid, "--json"))

@@ -52,7 +52,7 @@ def test_continue_and_resume_together_are_refused(
 def test_an_empty_prompt_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], prompt: str
 ) -> None:
-    # covers: RES-1
+    # covers: CFG-1
     script = write_script(tmp_path / "s.jsonl", [reply(text("hi"))])
     db = tmp_path / "l.db"
     code, said = _main(capsys, "--ledger", str(db), "-p", prompt, "--model", f"script:{script}")
@@ -66,7 +66,7 @@ def test_an_empty_prompt_is_refused(
 
 @pytest.mark.parametrize("target", ["/nonexistent.json", "runs/missing.traj", "./x"])
 def test_replay_of_a_missing_file_says_the_file_does_not_exist(tmp_path: Path, target: str) -> None:
-    # covers: LIM-1
+    # covers: CFG-1
     result = runner.invoke(app, ["--ledger", str(tmp_path / "l.db"), "replay", target, "--json"])
     error = json.loads(result.stdout)["error"]
     assert result.exit_code == 2 and error["code"] == "INPUT_ERROR"
@@ -74,7 +74,7 @@ def test_replay_of_a_missing_file_says_the_file_does_not_exist(tmp_path: Path, t
 
 
 def test_bench_strategies_come_from_the_registry() -> None:
-    # covers: OBS-1
+    # covers: CFG-1
     from comal.bench import default_strategies
     from comal.context import engine_names
 
@@ -88,7 +88,7 @@ def test_bench_strategies_come_from_the_registry() -> None:
 
 
 def test_bench_compare_errors_exit_2(tmp_path: Path) -> None:
-    # covers: OBS-1
+    # covers: CFG-1
     not_a_transcript = tmp_path / "notes.json"
     not_a_transcript.write_text('{"hello": "world"}')
     for args in (
@@ -102,7 +102,7 @@ def test_bench_compare_errors_exit_2(tmp_path: Path) -> None:
 
 
 def test_the_bench_report_links_its_plots(tmp_path: Path) -> None:
-    # covers: CCH-2
+    # covers: CFG-1
     out = tmp_path / "out"
     args = ["bench", "compare", str(_ctf()), "--windows", "16000", "--quick",
             "--strategies", "full,comal-limit", "--out", str(out)]  # fmt: skip

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from _agent_support import reply, text, write_script
 
-# covers: RES-1
+# covers: CFG-1
 
 ANSWER = "The answer is forty-two, said once."
 
