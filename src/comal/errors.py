@@ -33,13 +33,15 @@ Packages add leaves where they raise them, each also under the class a caller al
   ``McpToolRefused``;
 - ``comal.agent``: ``AgentError`` → ``SpendCapExceeded``, ``SessionLocked`` (UserError),
   ``IncompleteResponse``, ``RepeatedOutputLength`` (OutputLength), ``RepeatedContextLength``
-  (ContextLength);
+  (ContextLength); ``ConfigNotFound`` (InputError), a configuration file named by
+  ``COMAL_CONFIG`` or a flag that is not there;
 - ``comal.providers``: ``ProviderConfigError`` → ``MissingAPIKey`` (UserError);
   ``ProviderError`` → connection, rate-limited, unavailable, auth, request and protocol errors;
   ``ContextLengthExceeded`` (ContextLength and ProviderError); ``comal.providers.script``:
   ``ScriptEnded`` (UserError), ``ScriptExhausted``;
 - ``comal.plugins``: ``PluginError`` → ``PluginLoadError``, ``PluginHookError``,
-  ``PluginConflict`` (UserError), each naming the plugin.
+  ``PluginConflict`` (UserError), each naming the plugin;
+- ``comal.cli``: ``OutputPathError`` (UserError), a file or folder a command cannot write.
 
 Messages say what was wrong, where, and end with what to do about it.
 """

@@ -22,6 +22,7 @@ guard (TOK-6), the model call, OUTPUT_LENGTH / CONTEXT_LENGTH handling (OUT-1..3
 re-exported here.
 """
 
+from .._config_file import ConfigNotFound
 from ..providers.script import SCRIPT_PREFIX, ScriptEnded, ScriptModel
 from ._agent import Agent, Preamble
 from ._cache import (
@@ -69,7 +70,7 @@ from ._lengths import CONTEXT_EVENT, INCOMPLETE_EVENT
 from ._lock import SessionLock, lock_path
 from ._propose import COMPACT_APPLIED, COMPACT_REQUESTED, Proposal, Proposer, queued_compactions
 from ._result import RunResult, answer_of, run_usage
-from ._runtime import Flags, Runtime
+from ._runtime import Flags, Runtime, check_prompt
 from ._session import Check, lock_session, run_checks, spawn_child, start_session
 from ._settings import DEFAULT_SYSTEM, AgentSettings
 from ._spend import Spend, SpendCaps, check_spend, spent
@@ -95,6 +96,7 @@ __all__ = [
     "CacheConfig",
     "Check",
     "Config",
+    "ConfigNotFound",
     "DuplicateCallIds",
     "Flags",
     "HostControls",
@@ -118,6 +120,7 @@ __all__ = [
     "SpendConfig",
     "answer_of",
     "check_config",
+    "check_prompt",
     "check_spend",
     "config_path",
     "configuration_reference",

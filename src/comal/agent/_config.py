@@ -3,8 +3,10 @@
 The file is ``config.yaml`` in the per-user configuration directory (platformdirs
 ``user_config_dir("comal")``, e.g. ``~/.config/comal/``) when PyYAML is installed, else
 ``config.toml`` when there is one, else ``config.json`` there; ``COMAL_CONFIG`` names another
-file (its suffix says the format). Every key is optional — the defaults work — and unknown keys
-are refused, so a typo does not silently change nothing::
+file (its suffix says the format). A file named that way, or by a flag, must exist
+(:class:`~comal.agent.ConfigNotFound`); only the per-user default may be absent. Every key
+is optional — the defaults work — and unknown keys are refused, so a typo does not silently
+change nothing::
 
     model: anthropic:claude-sonnet-4-6
     mode: ask                      # read-only | ask | trusted
@@ -51,6 +53,7 @@ from typing import Annotated, Any
 from platformdirs import user_config_dir
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from .._config_file import CONFIG_ENV, ConfigNotFound, named_config
 from ..context import engine_config, engine_names, get_engine
 from ..errors import InputError
 from ..ops import McpServerConfig, Mode, Policy, Rule, Workspace
@@ -69,13 +72,13 @@ __all__ = [
     "SpendConfig",
     "check_config",
     "config_path",
+    "config_source",
     "load_config",
     "policy_from_config",
     "read_config_file",
     "settings_from_config",
 ]
 
-CONFIG_ENV = "COMAL_CONFIG"
 OPERATOR_ONLY = frozenset(
     {
         "context_window",
@@ -383,10 +386,13 @@ def _yaml() -> Any:
 
 
 def config_path(env: Mapping[str, str] | None = None) -> Path:
-    """The configuration file to read (it may not exist)."""
+    """The configuration file to read: the one ``COMAL_CONFIG`` names, which must exist
+    (:class:`~comal.agent.ConfigNotFound` otherwise), else the per-user default, which may
+    not."""
     env = os.environ if env is None else env
-    if env.get(CONFIG_ENV):
-        return Path(env[CONFIG_ENV]).expanduser()
+    named = named_config(env=env)
+    if named is not None:
+        return named
     base = Path(user_config_dir("comal", appauthor=False))
     yaml_file = base / "config.yaml"
     if _yaml() is not None and yaml_file.exists():
@@ -444,7 +450,7 @@ def check_config(path: Path) -> Config:
     """``comal config check FILE``: the file alone validated (no environment), or the coded
     error naming the file, the key and the allowed range."""
     if not path.is_file():
-        raise InputError("no such configuration file", path=str(path))
+        raise ConfigNotFound("no such configuration file to check; fix the path", path=str(path))
     return _validate(_read(path), str(path))
 
 
@@ -456,11 +462,23 @@ def env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
     return overrides
 
 
+def config_source(
+    path: Path | None = None, env: Mapping[str, str] | None = None
+) -> tuple[Path, dict[str, Any]]:
+    """The file to read and its keys: ``path`` (a flag) or ``COMAL_CONFIG``, which must exist,
+    else the per-user default, read only when it exists."""
+    named = named_config(path, env)
+    if named is not None:
+        return named, _read(named)
+    default = config_path(env)
+    return default, _read(default) if default.exists() else {}
+
+
 def load_config(path: Path | None = None, *, env: Mapping[str, str] | None = None) -> Config:
-    """Defaults < the file (when it exists) < the environment."""
+    """Defaults < the file < the environment. A file named by ``path`` or ``COMAL_CONFIG``
+    must exist; only the per-user default may be absent (see :mod:`comal._config_file`)."""
     env = os.environ if env is None else env
-    path = path if path is not None else config_path(env)
-    data = _read(path) if path.exists() else {}
+    path, data = config_source(path, env)
     config = _validate(data, str(path))
     overrides = env_overrides(env)
     if not overrides:

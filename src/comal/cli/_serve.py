@@ -69,15 +69,9 @@ def serve(
     import os
 
     from ..agent import load_config
-    from ..errors import InputError
     from ..serve import ServeConfig, create_app
 
     with coded_errors(False):
-        if config_file is not None and not config_file.is_file():
-            raise InputError(
-                "the configuration file given with --config does not exist; fix the path",
-                path=str(config_file),
-            )
         # The configuration file, as every command reads it (CFG-1); flags win over it. Loading
         # it enables its plugins: (engines, schemes, operations) before the app reads them.
         operator = load_config(config_file)

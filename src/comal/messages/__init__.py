@@ -30,11 +30,14 @@ from ._parts import (
     ToolCall,
     ToolResult,
 )
+from ._preamble import PREAMBLE_CLOSE, PREAMBLE_OPEN, is_preamble, preamble_text, user_words
 from ._steps import Group, Pair, group_messages, open_calls, orphan_results, pairs
 
 __all__ = [
     "MESSAGE_SCHEMA",
     "PART_TYPES",
+    "PREAMBLE_CLOSE",
+    "PREAMBLE_OPEN",
     "CacheHint",
     "Checkpoint",
     "EvidenceRef",
@@ -51,6 +54,7 @@ __all__ = [
     "ToolResult",
     "canonical_json",
     "group_messages",
+    "is_preamble",
     "load_json",
     "message_from_dict",
     "message_from_json",
@@ -61,5 +65,7 @@ __all__ = [
     "pairs",
     "part_from_dict",
     "part_to_dict",
+    "preamble_text",
     "sha256_hex",
+    "user_words",
 ]
