@@ -71,6 +71,7 @@ from ._lock import SessionLock, lock_path
 from ._propose import COMPACT_APPLIED, COMPACT_REQUESTED, Proposal, Proposer, queued_compactions
 from ._result import RunResult, answer_of, run_usage
 from ._runtime import Flags, Runtime, check_prompt
+from ._serve_settings import ServeSettings
 from ._session import Check, lock_session, run_checks, spawn_child, start_session
 from ._settings import DEFAULT_SYSTEM, AgentSettings
 from ._spend import Spend, SpendCaps, check_spend, spent
@@ -111,6 +112,7 @@ __all__ = [
     "Runtime",
     "ScriptEnded",
     "ScriptModel",
+    "ServeSettings",
     "SessionLock",
     "SessionLocked",
     "Setting",

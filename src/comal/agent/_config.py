@@ -22,6 +22,7 @@ change nothing::
     agents:                        # per-agent settings, by agent name
       reviewer: {engine: limit, engine_settings: {target_ratio: 0.5}, max_turns: 20}
     plugins: [comal_wordcount]     # operator-only: modules enabled as plugins (docs/plugins.md)
+    serve: {allowed_hosts: [comal.internal]}   # operator-only: comal serve's guards and limits
 
 Every value is checked with its range when the file is read (engine settings with the chosen
 engine's own ranges); an error names the file, the key and the allowed range.
@@ -32,12 +33,11 @@ Precedence: defaults < file < environment (``COMAL_MODEL``, ``COMAL_MODE``, ``CO
 ``COMAL_TENANT``; ``COMAL_CONTEXT_WINDOW`` joins the window minimum) < command-line flags.
 
 Operator-only settings (:data:`OPERATOR_ONLY`: windows, output reserve, engine and its
-settings, caps and limits, the sandbox, the cache, MCP servers, plugins) come only from these
-sources, which the model
-cannot reach: the configuration is read once when the process starts into frozen values, no
-operation in the model's catalog changes any of them, and the policy denies the model's
-Write/Edit of the configuration file and shell commands naming its directory, while the OS
-sandbox masks the file from Bash (CFG-2).
+settings, caps and limits, the sandbox, the cache, MCP servers, plugins, serve) come only
+from these sources, which the model cannot reach: the configuration is read once when the
+process starts into frozen values, no operation in the model's catalog changes any of them,
+and the policy denies the model's Write/Edit of the configuration file and shell commands
+naming its directory, while the OS sandbox masks the file from Bash (CFG-2).
 """
 
 from __future__ import annotations
@@ -61,6 +61,7 @@ from ..ops._mcp_config import SERVER_NAME
 from ..tokens import resolve_window
 from ._cache import CacheConfig
 from ._config_doc import allowed
+from ._serve_settings import ServeSettings
 from ._settings import DEFAULT_SYSTEM, AgentSettings
 from ._spend import SpendCaps
 
@@ -91,6 +92,7 @@ OPERATOR_ONLY = frozenset(
         "cache",
         "mcp_servers",
         "plugins",
+        "serve",
     }
 )
 ENV_KEYS = {"COMAL_MODEL": "model", "COMAL_MODE": "mode", "COMAL_MAX_TURNS": "max_turns"}
@@ -252,6 +254,7 @@ class Config(_Strict):
     )
     spend: SpendConfig = Field(default_factory=SpendConfig)
     cache: CacheConfig = Field(default_factory=CacheConfig)
+    serve: ServeSettings = Field(default_factory=ServeSettings)
     agents: dict[str, AgentProfile] = Field(
         default_factory=dict, description="Per-agent settings, by agent name."
     )
