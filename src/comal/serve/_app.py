@@ -36,14 +36,14 @@ from fastapi.responses import (
     StreamingResponse,
 )
 
+from ..errors import InputError
 from ..ledger import LedgerBackend, open_ledger
 from ..tokens import count_messages
 from ._config import ServeConfig
-from ._errors import JSONTooDeep
 from ._guard import Guard
 from ._limits import BodyDeadline
 from ._proxy import Forward, ProxyService
-from ._upstream import PROXY_ROUTES, error_body, proxy_key_of, refusal
+from ._upstream import PROXY_ROUTES, error_body, proxy_key_of
 from ._wire import Protocol, parse_request
 
 __all__ = ["Tenant", "create_app"]
@@ -189,12 +189,6 @@ def create_app(
     app.add_middleware(BodyDeadline, timeout=config.body_timeout)
     app.add_middleware(Guard, config=config)
 
-    @app.exception_handler(RecursionError)
-    async def too_deep(request: Request, exc: RecursionError) -> Response:
-        # A body nested past the stack (the API's own JSON parsing): the client's error.
-        deep = JSONTooDeep("the request body nests too deep to read; send flatter JSON")
-        return refusal(request.url.path, deep)
-
     app.state.config = config
     app.state.ledger = led
     app.state.proxy = proxy
@@ -272,17 +266,18 @@ async def _count(
     query: str,
     tenant: Tenant,
 ) -> Response:
-    """Anthropic token counting: the upstream's count when it answers, else comal's own."""
+    """Anthropic token counting: the upstream's count when it answers, else comal's own. The
+    body is read first: what comal refuses (too deep, no model) is not sent on either."""
+    try:
+        request = parse_request("anthropic", raw)
+    except InputError as exc:  # a bad body is the client's error, in the provider's shape
+        return _refuse("anthropic", 400, f"[{exc.code}] {exc}")
     path = "/v1/messages/count_tokens"
     forward = await proxy.passthrough(
         "anthropic", path, query, raw, headers, tenant.consumed_header
     )
     if forward is not None and forward.status < 500 and forward.status != 404:
         return _send(forward)
-    try:
-        request = parse_request("anthropic", raw)
-    except Exception as exc:  # a bad body is the client's error, in the provider's shape
-        return _refuse("anthropic", 400, str(exc))
     counter = led.counter
     total = count_messages(counter, [*request.instructions, *request.messages])
     total += counter.count(request.tools_json) if request.tools else 0

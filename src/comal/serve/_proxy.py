@@ -146,7 +146,7 @@ class ProxyService(Relay):
         try:
             request = parse_request(protocol, raw)
         except InputError as exc:
-            return Forward(400, _NO_RETRY, error_body(protocol, 400, str(exc)))
+            return Forward(400, _NO_RETRY, error_body(protocol, 400, f"[{exc.code}] {exc}"))
         if request.unmanaged is not None:
             # Something comal cannot read yet: the client still gets its answer.
             log.warning("forwarding an unmanaged %s request: %s", protocol, request.unmanaged)

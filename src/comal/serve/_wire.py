@@ -19,6 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+import orjson
+
 from ..errors import InputError
 from ..messages import (
     Message,
@@ -40,6 +42,7 @@ from ..messages.wire import (
     to_openai_chat,
     to_openai_responses,
 )
+from ._errors import JSONTooDeep
 
 __all__ = [
     "PROTOCOLS",
@@ -195,12 +198,55 @@ def _responses_items(conversation: Sequence[Any]) -> list[Item]:
     return items
 
 
+# Deeper than any real request (tool schemas and arguments nest a dozen levels), well inside
+# what the JSON libraries below handle without recursing out of the stack (orjson writes 254).
+MAX_DEPTH = 128
+
+
+def _too_deep(value: object) -> bool:
+    """Whether ``value`` nests deeper than :data:`MAX_DEPTH`, walked without recursion."""
+    stack: list[tuple[dict[str, Any] | list[Any], int]] = []
+    if isinstance(value, (dict, list)):
+        stack.append((value, 1))
+    while stack:
+        node, depth = stack.pop()
+        for child in node.values() if isinstance(node, dict) else node:
+            if isinstance(child, (dict, list)):
+                if depth >= MAX_DEPTH:
+                    return True
+                stack.append((child, depth + 1))
+    return False
+
+
+def load_body(raw: bytes) -> Any:
+    """A request body's JSON, its depth bounded (:data:`MAX_DEPTH`): refused, never a crash.
+
+    orjson stops by itself at 1,024 levels and never recurses on the C stack; the standard
+    library reads only what orjson refuses for another reason (lone surrogate escapes, which
+    real tool output holds), and the depth it reaches is then below orjson's limit.
+    """
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        if "recursion" in str(exc).lower():
+            raise JSONTooDeep(f"the request body nests deeper than {MAX_DEPTH} levels") from exc
+        try:
+            value = json.loads(raw)
+        except RecursionError as deep:
+            raise JSONTooDeep(f"the request body nests deeper than {MAX_DEPTH} levels") from deep
+        except (ValueError, UnicodeDecodeError) as bad:
+            raise InputError(f"the request body is not JSON ({bad})") from bad
+    if _too_deep(value):
+        raise JSONTooDeep(
+            f"the request body nests deeper than {MAX_DEPTH} levels; no model request needs "
+            "that, so it is refused before anything reads it further"
+        )
+    return value
+
+
 def parse_request(protocol: Protocol, raw: bytes) -> ClientRequest:
     """Read a client's request body; bad JSON or a bad conversation is an :class:`InputError`."""
-    try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InputError(f"the request body is not JSON ({exc})") from exc
+    body = load_body(raw)
     if not isinstance(body, dict):
         raise InputError("the request body is not a JSON object")
     model = body.get("model")
