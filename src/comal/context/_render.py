@@ -23,6 +23,7 @@ from ..messages import (
     Media,
     Message,
     Part,
+    ResultBlock,
     Summary,
     Text,
     ToolResult,
@@ -138,7 +139,7 @@ def media_note(media: Media, entry_id: int) -> str:
 def strip_media(message: Message, entry_id: int) -> Message:
     """The message with every media part replaced by its note; the rest is unchanged."""
 
-    def swap(part: Text | Media) -> Text:
+    def swap(part: ResultBlock) -> ResultBlock:
         return Text(media_note(part, entry_id)) if isinstance(part, Media) else part
 
     parts: list[Part] = []

@@ -147,15 +147,6 @@ class ProxyService(Relay):
             request = parse_request(protocol, raw)
         except InputError as exc:
             return Forward(400, _NO_RETRY, error_body(protocol, 400, f"[{exc.code}] {exc}"))
-        if request.unmanaged is not None:
-            # Something comal cannot read yet: the client still gets its answer.
-            log.warning("forwarding an unmanaged %s request: %s", protocol, request.unmanaged)
-            forward = await self.passthrough(protocol, path, query, raw, headers, consumed_header)
-            if forward is None:
-                message = f"upstream unreachable (the request was not managed: {request.unmanaged})"
-                return Forward(502, {}, error_body(protocol, 502, message))
-            forward.headers["x-comal-stage"] = "unmanaged"
-            return forward
         key, source = client_key(request, headers)
         agent = _agent_of(protocol, headers)
         meta = {"protocol": protocol, "engine": self.config.engine, "model": request.model}

@@ -24,6 +24,7 @@ import orjson
 from ..errors import InputError
 from ..messages import (
     Message,
+    Opaque,
     Part,
     Role,
     Text,
@@ -38,6 +39,7 @@ from ..messages.wire import (
     from_anthropic_message,
     from_openai_chat,
     from_openai_responses,
+    is_assistant_item,
     to_anthropic,
     to_openai_chat,
     to_openai_responses,
@@ -73,16 +75,34 @@ _CONVERSATION: dict[Protocol, str] = {
     "openai_chat": "messages",
     "openai_responses": "input",
 }
-_ASSISTANT_ITEMS = ("reasoning", "function_call", "custom_tool_call")
+
+
+def _uncached(part: Opaque) -> Opaque:
+    if '"cache_control"' not in part.raw:
+        return part
+    value = json.loads(part.raw)
+    if not isinstance(value, dict) or "cache_control" not in value:
+        return part
+    del value["cache_control"]
+    return replace(part, raw=json.dumps(value, ensure_ascii=False, separators=(",", ":")))
 
 
 def _bare(part: Part) -> Part:
     if isinstance(part, (Text, ToolCall)) and part.cache is not None:
         return replace(part, cache=None)
+    if isinstance(part, Opaque):
+        return _uncached(part)
     if isinstance(part, ToolResult):
         content = part.content
         if not isinstance(content, str):
-            content = tuple(replace(p, cache=None) if isinstance(p, Text) else p for p in content)
+            content = tuple(
+                replace(p, cache=None)
+                if isinstance(p, Text)
+                else _uncached(p)
+                if isinstance(p, Opaque)
+                else p
+                for p in content
+            )
         return replace(part, content=content, cache=None)
     return part
 
@@ -92,9 +112,25 @@ def strip_cache(message: Message) -> Message:
     return Message(message.role, tuple(_bare(p) for p in message.parts), message.name)
 
 
+def _sorted_opaque(value: Any) -> Any:
+    # A client may send a block back with its keys in another order than the upstream wrote
+    # them (an SDK's model of it): the same block either way.
+    if isinstance(value, dict):
+        if value.get("kind") == "opaque" and isinstance(value.get("raw"), str):
+            return value | {"raw": canonical_json(json.loads(value["raw"]))}
+        return {k: _sorted_opaque(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_sorted_opaque(v) for v in value]
+    return value
+
+
 def message_key(message: Message) -> str:
-    """What two sightings of one message share: the digest of its canonical JSON."""
-    return sha256_hex(canonical_json(message_to_dict(message)))
+    """What two sightings of one message share: the digest of its canonical JSON (opaque
+    blocks compared by their JSON value, whatever their key order)."""
+    data = message_to_dict(message)
+    if any(isinstance(p, Opaque) or isinstance(p, ToolResult) for p in message.parts):
+        data = _sorted_opaque(data)
+    return sha256_hex(canonical_json(data))
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,9 +153,6 @@ class ClientRequest:
     max_key: str | None
     max_tokens: int | None
     tools: tuple[Any, ...] = field(default=())
-    # Why the conversation could not be read as canonical messages (an item type comal does
-    # not know yet); such a request is forwarded unmanaged rather than refused.
-    unmanaged: str | None = None
 
     @property
     def messages(self) -> list[Message]:
@@ -170,19 +203,12 @@ def _chat_items(conversation: Sequence[Any]) -> list[Item]:
     return items
 
 
-def _assistant_side(raw: object) -> bool:
-    if not isinstance(raw, Mapping):
-        return False
-    kind = raw.get("type", "message" if "role" in raw else None)
-    return kind in _ASSISTANT_ITEMS or (kind == "message" and raw.get("role") == "assistant")
-
-
 def _responses_items(conversation: Sequence[Any]) -> list[Item]:
     # Adjacent assistant-side items are one canonical assistant message, as the upstream's
     # output is: they must stay one item for the next request to find the recorded reply.
     groups: list[list[Any]] = []
     for raw in conversation:
-        if groups and _assistant_side(raw) and _assistant_side(groups[-1][-1]):
+        if groups and is_assistant_item(raw) and is_assistant_item(groups[-1][-1]):
             groups[-1].append(raw)
         else:
             groups.append([raw])
@@ -259,21 +285,19 @@ def parse_request(protocol: Protocol, raw: bytes) -> ClientRequest:
     if not isinstance(conversation, list):
         raise InputError(f"{key}: an array is required", field=key)
     instructions: list[Message] = []
-    unmanaged: str | None = None
-    try:
-        if protocol == "anthropic":
-            items = _anthropic_items(conversation)
-            if body.get("system") is not None:
-                system = from_anthropic({"system": body["system"], "messages": []})
-                instructions = [strip_cache(m) for m in system]
-        elif protocol == "openai_chat":
-            items = _chat_items(conversation)
-        else:
-            items = _responses_items(conversation)
-            if isinstance(body.get("instructions"), str) and body["instructions"]:
-                instructions = [Message.system(body["instructions"])]
-    except InputError as exc:
-        items, instructions, unmanaged = [], [], str(exc)
+    # What no typed part carries is kept opaque, so only what the provider refuses too (an
+    # unknown role, a block without a type) fails here, as a 400 before anything is stored.
+    if protocol == "anthropic":
+        items = _anthropic_items(conversation)
+        if body.get("system") is not None:
+            system = from_anthropic({"system": body["system"], "messages": []})
+            instructions = [strip_cache(m) for m in system]
+    elif protocol == "openai_chat":
+        items = _chat_items(conversation)
+    else:
+        items = _responses_items(conversation)
+        if isinstance(body.get("instructions"), str) and body["instructions"]:
+            instructions = [Message.system(body["instructions"])]
     max_key = next((k for k in _MAX_KEYS[protocol] if k in body), None)
     max_tokens = body.get(max_key) if max_key is not None else None
     if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)):
@@ -292,7 +316,6 @@ def parse_request(protocol: Protocol, raw: bytes) -> ClientRequest:
         max_key,
         max_tokens,
         tuple(tools),
-        unmanaged,
     )
 
 
