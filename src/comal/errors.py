@@ -41,7 +41,10 @@ Packages add leaves where they raise them, each also under the class a caller al
   ``ScriptEnded`` (UserError), ``ScriptExhausted``;
 - ``comal.plugins``: ``PluginError`` → ``PluginLoadError``, ``PluginHookError``,
   ``PluginConflict`` (UserError), each naming the plugin;
-- ``comal.cli``: ``OutputPathError`` (UserError), a file or folder a command cannot write.
+- ``comal.cli``: ``OutputPathError`` (UserError), a file or folder a command cannot write;
+- ``comal.serve``: ``RequestRefused`` (UserError) → ``HostNotAllowed``, ``OriginNotAllowed``,
+  ``KeyInURL``, ``RequestTimeout``, each with its HTTP status; ``JSONTooDeep``,
+  ``ToolPairsBroken`` (InputError).
 
 Messages say what was wrong, where, and end with what to do about it.
 """
