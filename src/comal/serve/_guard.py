@@ -124,7 +124,7 @@ class Guard:
         self.origins = frozenset(k for k in keys if k is not None)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket"):
+        if scope["type"] != "http":  # lifespan; uvicorn runs with websockets off
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}

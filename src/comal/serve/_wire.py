@@ -112,6 +112,12 @@ def strip_cache(message: Message) -> Message:
     return Message(message.role, tuple(_bare(p) for p in message.parts), message.name)
 
 
+def _holds_opaque(part: Part) -> bool:
+    if isinstance(part, ToolResult) and not isinstance(part.content, str):
+        return any(isinstance(p, Opaque) for p in part.content)
+    return isinstance(part, Opaque)
+
+
 def _sorted_opaque(value: Any) -> Any:
     # A client may send a block back with its keys in another order than the upstream wrote
     # them (an SDK's model of it): the same block either way.
@@ -128,7 +134,7 @@ def message_key(message: Message) -> str:
     """What two sightings of one message share: the digest of its canonical JSON (opaque
     blocks compared by their JSON value, whatever their key order)."""
     data = message_to_dict(message)
-    if any(isinstance(p, Opaque) or isinstance(p, ToolResult) for p in message.parts):
+    if any(_holds_opaque(p) for p in message.parts):
         data = _sorted_opaque(data)
     return sha256_hex(canonical_json(data))
 
