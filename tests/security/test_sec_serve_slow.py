@@ -82,7 +82,7 @@ def test_slow_request_heads_are_closed(tmp_path: Path) -> None:
 
 
 def test_slow_request_bodies_are_closed_with_a_408(tmp_path: Path) -> None:
-    with proxy(tmp_path, [{"content": "served"}], body_timeout=1.0) as px:
+    with proxy(tmp_path, [{"content": "served"}], body_timeout=1.0, header_timeout=1.0) as px:
         head = (
             f"POST /v1/messages HTTP/1.1\r\nHost: 127.0.0.1:{px.server.port}\r\n"
             "Content-Type: application/json\r\nContent-Length: 4000\r\n\r\n{"
@@ -94,6 +94,12 @@ def test_slow_request_bodies_are_closed_with_a_408(tmp_path: Path) -> None:
         assert b'"type":"timeout_error"' in answered[0].replace(b" ", b"")
         reply = px.anthropic().messages.create(**BODY)
         assert reply.content[0].text == "served"  # type: ignore[union-attr]
+        # A route that answers before reading the body (no key: 401) leaves a body nobody
+        # reads: its trickle is bounded too.
+        px.ledger.add_proxy_key("acme")
+        time.sleep(1.1)  # the server's "are there keys?" cache
+        answers = _trickle(px.server.port, head, lambda n: b" ")
+        assert all(a.startswith(b"HTTP/1.1 401") for a in answers if a)
 
 
 def test_connections_over_the_cap_are_closed(tmp_path: Path) -> None:

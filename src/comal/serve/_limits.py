@@ -8,8 +8,9 @@ connection forever, and a few hundred of them exhaust the server. So:
 
 - :func:`bounded_protocol` is uvicorn's h11 protocol with a header deadline: from the moment a
   connection opens, or the first byte of its next request arrives, the request head must be
-  complete within ``header_timeout`` or the connection is closed. It also closes at once a
-  connection beyond ``max_connections`` instead of letting it wait for its 503.
+  complete within ``header_timeout`` or the connection is closed; so must a body the route
+  answered without reading (a refusal). It also closes at once a connection beyond
+  ``max_connections`` instead of letting it wait for its 503.
 - :class:`BodyDeadline` is ASGI middleware: once the head is in, the body must be complete
   within ``body_timeout``; past it the client gets a 408 (in the route's error shape) and the
   connection is closed. Reading after the body (waiting for a disconnect while a reply streams)
@@ -53,16 +54,26 @@ class _Bounded(H11Protocol):
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
-        # IDLE: the head of the next request is still incomplete (or not begun).
-        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+        # IDLE after new bytes: the head of a request has begun and is not complete yet.
+        waiting = self.conn.their_state is h11.IDLE or self._unread_body()
+        if waiting and not self.transport.is_closing():
             self._arm()
         else:
             self._disarm()
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
-        # Between requests the keep-alive timer runs; the head deadline starts with new bytes.
-        self._disarm()
+        # Between requests the keep-alive timer runs; the deadline starts with new bytes.
+        if self._unread_body():
+            self._arm()
+        else:
+            self._disarm()
+
+    def _unread_body(self) -> bool:
+        """The route answered (a 401, say) without reading a body the client still sends:
+        nothing else bounds that wait."""
+        answered = self.cycle is not None and self.cycle.response_complete
+        return answered and self.conn.their_state is h11.SEND_BODY
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()

@@ -17,7 +17,6 @@ from urllib.parse import parse_qsl
 import httpx
 from starlette.responses import JSONResponse, Response
 
-from ..errors import ComalError
 from ..ledger import PROXY_KEY_PREFIX as KEY_PREFIX
 from ._config import ServeConfig
 from ._errors import KeyInURL, RequestRefused
@@ -113,18 +112,15 @@ def protocol_of(path: str) -> Protocol | None:
     return None
 
 
-def refusal(path: str, exc: ComalError, status: int | None = None) -> Response:
-    """``exc`` as the client of ``path`` reads errors (a :class:`RequestRefused` brings its
-    status); the connection is not reused."""
-    if status is None:
-        status = exc.status if isinstance(exc, RequestRefused) else 400
+def refusal(path: str, exc: RequestRefused) -> Response:
+    """``exc`` as the client of ``path`` reads errors; the connection is not reused."""
     headers = {"connection": "close", "x-should-retry": "false"}
     protocol = protocol_of(path)
     if protocol is None:
         payload = {"error": {"code": exc.code, "message": str(exc)}}
-        return JSONResponse(payload, status, headers)
-    body = error_body(protocol, status, f"[{exc.code}] {exc}")
-    return Response(body, status, headers, "application/json")
+        return JSONResponse(payload, exc.status, headers)
+    body = error_body(protocol, exc.status, f"[{exc.code}] {exc}")
+    return Response(body, exc.status, headers, "application/json")
 
 
 def carries_key(value: str) -> bool:
