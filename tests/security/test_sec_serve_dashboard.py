@@ -10,7 +10,7 @@
   travels in a header only, never in a URL.
 """
 
-# covers: SRF-1, OPS-2
+# covers: SRF-1
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ wrapper setting both does — had the second copy forwarded, since only the head
 read from was dropped. The upstream is a third party: it must never see a comal key.
 """
 
-# covers: LED-2, INT-2
+# covers: INT-2
 
 from __future__ import annotations
 

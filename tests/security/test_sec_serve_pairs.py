@@ -7,7 +7,7 @@ tampered with. Every provider refuses such a conversation, so the proxy now refu
 a 400 in the provider's shape, before anything is stored or forwarded.
 """
 
-# covers: LED-1, LIM-4
+# covers: LED-1
 
 from __future__ import annotations
 
