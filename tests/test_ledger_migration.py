@@ -11,10 +11,10 @@ import sqlite3
 from typing import Any
 
 from _pg_support import LedgerStore, pg_execute
-from comal.ledger import Scope, verify
+from comal.ledger import MIGRATIONS, Scope, verify
 from comal.ledger._common import prepare
-from comal.ledger._postgres_schema import MIGRATIONS as PG_MIGRATIONS
-from comal.ledger._schema import MIGRATIONS, _statements
+from comal.ledger._migrate import statements
+from comal.ledger._sqlite import SQLITE
 from comal.messages import Message, ToolCall, canonical_json, message_to_json, sha256_hex
 from comal.tokens import EstimatingCounter
 
@@ -78,7 +78,7 @@ def _write_old(store: LedgerStore) -> None:
     rows = _old_rows()
     if store.backend == "sqlite":
         conn = sqlite3.connect(store.path)  # type: ignore[attr-defined]
-        for statement in _statements(MIGRATIONS[0][1]):
+        for statement in statements(MIGRATIONS[0].statements(SQLITE)):
             conn.execute(statement)
         conn.execute("CREATE TABLE schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT)")
         conn.execute("INSERT INTO schema_migrations VALUES ('0001_initial', 'then')")
@@ -89,9 +89,11 @@ def _write_old(store: LedgerStore) -> None:
         conn.commit()
         conn.close()
         return
+    from comal.ledger._postgres import PostgresDialect
+
     dsn, schema = store.dsn, store.schema  # type: ignore[attr-defined]
     pg_execute(dsn, None, f'CREATE SCHEMA "{schema}"')
-    store.execute(PG_MIGRATIONS[0][1])
+    store.execute(MIGRATIONS[0].statements(PostgresDialect()))
     store.execute("CREATE TABLE schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT)")
     store.execute("INSERT INTO schema_migrations VALUES ('0001_initial', 'then')")
     for statement in rows:

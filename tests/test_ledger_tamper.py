@@ -11,7 +11,7 @@ import pytest
 from _pg_support import LedgerStore
 from comal.errors import LedgerIntegrityError, UserError
 from comal.ledger import LedgerBackend, LedgerCorrupt, LedgerRowDamaged, Scope, UsageInput, verify
-from comal.ledger._rows import SEALED, seal_of
+from comal.ledger._rows import SEALED
 from comal.messages import Message, ToolCall, sha256_hex
 from comal.tokens import Usage
 
@@ -108,7 +108,7 @@ def test_a_row_that_does_not_decode_is_a_coded_error(ledger_store: LedgerStore) 
     )
     with ledger_store.open() as led:
         row = next(e for e in led._raw_entries() if e[1] == 0)  # type: ignore[attr-defined]
-        seal = seal_of("entries", row[: len(SEALED["entries"])])
+        seal = led._sealer.seal("entries", row[: len(SEALED["entries"])])
         ledger_store.execute(f"UPDATE entries SET seal = '{seal}' WHERE seq = 0")
     with ledger_store.open() as led:
         with pytest.raises(LedgerCorrupt) as err:

@@ -3,12 +3,14 @@ caller would already catch::
 
     AgentError                              root of this package's errors
     ├── SpendCapExceeded                    TOK-6: a spend cap would be crossed; nothing was sent
-    ├── SessionLocked (UserError)           another live process holds the session (RES-2)
     ├── ScriptEnded (UserError)             ``--model script:PATH`` has no reply for this call
     ├── IncompleteResponse                  the provider stopped for no length reason ("error")
     │   └── DuplicateCallIds                a reply gave two tool calls one id; none ran
     ├── RepeatedOutputLength (OutputLength) OUTPUT_LENGTH again after a larger reserve (OUT-3)
     └── RepeatedContextLength (ContextLength) CONTEXT_LENGTH again after a recalibration
+
+``SessionLocked`` (UserError), another live process holding the session (RES-2), is the
+ledger's, which takes session locks, and is re-exported here.
 
 Every message says what happened and ends with what to do. A run that stops at its turn cap is
 not an error: it returns with status ``max_turns`` and can be resumed.
@@ -19,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ComalError, ContextLength, OutputLength, UserError
+from ..ledger import SessionLocked
 
 __all__ = [
     "AgentError",
@@ -50,16 +53,6 @@ class SpendCapExceeded(AgentError):
 
     def as_dict(self) -> dict[str, Any]:
         return {"tier": self.tier, "cap": self.cap, "spent": self.spent, "next": self.projected}
-
-
-class SessionLocked(AgentError, UserError):
-    """A live process holds the session's lock; ``holder`` is what its lock file says."""
-
-    code = "SESSION_LOCKED"
-
-    def __init__(self, message: str, *, holder: dict[str, Any]) -> None:
-        super().__init__(message)
-        self.holder = holder
 
 
 class ScriptEnded(AgentError, UserError):

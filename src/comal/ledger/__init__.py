@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, overload
 from ..errors import UserError
 from ..tokens import TokenCounter
 from ._backend import LedgerBackend
+from ._coordination import BreakerRow, LeaseInfo
 from ._errors import (
     InvalidIdentifier,
     LedgerBadTarget,
@@ -32,11 +33,14 @@ from ._errors import (
     LedgerNotFound,
     LedgerReadOnly,
     LedgerRowDamaged,
+    LedgerSecretMissing,
     LedgerUnavailable,
     SessionHasChildren,
+    SessionLocked,
 )
 from ._keys import KEY_PREFIX as PROXY_KEY_PREFIX
 from ._keys import ProxyKey
+from ._locks import PgSessionLock, SessionLock
 from ._model import (
     CheckpointRecord,
     Deletion,
@@ -52,10 +56,12 @@ from ._model import (
     SummaryRecord,
     VerifyReport,
 )
-from ._schema import MIGRATIONS, SCHEMA_VERSION
-from ._sqlite import SQLiteLedger
-from ._sqlite_base import StepInput, Synchronous, UsageInput
-from ._summaries import BreakerRow, LeaseInfo, RecallHit, SummaryConflict, SummaryInput
+from ._reads import RecallHit
+from ._schema import MIGRATIONS, SCHEMA_VERSION, Migration
+from ._seal import Secret
+from ._sqlite import SQLiteLedger, Synchronous
+from ._store import StepInput, UsageInput
+from ._summaries import SummaryConflict, SummaryInput
 from ._target import LedgerTarget, default_ledger_target, describe_target, parse_target
 
 if TYPE_CHECKING:
@@ -85,8 +91,11 @@ __all__ = [
     "LedgerNotFound",
     "LedgerReadOnly",
     "LedgerRowDamaged",
+    "LedgerSecretMissing",
     "LedgerTarget",
     "LedgerUnavailable",
+    "Migration",
+    "PgSessionLock",
     "PostgresLedger",
     "ProxyKey",
     "RecallHit",
@@ -98,6 +107,8 @@ __all__ = [
     "SearchHit",
     "SessionHasChildren",
     "SessionInfo",
+    "SessionLock",
+    "SessionLocked",
     "StepInput",
     "SummaryConflict",
     "SummaryInput",
@@ -149,6 +160,7 @@ def open_ledger(
     create: bool = True,
     counter: TokenCounter | None = None,
     synchronous: Synchronous = "NORMAL",
+    secret: Secret | None = None,
 ) -> SQLiteLedger: ...
 
 
@@ -160,6 +172,7 @@ def open_ledger(
     counter: TokenCounter | None = None,
     synchronous: Synchronous = "NORMAL",
     schema: str | None = None,
+    secret: Secret | None = None,
 ) -> SQLiteLedger | PostgresLedger: ...
 
 
@@ -170,6 +183,7 @@ def open_ledger(
     counter: TokenCounter | None = None,
     synchronous: Synchronous = "NORMAL",
     schema: str | None = None,
+    secret: Secret | None = None,
 ) -> SQLiteLedger | PostgresLedger:
     """Open the ledger at ``target``: a file path, or a ``postgresql://`` / ``postgres://`` URL
     given as text (None: :func:`default_ledger_target`, i.e. ``COMAL_LEDGER`` or the per-user
@@ -183,13 +197,18 @@ def open_ledger(
     stable ``code``, the target as :func:`describe_target` shows it, and what to do.
 
     ``schema`` places a PostgreSQL ledger in that schema; ``synchronous`` is SQLite's durability
-    setting (PostgreSQL's is the server's ``synchronous_commit``).
+    setting (PostgreSQL's is the server's ``synchronous_commit``). ``secret`` keys the ledger's
+    seals in place of its key file or ``COMAL_LEDGER_SECRET`` (see the package docstring).
     """
     parsed = parse_target(target)
     if parsed.kind == "postgres":
         from ._postgres import PostgresLedger
 
-        return PostgresLedger(parsed.value, counter=counter, schema=schema, create=create)
+        return PostgresLedger(
+            parsed.value, counter=counter, schema=schema, create=create, secret=secret
+        )
     if schema is not None:
         raise UserError("schema applies to PostgreSQL ledgers only; pass a postgresql:// URL")
-    return SQLiteLedger(parsed.value, counter=counter, synchronous=synchronous, create=create)
+    return SQLiteLedger(
+        parsed.value, counter=counter, synchronous=synchronous, create=create, secret=secret
+    )

@@ -1,10 +1,5 @@
 """Summary nodes of the dag engine, and the coordination rows its compaction needs (DAG-1..9).
 
-One set of statements for both backends: they are written with ``?`` placeholders and
-:meth:`SummaryStore._q` turns them into PostgreSQL's ``%s``; what differs (full-text indexing,
-ranking, locking the session row) is a handful of hooks the two concrete mixins fill in
-(:class:`SqliteSummaries` here, ``PgSummaries`` in :mod:`._summaries_pg`).
-
 Rows never change once written (a row's ``frontier`` column, the frontier once it is stored,
 is filled in by the transaction that inserts it). A leaf stands for whole steps
 ``first_seq..last_seq`` and must start exactly where the coverage so far ends; a condensed
@@ -14,37 +9,25 @@ writing transaction, under the session's write lock, so two processes racing to 
 session store one summary per chunk and the loser gets :class:`SummaryConflict`. The summary,
 its edges and its full-text row commit together: a crash leaves the old state.
 
-Beside them: the per-session compaction lease (owner, heartbeat, expiry), summarizer spend per
-tenant (rolling windows are sums over rows), and the per-tenant circuit breaker's state.
+The compaction's coordination rows (lease, summarizer spend, breaker) are in :mod:`._coordination`.
 """
 
 from __future__ import annotations
 
 import itertools
-import sqlite3
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 from ..errors import LedgerError, UserError
 from ..messages import canonical_json, load_json, sha256_hex
-from ._coordination import BreakerRow, CoordinationRows, LeaseInfo
-from ._model import Fault, Scope, SummaryRecord, log
-from ._summaries_search import RecallHit, SummarySearch, plain_words_query
+from ._model import Fault, Scope, SummaryRecord
+from ._store import StoreBase
 
-__all__ = [
-    "BreakerRow",
-    "LeaseInfo",
-    "RecallHit",
-    "SqliteSummaries",
-    "SummaryConflict",
-    "SummaryInput",
-    "SummaryStore",
-    "plain_words_query",
-]
+if TYPE_CHECKING:
+    from ._db import Db
 
-_PINNED = ("system", "developer")
 _COLS = (
     "id, session_id, depth, kind, first_seq, last_seq, descendant_count, descendant_tokens,"
     " time_start, time_end, tokens, summarizer, level, digest, created_at, body, meta,"
@@ -103,35 +86,31 @@ def summary_from_row(r: Sequence[Any], children: tuple[int, ...]) -> SummaryReco
     )
 
 
-class SummaryStore(SummarySearch):
-    """Summary nodes: writes under the rules above, the frontier, search, verify."""
+def _children_of(c: Db, ids: Sequence[int]) -> dict[int, tuple[int, ...]]:
+    out: dict[int, list[tuple[int, int]]] = {}
+    for k in range(0, len(ids), 500):
+        chunk = list(ids[k : k + 500])
+        marks = ",".join("?" * len(chunk))
+        for parent, child, pos in c.execute(
+            "SELECT parent_id, child_id, position FROM summary_children"
+            f" WHERE parent_id IN ({marks})",
+            chunk,
+        ).fetchall():
+            out.setdefault(int(parent), []).append((int(pos), int(child)))
+    return {p: tuple(ch for _, ch in sorted(v)) for p, v in out.items()}
 
-    # -- helpers ----------------------------------------------------------------------------
-    def _children_of(self, c: Any, ids: Sequence[int]) -> dict[int, tuple[int, ...]]:
-        if not ids:
-            return {}
-        out: dict[int, list[tuple[int, int]]] = {}
-        for k in range(0, len(ids), 500):
-            chunk = list(ids[k : k + 500])
-            marks = ",".join("?" * len(chunk))
-            for parent, child, pos in c.execute(
-                self._q(
-                    "SELECT parent_id, child_id, position FROM summary_children"
-                    f" WHERE parent_id IN ({marks})"
-                ),
-                chunk,
-            ).fetchall():
-                out.setdefault(int(parent), []).append((int(pos), int(child)))
-        return {p: tuple(ch for _, ch in sorted(v)) for p, v in out.items()}
 
-    def _summary_rows(self, c: Any, where: str, args: Sequence[Any]) -> list[SummaryRecord]:
-        rows = c.execute(
-            self._q(f"SELECT {_COLS} FROM summaries s WHERE {where} ORDER BY s.first_seq, s.depth"),
-            tuple(args),
-        ).fetchall()
-        condensed = [int(r[0]) for r in rows if r[3] == "condensed"]
-        kids = self._children_of(c, condensed)
-        return [summary_from_row(r, kids.get(int(r[0]), ())) for r in rows]
+def summary_rows(c: Db, where: str, args: Sequence[Any]) -> list[SummaryRecord]:
+    """The summaries ``where`` selects (``s`` is the table), by coverage then depth."""
+    rows = c.execute(
+        f"SELECT {_COLS} FROM summaries s WHERE {where} ORDER BY s.first_seq, s.depth", tuple(args)
+    ).fetchall()
+    kids = _children_of(c, [int(r[0]) for r in rows if r[3] == "condensed"])
+    return [summary_from_row(r, kids.get(int(r[0]), ())) for r in rows]
+
+
+class Summaries(StoreBase):
+    """Summary nodes: writes under the rules above, the frontier, verify."""
 
     # -- summaries --------------------------------------------------------------------------
     def add_summary(self, scope: Scope, draft: SummaryInput) -> SummaryRecord:
@@ -144,7 +123,7 @@ class SummaryStore(SummarySearch):
         digest = sha256_hex(draft.text)
         created = _iso_now()
         with self.atomic() as c:
-            if not self._lock_session(c, scope):
+            if self._session_row(scope, lock=True) is None:
                 raise UserError(f"no session {scope.session} in this tenant/agent")
             if draft.kind == "leaf":
                 self._check_leaf(c, scope, draft)
@@ -152,31 +131,23 @@ class SummaryStore(SummarySearch):
                 self._check_condensed(c, scope, draft)
             before = self._frontier_ids(c, scope)
             children = set(draft.children)
-            sid = self._insert_id(
-                c,
-                "INSERT INTO summaries (session_id, depth, kind, first_seq, last_seq,"
-                " descendant_count, descendant_tokens, time_start, time_end, tokens, summarizer,"
-                " level, digest, created_at, body, meta, sources_digest, frontier)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '[]')",
-                (
-                    scope.session,
-                    draft.depth,
-                    draft.kind,
-                    draft.first_seq,
-                    draft.last_seq,
-                    draft.descendant_count,
-                    draft.descendant_tokens,
-                    draft.time_range[0],
-                    draft.time_range[1],
-                    tokens,
-                    draft.summarizer,
-                    draft.level,
-                    digest,
-                    created,
-                    draft.text,
-                    canonical_json(draft.meta),
-                    draft.sources_digest,
-                ),
+            d = draft
+            row: tuple[Any, ...] = (
+                scope.session,
+                d.depth,
+                d.kind,
+                d.first_seq,
+                d.last_seq,
+                d.descendant_count,
+            )
+            row += (d.descendant_tokens, *d.time_range, tokens, d.summarizer, d.level, digest)
+            row += (created, d.text, canonical_json(d.meta), d.sources_digest)
+            sid = int(
+                c.execute(
+                    f"INSERT INTO summaries ({_COLS.removeprefix('id, ')}, frontier) VALUES"
+                    f" ({', '.join('?' * len(row))}, '[]') RETURNING id",
+                    row,
+                ).fetchone()[0]
             )
             # Children leave the frontier and the new node takes the place of the first one (or
             # the end, for a leaf): the frontier stays in coverage order.
@@ -184,49 +155,24 @@ class SummaryStore(SummarySearch):
             at = before.index(draft.children[0]) if draft.children else len(after)
             after.insert(at, sid)
             c.execute(
-                self._q("UPDATE summaries SET frontier = ? WHERE id = ?"),
-                (canonical_json(after), sid),
+                "UPDATE summaries SET frontier = ? WHERE id = ?", (canonical_json(after), sid)
             )
             for pos, child in enumerate(draft.children):
                 c.execute(
-                    self._q(
-                        "INSERT INTO summary_children (parent_id, child_id, position)"
-                        " VALUES (?, ?, ?)"
-                    ),
+                    "INSERT INTO summary_children (parent_id, child_id, position) VALUES (?, ?, ?)",
                     (sid, child, pos),
                 )
-            self._index_dag_summary(c, scope, sid, draft.text)
-        return SummaryRecord(
-            sid,
-            scope.session,
-            draft.depth,
-            draft.kind,
-            draft.first_seq,
-            draft.last_seq,
-            draft.children,
-            draft.descendant_count,
-            draft.descendant_tokens,
-            draft.time_range,
-            tokens,
-            draft.summarizer,
-            draft.level,
-            digest,
-            created,
-            draft.text,
-            dict(draft.meta),
-            draft.sources_digest,
-        )
+            self._dialect.index_text(c, "summaries_text_fts", scope.session, [(sid, draft.text)])
+        return replace(summary_from_row((sid, *row), d.children), meta=dict(d.meta))
 
     def _check_leaf(self, c: Any, scope: Scope, d: SummaryInput) -> None:
         prev = c.execute(
-            self._q("SELECT max(last_seq) FROM summaries WHERE session_id = ?"), (scope.session,)
+            "SELECT max(last_seq) FROM summaries WHERE session_id = ?", (scope.session,)
         ).fetchone()[0]
         if prev is None:
             skipped = c.execute(
-                self._q(
-                    "SELECT count(*) FROM entries WHERE session_id = ? AND seq < ?"
-                    " AND role NOT IN ('system', 'developer')"
-                ),
+                "SELECT count(*) FROM entries WHERE session_id = ? AND seq < ?"
+                " AND role NOT IN ('system', 'developer')",
                 (scope.session, d.first_seq),
             ).fetchone()[0]
             if skipped:
@@ -240,9 +186,7 @@ class SummaryStore(SummarySearch):
                 f"(seq {int(prev) + 1}); another compaction got there first"
             )
         rows = c.execute(
-            self._q(
-                "SELECT seq, step FROM entries WHERE session_id = ? AND seq IN (?, ?) ORDER BY seq"
-            ),
+            "SELECT seq, step FROM entries WHERE session_id = ? AND seq IN (?, ?) ORDER BY seq",
             (scope.session, d.first_seq, d.last_seq + 1),
         ).fetchall()
         found = {int(r[0]): int(r[1]) for r in rows}
@@ -256,11 +200,9 @@ class SummaryStore(SummarySearch):
     def _check_condensed(self, c: Any, scope: Scope, d: SummaryInput) -> None:
         marks = ",".join("?" * len(d.children))
         kids = c.execute(
-            self._q(
-                "SELECT s.id, s.depth, s.first_seq, s.last_seq, s.descendant_count,"
-                " (SELECT count(*) FROM summary_children e WHERE e.child_id = s.id)"
-                f" FROM summaries s WHERE s.session_id = ? AND s.id IN ({marks})"
-            ),
+            "SELECT s.id, s.depth, s.first_seq, s.last_seq, s.descendant_count,"
+            " (SELECT count(*) FROM summary_children e WHERE e.child_id = s.id)"
+            f" FROM summaries s WHERE s.session_id = ? AND s.id IN ({marks})",
             (scope.session, *d.children),
         ).fetchall()
         by_id = {int(r[0]): r for r in kids}
@@ -284,7 +226,7 @@ class SummaryStore(SummarySearch):
 
     def _frontier_ids(self, c: Any, scope: Scope) -> list[int]:
         row = c.execute(
-            self._q("SELECT frontier FROM summaries WHERE session_id = ? ORDER BY id DESC LIMIT 1"),
+            "SELECT frontier FROM summaries WHERE session_id = ? ORDER BY id DESC LIMIT 1",
             (scope.session,),
         ).fetchone()
         return [] if row is None else [int(i) for i in load_json(row[0])]
@@ -294,63 +236,46 @@ class SummaryStore(SummarySearch):
 
         Read from the frontier the newest summary recorded: O(frontier) rows, whatever the
         session's length (``verify`` checks it against the edges)."""
-        with self._read() as c:
+        with self._reading() as c:
             if not self._visible(scope):
                 return []
             ids = self._frontier_ids(c, scope)
             if not ids:
                 return []
             marks = ",".join("?" * len(ids))
-            return self._summary_rows(
-                c, f"s.session_id = ? AND s.id IN ({marks})", (scope.session, *ids)
-            )
+            return summary_rows(c, f"s.session_id = ? AND s.id IN ({marks})", (scope.session, *ids))
 
     def summaries(self, scope: Scope) -> list[SummaryRecord]:
         """Every summary of the session, by coverage then depth."""
-        with self._read() as c:
+        with self._reading() as c:
             if not self._visible(scope):
                 return []
-            return self._summary_rows(c, "s.session_id = ?", (scope.session,))
+            return summary_rows(c, "s.session_id = ?", (scope.session,))
 
     def summary(self, scope: Scope, summary_id: int) -> SummaryRecord | None:
-        with self._read() as c:
+        with self._reading() as c:
             if not self._visible(scope):
                 return None
-            found = self._summary_rows(
-                c, "s.session_id = ? AND s.id = ?", (scope.session, summary_id)
-            )
+            found = summary_rows(c, "s.session_id = ? AND s.id = ?", (scope.session, summary_id))
         return found[0] if found else None
 
     def summary_parent(self, scope: Scope, summary_id: int) -> int | None:
-        with self._read() as c:
+        with self._reading() as c:
             if not self._visible(scope):
                 return None
             row = c.execute(
-                self._q(
-                    "SELECT e.parent_id FROM summary_children e JOIN summaries s"
-                    " ON s.id = e.child_id WHERE e.child_id = ? AND s.session_id = ?"
-                ),
+                "SELECT e.parent_id FROM summary_children e JOIN summaries s"
+                " ON s.id = e.child_id WHERE e.child_id = ? AND s.session_id = ?",
                 (summary_id, scope.session),
             ).fetchone()
         return None if row is None else int(row[0])
-
-    def _delete_dependents(self, c: Any, sid: str) -> dict[str, int]:
-        """``delete_session``'s part for the DAG: its edges (keyed by summary, not session)."""
-        cur = c.execute(
-            self._q(
-                "DELETE FROM summary_children WHERE parent_id IN"
-                " (SELECT id FROM summaries WHERE session_id = ?)"
-            ),
-            (sid,),
-        )
-        return {"summary_children": max(cur.rowcount, 0)}
 
     # -- verify -----------------------------------------------------------------------------
     def summary_faults(self) -> list[Fault]:
         """``verify``'s part for summaries: every body matches its digest, leaves of a session
         cover adjacent whole ranges, and a condensed node's children are adjacent, one depth
         lower, and span exactly its range."""
-        with self._read() as c:
+        with self._reading() as c:
             rows = c.execute(
                 "SELECT session_id, id, kind, depth, first_seq, last_seq, digest, body"
                 " FROM summaries ORDER BY session_id, first_seq, depth"
@@ -390,7 +315,7 @@ class SummaryStore(SummarySearch):
                 faults.append(
                     Fault(sid, first, "summary-children", f"{where}'s children do not span it")
                 )
-        with self._read() as c:
+        with self._reading() as c:
             latest = c.execute(
                 "SELECT s.session_id, s.frontier FROM summaries s WHERE s.id ="
                 " (SELECT max(t.id) FROM summaries t WHERE t.session_id = s.session_id)"
@@ -428,64 +353,4 @@ def _check_draft(d: SummaryInput) -> None:
 
 
 def _iso_now() -> str:
-    from datetime import UTC, datetime
-
     return datetime.now(UTC).isoformat(timespec="microseconds")
-
-
-class SqliteSummaries(SummaryStore, CoordinationRows):
-    """The SQLite hooks (its FTS5 table trails nothing: summaries are indexed as written)."""
-
-    _conn: sqlite3.Connection
-    _lock: Any
-
-    @contextmanager
-    def _read(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            yield self._conn
-
-    def _lock_session(self, c: Any, scope: Scope) -> bool:
-        # BEGIN IMMEDIATE already holds the database's write lock.
-        row = c.execute(
-            "SELECT 1 FROM sessions WHERE id = ? AND tenant = ? AND agent = ?",
-            (scope.session, scope.tenant, scope.agent),
-        ).fetchone()
-        if row is None:
-            log.warning("ledger write refused: no session %s for tenant/agent", scope.session)
-        return row is not None
-
-    def _insert_id(self, c: Any, sql: str, args: Sequence[Any]) -> int:
-        return int(c.execute(sql, tuple(args)).lastrowid or 0)
-
-    def _index_dag_summary(self, c: Any, scope: Scope, summary_id: int, text: str) -> None:
-        safe = text if text.isascii() else text.encode("utf-8", "replace").decode("utf-8")
-        c.execute("INSERT INTO summaries_text_fts (rowid, text) VALUES (?, ?)", (summary_id, safe))
-
-    def _fts(self, sql: str, args: tuple[Any, ...], match: str) -> list[tuple[int, float]]:
-        with self._read() as c:
-            try:
-                rows = c.execute(sql, args).fetchall()
-            except sqlite3.OperationalError as exc:
-                raise UserError(f"bad full-text query {match!r}: {exc}") from exc
-        # bm25() is lower-is-better; scores here are higher-is-better.
-        return [(int(r[0]), -float(r[1])) for r in rows]
-
-    def _fts_summaries(self, scope: Scope, match: str, limit: int) -> list[tuple[int, float]]:
-        return self._fts(
-            "SELECT rowid, bm25(summaries_text_fts) FROM summaries_text_fts"
-            " WHERE summaries_text_fts MATCH ? AND rowid IN"
-            " (SELECT id FROM summaries WHERE session_id = ?) ORDER BY rank LIMIT ?",
-            (match, scope.session, limit),
-            match,
-        )
-
-    def _fts_entries(self, scope: Scope, match: str, limit: int) -> list[tuple[int, float]]:
-        index = getattr(self, "index_text", None)
-        if index is not None:
-            index()
-        return self._fts(
-            "SELECT rowid, bm25(entries_fts) FROM entries_fts WHERE entries_fts MATCH ?"
-            " AND rowid IN (SELECT id FROM entries WHERE session_id = ?) ORDER BY rank LIMIT ?",
-            (match, scope.session, limit),
-            match,
-        )

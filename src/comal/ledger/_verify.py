@@ -4,10 +4,15 @@ Checked, table by table, each fault naming session, table, row (id), seq and wha
 
 - the database's own integrity check first (SQLite ``integrity_check`` and each full-text
   index's check; PostgreSQL ``amcheck`` where installed, else "not checked" and why);
-- ``sessions``: each row against its seal; its counters (``next_seq``, ``entry_count``,
+- the secret first of all: without the ledger's own, no seal can be checked, and that is a
+  ``secret`` fault (table ``ledger``) saying where it looked, never a pass;
+- ``sessions``: each row against its seal; its chain head (``next_seq``, ``head``) against
+  ``head_seal`` and the last entry's seal; its counters (``next_seq``, ``entry_count``,
   ``token_total``, ``last_step``) against the entries actually stored, so a truncated tail shows;
 - ``entries``: body digest, canonical form, seal, role, size, call id and output digest; dense
-  sequences; every step whole (a session ending in unanswered calls is *paused*, not damaged);
+  sequences; the chain (each ``prev_seal`` is the seal of the entry before it, so a removed,
+  moved or inserted entry breaks it); every step whole (a session ending in unanswered calls is
+  *paused*, not damaged);
 - ``requests``: seal, the facts derived from meta, the entry each names;
 - ``checkpoints`` and ``records``: body digest, decoding, canonical form, seal, ranges;
 - ``deletions``: each tombstone against its seal.
@@ -34,10 +39,13 @@ from ..messages import (
 )
 from ._backend import LedgerBackend
 from ._model import RECORD_TABLES, Fault, VerifyReport
-from ._rows import billed_tokens, body_matches, request_facts, seal_matches, whole
+from ._rows import HEAD, billed_tokens, body_matches, request_facts, seal_matches, whole
+from ._seal import Sealer
 
 
 class _Source(Protocol):
+    _sealer: Sealer
+
     def _raw_entries(self) -> Iterator[tuple[Any, ...]]: ...
     def _raw_table(self, table: str) -> Iterator[tuple[Any, ...]]: ...
     def _raw_request_refs(self) -> list[tuple[Any, ...]]: ...
@@ -54,16 +62,18 @@ class _Session:
     entry_count: int
     token_total: int
     last_step: int | None
+    head: Any = None
     # what the entries say
     entries: int = 0
     tokens: int = 0
     last_seq: int = -1
     step: int | None = None
-    seen: bool = False
+    last_seal: Any = None
 
 
 @dataclass
 class _Walk:
+    sealer: Sealer
     faults: list[Fault] = field(default_factory=list)
     rows: dict[str, int] = field(default_factory=dict)
     sessions: dict[str, _Session] = field(default_factory=dict)
@@ -81,7 +91,7 @@ class _Walk:
         self.faults.append(Fault(session, seq, kind, detail, table, row))
 
     def sealed(self, table: str, r: tuple[Any, ...], row: Any, session: Any) -> bool:
-        if not seal_matches(table, r)[0]:
+        if not seal_matches(self.sealer, table, r):
             self.fault(session, table, row, "seal", "row does not match its seal")
             return False
         return True
@@ -114,7 +124,9 @@ def verify(
     """
     # Both backends provide the raw walks; the protocol keeps them private.
     ledger = cast(_Source, ledger)
-    w = _Walk()
+    w = _Walk(ledger._sealer)
+    if not w.sealer.checks:
+        w.fault(None, "ledger", None, "secret", f"{w.sealer.problem}; seals were not checked")
     status = "not checked: skipped"
     if database:
         try:
@@ -172,6 +184,7 @@ def verify(
         tuple(w.paused),
         dict(w.rows),
         status,
+        w.sealer.status(),
     )
 
 
@@ -190,7 +203,9 @@ def _session(w: _Walk, r: tuple[Any, ...]) -> None:
     if not all(whole(v) for v in counters) or not (r[12] is None or whole(r[12])):
         w.fault(sid, "sessions", sid, "type", "the session's counters are not numbers")
         counters = (-1, -1, -1)
-    w.sessions[sid] = _Session(r[1], *counters, r[12])
+    if not w.sealer.matches(HEAD, (sid, r[13], r[16]), r[17]):
+        w.fault(sid, "sessions", sid, "head", "next_seq and head do not match the head's seal")
+    w.sessions[sid] = _Session(r[1], *counters, r[12], r[16])
 
 
 def _counters(w: _Walk) -> None:
@@ -224,6 +239,9 @@ def _counters(w: _Walk) -> None:
                 f"counts {s.entry_count} entries / {s.token_total} tokens, stored are "
                 f"{s.entries} / {s.tokens}",
             )
+        if s.head != s.last_seal:
+            last = f"the head is not the seal of the last stored entry (seq {s.last_seq})"
+            w.fault(sid, "sessions", sid, "chain", last)
         if s.last_step != s.step:
             w.fault(
                 sid,
@@ -241,6 +259,7 @@ class _Entries:
         self.w = w
         self.session: str | None = None
         self.expected = 0
+        self.prev: Any = None  # the seal of the entry before, as stored
         self.open_step: tuple[int, set[str]] | None = None  # (step seq, calls unanswered)
 
     def close_session(self) -> None:
@@ -250,13 +269,13 @@ class _Entries:
     def check(self, r: tuple[Any, ...]) -> None:
         w = self.w
         sid, seq, step, role, tokens, size, _created, call_id, digest, output_digest = r[:10]
-        row, body = r[11], r[12]
+        prev_seal, seal, row, body = r[10:14]
         if not (whole(seq) and whole(step) and whole(tokens)):
             w.fault(sid, "entries", row, "type", "seq, step or tokens is not a number")
             return
         if sid != self.session:
             self.close_session()
-            self.session, self.expected, self.open_step = sid, 0, None
+            self.session, self.expected, self.open_step, self.prev = sid, 0, None, None
             if sid not in w.sessions:
                 w.fault(
                     sid,
@@ -270,10 +289,13 @@ class _Entries:
         if s is not None:
             s.entries += 1
             s.tokens += tokens
-            s.last_seq, s.step = seq, step
+            s.last_seq, s.step, s.last_seal = seq, step, seal
         if seq != self.expected:
             w.fault(sid, "entries", row, "gap", f"expected seq {self.expected}, found {seq}", seq)
-        self.expected = seq + 1
+        if prev_seal != self.prev:
+            w.fault(sid, "entries", row, "chain", "prev_seal is not the seal of the entry before "
+                    "it: an entry was removed, moved or put in", seq)  # fmt: skip
+        self.expected, self.prev = seq + 1, seal
         w.sealed("entries", r, row, sid)
         if not body_matches(body, digest):
             w.fault(sid, "entries", row, "digest", "body does not match its sha256 digest", seq)
