@@ -15,6 +15,7 @@ sealed in; bodies keep their own digests.
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..messages import canonical_json, load_json, sha256_hex
 from ._rows import HEAD, SEALED, billed_tokens, request_facts
-from ._seal import Sealer, Secret, key_check, new_key
+from ._seal import ENV, Sealer, Secret, as_key, key_check, new_key, no_operator_secret
 
 if TYPE_CHECKING:
     from ._db import Db
@@ -51,6 +52,17 @@ class Keying:
     secret: Secret | None
     memory: bool
     made: tuple[bytes, str] | None = None
+
+    def check(self) -> None:
+        """Refuse before any migration runs when keying would fail: a PostgreSQL ledger is not
+        left half made for want of its secret."""
+        if self.secret is not None:
+            as_key(self.secret, "the secret= argument")
+        elif self.backend == "postgres":
+            env = os.environ.get(ENV)
+            if not env:
+                raise no_operator_secret(self.target)
+            as_key(env, ENV)
 
 
 def _unkeyed(table: str, values: Any) -> str:

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from ..errors import SchemaVersionError
-from ._backfill import Keying
+from ._backfill import Keying, key_and_chain
 from ._errors import LedgerForeign
 from ._schema import MIGRATIONS, SCHEMA_VERSION
 
@@ -64,8 +64,11 @@ def pending(db: Db) -> list[str] | None:
     return [m.name for m in MIGRATIONS if m.name not in applied]
 
 
-def migrate(db: Db, keying: Keying) -> None:
-    """Apply the migrations not yet recorded, each in its own transaction."""
+def migrate(db: Db, keying: Keying, names: list[str] | None = None) -> None:
+    """Apply the migrations not yet recorded (``names``, as :func:`pending` found them; None:
+    all), each in its own transaction."""
+    if any(m.backfill is key_and_chain for m in MIGRATIONS if names is None or m.name in names):
+        keying.check()
     for m in MIGRATIONS:
         with db.atomic():
             db.dialect.lock_migrations(db)

@@ -131,7 +131,7 @@ def prepare(db: Db, schema: str | None, keying: Keying, *, create: bool) -> None
             "check the URL and schema; commands that write create a ledger",
         )
     if found != []:  # nothing to write otherwise: a read-only role can open an up-to-date ledger
-        migrate(db, keying)
+        migrate(db, keying, found)
 
 
 class PgDialectBase(Dialect):

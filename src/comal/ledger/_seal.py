@@ -115,13 +115,7 @@ def new_key(
     env = os.environ.get(ENV)
     if backend == "postgres":
         if not env:
-            raise LedgerSecretMissing(
-                target,
-                f"a PostgreSQL ledger seals its rows with a secret the operator provides, and {ENV}"
-                " is not set",
-                f"set {ENV} to a long random value (e.g. `openssl rand -hex 32`) for every process "
-                "that writes this ledger, and keep it outside the database",
-            )
+            raise no_operator_secret(target)
         return as_key(env, ENV), ENV
     if memory:
         return secrets.token_bytes(32), "memory (this ledger lives only in this process)"
@@ -142,6 +136,16 @@ def new_key(
             "make comal's state directory writable (or set XDG_STATE_HOME)",
         ) from exc
     return key, f"the file {path}"
+
+
+def no_operator_secret(target: str) -> LedgerSecretMissing:
+    return LedgerSecretMissing(
+        target,
+        f"a PostgreSQL ledger seals its rows with a secret the operator provides, and {ENV} is "
+        "not set",
+        f"set {ENV} to a long random value (e.g. `openssl rand -hex 32`) for every process that "
+        "writes this ledger, and keep it outside the database",
+    )
 
 
 def find_sealer(

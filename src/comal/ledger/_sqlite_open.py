@@ -134,7 +134,7 @@ def open_sqlite(path: str, dialect: Dialect, *, create: bool, target: str, keyin
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA foreign_keys = ON")
         if found != []:
-            _migrate(db, keying, found if found is not None else [m.name for m in MIGRATIONS])
+            _migrate(db, keying, found)
     except (sqlite3.Error, UnicodeDecodeError) as exc:
         conn.close()
         raise translate(exc, target, "opening") from exc
@@ -144,10 +144,11 @@ def open_sqlite(path: str, dialect: Dialect, *, create: bool, target: str, keyin
     return db
 
 
-def _migrate(db: Db, keying: Keying, names: list[str]) -> None:
+def _migrate(db: Db, keying: Keying, found: list[str] | None) -> None:
     try:
-        migrate(db, keying)
+        migrate(db, keying, found)
     except LedgerReadOnly as err:
+        names = found if found is not None else [m.name for m in MIGRATIONS]
         raise LedgerReadOnly(
             db.target,
             f"the ledger needs migrating to schema {SCHEMA_VERSION} ({', '.join(names)}), which "
