@@ -16,7 +16,15 @@ import pytest
 
 from _pg_support import LedgerStore
 from comal.errors import LedgerIntegrityError, UserError
-from comal.ledger import LedgerBackend, LedgerCorrupt, LedgerRowDamaged, Scope, UsageInput, verify
+from comal.ledger import (
+    LedgerBackend,
+    LedgerCorrupt,
+    LedgerRowDamaged,
+    Scope,
+    SummaryInput,
+    UsageInput,
+    verify,
+)
 from comal.ledger._rows import HEAD, SEALED
 from comal.messages import Message, ToolCall, canonical_json, message_to_json, sha256_hex
 from comal.tokens import Usage
@@ -33,6 +41,9 @@ def _fill(led: LedgerBackend) -> Scope:
     led.add_checkpoint(scope, Message.user("state so far"), first_seq=0, last_seq=2)
     led.add_record(scope, "receipt", "Bash", {"status": "ok", "call": "c1"})
     led.add_record(scope, "event", "turn", {"at_seq": 3})
+    leaf = SummaryInput("leaf", 0, 0, 0, (), 1, 3, ("t0", "t1"), "asked to fix it", "extractive",
+                        "normal", "0" * 64)  # fmt: skip
+    led.add_summary(scope, leaf)
     return scope
 
 
@@ -201,6 +212,8 @@ REWRITES: list[tuple[str, str, tuple[Any, ...], dict[str, Any], _Read]] = [
      lambda led, s: led.requests(s)),
     ("sessions", "title = ?", ("demo",), {"meta": canonical_json({"workspace": "/etc"})},
      lambda led, s: led.session(s)),
+    ("summaries", "kind = ?", ("leaf",), {"body": "they asked for nothing"},
+     lambda led, s: led.summaries(s)),
 ]  # fmt: skip
 
 

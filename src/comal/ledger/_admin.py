@@ -170,12 +170,9 @@ class Admin(StoreBase):
             if not storable(tenant):
                 return []
             where, args = "tenant = ?", [tenant]
-        with self._reading() as c:
-            rows = c.execute(
-                f"SELECT {COLUMNS['deletions']} FROM deletions WHERE {where} ORDER BY id",
-                tuple(args),
-            ).fetchall()
-        return [deletion_from_row(self._sealer, r) for r in rows]
+        return [
+            deletion_from_row(self._sealer, r) for r in self._select("deletions", where, args, "id")
+        ]
 
     # -- raw access for verify ------------------------------------------------------------------
     def _raw_entries(self) -> Iterator[tuple[Any, ...]]:

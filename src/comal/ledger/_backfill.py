@@ -134,6 +134,11 @@ def key_and_chain(db: Db, keying: Keying) -> None:
         for rows in _pages(db, table, ", ".join((*SEALED[table], "seal"))):
             sealed = [(_resealed(sealer, table, r[1:-1], r[-1], r[1:-1]), r[0]) for r in rows]
             db.executemany(f"UPDATE {table} SET seal = ? WHERE id = ?", sealed)
+    # Summaries had no seal: those whose body still matches its digest are sealed.
+    for rows in _pages(db, "summaries", ", ".join((*SEALED["summaries"], "body"))):
+        sound = [r for r in rows if isinstance(r[-1], str) and sha256_hex(r[-1]) == r[13]]
+        db.executemany("UPDATE summaries SET seal = ? WHERE id = ?",
+                       [(sealer.seal("summaries", r[1:-1]), r[0]) for r in sound])  # fmt: skip
     heads = _chain(db, sealer)
     for rows in _pages(db, "sessions", "next_seq"):
         updates: list[tuple[Any, ...]] = []

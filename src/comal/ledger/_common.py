@@ -177,9 +177,7 @@ def heads_of(target: str, scope: Scope, rows: Iterable[Sequence[Any]]) -> list[E
     """Index rows (id, seq, step, role, tokens) as heads, refusing values a damaged index holds."""
     out = []
     for r in rows:
-        if not (whole(r[0]) and whole(r[1]) and whole(r[2]) and isinstance(r[3], str)):
-            raise damaged_index(target, f"the entry index of session {scope.session} is not sound")
-        if not whole(r[4]):
+        if not (all(whole(r[k]) for k in (0, 1, 2, 4)) and isinstance(r[3], str)):
             raise damaged_index(target, f"the entry index of session {scope.session} is not sound")
         out.append(EntryHead(r[0], r[1], r[2], r[3], r[4]))
     return out

@@ -29,9 +29,8 @@ class Dialect(ABC):
     for_update: str  # appended to a SELECT to lock the rows it reads until commit
     budget_index: str  # names the covering index of budget reads where the planner needs telling
     errors: tuple[type[BaseException], ...]  # what the driver raises; leaves as a LedgerError
-    types: ClassVar[
-        Mapping[str, str]
-    ]  # the DDL spellings of the migrations' {tokens} (see _schema)
+    # The DDL spellings of the migrations' {tokens} (see _schema).
+    types: ClassVar[Mapping[str, str]]
     place: str  # what holds a ledger, for messages: an SQLite database, a PostgreSQL schema
     foreign_todo: str  # what to do about another program's tables where the ledger would go
 
@@ -129,11 +128,8 @@ def insert_many(
     returned: list[tuple[Any, ...]] = []
     for k in range(0, len(rows), batch):
         chunk = rows[k : k + batch]
-        cur = db.execute(statement.format(", ".join([row] * len(chunk))), _flat(chunk))
+        values = [v for r in chunk for v in r]
+        cur = db.execute(statement.format(", ".join([row] * len(chunk))), values)
         if cur.description is not None:
             returned += cur.fetchall()
     return returned
-
-
-def _flat(rows: Sequence[tuple[Any, ...]]) -> list[Any]:
-    return [v for r in rows for v in r]

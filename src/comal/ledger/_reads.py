@@ -239,7 +239,9 @@ class Reads(StoreBase):
             if ranked:
                 ids = [i for i, _ in ranked]
                 where = f"s.session_id = ? AND s.id IN ({', '.join('?' * len(ids))})"
-                by_id = {s.id: s for s in summary_rows(c, where, (scope.session, *ids))}
+                by_id = {
+                    s.id: s for s in summary_rows(c, self._sealer, where, (scope.session, *ids))
+                }
                 for sid, score in ranked:
                     s = by_id.get(sid)
                     if s is not None:
@@ -266,7 +268,7 @@ class Reads(StoreBase):
                 hits.append(RecallHit("entry", e.id, e.seq, e.seq, e.role, snip, float(len(found))))
         if summaries:
             with self._reading() as c:
-                every = summary_rows(c, "s.session_id = ?", (scope.session,))
+                every = summary_rows(c, self._sealer, "s.session_id = ?", (scope.session,))
             for s in every:
                 found = tuple(m.start() for m in compiled.finditer(searchable(s.text)))
                 if found:

@@ -11,7 +11,7 @@ from ..errors import UserError
 from ..messages import Message, canonical_json, message_to_json, sha256_hex
 from ..tokens import count_message
 from ._model import RECORD_TABLES, CheckpointRecord, Record, RecordTable, RequestRecord, Scope
-from ._rows import COLUMNS, checkpoint_from_row, record_from_row, request_from_row, utc_text
+from ._rows import checkpoint_from_row, record_from_row, request_from_row, utc_text
 from ._sessions import USAGE_FIELDS
 from ._store import StoreBase, now
 from ._text import check_int, check_text, storable
@@ -70,14 +70,7 @@ class Records(StoreBase):
         return found[0] if found else None
 
     def _checkpoints(self, scope: Scope, order: str, limit: int | None) -> list[CheckpointRecord]:
-        with self._reading() as c:
-            if not self._visible(scope):
-                return []
-            rows = c.execute(
-                f"SELECT {COLUMNS['checkpoints']} FROM checkpoints WHERE session_id = ?"
-                f" ORDER BY {order}" + ("" if limit is None else f" LIMIT {int(limit)}"),
-                (scope.session,),
-            ).fetchall()
+        rows = self._select("checkpoints", "session_id = ?", (scope.session,), order, limit, scope)
         return [checkpoint_from_row(self._sealer, r) for r in rows]
 
     # -- receipts, summaries, events, preparations -----------------------------------------------
@@ -156,16 +149,7 @@ class Records(StoreBase):
     def _records(
         self, scope: Scope, where: str, args: Sequence[Any], limit: int | None
     ) -> list[Record]:
-        with self._reading() as c:
-            if not self._visible(scope):
-                return []
-            rows = c.execute(
-                (
-                    f"SELECT {COLUMNS['records']} FROM records WHERE {where} ORDER BY id"
-                    + ("" if limit is None else f" LIMIT {int(limit)}")
-                ),
-                tuple(args),
-            ).fetchall()
+        rows = self._select("records", where, args, "id", limit, scope)
         return [record_from_row(self._sealer, r) for r in rows]
 
     def record_mark(self, scope: Scope, table: RecordTable = "receipt") -> int:
@@ -208,16 +192,7 @@ class Records(StoreBase):
     def _requests(
         self, where: str, args: Sequence[Any], scope: Scope, order: str, limit: int | None = None
     ) -> list[RequestRecord]:
-        with self._reading() as c:
-            if not self._visible(scope):
-                return []
-            rows = c.execute(
-                (
-                    f"SELECT {COLUMNS['requests']} FROM requests WHERE {where} ORDER BY {order}"
-                    + ("" if limit is None else f" LIMIT {int(limit)}")
-                ),
-                tuple(args),
-            ).fetchall()
+        rows = self._select("requests", where, args, order, limit, scope)
         return [request_from_row(self._sealer, r) for r in rows]
 
     def last_request(self, scope: Scope, *, measured: bool = True) -> RequestRecord | None:

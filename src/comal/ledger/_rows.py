@@ -46,6 +46,11 @@ SEALED: dict[str, tuple[str, ...]] = {
         "session_id", "tenant", "agent", "parent", "title", "created_at", "deleted_at",
         "deleted_by", "entries", "tokens", "row_counts", "digest",
     ),
+    "summaries": (
+        "session_id", "depth", "kind", "first_seq", "last_seq", "descendant_count",
+        "descendant_tokens", "time_start", "time_end", "tokens", "summarizer", "level", "digest",
+        "created_at", "meta", "sources_digest", "frontier",
+    ),
 }  # fmt: skip
 
 # What follows the sealed columns in each SELECT list.
@@ -66,6 +71,7 @@ _TRAILERS = {
     "checkpoints": ("seal", "id", "body"),
     "records": ("seal", "id", "body"),
     "deletions": ("seal", "id"),
+    "summaries": ("seal", "id", "body"),
 }
 COLUMNS = {t: ", ".join(SEALED[t] + _TRAILERS[t]) for t in SEALED}
 # The session's chain head is sealed apart from its row: (id, next_seq, head).
@@ -93,7 +99,7 @@ def body_matches(body: Any, digest: Any) -> bool:
     return isinstance(body, str) and sha256_hex(body) == digest
 
 
-def _body(table: str, r: Sequence[Any], digest: str, body: Any, row_id: Any) -> None:
+def check_body(table: str, r: Sequence[Any], digest: str, body: Any, row_id: Any) -> None:
     if not body_matches(body, digest):
         computed = sha256_hex(body) if isinstance(body, str) else "(the body is not text)"
         raise LedgerRowDamaged(table, row_id, r[0], "body", str(digest), computed)
@@ -120,7 +126,7 @@ def _corrupt(table: str, row_id: Any, session: Any, exc: BaseException) -> Ledge
     )
 
 
-def _json(table: str, text: Any, row_id: Any, session: Any) -> Any:
+def load_column(table: str, text: Any, row_id: Any, session: Any) -> Any:
     try:
         return load_json(text)
     except Exception as exc:  # any decode failure of stored bytes is corruption, coded
@@ -134,7 +140,7 @@ def session_from_row(sealer: Sealer, r: Sequence[Any]) -> SessionInfo:
         saved is None or (isinstance(saved, (int, float)) and not isinstance(saved, bool))
     ):
         raise damaged_index(None, f"session {r[0]}'s counters are not numbers")
-    meta = _json("sessions", r[8], r[0], r[0])
+    meta = load_column("sessions", r[8], r[0], r[0])
     return SessionInfo(
         r[0], r[1], r[2], r[3], r[4], r[6], r[7], r[5], r[10], r[11], meta, r[14],
         None if saved is None else float(saved),
@@ -144,7 +150,7 @@ def session_from_row(sealer: Sealer, r: Sequence[Any]) -> SessionInfo:
 def entry_from_row(sealer: Sealer, r: Sequence[Any]) -> Entry:
     row_id, body = r[12], r[13]
     check_seal(sealer, "entries", r, row_id, r[0])
-    _body("entries", r, r[8], body, row_id)
+    check_body("entries", r, r[8], body, row_id)
     try:
         message = message_from_json(body)
     except Exception as exc:  # digest matched, yet it does not decode: written damaged
@@ -155,7 +161,7 @@ def entry_from_row(sealer: Sealer, r: Sequence[Any]) -> Entry:
 def request_from_row(sealer: Sealer, r: Sequence[Any]) -> RequestRecord:
     row_id = r[17]
     check_seal(sealer, "requests", r, row_id, r[0])
-    meta = _json("requests", r[15], row_id, r[0])
+    meta = load_column("requests", r[15], row_id, r[0])
     return RequestRecord(
         row_id, r[0], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], meta, r[14], r[10]
     )
@@ -164,8 +170,8 @@ def request_from_row(sealer: Sealer, r: Sequence[Any]) -> RequestRecord:
 def checkpoint_from_row(sealer: Sealer, r: Sequence[Any]) -> CheckpointRecord:
     row_id, body = r[8], r[9]
     check_seal(sealer, "checkpoints", r, row_id, r[0])
-    _body("checkpoints", r, r[5], body, row_id)
-    meta = _json("checkpoints", r[6], row_id, r[0])
+    check_body("checkpoints", r, r[5], body, row_id)
+    meta = load_column("checkpoints", r[6], row_id, r[0])
     try:
         message = message_from_json(body)
     except Exception as exc:
@@ -176,14 +182,14 @@ def checkpoint_from_row(sealer: Sealer, r: Sequence[Any]) -> CheckpointRecord:
 def record_from_row(sealer: Sealer, r: Sequence[Any]) -> Record:
     row_id, body = r[6], r[7]
     check_seal(sealer, "records", r, row_id, r[0])
-    _body("records", r, r[4], body, row_id)
-    return Record(row_id, r[0], r[2], r[3], r[4], _json("records", body, row_id, r[0]), r[1])
+    check_body("records", r, r[4], body, row_id)
+    return Record(row_id, r[0], r[2], r[3], r[4], load_column("records", body, row_id, r[0]), r[1])
 
 
 def deletion_from_row(sealer: Sealer, r: Sequence[Any]) -> Deletion:
     row_id = r[13]
     check_seal(sealer, "deletions", r, row_id, r[0])
-    rows = _json("deletions", r[10], row_id, r[0])
+    rows = load_column("deletions", r[10], row_id, r[0])
     return Deletion(row_id, r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], rows, r[11])
 
 

@@ -305,6 +305,7 @@ CREATE TABLE ledger_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 ALTER TABLE entries ADD COLUMN prev_seal TEXT;
 ALTER TABLE sessions ADD COLUMN head TEXT;
 ALTER TABLE sessions ADD COLUMN head_seal TEXT;
+ALTER TABLE summaries ADD COLUMN seal TEXT;
 """
 
 MIGRATIONS: tuple[Migration, ...] = (

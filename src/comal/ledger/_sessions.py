@@ -129,11 +129,7 @@ class Sessions(StoreBase):
         return self._session_query(" AND ".join(where), args)
 
     def _session_query(self, where: str, args: Sequence[Any]) -> list[SessionInfo]:
-        with self._reading() as c:
-            rows = c.execute(
-                f"SELECT {COLUMNS['sessions']} FROM sessions WHERE {where} ORDER BY created_at, id",
-                tuple(args),
-            ).fetchall()
+        rows = self._select("sessions", where, args, "created_at, id")
         return [session_from_row(self._sealer, r) for r in rows]
 
     def resolve(self, session_prefix: str) -> Scope:

@@ -15,7 +15,7 @@ from ..messages import Message
 from ..tokens import TokenCounter, Usage, default_counter
 from ._db import Db, Tracer
 from ._model import Entry, Scope, log
-from ._rows import damaged_index, whole
+from ._rows import COLUMNS, damaged_index, whole
 from ._seal import Sealer
 from ._text import storable
 
@@ -138,6 +138,24 @@ class StoreBase:
             raise UserError("exclusive() serializes the rest of a transaction: call it inside "
                             "atomic()")  # fmt: skip
         self._dialect.exclusive(self._db, name)
+
+    def _select(
+        self,
+        table: str,
+        where: str,
+        args: Sequence[Any],
+        order: str,
+        limit: int | None = None,
+        scope: Scope | None = None,
+    ) -> list[tuple[Any, ...]]:
+        """Rows of ``table`` (its ``COLUMNS``, which its decoder reads); none for a ``scope``
+        that does not resolve (LED-2)."""
+        sql = f"SELECT {COLUMNS[table]} FROM {table} WHERE {where} ORDER BY {order}"
+        with self._reading() as c:
+            if scope is not None and not self._visible(scope):
+                return []
+            rows = c.execute(sql + ("" if limit is None else f" LIMIT {int(limit)}"), tuple(args))
+            return list(rows.fetchall())
 
     # -- scoping ------------------------------------------------------------------------------
     def _session_row(self, scope: Scope, *, lock: bool = False) -> tuple[Any, ...] | None:

@@ -23,16 +23,13 @@ from typing import TYPE_CHECKING, Any
 from ..errors import LedgerError, UserError
 from ..messages import canonical_json, load_json, sha256_hex
 from ._model import Fault, Scope, SummaryRecord
+from ._rows import COLUMNS, SEALED, body_matches, check_body, check_seal, load_column, seal_matches
+from ._seal import Sealer
 from ._store import StoreBase
 
 if TYPE_CHECKING:
     from ._db import Db
 
-_COLS = (
-    "id, session_id, depth, kind, first_seq, last_seq, descendant_count, descendant_tokens,"
-    " time_start, time_end, tokens, summarizer, level, digest, created_at, body, meta,"
-    " sources_digest"
-)
 KINDS = ("leaf", "condensed")
 LEVELS = ("normal", "aggressive", "count-only")
 
@@ -63,27 +60,16 @@ class SummaryInput:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
-def summary_from_row(r: Sequence[Any], children: tuple[int, ...]) -> SummaryRecord:
+def summary_from_row(sealer: Sealer, r: Sequence[Any], children: tuple[int, ...]) -> SummaryRecord:
+    """A row of ``COLUMNS["summaries"]`` as a value, its seal and body digest checked."""
+    row_id, body = r[18], r[19]
+    check_seal(sealer, "summaries", r, row_id, r[0])
+    check_body("summaries", r, r[12], body, row_id)
+    meta = load_column("summaries", r[14], row_id, r[0])
     return SummaryRecord(
-        id=int(r[0]),
-        session=r[1],
-        depth=int(r[2]),
-        kind=r[3],
-        first_seq=int(r[4]),
-        last_seq=int(r[5]),
-        children=children,
-        descendant_count=int(r[6]),
-        descendant_tokens=int(r[7]),
-        time_range=(r[8], r[9]),
-        tokens=int(r[10]),
-        summarizer=r[11],
-        level=r[12],
-        digest=r[13],
-        created_at=r[14],
-        text=r[15],
-        meta=load_json(r[16]),
-        sources_digest=r[17],
-    )
+        int(row_id), r[0], int(r[1]), r[2], int(r[3]), int(r[4]), children, int(r[5]), int(r[6]),
+        (r[7], r[8]), int(r[9]), r[10], r[11], r[12], r[13], body, meta, r[15],
+    )  # fmt: skip
 
 
 def _children_of(c: Db, ids: Sequence[int]) -> dict[int, tuple[int, ...]]:
@@ -100,13 +86,15 @@ def _children_of(c: Db, ids: Sequence[int]) -> dict[int, tuple[int, ...]]:
     return {p: tuple(ch for _, ch in sorted(v)) for p, v in out.items()}
 
 
-def summary_rows(c: Db, where: str, args: Sequence[Any]) -> list[SummaryRecord]:
+def summary_rows(c: Db, sealer: Sealer, where: str, args: Sequence[Any]) -> list[SummaryRecord]:
     """The summaries ``where`` selects (``s`` is the table), by coverage then depth."""
     rows = c.execute(
-        f"SELECT {_COLS} FROM summaries s WHERE {where} ORDER BY s.first_seq, s.depth", tuple(args)
+        f"SELECT {COLUMNS['summaries']} FROM summaries s WHERE {where}"
+        " ORDER BY s.first_seq, s.depth",
+        tuple(args),
     ).fetchall()
-    kids = _children_of(c, [int(r[0]) for r in rows if r[3] == "condensed"])
-    return [summary_from_row(r, kids.get(int(r[0]), ())) for r in rows]
+    kids = _children_of(c, [int(r[18]) for r in rows if r[2] == "condensed"])
+    return [summary_from_row(sealer, r, kids.get(int(r[18]), ())) for r in rows]
 
 
 class Summaries(StoreBase):
@@ -132,30 +120,25 @@ class Summaries(StoreBase):
             before = self._frontier_ids(c, scope)
             children = set(draft.children)
             d = draft
-            row: tuple[Any, ...] = (
-                scope.session,
-                d.depth,
-                d.kind,
-                d.first_seq,
-                d.last_seq,
-                d.descendant_count,
-            )
-            row += (d.descendant_tokens, *d.time_range, tokens, d.summarizer, d.level, digest)
-            row += (created, d.text, canonical_json(d.meta), d.sources_digest)
+            row: tuple[Any, ...] = (scope.session, d.depth, d.kind, d.first_seq, d.last_seq)
+            row += (d.descendant_count, d.descendant_tokens, *d.time_range, tokens, d.summarizer)
+            row += (d.level, digest, created, canonical_json(d.meta), d.sources_digest)
             sid = int(
                 c.execute(
-                    f"INSERT INTO summaries ({_COLS.removeprefix('id, ')}, frontier) VALUES"
-                    f" ({', '.join('?' * len(row))}, '[]') RETURNING id",
-                    row,
+                    f"INSERT INTO summaries ({', '.join(SEALED['summaries'])}, body) VALUES"
+                    f" ({', '.join('?' * len(row))}, '[]', ?) RETURNING id",
+                    (*row, d.text),
                 ).fetchone()[0]
             )
             # Children leave the frontier and the new node takes the place of the first one (or
-            # the end, for a leaf): the frontier stays in coverage order.
+            # the end, for a leaf): the frontier stays in coverage order. The seal covers it.
             after = [i for i in before if i not in children]
             at = before.index(draft.children[0]) if draft.children else len(after)
             after.insert(at, sid)
+            row += (canonical_json(after),)
+            seal = self._sealer.seal("summaries", row)
             c.execute(
-                "UPDATE summaries SET frontier = ? WHERE id = ?", (canonical_json(after), sid)
+                "UPDATE summaries SET frontier = ?, seal = ? WHERE id = ?", (row[-1], seal, sid)
             )
             for pos, child in enumerate(draft.children):
                 c.execute(
@@ -163,7 +146,8 @@ class Summaries(StoreBase):
                     (sid, child, pos),
                 )
             self._dialect.index_text(c, "summaries_text_fts", scope.session, [(sid, draft.text)])
-        return replace(summary_from_row((sid, *row), d.children), meta=dict(d.meta))
+        record = summary_from_row(self._sealer, (*row, seal, sid, d.text), d.children)
+        return replace(record, meta=dict(d.meta))
 
     def _check_leaf(self, c: Any, scope: Scope, d: SummaryInput) -> None:
         prev = c.execute(
@@ -243,20 +227,24 @@ class Summaries(StoreBase):
             if not ids:
                 return []
             marks = ",".join("?" * len(ids))
-            return summary_rows(c, f"s.session_id = ? AND s.id IN ({marks})", (scope.session, *ids))
+            return summary_rows(
+                c, self._sealer, f"s.session_id = ? AND s.id IN ({marks})", (scope.session, *ids)
+            )
 
     def summaries(self, scope: Scope) -> list[SummaryRecord]:
         """Every summary of the session, by coverage then depth."""
         with self._reading() as c:
             if not self._visible(scope):
                 return []
-            return summary_rows(c, "s.session_id = ?", (scope.session,))
+            return summary_rows(c, self._sealer, "s.session_id = ?", (scope.session,))
 
     def summary(self, scope: Scope, summary_id: int) -> SummaryRecord | None:
         with self._reading() as c:
             if not self._visible(scope):
                 return None
-            found = summary_rows(c, "s.session_id = ? AND s.id = ?", (scope.session, summary_id))
+            found = summary_rows(
+                c, self._sealer, "s.session_id = ? AND s.id = ?", (scope.session, summary_id)
+            )
         return found[0] if found else None
 
     def summary_parent(self, scope: Scope, summary_id: int) -> int | None:
@@ -272,61 +260,56 @@ class Summaries(StoreBase):
 
     # -- verify -----------------------------------------------------------------------------
     def summary_faults(self) -> list[Fault]:
-        """``verify``'s part for summaries: every body matches its digest, leaves of a session
-        cover adjacent whole ranges, and a condensed node's children are adjacent, one depth
-        lower, and span exactly its range."""
+        """``verify``'s part for summaries: each row matches its seal and its body its digest,
+        leaves of a session cover adjacent whole ranges, a condensed node's children are
+        adjacent, one depth lower and span exactly its range, and each session's newest row
+        records the frontier the edges give."""
         with self._reading() as c:
-            rows = c.execute(
-                "SELECT session_id, id, kind, depth, first_seq, last_seq, digest, body"
-                " FROM summaries ORDER BY session_id, first_seq, depth"
-            ).fetchall()
-            edges = c.execute(
-                "SELECT parent_id, child_id, position FROM summary_children"
-            ).fetchall()
+            order = "session_id, first_seq, depth"
+            rows = c.execute(f"SELECT {COLUMNS['summaries']} FROM summaries ORDER BY {order}")
+            rows = rows.fetchall()
+            edges = c.execute("SELECT parent_id, child_id, position FROM summary_children")
+            kids: dict[int, list[tuple[int, int]]] = {}
+            for parent, child, pos in edges.fetchall():
+                kids.setdefault(int(parent), []).append((int(pos), int(child)))
         faults: list[Fault] = []
-        nodes = {int(r[1]): r for r in rows}
-        kids: dict[int, list[tuple[int, int]]] = {}
-        for parent, child, pos in edges:
-            kids.setdefault(int(parent), []).append((int(pos), int(child)))
+
+        def fault(r: Sequence[Any], kind: str, detail: str, seq: Any = None) -> None:
+            faults.append(Fault(r[0], seq, kind, f"summary {r[18]} {detail}", "summaries", r[18]))
+
+        nodes = {int(r[18]): r for r in rows}
+        condensed = {child for found in kids.values() for _, child in found}
         last_end: dict[str, int] = {}
-        for sid, nid, kind, depth, first, last, digest, body in rows:
-            where = f"summary {nid}"
-            if sha256_hex(body) != digest:
-                faults.append(Fault(sid, first, "summary-digest", f"{where} body does not match"))
+        newest: dict[str, Sequence[Any]] = {}
+        for r in rows:
+            sid, kind, depth, first, last = r[0], r[2], int(r[1]), int(r[3]), int(r[4])
+            if sid not in newest or int(r[18]) > int(newest[sid][18]):
+                newest[sid] = r
+            if not seal_matches(self._sealer, "summaries", r):
+                fault(r, "seal", "does not match its seal", first)
+            if not body_matches(r[19], r[12]):
+                fault(r, "summary-digest", "body does not match", first)
             if kind == "leaf":
                 end = last_end.get(sid)
-                if end is not None and int(first) != end + 1:
-                    faults.append(
-                        Fault(sid, first, "summary-gap", f"{where} starts at {first}, after {end}")
-                    )
-                last_end[sid] = int(last)
+                if end is not None and first != end + 1:
+                    fault(r, "summary-gap", f"starts at {first}, after {end}", first)
+                last_end[sid] = last
                 continue
-            children = [nodes.get(ch) for _, ch in sorted(kids.get(int(nid), []))]
-            ok = len(children) >= 2 and all(ch is not None for ch in children)
-            if ok:
-                real = [ch for ch in children if ch is not None]
-                ok = (
-                    all(int(ch[3]) == int(depth) - 1 and ch[0] == sid for ch in real)
-                    and int(real[0][4]) == int(first)
-                    and int(real[-1][5]) == int(last)
-                    and all(int(b[4]) == int(a[5]) + 1 for a, b in itertools.pairwise(real))
-                )
-            if not ok:
-                faults.append(
-                    Fault(sid, first, "summary-children", f"{where}'s children do not span it")
-                )
-        with self._reading() as c:
-            latest = c.execute(
-                "SELECT s.session_id, s.frontier FROM summaries s WHERE s.id ="
-                " (SELECT max(t.id) FROM summaries t WHERE t.session_id = s.session_id)"
-            ).fetchall()
-        condensed = {int(child) for _, child, _ in edges}
-        for sid, frontier in latest:
+            found = [nodes.get(ch) for _, ch in sorted(kids.get(int(r[18]), []))]
+            real = [ch for ch in found if ch is not None]
+            if not (
+                len(real) == len(found) >= 2
+                and all(int(ch[1]) == depth - 1 and ch[0] == sid for ch in real)
+                and (int(real[0][3]), int(real[-1][4])) == (first, last)
+                and all(int(b[3]) == int(a[4]) + 1 for a, b in itertools.pairwise(real))
+            ):
+                fault(r, "summary-children", "has children that do not span it", first)
+        for sid, r in newest.items():
             want = sorted(
-                (int(r[4]), int(r[1])) for r in rows if r[0] == sid and int(r[1]) not in condensed
+                (int(x[3]), int(x[18])) for x in rows if x[0] == sid and int(x[18]) not in condensed
             )
-            if [i for _, i in want] != [int(i) for i in load_json(frontier)]:
-                faults.append(Fault(sid, None, "summary-frontier", "recorded frontier is wrong"))
+            if [i for _, i in want] != [int(i) for i in load_json(r[16])]:
+                fault(r, "summary-frontier", "records a wrong frontier")
         return faults
 
 

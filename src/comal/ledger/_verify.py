@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
 from ..errors import LedgerError
@@ -166,8 +166,7 @@ def verify(
     summary_faults = getattr(ledger, "summary_faults", None)
     if summary_faults is not None:  # the dag engine's summaries (ledger/_summaries.py)
         try:
-            for f in summary_faults():
-                w.faults.append(replace(f, table="summaries") if f.table == "entries" else f)
+            w.faults += summary_faults()
         except LedgerError as exc:
             w.fault(None, "summaries", None, "unreadable", str(exc))
     if search:
@@ -209,47 +208,26 @@ def _session(w: _Walk, r: tuple[Any, ...]) -> None:
 
 
 def _counters(w: _Walk) -> None:
+    """Each session's counters and chain head against the entries stored."""
     for sid, s in w.sessions.items():
-        stored = s.last_seq + 1
-        if s.next_seq > stored:
+        found: list[tuple[str, str]] = []
+        if s.next_seq > s.last_seq + 1:
             if sid in w.paused:  # it ends in open calls because its tail is gone, not paused
                 w.paused.remove(sid)
-            w.fault(
-                sid,
-                "sessions",
-                sid,
-                "truncated",
-                f"the session claims entries up to seq {s.next_seq - 1}, the last stored is "
-                f"{s.last_seq}",
-            )
-        elif s.next_seq != stored:
-            w.fault(
-                sid,
-                "sessions",
-                sid,
-                "counters",
-                f"next_seq {s.next_seq}, entries end at {s.last_seq}",
-            )
+            claims = f"the session claims entries up to seq {s.next_seq - 1}"
+            found.append(("truncated", f"{claims}, the last stored is {s.last_seq}"))
+        elif s.next_seq != s.last_seq + 1:
+            found.append(("counters", f"next_seq {s.next_seq}, entries end at {s.last_seq}"))
         if s.entry_count != s.entries or s.token_total != s.tokens:
-            w.fault(
-                sid,
-                "sessions",
-                sid,
-                "counters",
-                f"counts {s.entry_count} entries / {s.token_total} tokens, stored are "
-                f"{s.entries} / {s.tokens}",
-            )
+            counts = f"counts {s.entry_count} entries / {s.token_total} tokens"
+            found.append(("counters", f"{counts}, stored are {s.entries} / {s.tokens}"))
         if s.head != s.last_seal:
             last = f"the head is not the seal of the last stored entry (seq {s.last_seq})"
-            w.fault(sid, "sessions", sid, "chain", last)
+            found.append(("chain", last))
         if s.last_step != s.step:
-            w.fault(
-                sid,
-                "sessions",
-                sid,
-                "counters",
-                f"last_step {s.last_step}, the last stored step is {s.step}",
-            )
+            found.append(("counters", f"last_step {s.last_step}, the last stored step is {s.step}"))
+        for kind, detail in found:
+            w.fault(sid, "sessions", sid, kind, detail)
 
 
 class _Entries:
@@ -277,14 +255,8 @@ class _Entries:
             self.close_session()
             self.session, self.expected, self.open_step, self.prev = sid, 0, None, None
             if sid not in w.sessions:
-                w.fault(
-                    sid,
-                    "entries",
-                    row,
-                    "no-session",
-                    "entries of a session that is not stored",
-                    seq,
-                )
+                orphan = "entries of a session that is not stored"
+                w.fault(sid, "entries", row, "no-session", orphan, seq)
         s = w.sessions.get(sid)
         if s is not None:
             s.entries += 1
@@ -313,9 +285,8 @@ class _Entries:
             w.fault(sid, "entries", row, "role", f"column says {role}, body says {msg.role}", seq)
         result = msg.tool_result
         if (result.call_id if result is not None else None) != call_id:
-            w.fault(
-                sid, "entries", row, "call-id", f"column says {call_id!r}, the body differs", seq
-            )
+            differs = f"column says {call_id!r}, the body differs"
+            w.fault(sid, "entries", row, "call-id", differs, seq)
         for kind, detail in _check_output(msg, output_digest):
             w.fault(sid, "entries", row, kind, detail, seq)
         self._step(sid, seq, step, row, msg)
@@ -324,15 +295,8 @@ class _Entries:
         w = self.w
         if seq == step:
             if self.open_step is not None and self.open_step[1]:
-                missing = ", ".join(sorted(self.open_step[1]))
-                w.fault(
-                    sid,
-                    "entries",
-                    row,
-                    "split-step",
-                    f"calls without results: {missing}",
-                    self.open_step[0],
-                )
+                missing = f"calls without results: {', '.join(sorted(self.open_step[1]))}"
+                w.fault(sid, "entries", row, "split-step", missing, self.open_step[0])
             self.open_step = (step, {c.id for c in msg.tool_calls})
         elif self.open_step is None or self.open_step[0] != step:
             w.fault(sid, "entries", row, "step", f"entry claims step {step} that is not open", seq)
@@ -341,14 +305,8 @@ class _Entries:
             if result.call_id in self.open_step[1]:
                 self.open_step[1].discard(result.call_id)
             else:
-                w.fault(
-                    sid,
-                    "entries",
-                    row,
-                    "orphan",
-                    f"result for {result.call_id} answers no open call",
-                    seq,
-                )
+                orphan = f"result for {result.call_id} answers no open call"
+                w.fault(sid, "entries", row, "orphan", orphan, seq)
 
 
 def _check_output(msg: Message, output_digest: str | None) -> list[tuple[str, str]]:
@@ -378,14 +336,8 @@ def _request(w: _Walk, r: tuple[Any, ...]) -> None:
         return
     derived = (billed_tokens(r[5], r[6], r[7], r[8]), *request_facts(meta))
     if tuple(r[10:14]) != derived:
-        w.fault(
-            sid,
-            "requests",
-            row,
-            "request-facts",
-            f"tokens/run/spent_at/prompt_last_seq {tuple(r[10:14])} do not follow from the "
-            f"usage and meta {derived}",
-        )
+        facts = f"tokens/run/spent_at/prompt_last_seq {tuple(r[10:14])} do not follow"
+        w.fault(sid, "requests", row, "request-facts", f"{facts} from the usage and meta {derived}")
 
 
 def _checkpoint(w: _Walk, r: tuple[Any, ...]) -> None:
@@ -407,13 +359,8 @@ def _checkpoint(w: _Walk, r: tuple[Any, ...]) -> None:
     if s is None:
         w.fault(sid, "checkpoints", row, "no-session", "a checkpoint of a session not stored")
     elif not 0 <= r[1] <= r[2] <= s.last_seq:
-        w.fault(
-            sid,
-            "checkpoints",
-            row,
-            "range",
-            f"range {r[1]}..{r[2]} is outside the session's entries 0..{s.last_seq}",
-        )
+        outside = f"range {r[1]}..{r[2]} is outside the session's entries 0..{s.last_seq}"
+        w.fault(sid, "checkpoints", row, "range", outside)
 
 
 def _record(w: _Walk, r: tuple[Any, ...]) -> None:
