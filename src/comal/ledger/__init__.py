@@ -6,10 +6,41 @@ with the same interface (LED-4). Only a caller that writes should pass ``create=
 ``create=False`` a missing ledger is :class:`LedgerNotFound` and nothing is made. Every read takes
 a :class:`Scope` (tenant, agent, session) and reads nothing when the scope does not resolve.
 
-Every row is sealed and every body digested (see ``_rows``); reads check both and raise
-:class:`LedgerRowDamaged` rather than return altered data, and :func:`verify` checks them all
-plus the database's own integrity. Messages name a ledger through :func:`describe_target`, which
-never shows a password.
+**One store, two dialects.** The semantics are written once, in the parts of ``_ledger.Store``
+(sessions and appends, records and request aggregates, reads and search, summaries, deletion and
+verify's walks, coordination rows, proxy keys), each over the same ``_db.Db``: one connection in
+autocommit mode, explicit transactions (``atomic()``, nested as savepoints), and every statement
+written with ``?`` placeholders and passed through ``Db.execute``, which ``ledger.trace(callback)``
+shows. What the backends do differently is a ``_dialect.Dialect``: the placeholder, the statement
+that opens a write (SQLite's ``BEGIN IMMEDIATE`` takes its only write lock; PostgreSQL locks
+rows ``FOR UPDATE``), the covering index a budget read names, DDL types, full-text search (FTS5
+trailing the appends; ``tsvector`` rows written with them), the database's own check, and writer
+serialization (:meth:`exclusive`). :class:`SQLiteLedger` and :class:`PostgresLedger` are the
+store given its connection; each adds only how it opens and its :meth:`session_lock` (a file
+lock beside the ledger; an advisory lock on a connection of its own).
+
+**One list of migrations.** ``MIGRATIONS`` (``_schema``) names each migration once, its DDL
+written once with type tokens a dialect spells and, where the backends must differ (full-text
+tables, covering indexes), per-dialect DDL beside it, and its Python backfill. One runner
+(``_migrate``) applies what a ledger lacks, each migration in one transaction with its "applied"
+record; a database that is not a comal ledger is :class:`LedgerForeign` and left untouched.
+
+**Sealed, chained, keyed.** Every body is digested (sha256 of its canonical JSON) and every row
+sealed: HMAC-SHA256, under the ledger's secret, of its other columns (``_rows``, ``_seal``).
+Each session's entries form a chain: an entry's seal covers the seal of the entry before it, and
+the session row keeps the chain's head and a seal of (next_seq, head), so an append reads the
+previous seal from the row it already locks. Reads check seals and digests and raise
+:class:`LedgerRowDamaged` rather than return altered data; :func:`verify` checks every row, the
+chain and the database's integrity, so a row rewritten with its digests recomputed, or entries
+deleted, moved or cut off with the chain patched, is named by table and row. The secret is kept
+outside the database: for SQLite a 0600 key file in the user's state directory named by the
+ledger's id; for PostgreSQL ``COMAL_LEDGER_SECRET``, which the operator provides (or
+``secret=``). A ledger without its secret (copied to another machine, say) still reads, but
+writes are :class:`LedgerSecretMissing` and ``verify`` reports a ``secret`` fault instead of
+passing. Migration ``0006_keyed_chain`` keys and chains a ledger once. What the seals cannot see:
+a whole database put back to an earlier state, and a change made by someone holding the secret.
+
+Messages name a ledger through :func:`describe_target`, which never shows a password.
 """
 
 from __future__ import annotations

@@ -34,9 +34,11 @@ class Db:
         self.lock = threading.RLock()
         self.depth = 0
         self._tracers: list[Tracer] = []
+        self._rewrite = dialect.placeholder != "?"  # every append runs through here
 
     def execute(self, sql: str, args: Params = ()) -> Any:
-        sql = self.dialect.q(sql)
+        if self._rewrite:
+            sql = self.dialect.q(sql)
         for tracer in self._tracers:
             tracer(sql, args)
         # Without parameters a driver takes the text as it is (PostgreSQL: several statements).

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -87,10 +87,11 @@ class Dialect(ABC):
     # -- full-text search (LED-5) --------------------------------------------------------------
     @abstractmethod
     def index_text(
-        self, db: Db, table: str, session: str, texts: Sequence[tuple[int, str]]
+        self, db: Db, table: str, session: str, texts: Iterable[tuple[int, str]]
     ) -> None:
         """Index (row id, text) pairs in ``table`` (entries_fts, summaries_fts for summary
-        records, summaries_text_fts for the dag's summaries) inside the writing transaction."""
+        records, summaries_text_fts for the dag's summaries) inside the writing transaction;
+        ``texts`` may be lazy, and is not consumed where nothing is indexed."""
 
     @abstractmethod
     def ranked(

@@ -12,7 +12,7 @@ the session lock, search vectors written with each entry and summary (``_postgre
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from psycopg import sql
@@ -49,7 +49,7 @@ class PostgresDialect(PgDialectBase):
         db.execute("SELECT pg_advisory_xact_lock(?)", (lock_key(f"comal:serve:{name}"),))
 
     def index_text(
-        self, db: Db, table: str, session: str, texts: Sequence[tuple[int, str]]
+        self, db: Db, table: str, session: str, texts: Iterable[tuple[int, str]]
     ) -> None:
         rows = [
             (ref, k, session, vector)

@@ -49,7 +49,8 @@ class Sealer:
     """Seals rows under one key; ``problem`` says why it cannot (no secret, a wrong one)."""
 
     def __init__(self, key: bytes | None, source: str, problem: str | None = None) -> None:
-        self._key = key
+        # Keyed once: each seal copies the keyed state instead of keying a new HMAC.
+        self._keyed = hmac.new(key, digestmod="sha256") if key is not None else None
         self.source = source
         self.problem = problem if key is not None or problem else "no secret"
 
@@ -58,21 +59,27 @@ class Sealer:
         return self.problem is None
 
     def seal(self, table: str, values: Sequence[Any]) -> str:
-        if self._key is None or self.problem is not None:
+        if self._keyed is None or self.problem is not None:
             raise LedgerSecretMissing(None, f"cannot write: {self.problem}", _TODO)
-        return _mac(self._key, table, values)
+        return self._mac(table, values)
 
     def matches(self, table: str, values: Sequence[Any], stored: Any) -> bool:
         """Whether ``stored`` is the seal of ``values`` (always, when seals cannot be checked).
 
         SQLite stores a type with each value, and damage can change it: a column that no longer
         holds text, a number or NULL cannot match (and must not reach the JSON encoder)."""
-        if self._key is None or self.problem is not None:
+        if self._keyed is None or self.problem is not None:
             return True
         try:
-            return hmac.compare_digest(str(stored), _mac(self._key, table, values))
+            return hmac.compare_digest(str(stored), self._mac(table, values))
         except (TypeError, ValueError):  # bytes in a column, or a non-ASCII "seal"
             return False
+
+    def _mac(self, table: str, values: Sequence[Any]) -> str:
+        assert self._keyed is not None
+        mac = self._keyed.copy()
+        mac.update(canonical_json([table, *values]).encode("utf-8", "surrogatepass"))
+        return mac.hexdigest()
 
     def status(self) -> str:
         if self.problem is not None:
@@ -81,11 +88,6 @@ class Sealer:
 
 
 _TODO = "give the ledger its secret (see `comal verify`): COMAL_LEDGER_SECRET, or its key file"
-
-
-def _mac(key: bytes, table: str, values: Sequence[Any]) -> str:
-    text = canonical_json([table, *values])
-    return hmac.digest(key, text.encode("utf-8", "surrogatepass"), "sha256").hex()
 
 
 def key_check(key: bytes) -> str:

@@ -227,7 +227,8 @@ class Sessions(StoreBase):
         for u in step.usages:
             _check_usage(u)
         next_seq, _status, last_step, head, head_seal = self._require(scope, lock=True)
-        check_head(self._sealer, scope.session, next_seq, head, head_seal)
+        if self._heads.get(scope.session) != (next_seq, head, head_seal):
+            check_head(self._sealer, scope.session, next_seq, head, head_seal)
         next_seq = int(next_seq)
         if join_step is not None and last_step != join_step:
             # The latest step is stored with the session: no scan of its entries.
@@ -253,14 +254,18 @@ class Sessions(StoreBase):
             p.entry(int(ids[next_seq + k]), scope.session, next_seq + k, step_seq, created)
             for k, p in enumerate(prepared)
         ]
-        self._dialect.index_text(
-            c, "entries_fts", scope.session, [(e.id, e.message.text) for e in out]
-        )
+        texts = ((e.id, e.message.text) for e in out)
+        self._dialect.index_text(c, "entries_fts", scope.session, texts)
         if step.usages:
             anchor = usage_anchor(out)
             for usage in step.usages:
                 self._insert_request(c, scope, anchor.id, usage, created)
         end = next_seq + len(out)
+        head_seal = self._sealer.seal(HEAD, (scope.session, end, head))
+        if len(self._heads) > 4096:
+            self._heads.clear()
+        # The head this store sealed: finding it unchanged, the next append needs no check.
+        self._heads[scope.session] = (end, head, head_seal)
         c.execute(
             "UPDATE sessions SET next_seq = ?, entry_count = entry_count + ?,"
             " token_total = token_total + ?, last_step = ?, head = ?, head_seal = ? WHERE id = ?",
@@ -270,7 +275,7 @@ class Sessions(StoreBase):
                 sum(p.tokens for p in prepared),
                 step_seq,
                 head,
-                self._sealer.seal(HEAD, (scope.session, end, head)),
+                head_seal,
                 scope.session,
             ),
         )

@@ -10,7 +10,7 @@ check and a comparison of its schema with the one the migrations make.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -109,7 +109,7 @@ class SQLiteDialect(Dialect):
             raw.text_factory = old
 
     def index_text(
-        self, db: Db, table: str, session: str, texts: Sequence[tuple[int, str]]
+        self, db: Db, table: str, session: str, texts: Iterable[tuple[int, str]]
     ) -> None:
         if table != "entries_fts":  # the entries' index trails them (catch_up)
             db.executemany(f"INSERT INTO {table} (rowid, text) VALUES (?, ?)",

@@ -84,6 +84,7 @@ class StoreBase:
         self._sealer = sealer
         self._counter = counter
         self._cache = EntryCache()
+        self._heads: dict[str, tuple[Any, ...]] = {}  # see Sessions._append_step
         self.target = db.target
 
     @property
