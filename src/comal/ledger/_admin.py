@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..messages import canonical_json, sha256_hex
@@ -176,38 +176,36 @@ class Admin(StoreBase):
 
     # -- raw access for verify ------------------------------------------------------------------
     def _raw_entries(self) -> Iterator[tuple[Any, ...]]:
-        """Every entry row (``COLUMNS["entries"]``) by session and seq, in keyset pages."""
-        after: tuple[str, int] = ("", -1)
-        while True:
-            with self._reading() as c, self._lenient():
-                rows = c.execute(
-                    f"SELECT {COLUMNS['entries']} FROM entries WHERE (session_id, seq) > (?, ?)"
-                    " ORDER BY session_id, seq LIMIT 500",
-                    after,
-                ).fetchall()
-            yield from rows
-            if len(rows) < 500:
-                return
-            after = (rows[-1][0], rows[-1][1])
+        """Every entry row (``COLUMNS["entries"]``) by session and seq."""
+        return self._raw("entries", ("session_id", "seq"), lambda r: (r[0], r[1]))
 
     def _raw_table(self, table: str) -> Iterator[tuple[Any, ...]]:
-        """Every row of ``table`` (``COLUMNS[table]``) by id, in keyset pages.
+        """Every row of ``table`` (``COLUMNS[table]``) by id."""
+        at = 0 if table == "sessions" else len(SEALED[table]) + 1  # where the id is
+        return self._raw(table, ("id",), lambda r: (r[at],))
+
+    def _raw(
+        self, table: str, key: tuple[str, ...], key_of: Callable[[tuple[Any, ...]], tuple[Any, ...]]
+    ) -> Iterator[tuple[Any, ...]]:
+        """Keyset pages of ``table`` in ``key`` order, each read in its own short read.
 
         Read leniently: text that is not valid UTF-8 (a damaged row) comes back with its bad
         bytes as surrogates, so its digest or seal fails and verify names the row, instead of
         the whole walk stopping there.
         """
-        after: Any = "" if table == "sessions" else -1
+        cols, marks = ", ".join(key), ", ".join("?" * len(key))
+        after: tuple[Any, ...] = ("", -1) if len(key) == 2 else ("" if table == "sessions" else -1,)
         while True:
             with self._reading() as c, self._lenient():
                 rows = c.execute(
-                    f"SELECT {COLUMNS[table]} FROM {table} WHERE id > ? ORDER BY id LIMIT 500",
-                    (after,),
+                    f"SELECT {COLUMNS[table]} FROM {table} WHERE ({cols}) > ({marks})"
+                    f" ORDER BY {cols} LIMIT 500",
+                    after,
                 ).fetchall()
             yield from rows
             if len(rows) < 500:
                 return
-            after = rows[-1][0] if table == "sessions" else rows[-1][len(SEALED[table]) + 1]
+            after = key_of(rows[-1])
 
     def _raw_request_refs(self) -> list[tuple[Any, ...]]:
         """Requests whose entry is missing or another session's: (id, session, entry_id)."""

@@ -15,15 +15,13 @@ sealed in; bodies keep their own digests.
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..messages import canonical_json, load_json, sha256_hex
 from ._rows import HEAD, SEALED, billed_tokens, request_facts
-from ._seal import ENV, Sealer, Secret, as_key, key_check, new_key, no_operator_secret
+from ._seal import Keying, Sealer, key_check, new_key
 
 if TYPE_CHECKING:
     from ._db import Db
@@ -41,28 +39,6 @@ SPEND_MINUTES = (
     "SELECT tenant, substr(spent_at, 1, 16), sum(tokens) FROM requests"
     " WHERE spent_at IS NOT NULL AND tenant IS NOT NULL GROUP BY tenant, substr(spent_at, 1, 16)"
 )
-
-
-@dataclass
-class Keying:
-    """What keying a ledger needs from the code opening it, and the key it made (if any)."""
-
-    backend: str
-    target: str
-    secret: Secret | None
-    memory: bool
-    made: tuple[bytes, str] | None = None
-
-    def check(self) -> None:
-        """Refuse before any migration runs when keying would fail: a PostgreSQL ledger is not
-        left half made for want of its secret."""
-        if self.secret is not None:
-            as_key(self.secret, "the secret= argument")
-        elif self.backend == "postgres":
-            env = os.environ.get(ENV)
-            if not env:
-                raise no_operator_secret(self.target)
-            as_key(env, ENV)
 
 
 def _unkeyed(table: str, values: Any) -> str:

@@ -140,12 +140,18 @@ def words(query: str) -> list[str]:
 def hit(e: Entry, query_words: list[str] | None, offsets: tuple[int, ...] = ()) -> SearchHit:
     text = e.message.text
     if not offsets and query_words:
-        lowered = text.lower()
-        offsets = tuple(i for w in query_words if (i := lowered.find(w.lower())) >= 0)
+        offsets = found_at(text, query_words)
+    return SearchHit(e.id, e.seq, e.role, snippet(text, offsets), tuple(sorted(offsets)))
+
+
+def found_at(text: str, query_words: list[str]) -> tuple[int, ...]:
+    lowered = text.lower()
+    return tuple(i for w in query_words if (i := lowered.find(w.lower())) >= 0)
+
+
+def snippet(text: str, offsets: tuple[int, ...]) -> str:
     first = min(offsets) if offsets else 0
-    lo = max(0, first - 80)
-    snippet = text[lo : first + 160].replace("\n", " ")
-    return SearchHit(e.id, e.seq, e.role, snippet, tuple(sorted(offsets)))
+    return text[max(0, first - 80) : first + 160].replace("\n", " ")
 
 
 def in_order(

@@ -12,7 +12,7 @@ import hmac
 import re
 import secrets
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..errors import UserError
@@ -52,14 +52,7 @@ class ProxyKey:
         return self.revoked_at is None
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "tenant": self.tenant,
-            "name": self.name,
-            "created_at": self.created_at,
-            "revoked_at": self.revoked_at,
-            "active": self.active,
-        }
+        return {**asdict(self), "active": self.active}
 
 
 def _digest(key: str) -> str:

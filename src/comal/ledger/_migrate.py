@@ -16,9 +16,10 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from ..errors import SchemaVersionError
-from ._backfill import Keying, key_and_chain
+from ._backfill import key_and_chain
 from ._errors import LedgerForeign
 from ._schema import MIGRATIONS, SCHEMA_VERSION
+from ._seal import Keying
 
 if TYPE_CHECKING:
     from ._db import Db

@@ -20,7 +20,6 @@ from psycopg import sql
 from ..errors import LedgerError
 from ..messages import load_json, message_from_json, sha256_hex
 from ..tokens import TokenCounter
-from ._backfill import Keying
 from ._db import Db
 from ._dialect import insert_many, lock_key
 from ._errors import LedgerBadTarget, LedgerReadOnly
@@ -29,7 +28,7 @@ from ._locks import PgSessionLock
 from ._model import Scope
 from ._postgres_fts import fts_query, search_vectors
 from ._postgres_open import PgDialectBase, connect, prepare
-from ._seal import Sealer, Secret, find_sealer
+from ._seal import Keying, Secret
 from ._target import parse_target
 
 __all__ = ["PostgresLedger"]
@@ -222,8 +221,6 @@ class PostgresLedger(Store):
         keying = Keying("postgres", target, secret, memory=False)
         try:
             prepare(db, schema, keying, create=create)
-            with db.reading():
-                meta = dict(db.execute("SELECT name, value FROM ledger_meta").fetchall())
         except LedgerReadOnly as err:
             db.close()
             raise LedgerReadOnly(
@@ -234,15 +231,7 @@ class PostgresLedger(Store):
         except BaseException:
             db.close()
             raise
-        made = keying.made
-        sealer = (
-            Sealer(*made)
-            if made
-            else find_sealer(
-                "postgres", meta.get("id"), meta.get("key_check"), secret, memory_key=None
-            )
-        )
-        super().__init__(db, sealer, counter)
+        super().__init__(db, keying, counter)
 
     def session_lock(self, scope: Scope) -> PgSessionLock:
         """Take the session's lock (RES-2): a session-level advisory lock on a connection of its

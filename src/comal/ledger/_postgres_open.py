@@ -18,7 +18,6 @@ from psycopg import sql
 from psycopg.pq import TransactionStatus
 
 from ..errors import LedgerError, UserError
-from ._backfill import Keying
 from ._db import Db
 from ._dialect import Dialect
 from ._errors import (
@@ -30,6 +29,7 @@ from ._errors import (
     LedgerUnavailable,
 )
 from ._migrate import migrate, pending
+from ._seal import Keying
 from ._target import redact
 
 # Migrations of one schema take turns: two processes opening a fresh ledger must not both run DDL.

@@ -19,7 +19,7 @@ from typing import Any
 
 from .._regex import PatternError, compile_linear, searchable
 from ..errors import UserError
-from ._common import heads_of, hit, in_order, regex_hits, tail_start, words
+from ._common import found_at, heads_of, hit, in_order, regex_hits, snippet, tail_start, words
 from ._model import Entry, EntryHead, Scope, SearchHit
 from ._rows import COLUMNS, entry_from_row
 from ._store import StoreBase
@@ -50,11 +50,6 @@ def plain_words_query(query: str) -> str | None:
     has none: natural-language questions must not need every word to match."""
     found = re.findall(r"\w+", query.lower())
     return " OR ".join(f'"{w}"' for w in dict.fromkeys(found)) if found else None
-
-
-def _snippet(text: str, offsets: tuple[int, ...]) -> str:
-    first = min(offsets) if offsets else 0
-    return text[max(0, first - 80) : first + 160].replace("\n", " ")
 
 
 class Reads(StoreBase):
@@ -245,9 +240,7 @@ class Reads(StoreBase):
                 for sid, score in ranked:
                     s = by_id.get(sid)
                     if s is not None:
-                        lowered = s.text.lower()
-                        at = tuple(i for w in qwords if (i := lowered.find(w.lower())) >= 0)
-                        snip = _snippet(s.text, at)
+                        snip = snippet(s.text, found_at(s.text, qwords))
                         hits.append(RecallHit("summary", s.id, s.first_seq, s.last_seq,
                                               "summary", snip, score, s.depth))  # fmt: skip
         hits.sort(key=lambda h: (-h.score, h.kind != "entry", h.seq, h.id))
@@ -272,7 +265,7 @@ class Reads(StoreBase):
             for s in every:
                 found = tuple(m.start() for m in compiled.finditer(searchable(s.text)))
                 if found:
-                    snip, score = _snippet(s.text, found), float(len(found))
+                    snip, score = snippet(s.text, found), float(len(found))
                     hits.append(RecallHit("summary", s.id, s.first_seq, s.last_seq, "summary",
                                           snip, score, s.depth))  # fmt: skip
         hits.sort(key=lambda h: (-h.score, h.kind != "entry", h.seq, h.id))

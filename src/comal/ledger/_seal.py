@@ -28,6 +28,7 @@ import os
 import re
 import secrets
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,11 +49,14 @@ NOT_SHOWN = "(a keyed seal, not shown)"  # a seal computed under the secret neve
 class Sealer:
     """Seals rows under one key; ``problem`` says why it cannot (no secret, a wrong one)."""
 
-    def __init__(self, key: bytes | None, source: str, problem: str | None = None) -> None:
+    def __init__(
+        self, key: bytes | None, source: str, problem: str | None = None, target: str | None = None
+    ) -> None:
         # Keyed once: each seal copies the keyed state instead of keying a new HMAC.
         self._keyed = hmac.new(key, digestmod="sha256") if key is not None else None
         self.source = source
         self.problem = problem if key is not None or problem else "no secret"
+        self.target = target  # the ledger, as messages name it
 
     @property
     def checks(self) -> bool:
@@ -60,7 +64,7 @@ class Sealer:
 
     def seal(self, table: str, values: Sequence[Any]) -> str:
         if self._keyed is None or self.problem is not None:
-            raise LedgerSecretMissing(None, f"cannot write: {self.problem}", _TODO)
+            raise LedgerSecretMissing(self.target, f"cannot write: {self.problem}", _TODO)
         return self._mac(table, values)
 
     def matches(self, table: str, values: Sequence[Any], stored: Any) -> bool:
@@ -150,38 +154,61 @@ def no_operator_secret(target: str) -> LedgerSecretMissing:
     )
 
 
-def find_sealer(
-    backend: str, ledger_id: Any, check: Any, given: Secret | None, *, memory_key: bytes | None
-) -> Sealer:
-    """The sealer of an existing ledger, from the first source whose secret passes its
-    ``key_check``; else one that cannot seal, saying where it looked."""
+@dataclass
+class Keying:
+    """What keying a ledger needs from the code opening it, and the key it made (if any)."""
+
+    backend: str
+    target: str
+    secret: Secret | None
+    memory: bool
+    made: tuple[bytes, str] | None = None
+
+    def check(self) -> None:
+        """Refuse before any migration runs when keying would fail: a PostgreSQL ledger is not
+        left half made for want of its secret."""
+        if self.secret is not None:
+            as_key(self.secret, "the secret= argument")
+        elif self.backend == "postgres":
+            env = os.environ.get(ENV)
+            if not env:
+                raise no_operator_secret(self.target)
+            as_key(env, ENV)
+
+
+def find_sealer(keying: Keying, meta: dict[str, Any]) -> Sealer:
+    """The sealer of an existing ledger (``meta`` is its ``ledger_meta``), from the first source
+    whose secret passes the ledger's ``key_check``; else one that cannot seal, saying where it
+    looked."""
     looked: list[tuple[str, bytes | None]] = []
-    if given is not None:
-        looked.append(("the secret= argument", as_key(given, "the secret= argument")))
-    if memory_key is not None:
-        looked.append(("memory", memory_key))
-    if backend == "sqlite":
+    if keying.secret is not None:
+        looked.append(("the secret= argument", as_key(keying.secret, "the secret= argument")))
+    if keying.backend == "sqlite":
+        ledger_id = meta.get("id")
         if not (isinstance(ledger_id, str) and _ID.fullmatch(ledger_id)):
-            return Sealer(None, "", "the ledger's id is damaged, so its key file cannot be named")
+            problem = "the ledger's id is damaged, so its key file cannot be named"
+            return Sealer(None, "", problem, keying.target)
         path = key_path(ledger_id)
         looked.append((f"the file {path}", _read(path)))
     env = os.environ.get(ENV)
     looked.append((ENV, env.strip().encode() if env else None))
+    check = meta.get("key_check")
     for source, key in looked:
-        if (
-            key is not None
-            and isinstance(check, str)
-            and hmac.compare_digest(key_check(key), check)
-        ):
-            return Sealer(key, source)
+        if key is not None and isinstance(check, str):
+            if hmac.compare_digest(key_check(key), check):
+                return Sealer(key, source, None, keying.target)
     found = [s for s, k in looked if k is not None]
     if found:
-        return Sealer(None, "", f"the secret from {' and '.join(found)} is not the one this "
-                      "ledger was sealed with, so its seals cannot be checked")  # fmt: skip
-    where = " or ".join(s for s, _ in looked)
-    return Sealer(None, "", f"this ledger's secret was not found ({where}), so its seals cannot "
-                  "be checked; a ledger copied from another machine needs its key file copied "
-                  f"too, or {ENV} set to the key file's content")  # fmt: skip
+        problem = (
+            f"the secret from {' and '.join(found)} is not the one this ledger was sealed with"
+        )
+    else:
+        where = " or ".join(s for s, _ in looked)
+        problem = (
+            f"this ledger's secret was not found ({where}); a ledger copied from another machine "
+            f"needs its key file copied too, or {ENV} set to the key file's content"
+        )
+    return Sealer(None, "", f"{problem}, so its seals cannot be checked", keying.target)
 
 
 def _read(path: Path) -> bytes | None:

@@ -17,7 +17,6 @@ from typing import Any, ClassVar, Literal
 
 from ..errors import LedgerError, UserError
 from ..tokens import TokenCounter
-from ._backfill import Keying
 from ._db import Db
 from ._dialect import Dialect
 from ._ledger import Store
@@ -25,7 +24,7 @@ from ._locks import SessionLock, lock_path
 from ._migrate import statements
 from ._model import Scope, log
 from ._schema import MIGRATIONS
-from ._seal import Sealer, Secret, find_sealer
+from ._seal import Keying, Secret
 from ._sqlite_fts import entry_text, forget_session, indexed_texts, rebuild, search_check, upto
 from ._sqlite_fts import fts_text as _fts_text
 from ._sqlite_open import open_sqlite, translate
@@ -238,21 +237,8 @@ class SQLiteLedger(Store):
         target = describe_target(self.path)
         keying = Keying("sqlite", target, secret, memory)
         db = open_sqlite(self.path, SQLITE, create=create, target=target, keying=keying)
-        try:
-            db.execute(f"PRAGMA synchronous = {synchronous}")
-            meta = dict(db.execute("SELECT name, value FROM ledger_meta").fetchall())
-        except (sqlite3.Error, UnicodeDecodeError) as exc:
-            db.close()
-            raise translate(exc, target, "opening") from exc
-        made = keying.made
-        sealer = (
-            Sealer(*made)
-            if made
-            else find_sealer(
-                "sqlite", meta.get("id"), meta.get("key_check"), secret, memory_key=None
-            )
-        )
-        super().__init__(db, sealer, counter)
+        db.raw.execute(f"PRAGMA synchronous = {synchronous}")  # cannot fail: a fixed word
+        super().__init__(db, keying, counter)
 
     def index_text(self, *, batch: int = 2000) -> int:
         """Bring the full-text index up to date; returns how many entries were indexed (a

@@ -16,7 +16,6 @@ from pathlib import Path
 from urllib.parse import quote
 
 from ..errors import LedgerError
-from ._backfill import Keying
 from ._db import Db
 from ._dialect import Dialect
 from ._errors import (
@@ -30,6 +29,7 @@ from ._errors import (
 )
 from ._migrate import migrate, pending
 from ._schema import MIGRATIONS, SCHEMA_VERSION
+from ._seal import Keying
 
 _HEADER = b"SQLite format 3\x00"
 _WRITABLE = "make the ledger file and its directory writable by this user, or point --ledger at a "

@@ -16,7 +16,7 @@ from ..tokens import TokenCounter, Usage, default_counter
 from ._db import Db, Tracer
 from ._model import Entry, Scope, log
 from ._rows import COLUMNS, damaged_index, whole
-from ._seal import Sealer
+from ._seal import Keying, Sealer, find_sealer
 from ._text import storable
 
 
@@ -78,7 +78,19 @@ class EntryCache:
 class StoreBase:
     """One connection, one dialect, one sealer; the parts of the store add the semantics."""
 
-    def __init__(self, db: Db, sealer: Sealer, counter: TokenCounter | None) -> None:
+    def __init__(self, db: Db, keying: Keying, counter: TokenCounter | None) -> None:
+        """Take over ``db`` (open and migrated) and find its secret; ``db`` is closed if that
+        fails."""
+        try:
+            with db.reading():
+                meta = dict(db.execute("SELECT name, value FROM ledger_meta").fetchall())
+            if keying.made is not None:  # keyed just now, by the migration
+                sealer = Sealer(*keying.made, None, db.target)
+            else:
+                sealer = find_sealer(keying, meta)
+        except BaseException:
+            db.close()
+            raise
         self._db = db
         self._dialect = db.dialect
         self._sealer = sealer

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from ..errors import LedgerError
 from ..messages import (
@@ -42,17 +42,8 @@ from ._model import RECORD_TABLES, Fault, VerifyReport
 from ._rows import HEAD, billed_tokens, body_matches, request_facts, seal_matches, whole
 from ._seal import Sealer
 
-
-class _Source(Protocol):
-    _sealer: Sealer
-
-    def _raw_entries(self) -> Iterator[tuple[Any, ...]]: ...
-    def _raw_table(self, table: str) -> Iterator[tuple[Any, ...]]: ...
-    def _raw_request_refs(self) -> list[tuple[Any, ...]]: ...
-    def _spend_mismatches(self) -> list[tuple[str, str, str, int, int]]: ...
-    def _saving_mismatches(self) -> list[tuple[str, int, float | None, int, float | None]]: ...
-    def _database_check(self) -> tuple[str, list[str]]: ...
-    def _search_check(self) -> list[str]: ...
+if TYPE_CHECKING:
+    from ._ledger import Store
 
 
 @dataclass
@@ -112,9 +103,7 @@ class _Walk:
         self.rows[table] = count
 
 
-def verify(
-    ledger: LedgerBackend | _Source, *, database: bool = True, search: bool = False
-) -> VerifyReport:
+def verify(ledger: LedgerBackend, *, database: bool = True, search: bool = False) -> VerifyReport:
     """Check every row of every table and the database itself (either backend).
 
     ``database=False`` skips the database's own check. ``search=True`` also re-indexes the
@@ -122,56 +111,54 @@ def verify(
     20,000 indexed entries, against under 1 s for the rest), so it is asked for, not default.
     The indexes are derived data; ``rebuild_search_index()`` rebuilds them.
     """
-    # Both backends provide the raw walks; the protocol keeps them private.
-    ledger = cast(_Source, ledger)
-    w = _Walk(ledger._sealer)
+    # Both backends are the one store: its raw walks are private to it.
+    store = cast("Store", ledger)
+    w = _Walk(store._sealer)
     if not w.sealer.checks:
         w.fault(None, "ledger", None, "secret", f"{w.sealer.problem}; seals were not checked")
     status = "not checked: skipped"
     if database:
         try:
-            status, problems = ledger._database_check()
+            status, problems = store._database_check()
         except LedgerError as exc:
             status, problems = "faults", [str(exc)]
         for p in problems:
             w.fault(None, "database", None, "integrity", p)
-    w.walk("sessions", lambda: ledger._raw_table("sessions"), lambda r: _session(w, r))
+    w.walk("sessions", lambda: store._raw_table("sessions"), lambda r: _session(w, r))
     entries = _Entries(w)
-    w.walk("entries", ledger._raw_entries, entries.check)
+    w.walk("entries", store._raw_entries, entries.check)
     entries.close_session()
     _counters(w)
-    w.walk("requests", lambda: ledger._raw_table("requests"), lambda r: _request(w, r))
+    w.walk("requests", lambda: store._raw_table("requests"), lambda r: _request(w, r))
     try:
-        for rid, sid, entry_id in ledger._raw_request_refs():
+        for rid, sid, entry_id in store._raw_request_refs():
             w.fault(sid, "requests", rid, "entry-ref", f"entry {entry_id} is not in this session")
     except LedgerError as exc:
         w.fault(None, "requests", None, "unreadable", str(exc))
     try:
-        for table, tenant, key, want, have in ledger._spend_mismatches():
+        for table, tenant, key, want, have in store._spend_mismatches():
             w.fault(None, table, None, "spend-total",
                     f"tenant {tenant!r} {key}: the running total says {have:,} tokens, its "
                     f"requests sum to {want:,}")  # fmt: skip
     except LedgerError as exc:
         w.fault(None, "spend_runs", None, "unreadable", str(exc))
     try:
-        for sid, want_n, want_usd, have_n, have_usd in ledger._saving_mismatches():
+        for sid, want_n, want_usd, have_n, have_usd in store._saving_mismatches():
             w.fault(sid, "sessions", sid, "counters",
                     f"the session counts {have_n} requests saving {have_usd} USD, its requests "
                     f"are {want_n} saving {want_usd} USD")  # fmt: skip
     except LedgerError as exc:
         w.fault(None, "sessions", None, "unreadable", str(exc))
-    w.walk("checkpoints", lambda: ledger._raw_table("checkpoints"), lambda r: _checkpoint(w, r))
-    w.walk("records", lambda: ledger._raw_table("records"), lambda r: _record(w, r))
-    w.walk("deletions", lambda: ledger._raw_table("deletions"), lambda r: _deletion(w, r))
-    summary_faults = getattr(ledger, "summary_faults", None)
-    if summary_faults is not None:  # the dag engine's summaries (ledger/_summaries.py)
-        try:
-            w.faults += summary_faults()
-        except LedgerError as exc:
-            w.fault(None, "summaries", None, "unreadable", str(exc))
+    w.walk("checkpoints", lambda: store._raw_table("checkpoints"), lambda r: _checkpoint(w, r))
+    w.walk("records", lambda: store._raw_table("records"), lambda r: _record(w, r))
+    w.walk("deletions", lambda: store._raw_table("deletions"), lambda r: _deletion(w, r))
+    try:  # the dag engine's summaries (ledger/_summaries.py)
+        w.faults += store.summary_faults()
+    except LedgerError as exc:
+        w.fault(None, "summaries", None, "unreadable", str(exc))
     if search:
         try:
-            found = ledger._search_check()
+            found = store._search_check()
         except LedgerError as exc:
             found = [str(exc)]
         for p in found:
