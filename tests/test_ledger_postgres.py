@@ -284,7 +284,8 @@ def test_sigkill_never_leaves_a_partial_step(pg: PostgresLedger) -> None:
     # covers: LED-1, LIM-4
     scope = pg.create_session("t", "a")
     assert pg.schema is not None
-    url = url_with_schema(pg.url, pg.schema)
+    name = f"comal_crash_{pg.schema}"
+    url = f"{url_with_schema(pg.url, pg.schema)}&application_name={name}"
     writer = Path(__file__).with_name("_crash_writer.py")
     rng = random.Random(1234)
     env: dict[str, Any] = dict(os.environ, PYTHONPATH=str(Path(__file__).parent.parent / "src"))
@@ -300,6 +301,17 @@ def test_sigkill_never_leaves_a_partial_step(pg: PostgresLedger) -> None:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         proc.stdout.close()
+    # A COMMIT the last writer sent before it died may still be landing: the server ends a
+    # dead client's backend on its own time. Wait for it, then read.
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with pg.atomic() as c:
+            alive = c.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", (name,)
+            ).fetchone()[0]
+        if not alive:
+            break
+        time.sleep(0.05)
     report = verify(pg)
     assert report.ok, report.faults[:5]
     assert report.paused == ()
