@@ -28,6 +28,7 @@ class Dialect(ABC):
     begin: str  # the statement that opens a write transaction
     for_update: str  # appended to a SELECT to lock the rows it reads until commit
     budget_index: str  # names the covering index of budget reads where the planner needs telling
+    lazy_cursor: bool  # whether a cursor fetches rows only as they are read
     errors: tuple[type[BaseException], ...]  # what the driver raises; leaves as a LedgerError
     # The DDL spellings of the migrations' {tokens} (see _schema).
     types: ClassVar[Mapping[str, str]]

@@ -142,6 +142,7 @@ class PgDialectBase(Dialect):
     begin = "BEGIN"
     for_update = " FOR UPDATE"
     budget_index = ""
+    lazy_cursor = False  # psycopg's client-side cursor holds the whole result
     errors = (psycopg.Error,)
     types: ClassVar[Mapping[str, str]] = {
         "pk": "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",

@@ -12,6 +12,7 @@ from users and models), so a pattern means the same on both backends.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from typing import Any
 from .._regex import PatternError, compile_linear, searchable
 from ..errors import UserError
 from ._common import found_at, heads_of, hit, in_order, regex_hits, snippet, tail_start, words
+from ._db import Db
 from ._model import Entry, EntryHead, Scope, SearchHit
 from ._rows import COLUMNS, entry_from_row
 from ._store import StoreBase
@@ -133,23 +135,32 @@ class Reads(StoreBase):
             )
             return list(reversed(newest))
         assert tokens is not None
-        start = tail_start(self._newest_first(scope), tokens)
+        with self._reading() as c:
+            start = tail_start(self._newest_first(c, scope), tokens)
         return [] if start is None else self.entries(scope, start_seq=start)
 
-    def _newest_first(self, scope: Scope) -> Iterator[tuple[int, int, int]]:
-        """(seq, step, tokens) from the newest entry back, a page of the index at a time."""
-        below: Any = 2**62
-        while True:
-            with self._reading() as c:
-                rows = c.execute(
-                    f"SELECT seq, step, tokens FROM entries{self._dialect.budget_index}"
-                    f" WHERE session_id = ? AND seq < ? ORDER BY seq DESC LIMIT {_PAGE}",
-                    (scope.session, below),
-                ).fetchall()
-            yield from rows
-            if len(rows) < _PAGE:
-                return
-            below = rows[-1][0]
+    def _newest_first(self, c: Db, scope: Scope) -> Iterator[tuple[int, int, int]]:
+        """(seq, step, tokens) from the newest entry back, read only as far as it is consumed:
+        a cursor that steps as it is read (SQLite), else pages that double from a small first
+        one, as most tails are a few hundred entries. No Python frame per row: the walk is
+        the cost of a warm tail."""
+        sql = (
+            f"SELECT seq, step, tokens FROM entries{self._dialect.budget_index}"
+            " WHERE session_id = ? AND seq < ? ORDER BY seq DESC"
+        )
+        if self._dialect.lazy_cursor:
+            return iter(c.execute(sql, (scope.session, 2**62)))
+
+        def pages() -> Iterator[list[tuple[int, int, int]]]:
+            below, page = 2**62, 256
+            while True:
+                rows = c.execute(f"{sql} LIMIT {page}", (scope.session, below)).fetchall()
+                yield rows
+                if len(rows) < page:
+                    return
+                below, page = rows[-1][0], min(page * 2, 4096)
+
+        return itertools.chain.from_iterable(pages())
 
     def entry(self, scope: Scope, entry_id: int) -> Entry | None:
         check_int(entry_id=entry_id)

@@ -41,6 +41,7 @@ class SQLiteDialect(Dialect):
     begin = "BEGIN IMMEDIATE"
     for_update = ""
     budget_index = " INDEXED BY entries_budget"
+    lazy_cursor = True
     errors = (sqlite3.Error, UnicodeDecodeError)
     types: ClassVar[Mapping[str, str]] = {
         "pk": "INTEGER PRIMARY KEY",
