@@ -4,6 +4,7 @@ the missing secret instead of passing."""
 
 from __future__ import annotations
 
+import hmac
 import os
 import stat
 from pathlib import Path
@@ -13,7 +14,8 @@ import pytest
 from _pg_support import LedgerStore
 from comal.errors import UserError
 from comal.ledger import LedgerBackend, LedgerSecretMissing, Scope, open_ledger, verify
-from comal.messages import Message
+from comal.ledger._seal import Sealer
+from comal.messages import Message, canonical_json
 
 ENV = "COMAL_LEDGER_SECRET"
 
@@ -120,3 +122,11 @@ def test_a_postgres_ledger_is_not_made_without_its_secret(
     with ledger_store.open() as led:  # nothing half made was left in the way
         _fill(led)
         assert verify(led).ok
+
+
+@pytest.mark.parametrize("key", [b"k" * 16, bytes(range(64)), b"a long operator secret " * 9])
+def test_seals_are_hmac_sha256_of_the_canonical_row(key: bytes) -> None:
+    # covers: LED-6
+    values = ("session", 3, 3, "tool", 12, 345, "2025-01-01T00:00Z", "c1", "d" * 64, None, "\u00e9")
+    text = canonical_json(["entries", *values]).encode()
+    assert Sealer(key, "test").seal("entries", values) == hmac.new(key, text, "sha256").hexdigest()

@@ -14,6 +14,8 @@ import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
+from functools import lru_cache
+from itertools import chain
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
@@ -130,8 +132,13 @@ def insert_many(
     returned: list[tuple[Any, ...]] = []
     for k in range(0, len(rows), batch):
         chunk = rows[k : k + batch]
-        values = [v for r in chunk for v in r]
-        cur = db.execute(statement.format(", ".join([row] * len(chunk))), values)
+        cur = db.execute(_multi_row(statement, row, len(chunk)), list(chain.from_iterable(chunk)))
         if cur.description is not None:
             returned += cur.fetchall()
     return returned
+
+
+@lru_cache(maxsize=256)
+def _multi_row(statement: str, row: str, n: int) -> str:
+    # Appends insert a step's few rows each time: the statement text is made once per size.
+    return statement.format(", ".join([row] * n))

@@ -37,6 +37,7 @@ from ._text import check_int, check_text, storable
 
 _MAX_INT = 2**63 - 1
 USAGE_FIELDS = ("new_input", "cache_read", "cache_write", "output", "reasoning")
+_ENTRY_MARKS = f"({', '.join('?' * (len(SEALED['entries']) + 2))})"
 _ENTRY_INSERT = (
     f"INSERT INTO entries ({', '.join(SEALED['entries'])}, seal, body) VALUES {{}}"
     " RETURNING seq, id"
@@ -248,8 +249,7 @@ class Sessions(StoreBase):
             sealed += (p.size, created, p.call_id, p.digest, p.output_digest, head)
             head = self._sealer.seal("entries", sealed)  # the next entry's prev_seal
             rows.append((*sealed, head, p.body))
-        marks = f"({', '.join('?' * len(rows[0]))})"
-        ids = dict(insert_many(c, _ENTRY_INSERT, marks, rows))
+        ids = dict(insert_many(c, _ENTRY_INSERT, _ENTRY_MARKS, rows))
         out = [
             p.entry(int(ids[next_seq + k]), scope.session, next_seq + k, step_seq, created)
             for k, p in enumerate(prepared)
