@@ -382,6 +382,7 @@ def verify_cmd(as_json: JsonOpt = False) -> None:
         rows = sum(report.rows.values())
         out.print(f"verified {report.entries:,} entries ({rows:,} rows in all): {status}")
         out.print(escape(f"  database: {report.database}"))
+        out.print(escape(f"  seals: {report.sealing}"))
         for f in report.faults[:50]:
             where = f"{f.table} row {f.row}" if f.row is not None else f.table
             seq = f" seq {f.seq}" if f.seq is not None else ""
