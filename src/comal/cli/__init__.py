@@ -169,6 +169,12 @@ def _named_config_exists(args: list[str], command: str | None) -> None:
 def main(argv: list[str] | None = None) -> None:
     """``comal``: the agent (``-p``, ``--resume``, or the TUI) or one of the commands."""
     args = sys.argv[1:] if argv is None else argv
+    for stream in (sys.stdout, sys.stderr):
+        # A character the terminal's encoding cannot hold (a damaged byte read from a ledger)
+        # is written as an escape, never a UnicodeEncodeError traceback.
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
     if args[:1] != ["--version"]:
         _named_config_exists(args, _command_of(hoist_ledger(args)))
     if args[:1] == ["agent"]:

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from ..ledger import LedgerBackend, Scope, SearchHit, SessionInfo
     from ..messages import Message
 from ..errors import UserError
-from ..safe_text import safe
+from ..safe_text import encodable, safe
 from ._common import JsonOpt, coded_errors, emit_json, ledger, out
 
 app = typer.Typer()
@@ -387,8 +387,9 @@ def verify_cmd(as_json: JsonOpt = False) -> None:
             where = f"{f.table} row {f.row}" if f.row is not None else f.table
             seq = f" seq {f.seq}" if f.seq is not None else ""
             line = f"  {f.session or '(database)'} {where}{seq}: {f.kind}: {safe(f.detail)}"
-            out.print(escape(line))
+            out.print(escape(str(encodable(line))))
         if report.paused:
-            out.print(f"  paused (ending in open tool calls): {', '.join(report.paused)}")
+            paused = str(encodable(", ".join(report.paused)))
+            out.print(escape(f"  paused (ending in open tool calls): {paused}"))
     if not report.ok:
         raise typer.Exit(1)
