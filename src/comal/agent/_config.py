@@ -20,6 +20,7 @@ are refused, so a typo does not silently change nothing::
     agents:                        # per-agent settings, by agent name
       reviewer: {engine: limit, engine_settings: {target_ratio: 0.5}, max_turns: 20}
     plugins: [comal_wordcount]     # operator-only: modules enabled as plugins (docs/plugins.md)
+    work: {parallel: 2, budget: {tokens: 500000}}   # operator-only: work steps, task budget
 
 Every value is checked with its range when the file is read (engine settings with the chosen
 engine's own ranges); an error names the file, the key and the allowed range.
@@ -30,7 +31,8 @@ Precedence: defaults < file < environment (``COMAL_MODEL``, ``COMAL_MODE``, ``CO
 ``COMAL_TENANT``; ``COMAL_CONTEXT_WINDOW`` joins the window minimum) < command-line flags.
 
 Operator-only settings (:data:`OPERATOR_ONLY`: windows, output reserve, engine and its
-settings, caps and limits, the sandbox, the cache, MCP servers, plugins) come only from these
+settings, caps and limits, the sandbox, the cache, MCP servers, plugins, work steps and the
+task's budget) come only from these
 sources, which the model
 cannot reach: the configuration is read once when the process starts into frozen values, no
 operation in the model's catalog changes any of them, and the policy denies the model's
@@ -58,6 +60,7 @@ from ..ops._mcp_config import SERVER_NAME
 from ..tokens import resolve_window
 from ._cache import CacheConfig
 from ._config_doc import allowed
+from ._config_work import WorkConfig
 from ._settings import DEFAULT_SYSTEM, AgentSettings
 from ._spend import SpendCaps
 
@@ -88,6 +91,7 @@ OPERATOR_ONLY = frozenset(
         "cache",
         "mcp_servers",
         "plugins",
+        "work",
     }
 )
 ENV_KEYS = {"COMAL_MODEL": "model", "COMAL_MODE": "mode", "COMAL_MAX_TURNS": "max_turns"}
@@ -258,6 +262,7 @@ class Config(_Strict):
         description="Python modules enabled as plugins when the configuration is loaded, after "
         "the installed entry points (operator-only; see docs/plugins.md).",
     )
+    work: WorkConfig = Field(default_factory=WorkConfig)
 
     @field_validator("engine")
     @classmethod
@@ -493,6 +498,8 @@ def settings_from_config(
         spend=config.spend.caps(),
         checks=tuple(checks),
         cache=config.cache_config(name),
+        budget=config.work.task_budget(),
+        work=config.work.settings(),
     )
 
 
