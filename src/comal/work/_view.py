@@ -38,10 +38,11 @@ def work_view(ledger: LedgerBackend, scope: Scope, *, depth: int = 0) -> dict[st
     }
 
 
-def render_work(view: dict[str, Any], indent: str = "") -> list[str]:
-    """The view as lines: board items, then the steps as a tree, then the drafts."""
+def render_work(view: dict[str, Any], indent: str = "", *, board: bool = True) -> list[str]:
+    """The view as lines: board items (unless ``board`` is false), then the steps as a tree
+    (each with its child's own work), then the drafts."""
     lines: list[str] = []
-    items = view["board"]["items"]
+    items = view["board"]["items"] if board else []
     if items:
         lines.append(f"{indent}board:")
         for item in items:
