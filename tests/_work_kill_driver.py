@@ -1,9 +1,10 @@
 """Child process for the long-work kill loop: forks real ``comal`` CLI runs the test kills.
 
-It imports comal once, prints ``ready`` and reads one JSON command per line on stdin: ``{"argv",
-"env", "pause_at", "pause_on"}``. For each it forks a worker and prints ``spawned PID``; when a worker ends
-it prints ``exit PID CODE`` (``-SIGNAL`` for a killed one). Forking keeps dozens of kills within
-seconds where as many fresh interpreters would take minutes; the worker runs the command line
+It imports comal once, prints ``ready`` and reads one JSON command per line on stdin:
+``{"argv", "env", "pause_at", "pause_on"}``. For each it forks a worker and prints ``spawned
+PID``; when a worker ends it prints ``exit PID CODE`` (``-SIGNAL`` for a killed one). Forking
+keeps dozens of kills within seconds where as many fresh interpreters would take minutes; the
+worker runs the command line
 itself, ``comal.cli.main(argv)`` — ``comal -p …`` or ``comal --resume ID -p`` — with ``env``
 set. Every phase of the agents (the coordinator's and its work steps', in their threads) and of
 their houses is counted; at the ``pause_at``-th the worker prints ``PID paused`` and sleeps, so

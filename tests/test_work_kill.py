@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
 from _work_support import (
     FINAL_ANSWER,
@@ -41,6 +42,7 @@ from _work_support import (
     write_scripts,
 )
 from comal.agent import answer_of
+from comal.cli import app
 from comal.ledger import LedgerBackend, Scope, open_ledger
 from comal.ops import receipts
 from comal.tokens import EstimatingCounter
@@ -178,7 +180,7 @@ def _final(led: LedgerBackend, scope: Scope, root: Path) -> dict[str, int]:
     assert draft is not None and draft.startswith("# Report\n\nThree steps:")
     for k in STEPS:
         assert draft.count(step_answer(k)) == 1  # each fragment once, by reference
-    (stored,) = drafts_of(led, scope)
+    assert len(drafts_of(led, scope)) == 1
     shown = [
         e.message.tool_result.text
         for e in led.entries(scope)
@@ -279,9 +281,6 @@ def test_sigkill_anywhere_in_delegated_work_then_resume_finishes_it_once(
     assert max(starts.values()) > 1, starts
     statuses = {r.status for s in led.sessions() for r in receipts(led, s.scope)}
     assert {"postcondition_observed", "not_applied"} <= statuses, statuses
-    from comal.cli import app
-    from typer.testing import CliRunner
-
     verified = CliRunner().invoke(app, ["verify", "--json"])
     assert verified.exit_code == 0, verified.output
     assert json.loads(verified.stdout)["ok"] is True
