@@ -128,6 +128,7 @@ class Barrier:
 
     def __init__(self, parties: int, scripts: Mapping[int, Sequence[object]]) -> None:
         self.barrier = threading.Barrier(parties, timeout=20)
+        self.waiting = parties  # only the first ``parties`` steps meet at the barrier
         self.scripts = {n: ScriptedProvider(list(s)) for n, s in scripts.items()}
         self.peak = 0
         self._inside = 0
@@ -147,7 +148,11 @@ class Barrier:
                 try:
                     if self.first:
                         self.first = False
-                        outer.barrier.wait()
+                        with outer._lock:
+                            meet = outer.waiting > 0
+                            outer.waiting -= 1
+                        if meet:
+                            outer.barrier.wait()
                     return outer.scripts[n].request(req)
                 finally:
                     with outer._lock:

@@ -71,7 +71,7 @@ from ._propose import COMPACT_APPLIED, COMPACT_REQUESTED, Proposal, Proposer, qu
 from ._result import RunResult, answer_of, run_usage
 from ._runtime import Flags, Runtime
 from ._session import Check, lock_session, run_checks, spawn_child, start_session
-from ._settings import DEFAULT_SYSTEM, AgentSettings
+from ._settings import DEFAULT_SYSTEM, AgentSettings, TaskBudget, WorkSettings
 from ._spend import Spend, SpendCaps, check_spend, spent
 
 __all__ = [
@@ -116,6 +116,8 @@ __all__ = [
     "SpendCapExceeded",
     "SpendCaps",
     "SpendConfig",
+    "TaskBudget",
+    "WorkSettings",
     "answer_of",
     "check_config",
     "check_spend",

@@ -85,9 +85,10 @@ class Agent:
     ``clock`` gives the time a prompt's preamble states (CCH-1) and ``channel`` the surface it
     came through; ``children`` gives its work steps their models (default: its own provider).
 
-    A house built without a host gets this agent as its host, so ``finish_call`` and the work
-    steps reach it; an agent that is not a sub-agent is offered the board, the work steps,
-    drafts and ``finish_call`` (a sub-agent gets what its parent gave it)."""
+    A house built without a host (or last run by another agent) gets this agent as its host,
+    so ``finish_call`` and the work steps reach it; an agent that is not a sub-agent is offered
+    the board, the work steps, drafts and ``finish_call`` (a sub-agent gets what its parent
+    gave it)."""
 
     def __init__(
         self,
@@ -123,7 +124,8 @@ class Agent:
         ensure_tool_search(house.registry)
         if self.actor.kind != "subagent":
             ensure_work_operations(house.registry)
-        if house.host is None:
+        if house.host is None or isinstance(house.host, Agent):
+            # A house another agent ran before serves this one now.
             house.host = self
         self.catalog = model_catalog(house.catalog("model"), get_engine(settings.engine_name))
         self.proposer = Proposer(

@@ -63,6 +63,7 @@ from ..work import (
     work_operations,
 )
 from ._children import ChildModels, Children, child_registry, child_settings
+from ._errors import SessionLocked
 from ._session import CHECKER, Check, lock_session, run_checks
 
 if TYPE_CHECKING:
@@ -253,6 +254,10 @@ class Coordinator:
                 finally:
                     self._close(child.provider)
                 status, error = result.status, result.error
+        except SessionLocked as exc:
+            # Another runner holds the step (a process resuming it directly): it is not over.
+            a.say("warn", f"work step #{d.n} is not run here: {exc}")
+            return
         except ComalError as exc:
             error = {"code": exc.code, "message": str(exc)}
         except Exception as exc:  # a step's bug leaves it incomplete, never looking alive

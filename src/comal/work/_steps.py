@@ -150,7 +150,7 @@ class StepState:
         lines = [self.headline()]
         d = self.delegation
         if self.answer_entry is not None:
-            ref = f'EvidenceRead(session="{d.child}", entry={self.answer_entry})'
+            ref = f'EvidenceRead(session="{d.child}", entry={self.answer_entry}, field="text")'
             lines.append(f"answer (sha256 {self.answer_sha256}; {ref}):")
             lines.append(self.answer or "(no text)")
         done = [_receipt_line(r) for r in self.receipts if not r.call_id.startswith("finish-")]
