@@ -347,8 +347,10 @@ class Coordinator:
     # -- finish_call ---------------------------------------------------------------------------
     def finish_call(self, ctx: CallContext) -> ToolOutput:
         if ctx.surface == "model":
-            entry = self.ledger.entry_by_call(self.scope, ctx.call_id)
-            if entry is not None and len(entry.message.tool_calls) > 1:
+            heads = self.ledger.heads(self.scope)
+            step = self.ledger.entries(self.scope, start_seq=heads[-1].step) if heads else []
+            calls = [c.id for e in step for c in e.message.tool_calls]
+            if ctx.call_id in calls and len(calls) > 1:
                 raise FinishRefused(
                     "finish_call closes the session, so it is the only call of its reply; "
                     "propose the other calls first, then finish_call alone"
