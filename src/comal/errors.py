@@ -33,7 +33,11 @@ Packages add leaves where they raise them, each also under the class a caller al
   ``McpToolRefused``;
 - ``comal.agent``: ``AgentError`` → ``SpendCapExceeded``, ``SessionLocked`` (UserError),
   ``IncompleteResponse``, ``RepeatedOutputLength`` (OutputLength), ``RepeatedContextLength``
-  (ContextLength);
+  (ContextLength); ``BudgetLimited`` (the task's budget is spent: a run's ``error``, not
+  raised);
+- ``comal.work``: ``BoardItemUnknown``, ``BoardOrderError``, ``WorkStepRefused``,
+  ``DraftReferenceError``, ``FinishRefused``, ``NoWorkAgent`` (ToolFailure: error results whose
+  receipts name the code);
 - ``comal.providers``: ``ProviderConfigError`` → ``MissingAPIKey`` (UserError);
   ``ProviderError`` → connection, rate-limited, unavailable, auth, request and protocol errors;
   ``ContextLengthExceeded`` (ContextLength and ProviderError); ``comal.providers.script``:

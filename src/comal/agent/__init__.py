@@ -48,6 +48,7 @@ from ._config_doc import configuration_reference
 from ._config_show import Setting, explain_config
 from ._errors import (
     AgentError,
+    BudgetLimited,
     DuplicateCallIds,
     IncompleteResponse,
     RepeatedContextLength,
@@ -92,6 +93,7 @@ __all__ = [
     "AgentError",
     "AgentProfile",
     "AgentSettings",
+    "BudgetLimited",
     "CacheConfig",
     "Check",
     "Config",

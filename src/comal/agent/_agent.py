@@ -43,6 +43,7 @@ from ..work import FINISH, WorkAgent, ensure_work_operations
 from ._catalog import ensure_tool_search, model_catalog, recall_tools
 from ._children import ChildModels, SameModel
 from ._coordinator import Coordinator
+from ._errors import BudgetLimited
 from ._propose import Probe, Proposal, Proposer, Say
 from ._result import (
     RunResult,
@@ -444,12 +445,6 @@ def _not_finished(report: str) -> Message:
     lines = ["[comal] The task is not finished: finish_call did not pass.", report]
     lines.append("Fix what it reports, then answer again (or call finish_call).")
     return Message(Role.USER, (Text("\n\n".join(lines)),), name="comal")
-
-
-class BudgetLimited(ComalError):
-    """The task's budget (``work.budget``) is spent: the run stopped as ``budget_limited``."""
-
-    code = "BUDGET_LIMITED"
 
 
 def _user_name() -> str:
