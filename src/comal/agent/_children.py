@@ -11,7 +11,10 @@ guard, so its permissions are never wider than its parent's (RES-6 holds for a r
 the factory is the new process's).
 
 :class:`Children` runs steps in threads of the parent's process, at most ``parallel`` at once
-(a semaphore), each holding its own session's lock while it runs.
+(a semaphore), each holding its own session's lock while it runs. A step's model comes from
+:class:`ChildModels`: the runtime's :class:`SpecModels` (the session's spec, one the operator
+allows in ``work.models``, or for a ``script:PATH`` session ``PATH.children/n.jsonl``), or a
+library agent's :class:`SameModel` (its own provider).
 """
 
 from __future__ import annotations
@@ -20,20 +23,35 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Protocol
 
 from ..context import get_engine
-from ..errors import UserError
-from ..ledger import Scope
+from ..errors import ComalError, UserError
+from ..ledger import LedgerBackend, Scope
 from ..ops import Registry
-from ..providers import Provider
+from ..providers import (
+    Provider,
+    ProviderContext,
+    check_model_spec,
+    normalize_model_spec,
+    provider_for,
+)
+from ..providers.script import SCRIPT_PREFIX
 from ..tokens import TokenCounter, resolve_window
 from ..turns import configure
 from ..work import COORDINATOR_ONLY, WorkStepRefused
 from ._catalog import TOOL_SEARCH
 from ._settings import AgentSettings, TaskBudget
 
-__all__ = ["ChildModels", "Children", "SameModel", "child_registry", "child_settings"]
+__all__ = [
+    "ChildModels",
+    "Children",
+    "SameModel",
+    "SpecModels",
+    "child_registry",
+    "child_settings",
+]
 
 SUBAGENT_NOTE = (
     "\n- You are doing one delegated step of a larger task, in your own session. Do the step, "
@@ -65,6 +83,45 @@ class SameModel:
 
     def provider(self, spec: str | None, scope: Scope) -> Provider:
         return self.parent
+
+
+@dataclass(frozen=True, slots=True)
+class SpecModels:
+    """A runtime's children: the session's model spec, or one the operator allows
+    (``work.models``). A ``script:PATH`` session's step ``n`` reads ``PATH.children/n.jsonl``."""
+
+    parent: str | None
+    allowed: tuple[str, ...]
+    ledger: LedgerBackend
+    fixed: Provider | None = None
+
+    def spec(self, n: int, requested: str | None) -> str | None:
+        if requested is not None:
+            spec = normalize_model_spec(requested)
+            allowed = {normalize_model_spec(s) for s in self.allowed}
+            if spec != self.parent and spec not in allowed:
+                raise WorkStepRefused(
+                    f"model {requested!r} is not one the operator allows work steps "
+                    f"(work.models: {', '.join(sorted(allowed)) or 'none'}); leave model out to "
+                    "use the session's"
+                )
+        elif self.parent is not None and self.parent.startswith(SCRIPT_PREFIX):
+            script = Path(self.parent.removeprefix(SCRIPT_PREFIX))
+            spec = SCRIPT_PREFIX + str(script.with_name(script.name + ".children") / f"{n}.jsonl")
+        else:
+            return self.parent
+        try:
+            check_model_spec(spec)
+        except ComalError as exc:
+            raise WorkStepRefused(f"work step #{n}'s model {spec}: {exc}") from exc
+        return spec
+
+    def provider(self, spec: str | None, scope: Scope) -> Provider:
+        if self.fixed is not None:
+            return self.fixed
+        if spec is None:
+            raise WorkStepRefused("this session has no model spec for its work steps")
+        return provider_for(spec, ProviderContext(ledger=self.ledger, scope=scope))
 
 
 def child_registry(parent: Registry, tools: Iterable[str] | None) -> Registry:

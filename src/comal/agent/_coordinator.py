@@ -21,8 +21,7 @@ the task through ``finish_call``, and keep to the task's budget.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..context import engine_names
@@ -32,14 +31,9 @@ from ..messages import ToolCall
 from ..ops import Actor, CallContext, Registry, ToolOutput
 from ..providers import (
     Provider,
-    ProviderContext,
     SDKProvider,
-    check_model_spec,
     model_name_of,
-    normalize_model_spec,
-    provider_for,
 )
-from ..providers.script import SCRIPT_PREFIX
 from ..safe_text import one_line
 from ..work import (
     BUDGET_EVENT,
@@ -69,52 +63,13 @@ from ._session import CHECKER, Check, lock_session, run_checks
 if TYPE_CHECKING:
     from ._agent import Agent
 
-__all__ = ["CHECKS_EVENT", "CHILD_AGENT", "Coordinator", "SpecModels", "task_spend"]
+__all__ = ["CHECKS_EVENT", "CHILD_AGENT", "Coordinator", "task_spend"]
 
 CHECKS_EVENT = "finish_checks"
 CHILD_AGENT = "subagent"
 _TAIL = 2_000
 # The house runs finish_call itself (when the model stops) through a house offering only it.
 _FINISH_REGISTRY = Registry(op for op in work_operations() if op.name == FINISH)
-
-
-@dataclass(frozen=True, slots=True)
-class SpecModels:
-    """A runtime's children: the session's model spec, or one the operator allows
-    (``work.models``). A ``script:PATH`` session's step ``n`` reads ``PATH.children/n.jsonl``."""
-
-    parent: str | None
-    allowed: tuple[str, ...]
-    ledger: LedgerBackend
-    fixed: Provider | None = None
-
-    def spec(self, n: int, requested: str | None) -> str | None:
-        if requested is not None:
-            spec = normalize_model_spec(requested)
-            allowed = {normalize_model_spec(s) for s in self.allowed}
-            if spec != self.parent and spec not in allowed:
-                raise WorkStepRefused(
-                    f"model {requested!r} is not one the operator allows work steps "
-                    f"(work.models: {', '.join(sorted(allowed)) or 'none'}); leave model out to "
-                    "use the session's"
-                )
-        elif self.parent is not None and self.parent.startswith(SCRIPT_PREFIX):
-            script = Path(self.parent.removeprefix(SCRIPT_PREFIX))
-            spec = SCRIPT_PREFIX + str(script.with_name(script.name + ".children") / f"{n}.jsonl")
-        else:
-            return self.parent
-        try:
-            check_model_spec(spec)
-        except ComalError as exc:
-            raise WorkStepRefused(f"work step #{n}'s model {spec}: {exc}") from exc
-        return spec
-
-    def provider(self, spec: str | None, scope: Scope) -> Provider:
-        if self.fixed is not None:
-            return self.fixed
-        if spec is None:
-            raise WorkStepRefused("this session has no model spec for its work steps")
-        return provider_for(spec, ProviderContext(ledger=self.ledger, scope=scope))
 
 
 def task_spend(ledger: LedgerBackend, scope: Scope, depth: int = 0) -> tuple[int, int]:

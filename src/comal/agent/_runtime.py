@@ -63,8 +63,8 @@ from ..tokens import default_counter
 from ..work import WorkAgent, work_operations
 from ._agent import Agent, Clock, Preamble, intention, utc_now
 from ._catalog import ensure_tool_search
+from ._children import SpecModels
 from ._config import Config, load_config, settings_from_config
-from ._coordinator import SpecModels
 from ._houses import house_factory
 from ._human import HUMAN_OPERATIONS
 from ._lock import PgSessionLock, SessionLock
