@@ -67,7 +67,8 @@ def test_finish_call_comes_alone(tmp_path: Path) -> None:
     made = {rc.call_id: rc for rc in receipts(r.ledger, r.scope)}
     assert made["f"].observations["error"] == "FINISH_ALONE"
     finishes = [rc for rc in receipts(r.ledger, r.scope) if rc.operation == "finish_call"]
-    assert [(f.surface, f.status) for f in finishes] == [("model", "error"), ("api", "ok")]
+    # With nothing to verify, the house's own finish passes without a call of its own.
+    assert [(f.surface, f.status) for f in finishes] == [("model", "error")]
 
 
 def test_finish_waits_for_the_steps_still_running(tmp_path: Path) -> None:

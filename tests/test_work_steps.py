@@ -10,14 +10,15 @@ from typing import Any
 
 import pytest
 
-from _agent_support import Crash, crash_at, reply, rig, text, tool
+from _agent_support import Crash, crash_at, reply, rig, settings_for, text, tool
 from _work_support import Barrier, Kids
-from comal.agent import WorkSettings
+from comal.agent import Agent, WorkSettings, lock_session
+from comal.ledger import LedgerBackend
 from comal.messages import Message
-from comal.ops import Policy, Rule, receipts
+from comal.ops import House, Policy, Rule, Workspace, default_registry, receipts
 from comal.providers import ModelRequest
 from comal.testing import FunctionProvider, ScriptedProvider
-from comal.work import DELEGATED, STARTED, delegations, steps_of
+from comal.work import DELEGATED, STARTED, delegations, drafts_of, render_draft, steps_of
 
 
 def _kid(k: str, *, usage: dict[str, int] | None = None) -> list[dict[str, Any]]:
@@ -283,3 +284,27 @@ def test_an_interrupted_step_resumes_in_its_own_session(tmp_path: Path) -> None:
     ]
     assert writes == [("k1", "ok"), ("k2", "ok")]
     rest.assert_complete()
+
+
+def test_steps_run_at_once_on_every_backend(any_ledger: LedgerBackend, tmp_path: Path) -> None:
+    # covers: WRK-1, WRK-4, LED-4
+    root = tmp_path / "ws"
+    root.mkdir()
+    scope = any_ledger.create_session("t", "a")
+    house = House(
+        any_ledger, scope, default_registry(), Policy(mode="trusted"), workspace=Workspace(root)
+    )
+    barrier = Barrier(2, {1: _kid("a"), 2: _kid("b")})
+    kids = Kids({n: barrier.for_step(n) for n in (1, 2)})
+    draft = tool("d", "WorkDraft", title="Both", parts=[{"step": 1}, {"step": 2}])
+    provider = ScriptedProvider(
+        _coordinator({"objective": "a"}, {"objective": "b"}, then=[reply(draft), reply(text("ok"))])
+    )
+    agent = Agent(any_ledger, scope, provider, house, settings_for(), children=kids)
+    with lock_session(any_ledger, scope):
+        result = agent.run("two at once")
+    assert result.status == "finished" and barrier.peak == 2
+    assert [s.outcome for s in steps_of(any_ledger, scope)] == ["finished", "finished"]
+    (made,) = drafts_of(any_ledger, scope)
+    assert render_draft(any_ledger, scope, made) == "# Both\n\nwrote a.txt\n\nwrote b.txt"
+    assert (root / "a.txt").read_text() == "a\n" and (root / "b.txt").read_text() == "b\n"

@@ -23,7 +23,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any, Protocol
 
 from ..context import get_engine
@@ -36,8 +35,8 @@ from ..providers import (
     check_model_spec,
     normalize_model_spec,
     provider_for,
+    work_step_spec,
 )
-from ..providers.script import SCRIPT_PREFIX
 from ..tokens import TokenCounter, resolve_window
 from ..turns import configure
 from ..work import COORDINATOR_ONLY, WorkStepRefused
@@ -87,8 +86,9 @@ class SameModel:
 
 @dataclass(frozen=True, slots=True)
 class SpecModels:
-    """A runtime's children: the session's model spec, or one the operator allows
-    (``work.models``). A ``script:PATH`` session's step ``n`` reads ``PATH.children/n.jsonl``."""
+    """A runtime's children: the session's model spec as its scheme gives it to a work step
+    (a ``script:PATH`` session's step ``n`` reads ``PATH.children/n.jsonl``), or one the
+    operator allows (``work.models``)."""
 
     parent: str | None
     allowed: tuple[str, ...]
@@ -105,11 +105,10 @@ class SpecModels:
                     f"(work.models: {', '.join(sorted(allowed)) or 'none'}); leave model out to "
                     "use the session's"
                 )
-        elif self.parent is not None and self.parent.startswith(SCRIPT_PREFIX):
-            script = Path(self.parent.removeprefix(SCRIPT_PREFIX))
-            spec = SCRIPT_PREFIX + str(script.with_name(script.name + ".children") / f"{n}.jsonl")
+        elif self.parent is not None:
+            spec = work_step_spec(self.parent, n)  # its scheme says (script: its own file)
         else:
-            return self.parent
+            return None
         try:
             check_model_spec(spec)
         except ComalError as exc:

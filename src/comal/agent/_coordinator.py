@@ -323,12 +323,14 @@ class Coordinator:
             seen = {"passed": False, "waiting": [s.delegation.n for s in waiting]}
             return self._finished(origin, "\n".join(lines), seen, [], [])
         checks = run_checks(a.house, a.settings.checks, a.run_id)
+        for c in checks:
+            a.say("result", f"check `{c.command}`: {c.status}")
         board = board_of(self.ledger, self.scope)
-        changes = [
-            check_item(a.house.factory, self.scope, a.actor, item, origin)
-            for item in board.items
-            if item.check is not None and item.closed
-        ]
+        changes = []
+        for item in board.items:
+            if item.check is not None and item.closed:
+                changes.append(check_item(a.house.factory, self.scope, a.actor, item, origin))
+                a.say("result", f"board #{item.id} check `{item.check}`: {changes[-1]['status']}")
         after = board
         for change in changes:
             after = after.apply(change, 0)
@@ -355,8 +357,14 @@ class Coordinator:
 
     def finish(self) -> tuple[bool, str]:
         """The house runs ``finish_call`` itself (the model stopped): as the operator, on the
-        ``api`` surface, receipted, with no conversation entry. (passed, its report)."""
+        ``api`` surface, receipted, with no conversation entry. (passed, its report). With
+        nothing to verify — no configured checks, no board, no work steps — it passes without
+        a call, as a session that never used them always closed."""
         a = self.agent
+        if not (a.settings.checks or board_of(self.ledger, self.scope).items):
+            if not delegations(self.ledger, self.scope):
+                # Nothing to verify: it passes, and leaves no receipt (nothing was checked).
+                return True, "[finish] nothing to check: no configured checks, no board"
         house = a.house.factory.but(registry=_FINISH_REGISTRY, host=a).house(self.scope)
         call = ToolCall(f"finish-{a.run_id}-{a.turns}-{a.finishes}", FINISH, "{}")
         a.finishes += 1
