@@ -32,6 +32,8 @@ def _isolated_user_dirs(
     monkeypatch.setenv("XDG_DATA_HOME", str(home / "data"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "config"))
     monkeypatch.setenv("XDG_STATE_HOME", str(home / "state"))  # logs (MCP servers' stderr)
+    # PostgreSQL ledgers are keyed by the operator's secret; SQLite ones by their key file.
+    monkeypatch.setenv("COMAL_LEDGER_SECRET", "test-ledger-secret-0123456789abcdef")
     monkeypatch.delenv("COMAL_CONTEXT_WINDOW", raising=False)
     monkeypatch.delenv("COMAL_CONFIG", raising=False)
     # Real provider calls are impossible in tests: no keys, and base URLs that go nowhere.

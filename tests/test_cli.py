@@ -75,7 +75,7 @@ def test_show_and_context(db: Path) -> None:
     assert ctx["window"] == 8000 and ctx["window_source"]
     assert ctx["system"] > 0 and ctx["tools"] > 0  # what the agent really sends
     assert ctx["measured"] is False
-    assert ctx["input"] == ctx["system"] + ctx["tools"] + ctx["history"]
+    assert ctx["input"] == ctx["system"] + ctx["tools"] + ctx["history"] + ctx["reply_priming"]
     assert _run("--ledger", str(db), "context", "sess-1")  # the table renders
 
 

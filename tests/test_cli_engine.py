@@ -55,9 +55,8 @@ def return_to_evidence(db: Path, dump: Path, session: str) -> None:
     seen = 0
     for path in sorted(dump.glob("turn-*.json"))[-3:]:
         for entry, digest in set(pattern.findall(path.read_text())):
-            page = json.loads(
-                _run("--ledger", str(db), "evidence", session, entry, "--digest", digest, "--json")
-            )
+            args = ["evidence", session, "--entry", entry, "--digest", digest, "--json"]
+            page = json.loads(_run("--ledger", str(db), *args))
             assert {"text", "digest", "offset", "next_call"} <= set(page)
             assert page["digest"] == digest and page["offset"] == 0
             seen += 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -146,3 +147,18 @@ def test_verify_rehashes_summaries(tmp_path: Path) -> None:
     report = verify(led)
     assert not report.ok and report.faults[0].kind == "summary-digest"
     led.close()
+
+
+def test_a_session_with_summaries_can_be_deleted(any_ledger: LedgerBackend) -> None:
+    # covers: DAG-2, LED-1
+    led = any_ledger
+    scope = _session(led)
+    kept = _session(led)
+    a, b = led.add_summary(scope, _leaf(1, 3)), led.add_summary(scope, _leaf(4, 5))
+    led.add_summary(scope, replace(_leaf(1, 5), kind="condensed", depth=1, children=(a.id, b.id),
+                                   descendant_count=5))  # fmt: skip
+    tomb = led.delete_session(scope)
+    # Search rows go before the summaries they index (a foreign key on PostgreSQL).
+    assert tomb.rows["summaries"] == 3 and tomb.rows["summary_children"] == 2
+    assert led.session(scope) is None and led.summaries(kept) == []
+    assert verify(led).ok

@@ -11,10 +11,11 @@ import sqlite3
 from typing import Any
 
 from _pg_support import LedgerStore, pg_execute
-from comal.ledger import Scope, verify
+from comal.ledger import MIGRATIONS, Scope, verify
 from comal.ledger._common import prepare
-from comal.ledger._postgres_schema import MIGRATIONS as PG_MIGRATIONS
-from comal.ledger._schema import MIGRATIONS, _statements
+from comal.ledger._db import Db
+from comal.ledger._migrate import statements
+from comal.ledger._sqlite import SQLITE
 from comal.messages import Message, ToolCall, canonical_json, message_to_json, sha256_hex
 from comal.tokens import EstimatingCounter
 
@@ -78,7 +79,7 @@ def _write_old(store: LedgerStore) -> None:
     rows = _old_rows()
     if store.backend == "sqlite":
         conn = sqlite3.connect(store.path)  # type: ignore[attr-defined]
-        for statement in _statements(MIGRATIONS[0][1]):
+        for statement in statements(MIGRATIONS[0].statements(SQLITE)):
             conn.execute(statement)
         conn.execute("CREATE TABLE schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT)")
         conn.execute("INSERT INTO schema_migrations VALUES ('0001_initial', 'then')")
@@ -89,9 +90,11 @@ def _write_old(store: LedgerStore) -> None:
         conn.commit()
         conn.close()
         return
+    from comal.ledger._postgres import PostgresDialect
+
     dsn, schema = store.dsn, store.schema  # type: ignore[attr-defined]
     pg_execute(dsn, None, f'CREATE SCHEMA "{schema}"')
-    store.execute(PG_MIGRATIONS[0][1])
+    store.execute(MIGRATIONS[0].statements(PostgresDialect()))
     store.execute("CREATE TABLE schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT)")
     store.execute("INSERT INTO schema_migrations VALUES ('0001_initial', 'then')")
     for statement in rows:
@@ -124,3 +127,50 @@ def test_an_old_ledger_is_sealed_and_backfilled(ledger_store: LedgerStore) -> No
         assert verify(led).paused == ()
     with ledger_store.open() as led:  # opening again migrates nothing
         assert verify(led).ok
+
+
+def _at_schema_5(store: LedgerStore) -> None:
+    """The old ledger brought to schema 5 (sealed, unkeyed: the comal before 0006_keyed_chain)."""
+    _write_old(store)
+    if store.backend == "sqlite":
+        db = Db(sqlite3.connect(store.path, isolation_level=None), SQLITE, "old")  # type: ignore[attr-defined]
+    else:
+        import psycopg
+
+        from comal.ledger._postgres import PostgresDialect
+
+        conn = psycopg.connect(store.dsn, autocommit=True)  # type: ignore[attr-defined]
+        conn.execute(f'SET search_path TO "{store.schema}"')  # type: ignore[attr-defined]
+        db = Db(conn, PostgresDialect(), "old")
+    for n, m in enumerate(MIGRATIONS[1:5], start=2):
+        with db.atomic():
+            db.dialect.run_script(db, m.statements(db.dialect))
+            if m.backfill is not None:
+                m.backfill(db, None)
+            db.execute("INSERT INTO schema_migrations VALUES (?, 'then')", (m.name,))
+            db.dialect.migrated(db, n)
+    db.close()
+
+
+def test_keying_an_old_ledger_chains_it_and_keeps_its_damage_visible(
+    ledger_store: LedgerStore,
+) -> None:
+    # covers: LED-1, LED-6
+    _at_schema_5(ledger_store)
+    # Damage done under the unkeyed seals: the receipt's kind changed, its seal left stale.
+    ledger_store.execute("UPDATE records SET kind = 'Read' WHERE table_name = 'receipt'")
+    scope = Scope("acme", "coder", SESSION)
+    with ledger_store.open() as led:  # migrates: 0006_keyed_chain
+        report = verify(led)
+        assert [(f.table, f.kind) for f in report.faults] == [("records", "seal")]
+        assert report.sealing.startswith("keyed")
+        with led.atomic() as c:
+            chain = c.execute(
+                "SELECT seq, prev_seal, seal FROM entries WHERE session_id = ? ORDER BY seq",
+                (SESSION,),
+            ).fetchall()
+            head = c.execute("SELECT head FROM sessions WHERE id = ?", (SESSION,)).fetchone()[0]
+        assert chain[0][1] is None and chain[1][1] == chain[0][2] and chain[2][1] == chain[1][2]
+        assert head == chain[2][2]
+        led.append(scope, [Message.tool("c2", "late")], join_step=1)
+        assert [(f.table, f.kind) for f in verify(led).faults] == [("records", "seal")]

@@ -9,7 +9,9 @@ on every backend, from index ranges rather than scans.
 from __future__ import annotations
 
 import random
+import sqlite3
 from collections.abc import Iterator
+from contextlib import closing
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -196,22 +198,23 @@ def test_per_turn_queries_never_scan_a_table(ledger: LedgerBackend) -> None:
     scopes = _fill(ledger)
     scope = scopes[0]
     mark = ledger.record_mark(scope)
-    traced: list[str] = []
-    ledger._conn.set_trace_callback(traced.append)
-    ledger.spend("acme", since=NOW - timedelta(hours=1))
-    ledger.spend("acme", since=NOW - timedelta(days=1))
-    ledger.spend("acme", run="r1")
-    ledger.last_request(scope)
-    ledger.record_mark(scope)
-    ledger.records(scope, "receipt", since_id=mark)
-    ledger.records(scope, "event", kinds=["x", "y"], since_id=0, limit=20)
-    ledger.append(scope, [Message.user("turn")])
-    ledger._conn.set_trace_callback(None)
-    plans = {
-        sql: " | ".join(r[3] for r in ledger._conn.execute(f"EXPLAIN QUERY PLAN {sql}"))
-        for sql in traced
-        if sql.lstrip().upper().startswith(("SELECT", "UPDATE", "INSERT"))
-    }
+    traced: list[tuple[str, Any]] = []
+    with ledger.trace(lambda sql, params: traced.append((sql, params))):
+        ledger.spend("acme", since=NOW - timedelta(hours=1))
+        ledger.spend("acme", since=NOW - timedelta(days=1))
+        ledger.spend("acme", run="r1")
+        ledger.last_request(scope)
+        ledger.record_mark(scope)
+        ledger.records(scope, "receipt", since_id=mark)
+        ledger.records(scope, "event", kinds=["x", "y"], since_id=0, limit=20)
+        ledger.append(scope, [Message.user("turn")])
+    # The plans, from a connection of the test's own beside the ledger.
+    with closing(sqlite3.connect(ledger.path)) as conn:
+        plans = {
+            sql: " | ".join(r[3] for r in conn.execute(f"EXPLAIN QUERY PLAN {sql}", params))
+            for sql, params in traced
+            if sql.lstrip().upper().startswith(("SELECT", "UPDATE", "INSERT"))
+        }
     scans = {
         sql: plan for sql, plan in plans.items() if "SCAN " in plan.replace("SCAN CONSTANT ROW", "")
     }

@@ -35,8 +35,8 @@ def test_tools_json_prints_the_exact_catalog() -> None:
     tools = json.loads(text)
     assert all(set(t) == {"name", "description", "input_schema"} for t in tools)
     assert "mode" not in {t["name"] for t in tools}
-    cli = json.loads(run("tools", "--surface", "cli", "--format", "openai", "--json"))
-    assert "mode" in {t["function"]["name"] for t in cli}
+    tui = json.loads(run("tools", "--surface", "tui", "--format", "openai", "--json"))
+    assert "mode" in {t["function"]["name"] for t in tui}
     assert "catalog sha256" in run("tools")
 
 
@@ -77,7 +77,7 @@ def test_every_ops_command_has_help_with_an_example() -> None:
     # covers: CFG-1
     group = get_command(app)
     names = sorted(group.commands)  # type: ignore[attr-defined]
-    assert names == ["receipts", "reconcile", "tools"]
+    assert names == ["call", "receipts", "reconcile", "tools"]
     for name in names:
         result = runner.invoke(app, [name, "--help"])
         assert result.exit_code == 0 and "Example:" in result.stdout, name

@@ -99,14 +99,18 @@ def test_guessed_human_control_is_rejected_and_recorded(house: Setup, name: str)
     assert stored[0].result_entry is not None  # the model is told, in the conversation
 
 
-def test_human_control_runs_for_a_human_on_the_cli(house: Setup) -> None:
+def test_human_control_runs_for_a_human_in_the_tui(house: Setup) -> None:
     # covers: OPS-6, OPS-1
-    _, receipt = on_cli(house, call("mode", {"mode": "read-only"}))
+    ana = Actor.user("ana")
+    _, receipt = house.house.handle(call("mode", {"mode": "read-only"}), ana, surface="tui")
     assert receipt.status == "ok"
     assert house.house.settings.mode == "read-only"
     sub = Actor.subagent("helper", parent="ana")
-    _, refused = on_cli(house, call("mode", {"mode": "trusted"}), actor=sub)
+    _, refused = house.house.handle(call("mode", {"mode": "trusted"}), sub, surface="tui")
     assert refused.judgment["rule"] == "audience:human"
+    # The command line holds no live session to control: there the flags set the mode.
+    _, elsewhere = on_cli(house, call("mode", {"mode": "trusted"}))
+    assert elsewhere.status == "denied" and house.house.settings.mode == "read-only"
 
 
 def test_denied_operation_never_reaches_its_handler(tmp_path: Path, touch: Touch) -> None:

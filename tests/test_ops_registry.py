@@ -61,13 +61,15 @@ def test_human_controls_absent_from_the_model_catalog_present_for_humans() -> No
     # covers: OPS-6
     registry = default_registry()
     model = set(registry.catalog("model").names)
-    cli = set(registry.catalog("cli").names)
+    tui = set(registry.catalog("tui").names)
     assert not model & HUMAN_CONTROLS
-    assert {"model", "effort", "mode", "name"} <= cli
+    assert {"model", "effort", "mode", "name"} <= tui
+    # A command line process holds no live session to control: its flags set these.
+    assert not set(registry.catalog("cli").names) & HUMAN_CONTROLS
     assert "/mode" in registry.slash_commands()
-    assert "login" not in cli  # no host login flow was given
+    assert "login" not in tui  # no host login flow was given
     with_login = default_registry(login=lambda provider: f"me@{provider}")
-    assert "login" in with_login.catalog("cli").names
+    assert "login" in with_login.catalog("tui").names
     assert "login" not in with_login.catalog("model").names
 
 

@@ -383,7 +383,7 @@ def test_from_anthropic_message_reads_a_response_body() -> None:
             "messages[0].content[0].type",
         ),
         (
-            {"messages": [{"role": "user", "content": [{"type": "server_tool_use"}]}]},
+            {"messages": [{"role": "user", "content": [{"type": 5}]}]},
             "messages[0].content[0].type",
         ),
         (

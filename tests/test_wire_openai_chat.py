@@ -186,8 +186,8 @@ def test_unrepresentable_canonical_content_is_refused() -> None:
 @pytest.mark.parametrize(
     ("wire", "field"),
     [
-        ([{"role": "function", "content": "x"}], "[0].role"),
-        ([{"role": "user", "content": [{"type": "input_audio"}]}], "[0].content[0].type"),
+        ([{"role": "robot", "content": "x"}], "[0].role"),
+        ([{"role": "user", "content": [{"type": None}]}], "[0].content[0].type"),
         ([{"role": "tool", "content": "x"}], "[0].tool_call_id"),
         (
             [{"role": "assistant", "tool_calls": [{"id": "c", "type": "web"}]}],

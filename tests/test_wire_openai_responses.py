@@ -249,12 +249,12 @@ def test_unrepresentable_canonical_content_is_refused() -> None:
 @pytest.mark.parametrize(
     ("wire", "field"),
     [
-        ([{"type": "web_search_call", "id": "ws_1"}], "[0].type"),
+        ([{"type": 7, "id": "ws_1"}], "[0].type"),
         ([{"type": "message", "role": "tool", "content": []}], "[0].role"),
         ([{"type": "function_call", "call_id": "c", "name": "f"}], "[0].arguments"),
         ([{"type": "reasoning", "summary": [{"type": "summary_text"}]}], "[0].summary[0].text"),
         (
-            [{"type": "message", "role": "assistant", "content": [{"type": "refusal"}]}],
+            [{"type": "message", "role": "assistant", "content": [{"text": "x"}]}],
             "[0].content[0].type",
         ),
     ],

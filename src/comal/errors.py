@@ -33,8 +33,9 @@ Packages add leaves where they raise them, each also under the class a caller al
   ``McpToolRefused``;
 - ``comal.agent``: ``AgentError`` → ``SpendCapExceeded``, ``SessionLocked`` (UserError),
   ``IncompleteResponse``, ``RepeatedOutputLength`` (OutputLength), ``RepeatedContextLength``
-  (ContextLength); ``BudgetLimited`` (the task's budget is spent: a run's ``error``, not
-  raised);
+  (ContextLength); ``ConfigNotFound`` (InputError), a configuration file named by
+  ``COMAL_CONFIG`` or a flag that is not there; ``BudgetLimited`` (the task's budget is spent: a
+  run's ``error``, not raised);
 - ``comal.work``: ``BoardItemUnknown``, ``BoardOrderError``, ``WorkStepRefused``,
   ``DraftReferenceError``, ``FinishRefused``, ``NoWorkAgent`` (ToolFailure: error results whose
   receipts name the code);
@@ -43,7 +44,11 @@ Packages add leaves where they raise them, each also under the class a caller al
   ``ContextLengthExceeded`` (ContextLength and ProviderError); ``comal.providers.script``:
   ``ScriptEnded`` (UserError), ``ScriptExhausted``;
 - ``comal.plugins``: ``PluginError`` → ``PluginLoadError``, ``PluginHookError``,
-  ``PluginConflict`` (UserError), each naming the plugin.
+  ``PluginConflict`` (UserError), each naming the plugin;
+- ``comal.cli``: ``OutputPathError`` (UserError), a file or folder a command cannot write;
+- ``comal.serve``: ``RequestRefused`` (UserError) → ``HostNotAllowed``, ``OriginNotAllowed``,
+  ``KeyInURL``, ``RequestTimeout``, each with its HTTP status; ``JSONTooDeep``,
+  ``ToolPairsBroken`` (InputError).
 
 Messages say what was wrong, where, and end with what to do about it.
 """

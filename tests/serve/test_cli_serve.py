@@ -30,9 +30,9 @@ def test_keys_add_list_revoke(tmp_path: Path) -> None:
     listed = runner.invoke(app, ["--ledger", db, "keys", "list", "--json"])
     (row,) = json.loads(listed.stdout)
     assert row["id"] == key["id"] and "key" not in row and row["active"]
-    with open_ledger(Path(db)) as led:
+    with open_ledger(Path(db)) as led, led.atomic() as c:
         assert led.check_proxy_key(key["key"]) is not None
-        stored = led._conn.execute("SELECT hash FROM proxy_keys").fetchone()[0]
+        stored = c.execute("SELECT hash FROM proxy_keys").fetchone()[0]
         assert key["key"] not in stored and stored.startswith("sha256:")
     gone = runner.invoke(app, ["--ledger", db, "keys", "revoke", key["id"], "--json"])
     assert json.loads(gone.stdout)["active"] is False

@@ -19,6 +19,7 @@ import httpx
 import openai
 import pytest
 
+from comal.messages import Opaque
 from comal.serve import INTERRUPTED_EVENT
 from comal.testing._fake_wire import anthropic_events
 
@@ -58,16 +59,19 @@ def test_malformed_json_is_a_400_in_the_route_shape(tmp_path: Path, path: str, s
         assert px.ledger.sessions() == []
 
 
-def test_a_conversation_comal_cannot_read_is_forwarded_unmanaged(tmp_path: Path) -> None:
-    """A block type comal does not know yet must not break the client: the upstream decides."""
+def test_a_block_comal_cannot_read_is_kept_whole_and_forwarded(tmp_path: Path) -> None:
+    """A block type comal does not know yet must not break the client, nor be lost (LED-1):
+    it is stored opaque and the upstream gets it exactly."""
     with proxy(tmp_path, [{"content": "fine"}]) as px:
         odd = {**BODY, "messages": [{"role": "user", "content": [{"type": "bogus"}]}]}
         r = httpx.post(px.url + "/v1/messages", json=odd)
         assert r.status_code == 200
-        assert r.headers["x-comal-stage"] == "unmanaged"
+        assert r.headers["x-comal-stage"] == "verbatim"
         (sent,) = px.fake.requests
-        assert sent.body == odd
-        assert px.ledger.sessions() == []
+        assert sent.body["messages"] == odd["messages"]
+        (info,) = px.ledger.sessions()
+        first = px.ledger.entries(info.scope)[0].message
+        assert first.parts == (Opaque("anthropic", '{"type":"bogus"}'),)
         missing = httpx.post(px.url + "/v1/messages", json={"messages": []})
         assert missing.status_code == 400 and "model" in missing.json()["error"]["message"]
 

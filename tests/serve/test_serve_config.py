@@ -64,5 +64,5 @@ def test_serve_reads_the_configuration_file(tmp_path: Path) -> None:
     from comal.cli import app
 
     missing = CliRunner().invoke(app, ["serve", "--config", str(tmp_path / "nope.json")])
-    assert missing.exit_code == 2 and "INPUT_ERROR" in missing.output
+    assert missing.exit_code == 2 and "CONFIG_NOT_FOUND" in missing.output
     assert "Traceback" not in missing.output

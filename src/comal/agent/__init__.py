@@ -22,6 +22,7 @@ guard (TOK-6), the model call, OUTPUT_LENGTH / CONTEXT_LENGTH handling (OUT-1..3
 re-exported here.
 """
 
+from .._config_file import ConfigNotFound
 from ..providers.script import SCRIPT_PREFIX, ScriptEnded, ScriptModel
 from ._agent import Agent, Preamble
 from ._cache import (
@@ -70,7 +71,8 @@ from ._lengths import CONTEXT_EVENT, INCOMPLETE_EVENT
 from ._lock import SessionLock, lock_path
 from ._propose import COMPACT_APPLIED, COMPACT_REQUESTED, Proposal, Proposer, queued_compactions
 from ._result import RunResult, answer_of, run_usage
-from ._runtime import Flags, Runtime
+from ._runtime import Flags, Runtime, check_prompt
+from ._serve_settings import ServeSettings
 from ._session import Check, lock_session, run_checks, spawn_child, start_session
 from ._settings import DEFAULT_SYSTEM, AgentSettings, TaskBudget, WorkSettings
 from ._spend import Spend, SpendCaps, check_spend, spent
@@ -97,6 +99,7 @@ __all__ = [
     "CacheConfig",
     "Check",
     "Config",
+    "ConfigNotFound",
     "DuplicateCallIds",
     "Flags",
     "HostControls",
@@ -111,6 +114,7 @@ __all__ = [
     "Runtime",
     "ScriptEnded",
     "ScriptModel",
+    "ServeSettings",
     "SessionLock",
     "SessionLocked",
     "Setting",
@@ -122,6 +126,7 @@ __all__ = [
     "WorkSettings",
     "answer_of",
     "check_config",
+    "check_prompt",
     "check_spend",
     "config_path",
     "configuration_reference",

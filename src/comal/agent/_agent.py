@@ -36,7 +36,7 @@ from datetime import UTC, datetime
 from ..context import get_engine
 from ..errors import ComalError, UserError
 from ..ledger import Entry, LedgerBackend, Scope
-from ..messages import Message, Role, Text, ToolCall
+from ..messages import Message, Role, Text, ToolCall, preamble_text
 from ..ops import Actor, House, Reconciled, reconcile
 from ..providers import OnEvent, Provider
 from ..work import FINISH, WorkAgent, ensure_work_operations
@@ -394,7 +394,7 @@ class Preamble:
     def render(self) -> str:
         when = self.when.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
         root = self.workspace if self.workspace is not None else "(none)"
-        lines = ["<context>", f"date: {when}", f"workspace: {root}"]
+        lines = [f"date: {when}", f"workspace: {root}"]
         if self.sender:
             lines.append(f"sender: {self.sender}")
         if self.channel:
@@ -403,8 +403,7 @@ class Preamble:
             if items:
                 lines.append(f"{title}:")
                 lines += [f"- {item}" for item in items]
-        lines.append("</context>")
-        return "\n".join(lines)
+        return preamble_text(lines)
 
 
 def intention(

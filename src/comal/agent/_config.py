@@ -3,8 +3,10 @@
 The file is ``config.yaml`` in the per-user configuration directory (platformdirs
 ``user_config_dir("comal")``, e.g. ``~/.config/comal/``) when PyYAML is installed, else
 ``config.toml`` when there is one, else ``config.json`` there; ``COMAL_CONFIG`` names another
-file (its suffix says the format). Every key is optional — the defaults work — and unknown keys
-are refused, so a typo does not silently change nothing::
+file (its suffix says the format). A file named that way, or by a flag, must exist
+(:class:`~comal.agent.ConfigNotFound`); only the per-user default may be absent. Every key
+is optional — the defaults work — and unknown keys are refused, so a typo does not silently
+change nothing::
 
     model: anthropic:claude-sonnet-4-6
     mode: ask                      # read-only | ask | trusted
@@ -21,6 +23,7 @@ are refused, so a typo does not silently change nothing::
       reviewer: {engine: limit, engine_settings: {target_ratio: 0.5}, max_turns: 20}
     plugins: [comal_wordcount]     # operator-only: modules enabled as plugins (docs/plugins.md)
     work: {parallel: 2, budget: {tokens: 500000}}   # operator-only: work steps, task budget
+    serve: {allowed_hosts: [comal.internal]}   # operator-only: comal serve's guards and limits
 
 Every value is checked with its range when the file is read (engine settings with the chosen
 engine's own ranges); an error names the file, the key and the allowed range.
@@ -31,13 +34,12 @@ Precedence: defaults < file < environment (``COMAL_MODEL``, ``COMAL_MODE``, ``CO
 ``COMAL_TENANT``; ``COMAL_CONTEXT_WINDOW`` joins the window minimum) < command-line flags.
 
 Operator-only settings (:data:`OPERATOR_ONLY`: windows, output reserve, engine and its
-settings, caps and limits, the sandbox, the cache, MCP servers, plugins, work steps and the
-task's budget) come only from these
-sources, which the model
-cannot reach: the configuration is read once when the process starts into frozen values, no
-operation in the model's catalog changes any of them, and the policy denies the model's
-Write/Edit of the configuration file and shell commands naming its directory, while the OS
-sandbox masks the file from Bash (CFG-2).
+settings, caps and limits, the sandbox, the cache, MCP servers, plugins, serve, work steps
+and the task's budget) come only from these sources, which the model cannot reach: the
+configuration is read once when the process starts into frozen values, no operation in the
+model's catalog changes any of them, and the policy denies the model's Write/Edit of the
+configuration file and shell commands naming its directory, while the OS sandbox masks the
+file from Bash (CFG-2).
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ from typing import Annotated, Any
 from platformdirs import user_config_dir
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from .._config_file import CONFIG_ENV, ConfigNotFound, named_config
 from ..context import engine_config, engine_names, get_engine
 from ..errors import InputError
 from ..ops import McpServerConfig, Mode, Policy, Rule, Workspace
@@ -61,6 +64,7 @@ from ..tokens import resolve_window
 from ._cache import CacheConfig
 from ._config_doc import allowed
 from ._config_work import WorkConfig
+from ._serve_settings import ServeSettings
 from ._settings import DEFAULT_SYSTEM, AgentSettings
 from ._spend import SpendCaps
 
@@ -72,13 +76,13 @@ __all__ = [
     "SpendConfig",
     "check_config",
     "config_path",
+    "config_source",
     "load_config",
     "policy_from_config",
     "read_config_file",
     "settings_from_config",
 ]
 
-CONFIG_ENV = "COMAL_CONFIG"
 OPERATOR_ONLY = frozenset(
     {
         "context_window",
@@ -91,6 +95,7 @@ OPERATOR_ONLY = frozenset(
         "cache",
         "mcp_servers",
         "plugins",
+        "serve",
         "work",
     }
 )
@@ -253,6 +258,7 @@ class Config(_Strict):
     )
     spend: SpendConfig = Field(default_factory=SpendConfig)
     cache: CacheConfig = Field(default_factory=CacheConfig)
+    serve: ServeSettings = Field(default_factory=ServeSettings)
     agents: dict[str, AgentProfile] = Field(
         default_factory=dict, description="Per-agent settings, by agent name."
     )
@@ -388,10 +394,13 @@ def _yaml() -> Any:
 
 
 def config_path(env: Mapping[str, str] | None = None) -> Path:
-    """The configuration file to read (it may not exist)."""
+    """The configuration file to read: the one ``COMAL_CONFIG`` names, which must exist
+    (:class:`~comal.agent.ConfigNotFound` otherwise), else the per-user default, which may
+    not."""
     env = os.environ if env is None else env
-    if env.get(CONFIG_ENV):
-        return Path(env[CONFIG_ENV]).expanduser()
+    named = named_config(env=env)
+    if named is not None:
+        return named
     base = Path(user_config_dir("comal", appauthor=False))
     yaml_file = base / "config.yaml"
     if _yaml() is not None and yaml_file.exists():
@@ -449,7 +458,7 @@ def check_config(path: Path) -> Config:
     """``comal config check FILE``: the file alone validated (no environment), or the coded
     error naming the file, the key and the allowed range."""
     if not path.is_file():
-        raise InputError("no such configuration file", path=str(path))
+        raise ConfigNotFound("no such configuration file to check; fix the path", path=str(path))
     return _validate(_read(path), str(path))
 
 
@@ -461,11 +470,23 @@ def env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
     return overrides
 
 
+def config_source(
+    path: Path | None = None, env: Mapping[str, str] | None = None
+) -> tuple[Path, dict[str, Any]]:
+    """The file to read and its keys: ``path`` (a flag) or ``COMAL_CONFIG``, which must exist,
+    else the per-user default, read only when it exists."""
+    named = named_config(path, env)
+    if named is not None:
+        return named, _read(named)
+    default = config_path(env)
+    return default, _read(default) if default.exists() else {}
+
+
 def load_config(path: Path | None = None, *, env: Mapping[str, str] | None = None) -> Config:
-    """Defaults < the file (when it exists) < the environment."""
+    """Defaults < the file < the environment. A file named by ``path`` or ``COMAL_CONFIG``
+    must exist; only the per-user default may be absent (see :mod:`comal._config_file`)."""
     env = os.environ if env is None else env
-    path = path if path is not None else config_path(env)
-    data = _read(path) if path.exists() else {}
+    path, data = config_source(path, env)
     config = _validate(data, str(path))
     overrides = env_overrides(env)
     if not overrides:

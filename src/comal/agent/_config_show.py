@@ -25,10 +25,9 @@ from ._config import (
     OPERATOR_ONLY,
     Config,
     SpendConfig,
-    config_path,
+    config_source,
     env_overrides,
     load_config,
-    read_config_file,
 )
 from ._config_doc import allowed, describe_field
 
@@ -111,9 +110,8 @@ def explain_config(
     configured agent). ``flags`` maps configuration keys (:data:`FLAG_KEYS`) to flag values;
     ``None`` is "not given"."""
     env = os.environ if env is None else env
-    path = path if path is not None else config_path(env)
-    data = read_config_file(path) if path.exists() else {}
     config = load_config(path, env=env)
+    path, data = config_source(path, env)
     given = {k: v for k, v in (flags or {}).items() if v is not None and k in FLAG_KEYS}
     window_flag = given.pop("context_window", None)
     if given:

@@ -3,15 +3,15 @@ caller would already catch::
 
     AgentError                              root of this package's errors
     ├── SpendCapExceeded                    TOK-6: a spend cap would be crossed; nothing was sent
-    ├── SessionLocked (UserError)           another live process holds the session (RES-2)
     ├── IncompleteResponse                  the provider stopped for no length reason ("error")
     │   └── DuplicateCallIds                a reply gave two tool calls one id; none ran
     ├── RepeatedOutputLength (OutputLength) OUTPUT_LENGTH again after a larger reserve (OUT-3)
     └── RepeatedContextLength (ContextLength) CONTEXT_LENGTH again after a recalibration
 
 Every message says what happened and ends with what to do. ``ScriptEnded`` (the ``script:``
-model has no reply for a call) lives with that model, in :mod:`comal.providers.script`; this
-package re-exports it. A run that stops at its turn cap is
+model has no reply for a call) lives with that model, in :mod:`comal.providers.script`, and
+``SessionLocked`` (UserError: another live process holds the session, RES-2) with the ledger,
+which takes session locks; this package re-exports both. A run that stops at its turn cap is
 not an error: it returns with status ``max_turns`` and can be resumed.
 """
 
@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import ComalError, ContextLength, OutputLength, UserError
+from ..errors import ComalError, ContextLength, OutputLength
+from ..ledger import SessionLocked
 
 __all__ = [
     "AgentError",
@@ -51,16 +52,6 @@ class SpendCapExceeded(AgentError):
 
     def as_dict(self) -> dict[str, Any]:
         return {"tier": self.tier, "cap": self.cap, "spent": self.spent, "next": self.projected}
-
-
-class SessionLocked(AgentError, UserError):
-    """A live process holds the session's lock; ``holder`` is what its lock file says."""
-
-    code = "SESSION_LOCKED"
-
-    def __init__(self, message: str, *, holder: dict[str, Any]) -> None:
-        super().__init__(message)
-        self.holder = holder
 
 
 class IncompleteResponse(AgentError):

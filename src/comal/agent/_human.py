@@ -23,7 +23,7 @@ from ..context.limit import EngineConfig
 from ..errors import ComalError, UserError
 from ..ledger import CheckpointRecord, LedgerBackend, Scope, SummaryRecord
 from ..ops import CallContext, Handler, Operation, Outcome, Surface, ToolOutput
-from ..tokens import resolve_window
+from ..tokens import REPLY_PRIMING, resolve_window
 from ..turns import ContextSession
 from ..work import board_of, render_work, work_view
 from ._cache import (
@@ -124,7 +124,10 @@ def context_report(runtime: HostControls, preview: Preview) -> dict[str, Any]:
         "counter": config_counter(settings.engine).name,
         "system": preview.system_tokens,
         "tools": preview.tools_tokens,
-        "history": assembly.history_tokens,
+        # A request's history is priced with the tokens that prime the reply (a message list
+        # counts them once); the stored entries are not, so they are said apart.
+        "history": max(assembly.history_tokens - REPLY_PRIMING, 0),
+        "reply_priming": min(REPLY_PRIMING, assembly.history_tokens),
         "history_full": info.tokens if info is not None else None,
         "entries": info.entries if info is not None else None,
         "output_reserve": budget.output_reserve,
@@ -178,7 +181,8 @@ def render_report(report: dict[str, Any]) -> list[tuple[str, str]]:
         (
             "history sent",
             f"{report['history']:,} of {report['history_full'] or 0:,} in "
-            f"{report['entries'] or 0:,} entries",
+            f"{report['entries'] or 0:,} entries (+{report.get('reply_priming', 0)} to prime "
+            "the reply)",
         ),
         ("output reserve", f"{report['output_reserve']:,}"),
         ("margin", f"{report['margin']:,}"),

@@ -41,6 +41,7 @@ from ..ops import (
     House,
     HouseFactory,
     Outcome,
+    Receipt,
     Registry,
     Rule,
     SandboxStatus,
@@ -177,6 +178,11 @@ class Runtime:
         (``latest``: ``comal -c``), or a new one created with its first prompt. With
         ``need_model`` (running the agent) a missing model, an unknown provider or a missing
         key is an error now, before anything is written."""
+        if resume and latest:
+            raise UserError(
+                f"-c (continue the latest session) and --resume {resume} name two sessions; "
+                "give one of them"
+            )
         config = config if config is not None else load_config()
         config = config.merged(flags.overrides(config))
         previous: SessionInfo | None = None
@@ -416,6 +422,7 @@ class Runtime:
     ) -> RunResult:
         """One run under the session's lock: a new session starts with ``prompt``; an existing
         one gets it appended (unless it is the same unanswered prompt) or resumes without."""
+        check_prompt(prompt)
         fresh = self.scope is None
         if fresh:
             if prompt is None:
@@ -442,13 +449,36 @@ class Runtime:
         surface: Surface = "cli",
         actor: Actor | None = None,
     ) -> Outcome:
-        """A human operation (``context``, ``state``, ``compact``, ``model``, ``effort``,
-        ``mode``, ``name``) judged and receipted by the house on a human surface."""
+        """A human's call on a human surface (``context``, ``state``, ``compact``, the
+        controls), judged and receipted by the house; see :meth:`call` for one with effects."""
+        return self._handle(name, args, surface, actor)[0]
+
+    def _handle(
+        self, name: str, args: dict[str, Any], surface: Surface, actor: Actor | None
+    ) -> tuple[Outcome, Receipt]:
         if surface == "model":
             raise UserError("human operations run on the cli, tui or api surface")
         call = ToolCall(f"{surface}-{uuid.uuid4().hex[:12]}", name, json.dumps(args))
-        outcome, _ = self.house().handle(call, actor or Actor.user(self.user), surface=surface)
-        return outcome
+        return self.house().handle(call, actor or Actor.user(self.user), surface=surface)
+
+    def call(
+        self, name: str, args: dict[str, Any], *, surface: Surface = "cli"
+    ) -> tuple[Outcome, Receipt]:
+        """Any operation of the registry, called by this process's user on a human surface
+        (``comal call``): judged and receipted like the model's calls; one with effects runs
+        under the session's lock, as an agent's would (:class:`SessionLocked` when another
+        process holds it). Returns the outcome and the stored receipt."""
+        if self.registry.get(name) is None and name.startswith("mcp__"):
+            self.start_mcp(self.house())  # the configured servers' tools join the registry
+        op = self.registry.get(name)
+        if op is None or op.read_only:
+            return self._handle(name, args, surface, None)
+        with self.lock() as held:
+            self._held = held
+            try:
+                return self._handle(name, args, surface, None)
+            finally:
+                self._held = None
 
     def close(self) -> None:
         self.mcp.close()
@@ -463,6 +493,15 @@ class Runtime:
             yield self
         finally:
             self.close()
+
+
+def check_prompt(prompt: str | None) -> None:
+    """A prompt must say something (``None``: no new prompt, a resume)."""
+    if prompt is not None and not prompt.strip():
+        raise UserError(
+            "the prompt is empty: give -p TEXT (or -p - to read it from stdin); to continue "
+            "a session without a new prompt, give --resume ID with -p alone"
+        )
 
 
 INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md")

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import UserError
 from ..ledger import LedgerBackend, Scope
 from ..messages import ToolCall
 from ..ops import Actor, HostSettings, House, Policy
@@ -56,19 +55,12 @@ def lock_session(
     """Take the session's lock, or raise :class:`~comal.agent.SessionLocked`: a file lock
     beside an SQLite ledger, an advisory lock in a PostgreSQL one. A file lock left by a dead
     process is cleared and recorded as a ``lock_cleared`` event; history is kept (RES-2)."""
-    url = getattr(ledger, "url", None)
-    if path is None and isinstance(url, str) and url.startswith(("postgresql://", "postgres://")):
-        pg = PgSessionLock(url, scope.session, namespace=str(getattr(ledger, "schema", "") or ""))
-        pg.acquire()
-        return pg
-    where = path if path is not None else getattr(ledger, "path", None)
-    if where is None or str(where) == ":memory:":
-        raise UserError(
-            "a session lock needs a ledger file (an in-memory ledger is private to its process); "
-            "open the ledger from a path"
-        )
-    lock = SessionLock(lock_path(where, scope.session), scope.session)
-    stale = lock.acquire()
+    if path is None:
+        lock = ledger.session_lock(scope)
+    else:
+        lock = SessionLock(lock_path(path, scope.session), scope.session)
+        lock.acquire()
+    stale = lock.stale
     if stale is not None:
         try:
             ledger.add_record(

@@ -15,19 +15,18 @@ from ._ledger import LedgerBench, run_ledger_bench, synthetic_steps
 from ._report import markdown_report, totals, write_report
 from ._retention import Fate, classify_retention, read_back, retention_counts
 from ._strategies import (
-    DEFAULT_STRATEGIES,
     ComalEngine,
     Full,
     ObservationMasking,
     Sent,
     Session,
     Strategy,
+    default_strategies,
     make_strategy,
 )
 from ._turn import TurnBench, run_turn_bench
 
 __all__ = [
-    "DEFAULT_STRATEGIES",
     "PROVIDERS",
     "ComalEngine",
     "CompareReport",
@@ -49,6 +48,7 @@ __all__ = [
     "TurnStat",
     "cached_prefix",
     "classify_retention",
+    "default_strategies",
     "find_transcripts",
     "load_prices",
     "load_sessions",

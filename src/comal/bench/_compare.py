@@ -28,10 +28,10 @@ from ._integrity import PairLedger
 from ._langchain import langchain_available
 from ._retention import classify_retention, retention_counts
 from ._strategies import (
-    DEFAULT_STRATEGIES,
     OPENHANDS_UNAVAILABLE,
     Session,
     Strategy,
+    default_strategies,
     make_strategy,
 )
 
@@ -314,7 +314,7 @@ def run_compare(
 ) -> CompareReport:
     """Replay every session in ``paths`` at every window through every strategy.
 
-    ``strategies``: names for :func:`make_strategy`; None runs :data:`DEFAULT_STRATEGIES`,
+    ``strategies``: names for :func:`make_strategy`; None runs :func:`default_strategies`,
     leaving out (with a note) langchain-trim when langchain-core is not installed. ``quick``:
     only the session with the most model calls, at the first window.
     """
@@ -322,7 +322,7 @@ def run_compare(
     counter = counter or default_counter()
     tables = load_prices()
     notes = [f"openhands-*: not run. {OPENHANDS_UNAVAILABLE}"]
-    names = list(DEFAULT_STRATEGIES if strategies is None else strategies)
+    names = list(default_strategies() if strategies is None else strategies)
     if strategies is None and not langchain_available():
         names.remove("langchain-trim")
         notes.append("langchain-trim: not run, langchain-core is not installed (comal[bench])")
@@ -335,6 +335,10 @@ def run_compare(
         progress(f"importing {len(files)} file(s)")
         sessions, skipped = load_sessions(led, files)
         notes += skipped
+        if not sessions:
+            raise UserError(
+                "no transcript could be imported: " + "; ".join(skipped or ["none was found"])
+            )
         if quick and sessions:
             sessions = [max(sessions, key=lambda s: len(s.turns))]
             windows = list(windows)[:1]

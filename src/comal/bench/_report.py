@@ -133,7 +133,17 @@ def runs_table(runs: Sequence[RunResult]) -> str:
     return _table(head, rows, 3)
 
 
-def markdown_report(report: CompareReport, command: str | None = None) -> str:
+_PLOT_TITLES = {
+    "tokens_per_turn.png": "input tokens per model call, the transcript with the most calls",
+    "cumulative_cost.png": "cumulative cost per provider, all transcripts",
+}
+
+
+def markdown_report(
+    report: CompareReport, command: str | None = None, plots: Sequence[str] = ()
+) -> str:
+    """The report; ``plots`` are the file names of the plots written beside it, linked by
+    their relative names so the folder reads the same wherever it is moved."""
     prices = "\n".join(
         f"- {p}: {t.model}, ${t.input}/Mtok input, ${t.cache_read} cache read, "
         + (f"${t.cache_write} cache write" if t.cache_write is not None else "no write premium")
@@ -149,6 +159,7 @@ def markdown_report(report: CompareReport, command: str | None = None) -> str:
         "Prices (list, per million input tokens):\n\n" + prices,
         "How each column is measured: docs/bench.md.",
         "## Totals over all transcripts\n\n" + summary_table(report),
+        "\n".join(f"![{_PLOT_TITLES.get(name, name)}]({name})" for name in plots),
         "## Per transcript\n\n" + runs_table(report.runs),
     ]
     if report.notes:
@@ -226,11 +237,11 @@ def write_report(
     """Write report.md, report.json and, where matplotlib is installed, the plots into ``out``;
     returns the paths written."""
     out.mkdir(parents=True, exist_ok=True)
+    drawn = _plots(report, out) if plots else []
     written = [out / "report.md", out / "report.json"]
-    written[0].write_text(markdown_report(report, command), encoding="utf-8")
+    markdown = markdown_report(report, command, [p.name for p in drawn])
+    written[0].write_text(markdown, encoding="utf-8")
     data = report.as_dict()
     data["command"] = command
     written[1].write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    if plots:
-        written += _plots(report, out)
-    return written
+    return written + drawn

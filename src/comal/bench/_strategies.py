@@ -36,18 +36,24 @@ from ..tokens import Budget, TokenCounter
 from ..turns import replay
 
 __all__ = [
-    "DEFAULT_STRATEGIES",
     "ComalEngine",
     "Full",
     "ObservationMasking",
     "Sent",
     "Session",
     "Strategy",
+    "default_strategies",
     "make_strategy",
     "masking_placeholder",
 ]
 
-DEFAULT_STRATEGIES = ("full", "comal-limit", "comal-dag", "masking-5", "langchain-trim")
+
+def default_strategies() -> tuple[str, ...]:
+    """What ``comal bench compare`` runs when none are named: no management, comal under every
+    engine of the registry (a plugin's too), observation masking and LangChain's trim. The
+    context-editing middleware runs when named."""
+    return ("full", *(f"comal-{e}" for e in engine_names()), "masking-5", "langchain-trim")
+
 
 # Why no openhands-* strategy runs: said once, shown by the CLI and written into the docs.
 OPENHANDS_UNAVAILABLE = (

@@ -24,6 +24,7 @@ _FLAT = (
     "_import",
     "_sessions",
     "_context",
+    "_replay",
     "_engine",
     "_ops",
     "_doctor",
@@ -39,8 +40,9 @@ COMMAND_MODULES = {
         ("sessions", "show", "export", "search", "events", "rename", "rm", "verify"), "_sessions"
     ),
     "context": "_context",
-    **dict.fromkeys(("replay", "state", "compact", "evidence"), "_engine"),
-    **dict.fromkeys(("tools", "receipts", "reconcile"), "_ops"),
+    "replay": "_replay",
+    **dict.fromkeys(("state", "compact", "evidence"), "_engine"),
+    **dict.fromkeys(("tools", "call", "receipts", "reconcile"), "_ops"),
     "doctor": "_doctor",
     "plugins": "_plugins",
     "serve": "_serve",
@@ -148,9 +150,27 @@ def hoist_ledger(args: list[str]) -> list[str]:
     return front + rest
 
 
+def _named_config_exists(args: list[str], command: str | None) -> None:
+    """A missing file that ``COMAL_CONFIG`` names stops every command before it runs (CFG-1):
+    ``doctor`` reports it as a failed check instead, ``--help`` needs no configuration, and a
+    ``--config`` flag names the file in its place."""
+    if command == "doctor" or any(a in ("--help", "--config") for a in args):
+        return
+    from .._config_file import named_config
+    from ._common import coded_errors
+
+    try:
+        with coded_errors("--json" in args):
+            named_config()
+    except typer.Exit as exc:  # outside a command: no click context turns it into an exit
+        raise SystemExit(exc.exit_code) from None
+
+
 def main(argv: list[str] | None = None) -> None:
     """``comal``: the agent (``-p``, ``--resume``, or the TUI) or one of the commands."""
     args = sys.argv[1:] if argv is None else argv
+    if args[:1] != ["--version"]:
+        _named_config_exists(args, _command_of(hoist_ledger(args)))
     if args[:1] == ["agent"]:
         target, name, rest = agent_app, "comal agent", normalize_argv(args[1:])
     elif is_agent_invocation(args):

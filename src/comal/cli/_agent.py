@@ -28,7 +28,9 @@ session, which is the one the session was started with unless ``--model`` names 
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import re
 import sys
 from typing import TYPE_CHECKING
@@ -65,9 +67,12 @@ class _Progress:
     def __init__(self, console: Console) -> None:
         self.console = console
         self._mid_line = False
+        self.streamed = ""  # the text streamed since the last model call began
 
     def say(self, kind: str, text: str) -> None:
         self._end_line()
+        if kind == "turn":
+            self.streamed = ""
         style = _STYLE.get(kind, "")
         if kind == "result" and any(w in text for w in (": error", ": denied", ": uncertain")):
             style = "red"
@@ -81,6 +86,7 @@ class _Progress:
         from ..providers import StreamDone, TextDelta
 
         if isinstance(event, TextDelta):
+            self.streamed += event.text
             shown = _shown(event.text)
             self.console.file.write(shown)
             self.console.file.flush()
@@ -103,11 +109,12 @@ def run_prompt(
     as_json: bool = False,
 ) -> int:
     """Run (or resume) a session headless; returns the exit code (see the module docstring)."""
-    from ..agent import RunResult, Runtime
+    from ..agent import RunResult, Runtime, check_prompt
 
     progress = _Progress(Console(stderr=True, highlight=False))
     session: str | None = None
     try:
+        check_prompt(prompt)  # before any note, and before a ledger is made for nothing
         with ledger(create=True) as led:
             runtime = Runtime.open(led, flags, resume=resume, latest=latest)
             with runtime.closing():
@@ -182,6 +189,16 @@ def _times(n: int) -> str:
     return f" ({n} calls)" if n > 1 else ""
 
 
+def _same_terminal() -> bool:
+    """stdout and stderr are one terminal (a pipe or a file on either keeps the answer)."""
+    try:
+        out, err = os.fstat(sys.stdout.fileno()), os.fstat(sys.stderr.fileno())
+        both = sys.stdout.isatty() and sys.stderr.isatty()
+    except (OSError, ValueError, io.UnsupportedOperation):  # replaced streams (tests)
+        return False
+    return both and (out.st_rdev, out.st_ino) == (err.st_rdev, err.st_ino)
+
+
 def _report(result: RunResult, as_json: bool, progress: _Progress) -> None:
     terminal = sys.stdout.isatty()
     if as_json:
@@ -197,7 +214,9 @@ def _report(result: RunResult, as_json: bool, progress: _Progress) -> None:
         else:
             emit_json(value)
         return
-    if result.answer and result.status != "error":
+    # Streamed to stderr already, on the terminal stdout shares: the same words, once.
+    said = _same_terminal() and progress.streamed.strip() == (result.answer or "").strip()
+    if result.answer and result.status != "error" and not said:
         answer = result.answer.rstrip("\n")
         sys.stdout.write((_shown(answer) if terminal else answer) + "\n")
         sys.stdout.flush()

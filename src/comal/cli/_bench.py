@@ -12,7 +12,7 @@ from ..errors import UserError
 
 if TYPE_CHECKING:
     from ..tokens import TokenCounter
-from ._common import JsonOpt, coded_errors, emit_json, err, out
+from ._common import JsonOpt, Output, coded_errors, emit_json, err, out
 
 app = typer.Typer(help="Benchmarks (numbers to read, not tests).", no_args_is_help=True)
 
@@ -226,8 +226,11 @@ def compare_bench(
     strategies: Annotated[
         str | None,
         typer.Option(
-            help="Comma-separated: full, comal-limit, comal-dag, masking-N, langchain-trim "
-            "(default: all five; langchain-trim needs comal[bench])."
+            help="Comma-separated, from: full; comal-ENGINE for each engine of the registry "
+            "(comal-limit, comal-dag, comal-pipeline, and any a plugin adds), optionally "
+            "comal-ENGINE:SETTING=VALUE; masking-N; langchain-trim; langchain-context-editing. "
+            "Default: full, every comal-ENGINE, masking-5 and langchain-trim (the langchain "
+            "ones need the bench extra)."
         ),
     ] = None,
     out_dir: Annotated[
@@ -253,6 +256,7 @@ def compare_bench(
             raise UserError("give transcript files or folders, e.g. comal bench compare runs/")
         sizes = _windows(windows)
         names = [s.strip() for s in strategies.split(",") if s.strip()] if strategies else None
+        report_to = None if out_dir is None else Output.prepare(out_dir, "--out", folder=True)
         with err.status("comparing") as status:
             report = _b().run_compare(
                 transcripts,
@@ -261,14 +265,15 @@ def compare_bench(
                 quick=quick,
                 progress=lambda msg: status.update(msg),
             )
-        if out_dir is not None:
+        if report_to is not None:
             command = " ".join(
                 ["comal bench compare", *map(str, transcripts), "--windows", windows]
                 + (["--strategies", strategies] if strategies else [])
                 + ["--out", str(out_dir)]
                 + (["--quick"] if quick else [])
             )
-            written = _b().write_report(report, out_dir, command=command)
+            with report_to.writing() as folder:
+                written = _b().write_report(report, folder, command=command)
             for path in written:
                 err.print(f"wrote {path}", markup=False)
             if not any(p.suffix == ".png" for p in written):

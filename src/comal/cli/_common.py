@@ -1,24 +1,26 @@
-"""What every command shares: the ledger option, ``--json`` output, and coded-error exits."""
+"""What every command shares: the ledger option, ``--json`` output, coded-error exits, and
+the files a command writes (:class:`Output`)."""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from ..errors import ComalError
+from ..errors import ComalError, UserError
 
 if TYPE_CHECKING:
     from ..ledger import LedgerBackend
-
-    pass
 from ..safe_text import safe
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -28,6 +30,15 @@ out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True, highlight=False)
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]
+# The engine commands' flags (replay, compact).
+WindowOpt = Annotated[
+    int | None,
+    typer.Option("--context-window", help="Cap the window (minimum with the model's).", min=1),
+]
+ModelOpt = Annotated[str | None, typer.Option(help="Model to budget for (provider:model).")]
+EngineOpt = Annotated[
+    str, typer.Option(help="Context engine from the registry (limit is the default).")
+]
 
 
 LedgerOpt = Annotated[
@@ -68,6 +79,71 @@ def ledger(*, create: bool = False) -> Iterator[LedgerBackend]:
         yield led
     finally:
         led.close()
+
+
+class OutputPathError(UserError):
+    """A file or folder a command was asked to write cannot be written there; ``option`` is
+    the flag that named it (``--plot``, ``--dump``, ``--out``)."""
+
+    code = "OUTPUT_PATH"
+
+    def __init__(self, option: str, path: Path, reason: str) -> None:
+        super().__init__(
+            f"{option} {path}: cannot write there ({reason}); give a path in a folder you can "
+            "write to"
+        )
+        self.option = option
+        self.path = path
+
+
+def _reason(exc: OSError, path: Path) -> str:
+    if isinstance(exc, (NotADirectoryError, FileExistsError)):
+        # errno names neither which part is in the way nor what it is.
+        for part in (path, *path.parents):
+            if part.exists() and not part.is_dir():
+                return f"{part} is a file, not a folder"
+    why = exc.strerror or type(exc).__name__
+    named = None if exc.filename is None else os.fsdecode(exc.filename)
+    return why if named is None or named == str(path) else f"{why}: {named}"
+
+
+@dataclass(frozen=True)
+class Output:
+    """A path a command writes (a file, or a folder of files), checked before the work starts
+    so a long run never ends in a traceback; :meth:`writing` names it in any later failure.
+    Every command that writes files goes through this one helper."""
+
+    path: Path
+    option: str
+    folder: bool = False
+
+    @classmethod
+    def prepare(cls, path: Path, option: str, *, folder: bool = False) -> Output:
+        """Create the folder (or the file's folder) and try writing there; a coded error
+        naming ``option`` and ``path`` when that fails."""
+        made = cls(path, option, folder)
+        where = path if folder else path.parent
+        with made.writing():
+            if not folder and path.is_dir():
+                raise IsADirectoryError(21, "it is a folder", str(path))
+            where.mkdir(parents=True, exist_ok=True)
+        try:
+            # A write into the folder itself: being a folder says nothing of /proc or a
+            # read-only mount.
+            handle, probe = tempfile.mkstemp(dir=where, prefix=".comal-probe-")
+        except OSError as exc:
+            what = f"no file can be created in {where}: {exc.strerror or type(exc).__name__}"
+            raise OutputPathError(option, path, what) from exc
+        os.close(handle)
+        os.unlink(probe)
+        return made
+
+    @contextmanager
+    def writing(self) -> Iterator[Path]:
+        try:
+            yield self.path
+        except OSError as exc:
+            raise OutputPathError(self.option, self.path, _reason(exc, self.path)) from exc
 
 
 def emit_json(value: Any) -> None:

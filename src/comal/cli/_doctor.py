@@ -43,8 +43,8 @@ def checks() -> list[dict[str, Any]]:
             return f"{describe_target(target)}: {len(led.sessions())} session(s)"
 
     def config_check() -> str:
-        path = config_path()
         config = load_config()
+        path = config_path()
         where = str(path) if path.exists() else f"{path} (absent: defaults)"
         return f"{where}; engine {config.engine}, mode {config.mode}"
 

@@ -1,7 +1,10 @@
-"""House commands: the operation catalog, receipts, and reconciliation after a crash.
+"""House commands: the operation catalog, calling one operation, receipts, and reconciliation
+after a crash.
 
 Register with ``for command in _ops.app.registered_commands: app.registered_commands.append(...)``
-like the other command groups; the commands are ``tools``, ``receipts`` and ``reconcile``.
+like the other command groups; the commands are ``tools``, ``call``, ``receipts`` and
+``reconcile``. ``tools --surface cli`` lists what ``call`` runs (OPS-1: the command line is a
+projection of the one registry, judged by the same house).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from rich.table import Table
 
 if TYPE_CHECKING:
     pass
-from ._common import JsonOpt, coded_errors, emit_json, ledger, out
+from ._common import JsonOpt, coded_errors, emit_json, err, ledger, out
 
 app = typer.Typer()
 
@@ -41,12 +44,14 @@ def tools(
 
     Example: comal tools --surface model --format anthropic --json
     """
-    from ..agent import load_config
+    from ..agent import HUMAN_OPERATIONS, load_config
     from ..ops import default_registry
 
     with coded_errors(as_json):
         load_config()  # the configuration's plugins: add their operations to the catalog
-        catalog = default_registry().catalog(surface)
+        registry = default_registry()
+        registry.add_all(HUMAN_OPERATIONS)  # context, state, compact: never on the model's
+        catalog = registry.catalog(surface)
         text = catalog.json(format)
     if as_json:
         sys.stdout.write(text + "\n")
@@ -63,6 +68,77 @@ def tools(
         )
     out.print(table)
     out.print(f"catalog sha256 {catalog.digest} ({len(catalog.operations)} operations)")
+    if surface == "cli":
+        out.print("run one: comal call SESSION OPERATION '{\"argument\": ...}'", markup=False)
+
+
+@app.command("call")
+def call_cmd(
+    session: Annotated[str, typer.Argument(help="Session id (a unique prefix is enough).")],
+    operation: Annotated[
+        str, typer.Argument(help="An operation `comal tools --surface cli` lists.")
+    ],
+    arguments: Annotated[
+        str, typer.Argument(help="Its arguments, a JSON object (its contract in `comal tools`).")
+    ] = "{}",
+    mode: Annotated[
+        str,
+        typer.Option(
+            help="read-only | ask | trusted (ask: no approver here, so "
+            "what needs approval is denied)."
+        ),
+    ] = "",
+    allow: Annotated[list[str] | None, typer.Option(help="Allow rule, e.g. 'Bash(git *)'.")] = None,
+    workspace: Annotated[
+        Path | None, typer.Option(help="Files it may touch (default: the session's, else here).")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Call one operation as yourself, in a session: judged by the house under the
+    configuration's policy, run, and receipted like the model's calls (a call with effects
+    takes the session's lock). Exit 1 when it was denied or failed.
+
+    Example: comal call 3f2a Grep '{"pattern": "TODO", "path": "src"}' --mode trusted
+    """
+    import json
+
+    from ..agent import Flags, Runtime
+    from ..errors import UserError
+    from ..safe_text import safe
+
+    with coded_errors(as_json), ledger() as led:
+        try:
+            args = json.loads(arguments)
+        except json.JSONDecodeError as exc:
+            raise UserError(
+                f"arguments: not JSON ({exc.msg}); give an object, e.g. '{{}}'"
+            ) from None
+        if not isinstance(args, dict):
+            raise UserError("arguments: give a JSON object of the operation's arguments")
+        flags = Flags(mode=mode or None, allow=tuple(allow or ()), workspace=workspace)
+        runtime = Runtime.open(led, flags, resume=session, need_model=False)
+        with runtime.closing():
+            outcome, receipt = runtime.call(operation, args)
+    result = outcome.result
+    decided = receipt.judgment.get("decision"), receipt.judgment.get("rule")
+    if as_json:
+        emit_json(
+            {
+                "session": runtime.need_scope().session,
+                "operation": operation,
+                "status": receipt.status,
+                "judgment": {"decision": decided[0], "rule": decided[1]},
+                "result": result.text,
+                "is_error": result.is_error,
+                "receipt": receipt.record_id,
+            }
+        )
+    else:
+        typer.echo(safe(result.text))
+        err.print(f"{operation}: {receipt.status} ({decided[0]} by {decided[1]}); receipt "
+                  f"{receipt.record_id}", markup=False, highlight=False)  # fmt: skip
+    if receipt.status != "ok" or result.is_error:
+        raise typer.Exit(1)
 
 
 def _judgment_line(body: dict[str, Any]) -> str:

@@ -7,7 +7,7 @@ other command groups are registered.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -56,31 +56,43 @@ def serve(
             "output_reserve apply unless given here.",
         ),
     ] = None,
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Also answer requests addressed to this host name (repeatable; adds to "
+            "serve.allowed_hosts). Others are refused against DNS rebinding.",
+        ),
+    ] = None,
+    allow_origin: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Let web pages of this origin (scheme://host[:port]) call the server "
+            "(repeatable; adds to serve.allowed_origins).",
+        ),
+    ] = None,
 ) -> None:
     """Run the proxy (Anthropic /v1/messages, OpenAI /v1/chat/completions and /v1/responses),
     the HTTP API (/api, schema at /openapi.json) and the dashboard (/) in one process.
 
     Upstream keys: the client's own key headers go upstream unchanged, unless
-    COMAL_UPSTREAM_ANTHROPIC_KEY / COMAL_UPSTREAM_OPENAI_KEY are set. On a loopback address with
-    no proxy keys, one local tenant is served without a key; otherwise `comal keys add` makes one.
+    COMAL_UPSTREAM_ANTHROPIC_KEY / COMAL_UPSTREAM_OPENAI_KEY are set; comal's proxy keys never
+    do. On an explicit loopback address with no proxy keys, one local tenant is served without
+    a key; on any other address (--host 0.0.0.0 or '') `comal keys add` must make one first.
+    Requests naming another host than the server's, and browser requests from other web pages,
+    are refused (--allow-host, --allow-origin add to the configuration's serve section).
 
     Example: comal serve --port 8787 --context-window 128000
     """
     import os
 
     from ..agent import load_config
-    from ..errors import InputError
     from ..serve import ServeConfig, create_app
 
     with coded_errors(False):
-        if config_file is not None and not config_file.is_file():
-            raise InputError(
-                "the configuration file given with --config does not exist; fix the path",
-                path=str(config_file),
-            )
         # The configuration file, as every command reads it (CFG-1); flags win over it. Loading
         # it enables its plugins: (engines, schemes, operations) before the app reads them.
         operator = load_config(config_file)
+        settings = operator.serve
         config = ServeConfig(
             ledger=ledger_file if ledger_file is not None else ledger_target(),
             host=host,
@@ -95,15 +107,48 @@ def serve(
             max_body_bytes=max_body,
             dashboard=not no_dashboard,
             operator=operator,
+            allowed_hosts=(*settings.allowed_hosts, *_checked_hosts(allow_host or [])),
+            allowed_origins=(*settings.allowed_origins, *_checked_origins(allow_origin or [])),
+            header_timeout=settings.header_timeout,
+            body_timeout=settings.body_timeout,
+            keep_alive_timeout=settings.keep_alive_timeout,
+            max_connections=settings.max_connections,
         )
         application = create_app(config)
     from ..serve._run import serve_forever
 
     where = f"http://{host}:{port}"
     err.print(f"comal serve on {where}  (ledger {config.ledger})")
+    if not config.loopback:
+        err.print(
+            f"  not on a loopback address ({host!r}): every request needs a proxy key; clients "
+            "that reach it by another name than the address need --allow-host NAME"
+        )
     err.print(f"  Claude Code: ANTHROPIC_BASE_URL={where} claude")
     err.print(f"  OpenAI SDKs / Codex: base_url {where}/v1   dashboard: {where}/")
     serve_forever(application, host, port)
+
+
+def _checked_hosts(names: list[str]) -> list[str]:
+    from ..agent import ServeSettings
+
+    return _checked(ServeSettings, "allowed_hosts", "--allow-host", names)
+
+
+def _checked_origins(origins: list[str]) -> list[str]:
+    from ..agent import ServeSettings
+
+    return _checked(ServeSettings, "allowed_origins", "--allow-origin", origins)
+
+
+def _checked(model: Any, key: str, flag: str, values: list[str]) -> list[str]:
+    """Flag values validated as the configuration file's are."""
+    from pydantic import ValidationError
+
+    try:
+        return list(getattr(model.model_validate({key: values}), key))
+    except ValidationError as exc:
+        raise typer.BadParameter(exc.errors()[0]["msg"], param_hint=flag) from exc
 
 
 @keys_app.command("add")

@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 if TYPE_CHECKING:
-    from ..ledger import Scope, SearchHit, SessionInfo
+    from ..ledger import LedgerBackend, Scope, SearchHit, SessionInfo
     from ..messages import Message
 from ..errors import UserError
 from ..safe_text import safe
@@ -111,30 +111,49 @@ def show(
     with coded_errors(as_json), ledger() as led:
         scope = led.resolve(session)
         entries = led.tail(scope, n=tail) if tail else led.entries(scope)
+        records = _stored_outputs(led, scope)
         work = [] if as_json else work_lines(led, scope)
-    if as_json:
-        emit_json(
-            [
-                {
-                    "id": e.id,
-                    "seq": e.seq,
-                    "step": e.step,
-                    "role": e.role,
-                    "tokens": e.tokens,
-                    "digest": e.digest,
-                    "output_digest": e.output_digest,
-                    "message": message_to_dict(e.message),
-                }
-                for e in entries
-            ]
-        )
-        return
-    table = Table("seq", "step", "role", "tokens", "content", show_lines=False)
+    rows = []
     for e in entries:
-        table.add_row(str(e.seq), str(e.step), e.role, str(e.tokens), escape(_preview(e.message)))
+        row: dict[str, Any] = {
+            "id": e.id,
+            "seq": e.seq,
+            "step": e.step,
+            "role": e.role,
+            "tokens": e.tokens,
+            "digest": e.digest,
+            "output_digest": e.output_digest,
+            "message": message_to_dict(e.message),
+        }
+        result = e.message.tool_result
+        if result is not None and result.call_id in records:
+            row["record"] = records[result.call_id]
+        rows.append(row)
+    if as_json:
+        emit_json(rows)
+        return
+    table = Table("entry", "seq", "step", "role", "tokens", "content", show_lines=False)
+    for e, row in zip(entries, rows, strict=True):
+        content = escape(_preview(e.message))
+        if "record" in row:
+            content = escape(f"[whole output: record {row['record']}] ") + content
+        table.add_row(str(e.id), str(e.seq), str(e.step), e.role, str(e.tokens), content)
+    table.caption = (
+        f"read any output exactly: comal evidence {scope.session[:8]} --entry ENTRY, or "
+        "--record N for an output cut at write time"
+    )
     out.print(table)
     for line in work:
         out.print(escape(safe(line)))
+
+
+def _stored_outputs(led: LedgerBackend, scope: Scope) -> dict[str, int]:
+    """The record each output the write-time guard cut was stored whole in, by call id."""
+    found: dict[str, int] = {}
+    # comal.ops.OUTPUT_KIND, spelled here: importing the house would double `show`'s start-up.
+    for rec in led.records(scope, "event", kinds=("output",)):
+        found.setdefault(str(rec.body.get("call_id")), rec.id)
+    return found
 
 
 @app.command()
@@ -247,10 +266,10 @@ def search(
     if as_json:
         emit_json([_hit_dict(scope, hit) for scope, hit in hits])
         return
-    table = Table("session", "seq", "role", "snippet", title=f"{len(hits)} hit(s)")
+    table = Table("session", "entry", "seq", "role", "snippet", title=f"{len(hits)} hit(s)")
     for scope, hit in hits:
         snippet = safe(hit.snippet.replace("\n", "⏎ "))
-        table.add_row(scope.session[:8], str(hit.seq), hit.role, escape(snippet))
+        table.add_row(scope.session[:8], str(hit.entry_id), str(hit.seq), hit.role, escape(snippet))
     out.print(table)
 
 
@@ -263,8 +282,9 @@ def events(
     as_json: JsonOpt = False,
 ) -> None:
     """List a session's events (OBS-2): what the engine did (referenced, checkpointed,
-    bounded, evicted, summarized), recoveries, queued compactions, added rules. With --json,
-    one JSON object per line.
+    bounded, evicted, summarized; the stand-ins maintenance and /compact stored:
+    checkpointed, pipeline_summarized, dag_summarized, dag_condensed), recoveries, queued
+    compactions, added rules. With --json, one JSON object per line.
 
     Example: comal events 3f2a --kind checkpointed
     """
@@ -370,6 +390,7 @@ def verify_cmd(as_json: JsonOpt = False) -> None:
         rows = sum(report.rows.values())
         out.print(f"verified {report.entries:,} entries ({rows:,} rows in all): {status}")
         out.print(escape(f"  database: {report.database}"))
+        out.print(escape(f"  seals: {report.sealing}"))
         for f in report.faults[:50]:
             where = f"{f.table} row {f.row}" if f.row is not None else f.table
             seq = f" seq {f.seq}" if f.seq is not None else ""

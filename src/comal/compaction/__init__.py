@@ -15,7 +15,15 @@ model, or the extractive one), with escalation, validation, spend caps and a cir
 from ._dag import CAP_MARKER, Made, SummarizerFailed, acceptable, make_text
 from ._execute import Compactor, execute, rehearse
 from ._guard import Guard, GuardState, guard_state
-from ._handlers import BLOCKED, CONDENSED, FAILED, SUMMARIZED
+from ._handlers import (
+    BLOCKED,
+    CHECKPOINTED,
+    CONDENSED,
+    FAILED,
+    PIPELINE_SUMMARIZED,
+    SUMMARIZED,
+    stored_kind,
+)
 from ._provider import SUMMARIZER_SYSTEM, ProviderSummarizer, SummarizerModel, summary_prompt
 from ._report import dag_report
 from ._summarizers import build_summarizer, configured_summarizer
@@ -34,8 +42,10 @@ from ._table import (
 __all__ = [
     "BLOCKED",
     "CAP_MARKER",
+    "CHECKPOINTED",
     "CONDENSED",
     "FAILED",
+    "PIPELINE_SUMMARIZED",
     "SUMMARIZED",
     "SUMMARIZER_SYSTEM",
     "Background",
@@ -63,6 +73,7 @@ __all__ = [
     "made_dict",
     "make_text",
     "rehearse",
+    "stored_kind",
     "summary_prompt",
     "sweep_passes",
 ]

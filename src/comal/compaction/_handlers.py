@@ -4,6 +4,10 @@
 - ``PipelineSummarize``: summarize with the fallback levels and store the summary, inline.
 - ``SummarizeLeaf``, ``Condense`` and ``Blocked`` (dag): summaries made under the session's
   lease, in sweeps of several passes; a ``Blocked`` job is said once as an event, never retried.
+
+Every stand-in stored here is an OBS-2 event written in the same transaction (``checkpointed``,
+``pipeline_summarized``, ``dag_summarized``, ``dag_condensed``): ``comal events`` shows what
+``/compact`` and maintenance did on every surface, and a stand-in never exists without it.
 """
 
 from __future__ import annotations
@@ -11,29 +15,66 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from ..context import Bases, StoreCheckpoint, proposal_record, store_checkpoint
+from ..context import (
+    Bases,
+    CheckpointProposal,
+    StoreCheckpoint,
+    proposal_record,
+    store_checkpoint,
+)
 from ..context.dag import Blocked, Condense, DagConfig, SummarizeLeaf
-from ..context.pipeline import PipelineSummarize
-from ..ledger import SummaryInput, SummaryRecord
+from ..context.pipeline import PIPELINE_ENGINE, PipelineSummarize
+from ..ledger import CheckpointRecord, SummaryInput, SummaryRecord
 from ..messages import sha256_hex
 from ..tokens import TokenCounter
 from ._dag import condense_request, condensed_input, leaf_input, leaf_request, make_text
 from ._guard import Guard
-from ._pipeline import run_pipeline_job, summarize_pipeline
+from ._pipeline import summarize_pipeline
 from ._table import JobFailed, JobHandler, JobRun, Rehearsal
 
-__all__ = ["BLOCKED", "CONDENSED", "FAILED", "SUMMARIZED", "builtin_handlers"]
+__all__ = [
+    "BLOCKED",
+    "CHECKPOINTED",
+    "CONDENSED",
+    "FAILED",
+    "PIPELINE_SUMMARIZED",
+    "SUMMARIZED",
+    "builtin_handlers",
+    "stored_kind",
+]
 
 SUMMARIZED = "dag_summarized"
 CONDENSED = "dag_condensed"
 BLOCKED = "dag_blocked"
 FAILED = "dag_summarizer_failed"
+# The kind an assembly's own checkpoint is recorded under (comal.turns' EVENT_KINDS).
+CHECKPOINTED = "checkpointed"
+PIPELINE_SUMMARIZED = "pipeline_summarized"
+
+
+def _store_checkpoint(
+    run: JobRun, proposal: CheckpointProposal, kind: str, body: dict[str, Any]
+) -> CheckpointRecord:
+    with run.ledger.atomic():
+        record = store_checkpoint(run.ledger, run.scope, proposal)
+        event = {
+            "v": 1,
+            "kind": kind,
+            "checkpoint": record.id,
+            "first_seq": record.first_seq,
+            "last_seq": record.last_seq,
+            "tokens": record.tokens,
+            "count": 1,
+            **body,
+        }
+        run.ledger.add_record(run.scope, "event", kind, event)
+    run.probe("stored", f"checkpoint {record.id}")
+    return record
 
 
 # -- limit ------------------------------------------------------------------------------------
 def _store(run: JobRun, job: StoreCheckpoint) -> object:
-    with run.ledger.atomic():
-        return store_checkpoint(run.ledger, run.scope, job.proposal)
+    return _store_checkpoint(run, job.proposal, CHECKPOINTED, {"job": "StoreCheckpoint"})
 
 
 def _rehearse_store(r: Rehearsal, job: StoreCheckpoint) -> object:
@@ -44,7 +85,11 @@ def _rehearse_store(r: Rehearsal, job: StoreCheckpoint) -> object:
 
 # -- pipeline ---------------------------------------------------------------------------------
 def _pipeline(run: JobRun, job: PipelineSummarize) -> object:
-    return run_pipeline_job(run.ledger, run.scope, job, run.summarizer())
+    entries = run.ledger.entries(run.scope, start_seq=job.source_first, end_seq=job.last_seq)
+    proposal = summarize_pipeline(job, entries, run.counter, run.summarizer())
+    meta = proposal.meta
+    body = {"level": meta.get("level"), "summarizer": meta.get("summarizer")}
+    return _store_checkpoint(run, proposal, PIPELINE_SUMMARIZED, body)
 
 
 def _rehearse_pipeline(r: Rehearsal, job: PipelineSummarize) -> object:
@@ -194,6 +239,17 @@ def _rehearse_condense(r: Rehearsal, job: Condense) -> object | None:
     folded = (*frontier[:first], record, *frontier[first + len(children) :])
     r.bases = Bases(r.bases.checkpoint, folded)
     return record
+
+
+def stored_kind(record: object) -> str:
+    """The event kind a stand-in made by one of these handlers is recorded under, for a
+    replay to say what a live run would have recorded."""
+    if isinstance(record, SummaryRecord):
+        return SUMMARIZED if record.kind == "leaf" else CONDENSED
+    if isinstance(record, CheckpointRecord):
+        pipeline = record.meta.get("engine") == PIPELINE_ENGINE
+        return PIPELINE_SUMMARIZED if pipeline else CHECKPOINTED
+    return f"stored_{type(record).__name__.lower()}"  # a plugin's own stand-in
 
 
 def builtin_handlers() -> tuple[JobHandler, ...]:

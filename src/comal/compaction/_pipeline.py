@@ -4,8 +4,8 @@ The job names the entries to summarize; here they are rendered as untrusted sour
 handed to a :class:`~comal.context.Summarizer` (the pipeline's extractive one when none is
 given) with the three-level fallback: a full summary; if that fails or comes back too large, a
 simplified one from sources without the oversized content; and if that fails too, a count-only
-note that always fits. The result is stored in the checkpoints table (one transaction) with
-the pipeline's meta, or kept in memory for a replay.
+note that always fits. The executor table's handler stores the result in the checkpoints table
+with the pipeline's meta and its event (one transaction), or a replay keeps it in memory.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from ..context import (
     Summarizer,
     SummaryRequest,
     SummaryText,
-    store_checkpoint,
 )
 from ..context._render import message_tokens
 from ..context.pipeline import (
@@ -30,10 +29,10 @@ from ..context.pipeline import (
     render_sources,
     summary_message,
 )
-from ..ledger import CheckpointRecord, Entry, LedgerBackend, Scope
+from ..ledger import Entry
 from ..tokens import TokenCounter
 
-__all__ = ["PIPELINE_JOBS", "run_pipeline_job", "summarize_pipeline"]
+__all__ = ["PIPELINE_JOBS", "summarize_pipeline"]
 
 PIPELINE_JOBS = (PipelineSummarize,)
 
@@ -117,16 +116,3 @@ def summarize_pipeline(
         meta["summarizer_tokens"] = {"input": made.input_tokens, "output": made.output_tokens}
     tokens = message_tokens(counter, message)
     return CheckpointProposal(message, job.first_seq, job.last_seq, tokens, meta)
-
-
-def run_pipeline_job(
-    ledger: LedgerBackend,
-    scope: Scope,
-    job: PipelineSummarize,
-    summarizer: Summarizer | None = None,
-) -> CheckpointRecord:
-    """Summarize from the ledger and store the summary (one transaction)."""
-    entries = ledger.entries(scope, start_seq=job.source_first, end_seq=job.last_seq)
-    proposal = summarize_pipeline(job, entries, ledger.counter, summarizer)
-    with ledger.atomic():
-        return store_checkpoint(ledger, scope, proposal)

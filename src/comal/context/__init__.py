@@ -44,7 +44,7 @@ from ._engine import (
 )
 from ._extractive import ExtractiveSummarizer, count_only_note, exact_values
 from ._registry import ENGINES, engine_names, get_engine
-from ._render import EngineCache
+from ._render import EngineCache, error_excerpt
 from ._replay import Bases, ReplayTurn, action_dict, proposal_record, split_view
 from ._summarizer import LEVELS, Level, Summarizer, SummaryRequest, SummaryText
 from ._view import View, store_checkpoint
@@ -103,6 +103,7 @@ __all__ = [
     "count_only_note",
     "engine_config",
     "engine_names",
+    "error_excerpt",
     "exact_values",
     "get_engine",
     "newest_board",

@@ -13,7 +13,18 @@ from dataclasses import dataclass
 
 from ..evidence import evidence_call, message_text, utf16_len
 from ..ledger import Entry
-from ..messages import Media, Message, Part, Reasoning, Text, ToolCall, ToolResult, sha256_hex
+from ..messages import (
+    Message,
+    Opaque,
+    Part,
+    Reasoning,
+    ResultBlock,
+    Text,
+    ToolCall,
+    ToolResult,
+    sha256_hex,
+)
+from ..messages.wire import render_opaque
 from ..tokens import TokenCounter
 from ._render import EngineCache, media_in, message_tokens, strip_media
 
@@ -88,6 +99,11 @@ def _cut(entry: Entry, field: str, text: str, keep: int) -> str:
     return head + marker + tail
 
 
+def _placeheld(part: ResultBlock) -> ResultBlock:
+    # A block comal cannot read cannot be cut either: a bounded message names it instead.
+    return Text(render_opaque(part)) if isinstance(part, Opaque) else part
+
+
 def _rebuild(entry: Entry, cuts: dict[str, str]) -> tuple[Message, int]:
     message = entry.message
     parts: list[Part] = []
@@ -107,11 +123,13 @@ def _rebuild(entry: Entry, cuts: dict[str, str]) -> tuple[Message, int]:
             call_index += 1
             parts.append(ToolCall(part.id, part.name, cuts[name], part.call_type, part.cache))
         elif isinstance(part, ToolResult):
-            content: str | tuple[Text | Media, ...] = cuts["content"]
+            content: str | tuple[ResultBlock, ...] = cuts["content"]
             if not isinstance(part.content, str):
-                media = tuple(p for p in part.content if isinstance(p, Media))
-                content = (Text(cuts["content"]), *media)
+                kept = tuple(_placeheld(p) for p in part.content if not isinstance(p, Text))
+                content = (Text(cuts["content"]), *kept)
             parts.append(ToolResult(part.call_id, content, part.is_error, part.name, part.cache))
+        elif isinstance(part, Opaque):
+            parts.append(_placeheld(part))
         else:
             parts.append(part)
     return Message(message.role, tuple(parts), message.name), dropped

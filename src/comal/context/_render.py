@@ -9,6 +9,7 @@ Each rewrite is a pure function of the entry and the config, so it is byte-ident
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from ..messages import (
     Media,
     Message,
     Part,
+    ResultBlock,
     Summary,
     Text,
     ToolResult,
@@ -35,6 +37,7 @@ T = TypeVar("T")
 __all__ = [
     "EngineCache",
     "Memo",
+    "error_excerpt",
     "media_in",
     "media_note",
     "media_tokens",
@@ -44,6 +47,47 @@ __all__ = [
     "reference",
     "strip_media",
 ]
+
+
+# A line that says what went wrong: an exception, a failed assertion or test, a refusal.
+_ERROR_WORDS = re.compile(
+    r"(?i)(error|exception|traceback|fail|fatal|panic|assert|denied|refused|not found|no such"
+    r"|cannot|can't|unable|invalid|timed out|killed)"
+)
+# The stream labels comal's own Bash result puts before stderr and stdout: never the news.
+_LABEL = re.compile(r"^\[(stderr|stdout)\]$")
+_EXCERPT_LINES = 4
+_EXCERPT_LINE_CHARS = 200
+_EXCERPT_CHARS = 600
+
+
+def error_excerpt(text: str) -> list[str]:
+    """The lines of an error output that say what failed, bounded (at most 4 lines of at most
+    200 characters, 600 in all): the first line, which names what failed, and the last lines
+    that read as an error, where a traceback or a test run states why. The output stays
+    whole in the ledger; this is what a checkpoint can afford to show of it."""
+    lines = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line and not _LABEL.match(line):
+            lines.append(line)
+    if not lines:
+        return []
+    telling = [i for i, line in enumerate(lines[1:], 1) if _ERROR_WORDS.search(line)]
+    if not telling:
+        telling = [len(lines) - 1] if len(lines) > 1 else []
+    chosen = [0, *telling[-(_EXCERPT_LINES - 1) :]]
+    out: list[str] = []
+    room = _EXCERPT_CHARS
+    for i in chosen:
+        line = lines[i]
+        cap = min(_EXCERPT_LINE_CHARS, room)
+        if cap <= 1:
+            break
+        line = line if len(line) <= cap else line[: cap - 1] + "…"
+        out.append(line)
+        room -= len(line)
+    return out
 
 
 def preview_line(text: str, limit: int) -> str:
@@ -95,7 +139,7 @@ def media_note(media: Media, entry_id: int) -> str:
 def strip_media(message: Message, entry_id: int) -> Message:
     """The message with every media part replaced by its note; the rest is unchanged."""
 
-    def swap(part: Text | Media) -> Text:
+    def swap(part: ResultBlock) -> ResultBlock:
         return Text(media_note(part, entry_id)) if isinstance(part, Media) else part
 
     parts: list[Part] = []

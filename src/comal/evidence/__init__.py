@@ -11,7 +11,9 @@ from ._args import (
     EVIDENCE_READ_NAME,
     MAX_PAGE_UNITS,
     EvidenceReadArgs,
+    Target,
     evidence_call,
+    evidence_call_arguments,
     parse_evidence_call,
 )
 from ._errors import (
@@ -41,7 +43,9 @@ __all__ = [
     "EvidencePage",
     "EvidenceReadArgs",
     "EvidenceSource",
+    "Target",
     "evidence_call",
+    "evidence_call_arguments",
     "field_text",
     "fields_of",
     "line_count",

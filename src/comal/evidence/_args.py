@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -24,11 +24,15 @@ __all__ = [
     "EVIDENCE_READ_NAME",
     "MAX_PAGE_UNITS",
     "EvidenceReadArgs",
+    "Target",
     "evidence_call",
+    "evidence_call_arguments",
     "parse_evidence_call",
 ]
 
 EVIDENCE_READ_NAME = "EvidenceRead"
+# What an EvidenceRead names: a ledger entry, or a stored output record (PIP-3).
+Target = Literal["entry", "record"]
 # EVI-2: a page is at most 8,000 UTF-16 units.
 MAX_PAGE_UNITS = 8_000
 EVIDENCE_READ_DESCRIPTION = (
@@ -75,9 +79,18 @@ def evidence_call(
     limit: int = MAX_PAGE_UNITS,
     search: str | None = None,
     regex: bool = False,
+    target: Target = "entry",
 ) -> str:
-    """The exact ``EvidenceRead(...)`` call text; defaults are left out."""
-    if digest is None:
+    """The exact ``EvidenceRead(...)`` call text; defaults are left out. ``target`` says what
+    ``entry_id`` numbers: a ledger entry, or a stored output ``record`` (the write-time guard's:
+    it has one field, so none is named)."""
+    if target == "record":
+        base = f"{EVIDENCE_READ_NAME}(record={entry_id})"
+        if digest is not None:
+            base = f'{base[:-1]}, expected_digest="{digest}")'
+        if session is not None:
+            base = f"{base[:-1]}, session={json.dumps(session, ensure_ascii=False)})"
+    elif digest is None:
         base = (
             f"{EVIDENCE_READ_NAME}(entry={entry_id}, field={json.dumps(field, ensure_ascii=False)})"
         )
@@ -106,6 +119,16 @@ _ARG = re.compile(
 
 def parse_evidence_call(text: str) -> EvidenceReadArgs:
     """Read an ``EvidenceRead(...)`` call written by :func:`evidence_call` (or by a model)."""
+    args = evidence_call_arguments(text)
+    try:
+        return EvidenceReadArgs(**args)
+    except ValidationError as exc:
+        raise EvidenceArgumentError(f"bad {EVIDENCE_READ_NAME} arguments: {exc}") from exc
+
+
+def evidence_call_arguments(text: str) -> dict[str, Any]:
+    """The arguments of an ``EvidenceRead(...)`` call's text, as written (not validated): the
+    entry or record, field, offset, digest... whatever it names."""
     match = _CALL.fullmatch(text)
     if match is None:
         raise EvidenceArgumentError(
@@ -128,7 +151,4 @@ def parse_evidence_call(text: str) -> EvidenceReadArgs:
             else (json.loads(raw))
         )
         pos = arg.end()
-    try:
-        return EvidenceReadArgs(**args)
-    except ValidationError as exc:
-        raise EvidenceArgumentError(f"bad {EVIDENCE_READ_NAME} arguments: {exc}") from exc
+    return args

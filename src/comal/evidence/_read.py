@@ -24,7 +24,7 @@ import re2
 from .._regex import PatternError, compile_linear, searchable
 from ..ledger import Entry, Scope, SessionInfo
 from ..messages import sha256_hex
-from ._args import MAX_PAGE_UNITS, EvidenceReadArgs, evidence_call
+from ._args import MAX_PAGE_UNITS, EvidenceReadArgs, Target, evidence_call
 from ._errors import (
     EvidenceArgumentError,
     EvidenceCorrupt,
@@ -64,13 +64,14 @@ class EvidencePage:
     entry_id: int = 0
     field: str = CONTENT
     session: str | None = None
+    target: Target = "entry"
 
     def render(self) -> str:
         """The page as the model reads it: a one-line header, the exact text, the next call."""
         where = f", session {self.session}" if self.session is not None else ""
         head = (
-            f"[EvidenceRead entry {self.entry_id}{where}, field {self.field!r}: UTF-16 units "
-            f"{self.offset}..{self.end} of {self.total_utf16}, sha256 {self.digest}"
+            f"[EvidenceRead {self.target} {self.entry_id}{where}, field {self.field!r}: "
+            f"UTF-16 units {self.offset}..{self.end} of {self.total_utf16}, sha256 {self.digest}"
         )
         if self.matches:
             shown = ", ".join(str(m) for m in self.matches[:50])
@@ -92,7 +93,12 @@ def _allowed(
 
 
 def _find(
-    ledger: EvidenceSource, scope: Scope, entry_id: int, session: str | None, scopes: list[Scope]
+    ledger: EvidenceSource,
+    scope: Scope,
+    entry_id: int,
+    session: str | None,
+    scopes: list[Scope],
+    target: Target,
 ) -> tuple[Entry, Scope]:
     if session is not None:
         scopes = [s for s in scopes if s.session == session]
@@ -102,14 +108,14 @@ def _find(
                 "direct children, so its evidence cannot be read here; read it from that "
                 "session or its parent"
             )
-    for target in scopes:
-        found = ledger.entry(target, entry_id)
+    for where in scopes:
+        found = ledger.entry(where, entry_id)
         if found is not None:
-            return found, target
+            return found, where
     raise EvidenceNotFound(
-        f"no entry {entry_id} in session {session or scope.session}"
+        f"no {target} {entry_id} in session {session or scope.session}"
         + ("" if session else " or its direct children")
-        + "; copy the entry id from the reference exactly"
+        + f"; copy the {target} id from the reference exactly"
     )
 
 
@@ -145,8 +151,12 @@ def read_evidence(
     expected_digest: str | None = None,
     allowed_sessions: Collection[str] | None = None,
     session: str | None = None,
+    target: Target = "entry",
 ) -> EvidencePage:
     """One exact page of ``field`` of entry ``entry_id``; see the module docstring.
+
+    ``target`` is what ``entry_id`` numbers for the reader: the next call and the page's
+    header name a ``record`` when ``ledger`` presents stored output records as entries.
 
     ``session`` names a direct child whose entry is wanted; without it the own session is tried
     first, then the children. ``limit`` above 8,000 is cut to 8,000. With ``search`` the page
@@ -160,18 +170,18 @@ def read_evidence(
     if search is not None and not search:
         raise EvidenceArgumentError("search must not be empty; leave it out to read by offset")
     entry, found_in = _find(
-        ledger, scope, entry_id, session, _allowed(ledger, scope, allowed_sessions)
+        ledger, scope, entry_id, session, _allowed(ledger, scope, allowed_sessions), target
     )
     name, text = field_text(entry.message, field, entry_id=entry_id)
     digest = sha256_hex(text)
     if name == CONTENT and entry.output_digest is not None and digest != entry.output_digest:
         raise EvidenceCorrupt(
-            f"entry {entry_id}'s stored output hashes to {digest}, not its recorded "
+            f"{target} {entry_id}'s stored output hashes to {digest}, not its recorded "
             f"{entry.output_digest}; the ledger is damaged: run `comal verify`"
         )
     if expected_digest is not None and expected_digest != digest:
         raise EvidenceDigestMismatch(
-            f"entry {entry_id} field {name!r} has sha256 {digest}, not the expected "
+            f"{target} {entry_id} field {name!r} has sha256 {digest}, not the expected "
             f"{expected_digest}; the reference names other bytes, so nothing was read. Use the "
             "digest from the current reference, or read without expected_digest"
         )
@@ -179,7 +189,7 @@ def read_evidence(
     total = len(data) // 2
     if offset > total:
         raise EvidenceArgumentError(
-            f"offset {offset} is past the end of entry {entry_id} field {name!r} "
+            f"offset {offset} is past the end of {target} {entry_id} field {name!r} "
             f"({total} UTF-16 units); read from an offset below {total}"
         )
     limit = min(limit, MAX_PAGE_UNITS)
@@ -191,7 +201,7 @@ def read_evidence(
         first = next((m for m in matches if m >= offset), None)
         if first is None:  # no match at or after offset: an empty page says so
             return EvidencePage(
-                "", digest, offset, offset, total, None, matches, entry_id, name, child
+                "", digest, offset, offset, total, None, matches, entry_id, name, child, target
             )
         start = max(offset, first - min(_SEARCH_LEAD, limit // 4))
     if is_pair_split(data, start):
@@ -203,8 +213,10 @@ def read_evidence(
     page = data[2 * start : 2 * end].decode("utf-16-le", "surrogatepass")
     following = None
     if end < total:
-        following = evidence_call(entry_id, name, digest, session=child, offset=end)
-    return EvidencePage(page, digest, start, end, total, following, matches, entry_id, name, child)
+        following = evidence_call(entry_id, name, digest, session=child, offset=end, target=target)
+    return EvidencePage(
+        page, digest, start, end, total, following, matches, entry_id, name, child, target
+    )
 
 
 def read_with_args(

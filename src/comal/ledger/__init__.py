@@ -6,10 +6,41 @@ with the same interface (LED-4). Only a caller that writes should pass ``create=
 ``create=False`` a missing ledger is :class:`LedgerNotFound` and nothing is made. Every read takes
 a :class:`Scope` (tenant, agent, session) and reads nothing when the scope does not resolve.
 
-Every row is sealed and every body digested (see ``_rows``); reads check both and raise
-:class:`LedgerRowDamaged` rather than return altered data, and :func:`verify` checks them all
-plus the database's own integrity. Messages name a ledger through :func:`describe_target`, which
-never shows a password.
+**One store, two dialects.** The semantics are written once, in the parts of ``_ledger.Store``
+(sessions and appends, records and request aggregates, reads and search, summaries, deletion and
+verify's walks, coordination rows, proxy keys), each over the same ``_db.Db``: one connection in
+autocommit mode, explicit transactions (``atomic()``, nested as savepoints), and every statement
+written with ``?`` placeholders and passed through ``Db.execute``, which ``ledger.trace(callback)``
+shows. What the backends do differently is a ``_dialect.Dialect``: the placeholder, the statement
+that opens a write (SQLite's ``BEGIN IMMEDIATE`` takes its only write lock; PostgreSQL locks
+rows ``FOR UPDATE``), the covering index a budget read names, DDL types, full-text search (FTS5
+trailing the appends; ``tsvector`` rows written with them), the database's own check, and writer
+serialization (:meth:`exclusive`). :class:`SQLiteLedger` and :class:`PostgresLedger` are the
+store given its connection; each adds only how it opens and its :meth:`session_lock` (a file
+lock beside the ledger; an advisory lock on a connection of its own).
+
+**One list of migrations.** ``MIGRATIONS`` (``_schema``) names each migration once, its DDL
+written once with type tokens a dialect spells and, where the backends must differ (full-text
+tables, covering indexes), per-dialect DDL beside it, and its Python backfill. One runner
+(``_migrate``) applies what a ledger lacks, each migration in one transaction with its "applied"
+record; a database that is not a comal ledger is :class:`LedgerForeign` and left untouched.
+
+**Sealed, chained, keyed.** Every body is digested (sha256 of its canonical JSON) and every row
+sealed: HMAC-SHA256, under the ledger's secret, of its other columns (``_rows``, ``_seal``).
+Each session's entries form a chain: an entry's seal covers the seal of the entry before it, and
+the session row keeps the chain's head and a seal of (next_seq, head), so an append reads the
+previous seal from the row it already locks. Reads check seals and digests and raise
+:class:`LedgerRowDamaged` rather than return altered data; :func:`verify` checks every row, the
+chain and the database's integrity, so a row rewritten with its digests recomputed, or entries
+deleted, moved or cut off with the chain patched, is named by table and row. The secret is kept
+outside the database: for SQLite a 0600 key file in the user's state directory named by the
+ledger's id; for PostgreSQL ``COMAL_LEDGER_SECRET``, which the operator provides (or
+``secret=``). A ledger without its secret (copied to another machine, say) still reads, but
+writes are :class:`LedgerSecretMissing` and ``verify`` reports a ``secret`` fault instead of
+passing. Migration ``0006_keyed_chain`` keys and chains a ledger once. What the seals cannot see:
+a whole database put back to an earlier state, and a change made by someone holding the secret.
+
+Messages name a ledger through :func:`describe_target`, which never shows a password.
 """
 
 from __future__ import annotations
@@ -21,6 +52,7 @@ from typing import TYPE_CHECKING, Any, overload
 from ..errors import UserError
 from ..tokens import TokenCounter
 from ._backend import LedgerBackend
+from ._coordination import BreakerRow, LeaseInfo
 from ._errors import (
     InvalidIdentifier,
     LedgerBadTarget,
@@ -32,11 +64,14 @@ from ._errors import (
     LedgerNotFound,
     LedgerReadOnly,
     LedgerRowDamaged,
+    LedgerSecretMissing,
     LedgerUnavailable,
     SessionHasChildren,
+    SessionLocked,
 )
 from ._keys import KEY_PREFIX as PROXY_KEY_PREFIX
 from ._keys import ProxyKey
+from ._locks import PgSessionLock, SessionLock
 from ._model import (
     CheckpointRecord,
     Deletion,
@@ -52,10 +87,12 @@ from ._model import (
     SummaryRecord,
     VerifyReport,
 )
-from ._schema import MIGRATIONS, SCHEMA_VERSION
-from ._sqlite import SQLiteLedger
-from ._sqlite_base import StepInput, Synchronous, UsageInput
-from ._summaries import BreakerRow, LeaseInfo, RecallHit, SummaryConflict, SummaryInput
+from ._reads import RecallHit
+from ._schema import MIGRATIONS, SCHEMA_VERSION, Migration
+from ._seal import Secret
+from ._sqlite import SQLiteLedger, Synchronous
+from ._store import StepInput, UsageInput
+from ._summaries import SummaryConflict, SummaryInput
 from ._target import LedgerTarget, default_ledger_target, describe_target, parse_target
 
 if TYPE_CHECKING:
@@ -85,8 +122,11 @@ __all__ = [
     "LedgerNotFound",
     "LedgerReadOnly",
     "LedgerRowDamaged",
+    "LedgerSecretMissing",
     "LedgerTarget",
     "LedgerUnavailable",
+    "Migration",
+    "PgSessionLock",
     "PostgresLedger",
     "ProxyKey",
     "RecallHit",
@@ -98,6 +138,8 @@ __all__ = [
     "SearchHit",
     "SessionHasChildren",
     "SessionInfo",
+    "SessionLock",
+    "SessionLocked",
     "StepInput",
     "SummaryConflict",
     "SummaryInput",
@@ -149,6 +191,7 @@ def open_ledger(
     create: bool = True,
     counter: TokenCounter | None = None,
     synchronous: Synchronous = "NORMAL",
+    secret: Secret | None = None,
 ) -> SQLiteLedger: ...
 
 
@@ -160,6 +203,7 @@ def open_ledger(
     counter: TokenCounter | None = None,
     synchronous: Synchronous = "NORMAL",
     schema: str | None = None,
+    secret: Secret | None = None,
 ) -> SQLiteLedger | PostgresLedger: ...
 
 
@@ -170,6 +214,7 @@ def open_ledger(
     counter: TokenCounter | None = None,
     synchronous: Synchronous = "NORMAL",
     schema: str | None = None,
+    secret: Secret | None = None,
 ) -> SQLiteLedger | PostgresLedger:
     """Open the ledger at ``target``: a file path, or a ``postgresql://`` / ``postgres://`` URL
     given as text (None: :func:`default_ledger_target`, i.e. ``COMAL_LEDGER`` or the per-user
@@ -183,13 +228,18 @@ def open_ledger(
     stable ``code``, the target as :func:`describe_target` shows it, and what to do.
 
     ``schema`` places a PostgreSQL ledger in that schema; ``synchronous`` is SQLite's durability
-    setting (PostgreSQL's is the server's ``synchronous_commit``).
+    setting (PostgreSQL's is the server's ``synchronous_commit``). ``secret`` keys the ledger's
+    seals in place of its key file or ``COMAL_LEDGER_SECRET`` (see the package docstring).
     """
     parsed = parse_target(target)
     if parsed.kind == "postgres":
         from ._postgres import PostgresLedger
 
-        return PostgresLedger(parsed.value, counter=counter, schema=schema, create=create)
+        return PostgresLedger(
+            parsed.value, counter=counter, schema=schema, create=create, secret=secret
+        )
     if schema is not None:
         raise UserError("schema applies to PostgreSQL ledgers only; pass a postgresql:// URL")
-    return SQLiteLedger(parsed.value, counter=counter, synchronous=synchronous, create=create)
+    return SQLiteLedger(
+        parsed.value, counter=counter, synchronous=synchronous, create=create, secret=secret
+    )

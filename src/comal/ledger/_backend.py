@@ -1,15 +1,17 @@
-"""The backend seam: what any ledger store must offer (SQLite now; PostgreSQL has the same)."""
+"""The interface every ledger offers, whatever its backend (SQLite, PostgreSQL)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, Protocol
 
 from ..messages import Message
 from ..tokens import TokenCounter
+from ._coordination import BreakerRow, LeaseInfo
 from ._keys import ProxyKey
+from ._locks import PgSessionLock, SessionLock
 from ._model import (
     CheckpointRecord,
     Deletion,
@@ -23,8 +25,9 @@ from ._model import (
     SessionInfo,
     SummaryRecord,
 )
-from ._sqlite_base import StepInput, UsageInput
-from ._summaries import BreakerRow, LeaseInfo, RecallHit, SummaryInput
+from ._reads import RecallHit
+from ._store import StepInput, UsageInput
+from ._summaries import SummaryInput
 
 
 class LedgerBackend(Protocol):
@@ -38,6 +41,12 @@ class LedgerBackend(Protocol):
 
     def atomic(self) -> AbstractContextManager[Any]: ...
     def close(self) -> None: ...
+    # Every SQL statement and its parameters go to the callback while installed.
+    def trace(self, callback: Callable[[str, Any], None]) -> AbstractContextManager[None]: ...
+    # Coordination: writers of a name take turns for the rest of the current atomic();
+    # one process per session (RES-2), SessionLocked otherwise.
+    def exclusive(self, name: str) -> None: ...
+    def session_lock(self, scope: Scope) -> SessionLock | PgSessionLock: ...
 
     def create_session(
         self,

@@ -140,12 +140,18 @@ def words(query: str) -> list[str]:
 def hit(e: Entry, query_words: list[str] | None, offsets: tuple[int, ...] = ()) -> SearchHit:
     text = e.message.text
     if not offsets and query_words:
-        lowered = text.lower()
-        offsets = tuple(i for w in query_words if (i := lowered.find(w.lower())) >= 0)
+        offsets = found_at(text, query_words)
+    return SearchHit(e.id, e.seq, e.role, snippet(text, offsets), tuple(sorted(offsets)))
+
+
+def found_at(text: str, query_words: list[str]) -> tuple[int, ...]:
+    lowered = text.lower()
+    return tuple(i for w in query_words if (i := lowered.find(w.lower())) >= 0)
+
+
+def snippet(text: str, offsets: tuple[int, ...]) -> str:
     first = min(offsets) if offsets else 0
-    lo = max(0, first - 80)
-    snippet = text[lo : first + 160].replace("\n", " ")
-    return SearchHit(e.id, e.seq, e.role, snippet, tuple(sorted(offsets)))
+    return text[max(0, first - 80) : first + 160].replace("\n", " ")
 
 
 def in_order(
@@ -177,9 +183,7 @@ def heads_of(target: str, scope: Scope, rows: Iterable[Sequence[Any]]) -> list[E
     """Index rows (id, seq, step, role, tokens) as heads, refusing values a damaged index holds."""
     out = []
     for r in rows:
-        if not (whole(r[0]) and whole(r[1]) and whole(r[2]) and isinstance(r[3], str)):
-            raise damaged_index(target, f"the entry index of session {scope.session} is not sound")
-        if not whole(r[4]):
+        if not (all(whole(r[k]) for k in (0, 1, 2, 4)) and isinstance(r[3], str)):
             raise damaged_index(target, f"the entry index of session {scope.session} is not sound")
         out.append(EntryHead(r[0], r[1], r[2], r[3], r[4]))
     return out

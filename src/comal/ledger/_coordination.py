@@ -2,24 +2,19 @@
 (DAG-8), summarizer spend per tenant and the per-tenant circuit breaker's state (DAG-9).
 
 Times are epoch seconds. These rows are the only ones the dag engine updates in place: they are
-state of the compaction machinery, not history (which stays append-only). The statements are
-shared by both backends through :class:`StoreHooks` (``?`` placeholders, rewritten for
-PostgreSQL).
+state of the compaction machinery, not history (which stays append-only).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
 from ..errors import UserError
-from ..tokens import TokenCounter
-from ._model import Entry, Scope
+from ._model import Scope
+from ._store import StoreBase
 
-__all__ = ["BreakerRow", "CoordinationRows", "LeaseInfo", "StoreHooks"]
+__all__ = ["BreakerRow", "Coordination", "LeaseInfo"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,43 +34,7 @@ class BreakerRow:
     updated_at: float
 
 
-class StoreHooks:
-    """What the shared statements need from a backend; concrete mixins provide the hooks."""
-
-    counter: TokenCounter
-    _placeholder = "?"
-
-    # -- hooks ------------------------------------------------------------------------------
-    if TYPE_CHECKING:
-        # Provided by the ledger classes this is mixed into.
-        def atomic(self) -> Any: ...
-        def _visible(self, scope: Scope) -> bool: ...
-        def entry(self, scope: Scope, entry_id: int) -> Entry | None: ...
-        def iter_entries(self, scope: Scope, *, batch: int = 500) -> Iterator[Entry]: ...
-
-    def _read(self) -> AbstractContextManager[Any]:
-        raise NotImplementedError
-
-    def _lock_session(self, c: Any, scope: Scope) -> bool:
-        raise NotImplementedError
-
-    def _index_dag_summary(self, c: Any, scope: Scope, summary_id: int, text: str) -> None:
-        raise NotImplementedError
-
-    def _fts_summaries(self, scope: Scope, match: str, limit: int) -> list[tuple[int, float]]:
-        raise NotImplementedError
-
-    def _fts_entries(self, scope: Scope, match: str, limit: int) -> list[tuple[int, float]]:
-        raise NotImplementedError
-
-    def _insert_id(self, c: Any, sql: str, args: Sequence[Any]) -> int:
-        raise NotImplementedError
-
-    def _q(self, sql: str) -> str:
-        return sql if self._placeholder == "?" else sql.replace("?", self._placeholder)
-
-
-class CoordinationRows(StoreHooks):
+class Coordination(StoreBase):
     """The lease, spend and breaker statements."""
 
     # -- the per-session compaction lease (DAG-8) -------------------------------------------
@@ -86,29 +45,25 @@ class CoordinationRows(StoreHooks):
         another owner holds an unexpired one."""
         at = time.time() if now is None else now
         with self.atomic() as c:
-            if not self._lock_session(c, scope):
+            if self._session_row(scope, lock=True) is None:
                 raise UserError(f"no session {scope.session} in this tenant/agent")
             row = c.execute(
-                self._q("SELECT owner, expires_at FROM compaction_leases WHERE session_id = ?"),
+                "SELECT owner, expires_at FROM compaction_leases WHERE session_id = ?",
                 (scope.session,),
             ).fetchone()
             if row is None:
                 c.execute(
-                    self._q(
-                        "INSERT INTO compaction_leases (session_id, owner, acquired_at,"
-                        " heartbeat_at, expires_at) VALUES (?, ?, ?, ?, ?)"
-                    ),
+                    "INSERT INTO compaction_leases (session_id, owner, acquired_at,"
+                    " heartbeat_at, expires_at) VALUES (?, ?, ?, ?, ?)",
                     (scope.session, owner, at, at, at + ttl),
                 )
                 return True
             if row[0] != owner and float(row[1]) > at:
                 return False
             c.execute(
-                self._q(
-                    "UPDATE compaction_leases SET owner = ?, acquired_at = CASE WHEN owner = ?"
-                    " THEN acquired_at ELSE ? END, heartbeat_at = ?, expires_at = ?"
-                    " WHERE session_id = ?"
-                ),
+                "UPDATE compaction_leases SET owner = ?, acquired_at = CASE WHEN owner = ?"
+                " THEN acquired_at ELSE ? END, heartbeat_at = ?, expires_at = ?"
+                " WHERE session_id = ?",
                 (owner, owner, at, at, at + ttl, scope.session),
             )
             return True
@@ -120,10 +75,8 @@ class CoordinationRows(StoreHooks):
         at = time.time() if now is None else now
         with self.atomic() as c:
             cur = c.execute(
-                self._q(
-                    "UPDATE compaction_leases SET heartbeat_at = ?, expires_at = ?"
-                    " WHERE session_id = ? AND owner = ?"
-                ),
+                "UPDATE compaction_leases SET heartbeat_at = ?, expires_at = ?"
+                " WHERE session_id = ? AND owner = ?",
                 (at, at + ttl, scope.session, owner),
             )
             return bool(cur.rowcount == 1)
@@ -131,19 +84,17 @@ class CoordinationRows(StoreHooks):
     def release_lease(self, scope: Scope, owner: str) -> None:
         with self.atomic() as c:
             c.execute(
-                self._q("DELETE FROM compaction_leases WHERE session_id = ? AND owner = ?"),
+                "DELETE FROM compaction_leases WHERE session_id = ? AND owner = ?",
                 (scope.session, owner),
             )
 
     def lease(self, scope: Scope) -> LeaseInfo | None:
-        with self._read() as c:
+        with self._reading() as c:
             if not self._visible(scope):
                 return None
             row = c.execute(
-                self._q(
-                    "SELECT owner, acquired_at, heartbeat_at, expires_at FROM compaction_leases"
-                    " WHERE session_id = ?"
-                ),
+                "SELECT owner, acquired_at, heartbeat_at, expires_at FROM compaction_leases"
+                " WHERE session_id = ?",
                 (scope.session,),
             ).fetchone()
         return None if row is None else LeaseInfo(row[0], *(float(v) for v in row[1:]))
@@ -154,35 +105,29 @@ class CoordinationRows(StoreHooks):
     ) -> None:
         at = time.time() if now is None else now
         with self.atomic() as c:
-            if not self._lock_session(c, scope):
+            if self._session_row(scope, lock=True) is None:
                 raise UserError(f"no session {scope.session} in this tenant/agent")
             c.execute(
-                self._q(
-                    "INSERT INTO summarizer_spend (tenant, session_id, at, tokens, summarizer)"
-                    " VALUES (?, ?, ?, ?, ?)"
-                ),
+                "INSERT INTO summarizer_spend (tenant, session_id, at, tokens, summarizer)"
+                " VALUES (?, ?, ?, ?, ?)",
                 (scope.tenant, scope.session, at, tokens, summarizer),
             )
 
     def summarizer_spend(self, tenant: str, *, since: float) -> int:
         """Summarizer tokens the tenant spent at or after ``since`` (epoch seconds)."""
-        with self._read() as c:
+        with self._reading() as c:
             row = c.execute(
-                self._q(
-                    "SELECT coalesce(sum(tokens), 0) FROM summarizer_spend"
-                    " WHERE tenant = ? AND at >= ?"
-                ),
+                "SELECT coalesce(sum(tokens), 0) FROM summarizer_spend"
+                " WHERE tenant = ? AND at >= ?",
                 (tenant, since),
             ).fetchone()
         return int(row[0])
 
     def breaker(self, tenant: str) -> BreakerRow | None:
-        with self._read() as c:
+        with self._reading() as c:
             row = c.execute(
-                self._q(
-                    "SELECT tenant, failures, opened_at, trial_at, updated_at"
-                    " FROM summarizer_breaker WHERE tenant = ?"
-                ),
+                "SELECT tenant, failures, opened_at, trial_at, updated_at"
+                " FROM summarizer_breaker WHERE tenant = ?",
                 (tenant,),
             ).fetchone()
         if row is None:
@@ -203,11 +148,9 @@ class CoordinationRows(StoreHooks):
         at = time.time() if now is None else now
         with self.atomic() as c:
             c.execute(
-                self._q(
-                    "INSERT INTO summarizer_breaker (tenant, failures, opened_at, trial_at,"
-                    " updated_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant) DO UPDATE SET"
-                    " failures = excluded.failures, opened_at = excluded.opened_at,"
-                    " trial_at = excluded.trial_at, updated_at = excluded.updated_at"
-                ),
+                "INSERT INTO summarizer_breaker (tenant, failures, opened_at, trial_at,"
+                " updated_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant) DO UPDATE SET"
+                " failures = excluded.failures, opened_at = excluded.opened_at,"
+                " trial_at = excluded.trial_at, updated_at = excluded.updated_at",
                 (tenant, failures, opened_at, trial_at, at),
             )

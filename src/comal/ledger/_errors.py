@@ -8,6 +8,8 @@ message ends with what to do.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..errors import LedgerError, LedgerIntegrityError, UserError
 
 __all__ = [
@@ -21,8 +23,10 @@ __all__ = [
     "LedgerNotFound",
     "LedgerReadOnly",
     "LedgerRowDamaged",
+    "LedgerSecretMissing",
     "LedgerUnavailable",
     "SessionHasChildren",
+    "SessionLocked",
 ]
 
 
@@ -78,6 +82,13 @@ class LedgerBusy(_AtTarget, LedgerError):
     code = "LEDGER_BUSY"
 
 
+class LedgerSecretMissing(_AtTarget, LedgerError):
+    """The ledger's secret, which keys its seals, is missing or wrong: nothing can be written
+    (and a PostgreSQL ledger cannot be created or migrated) without it."""
+
+    code = "LEDGER_SECRET_MISSING"
+
+
 class LedgerBadTarget(_AtTarget, UserError):
     """A ledger target that cannot be parsed (a malformed ``postgresql://`` URL)."""
 
@@ -104,11 +115,9 @@ class LedgerRowDamaged(LedgerIntegrityError):
     ) -> None:
         self.table, self.row, self.session = table, row, session
         self.field, self.stored, self.computed = field, stored, computed
-        what = (
-            "body does not match its sha256 digest"
-            if field == "body"
-            else ("row does not match its seal")
-        )
+        what = "body does not match its sha256 digest"
+        if field != "body":
+            what = "row does not match its seal"
         super().__init__(
             f"{table} row {row} of session {session}: {what} (stored {stored}, computed "
             f"{computed}); the ledger was changed outside comal: run `comal verify` and restore "
@@ -126,3 +135,13 @@ class SessionHasChildren(UserError):
     """``delete_session`` of a session with child sessions, without ``children=True``."""
 
     code = "LEDGER_HAS_CHILDREN"
+
+
+class SessionLocked(UserError):
+    """A live process holds the session's lock; ``holder`` is what its lock says of it."""
+
+    code = "SESSION_LOCKED"
+
+    def __init__(self, message: str, *, holder: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.holder = holder

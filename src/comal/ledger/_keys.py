@@ -3,8 +3,7 @@
 A key reads ``comal_<id>_<secret>``: ``id`` (12 hex digits) is public and names the row, so a
 check reads one row and compares digests in constant time; the secret (32 random bytes,
 URL-safe base64) is shown once, when the key is made. Revoking sets ``revoked_at``; nothing is
-deleted. Both backends share this code: their connections take the same statements and differ
-only in the parameter mark (``?`` for SQLite, ``%s`` for PostgreSQL).
+deleted.
 """
 
 from __future__ import annotations
@@ -13,13 +12,12 @@ import hmac
 import re
 import secrets
 from collections.abc import Iterator
-from contextlib import AbstractContextManager
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..errors import UserError
 from ..messages import sha256_hex
+from ._store import StoreBase, now
 
 __all__ = ["KEYS_DDL", "KEY_PREFIX", "ProxyKey", "ProxyKeys"]
 
@@ -54,42 +52,21 @@ class ProxyKey:
         return self.revoked_at is None
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "tenant": self.tenant,
-            "name": self.name,
-            "created_at": self.created_at,
-            "revoked_at": self.revoked_at,
-            "active": self.active,
-        }
+        return {**asdict(self), "active": self.active}
 
 
 def _digest(key: str) -> str:
     return "sha256:" + sha256_hex(key)
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="microseconds")
-
-
-class ProxyKeys:
-    """Mixed into both ledger backends; ``_mark`` is the backend's parameter placeholder."""
-
-    _mark = "?"
-
-    def atomic(self) -> AbstractContextManager[Any]:  # provided by the backend
-        raise NotImplementedError
-
-    def _sql(self, statement: str) -> str:
-        return statement.replace("?", self._mark)
+class ProxyKeys(StoreBase):
+    """The ``comal keys`` table."""
 
     def _key_rows(self, where: str, args: tuple[Any, ...]) -> Iterator[ProxyKey]:
-        with self.atomic() as c:
+        with self._reading() as c:
             rows = c.execute(
-                self._sql(
-                    "SELECT id, tenant, name, created_at, revoked_at FROM proxy_keys"
-                    f" WHERE {where} ORDER BY created_at, id"
-                ),
+                "SELECT id, tenant, name, created_at, revoked_at FROM proxy_keys"
+                f" WHERE {where} ORDER BY created_at, id",
                 args,
             ).fetchall()
         for r in rows:
@@ -101,13 +78,11 @@ class ProxyKeys:
             raise UserError("a proxy key needs a tenant; pass --tenant NAME")
         key_id = secrets.token_hex(6)
         key = f"{KEY_PREFIX}{key_id}_{secrets.token_urlsafe(32)}"
-        created = _now()
+        created = now()
         with self.atomic() as c:
             c.execute(
-                self._sql(
-                    "INSERT INTO proxy_keys (id, tenant, name, hash, created_at)"
-                    " VALUES (?, ?, ?, ?, ?)"
-                ),
+                "INSERT INTO proxy_keys (id, tenant, name, hash, created_at)"
+                " VALUES (?, ?, ?, ?, ?)",
                 (key_id, tenant, name, _digest(key), created),
             )
         return ProxyKey(key_id, tenant, name, created, None), key
@@ -126,12 +101,10 @@ class ProxyKeys:
         match = _SHAPE.fullmatch(key)
         if match is None:
             return None
-        with self.atomic() as c:
+        with self._reading() as c:
             row = c.execute(
-                self._sql(
-                    "SELECT id, tenant, name, created_at, revoked_at, hash FROM proxy_keys"
-                    " WHERE id = ?"
-                ),
+                "SELECT id, tenant, name, created_at, revoked_at, hash FROM proxy_keys"
+                " WHERE id = ?",
                 (match[1],),
             ).fetchone()
         if row is None or row[4] is not None:
@@ -144,10 +117,8 @@ class ProxyKeys:
         """Revoke by id (``comal keys list`` shows ids); revoking twice keeps the first time."""
         with self.atomic() as c:
             c.execute(
-                self._sql(
-                    "UPDATE proxy_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL"
-                ),
-                (_now(), key_id),
+                "UPDATE proxy_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
+                (now(), key_id),
             )
         found = list(self._key_rows("id = ?", (key_id,)))
         if not found:

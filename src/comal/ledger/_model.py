@@ -232,7 +232,8 @@ class Fault:
 @dataclass(frozen=True, slots=True)
 class VerifyReport:
     """``ok`` when nothing is wrong. ``rows`` counts what was checked per table; ``database``
-    says what the database's own check found (``ok``, ``faults`` or ``not checked: why``)."""
+    says what the database's own check found (``ok``, ``faults`` or ``not checked: why``),
+    ``sealing`` how the seals were checked (keyed, and the secret's source) or why not."""
 
     ok: bool
     entries: int
@@ -240,6 +241,7 @@ class VerifyReport:
     paused: tuple[str, ...] = ()  # sessions ending in open tool calls (not a fault)
     rows: dict[str, int] = field(default_factory=dict)
     database: str = "not checked"
+    sealing: str = "not checked"  # keyed under the ledger's secret, or why seals were not checked
 
     def as_dict(self, *, checks: bool = False) -> dict[str, Any]:
         """``checks`` adds what was checked: ``rows`` per table and the ``database`` status."""
@@ -250,5 +252,5 @@ class VerifyReport:
             "paused": list(self.paused),
         }
         if checks:
-            out |= {"rows": dict(self.rows), "database": self.database}
+            out |= {"rows": dict(self.rows), "database": self.database, "sealing": self.sealing}
         return out

@@ -2,26 +2,241 @@
 
 Open one with ``open_ledger("postgresql://user:password@host/db")`` or construct
 :class:`PostgresLedger` with a ``schema`` to keep several ledgers in one database. Writers on
-different machines may share a ledger: appends lock their session row, so sequences stay dense.
+different machines may share a ledger: appends lock their session row, so sequences stay dense;
+its secret is ``COMAL_LEDGER_SECRET`` (or ``secret=``), the same for every process.
+
+PostgreSQL's dialect: row locks (``FOR UPDATE``), advisory locks for writers of a name and for
+the session lock, search vectors written with each entry and summary (``_postgres_fts``), and
+``amcheck`` as the database's own check.
 """
 
 from __future__ import annotations
 
-from ._keys import ProxyKeys
-from ._postgres_reads import _PgReads
-from ._summaries_pg import PgSummaries
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from psycopg import sql
+
+from ..errors import LedgerError
+from ..messages import load_json, message_from_json, sha256_hex
+from ..tokens import TokenCounter
+from ._db import Db
+from ._dialect import insert_many, lock_key
+from ._errors import LedgerBadTarget, LedgerReadOnly
+from ._ledger import Store
+from ._locks import PgSessionLock
+from ._model import Scope
+from ._postgres_fts import fts_query, search_vectors
+from ._postgres_open import PgDialectBase, connect, prepare
+from ._seal import Keying, Secret
+from ._target import parse_target
 
 __all__ = ["PostgresLedger"]
 
+# Each full-text table: the table its rows index, and the column naming the row.
+_SOURCES = {
+    "entries_fts": ("entries", "entry_id"),
+    "summaries_fts": ("records", "record_id"),
+    "summaries_text_fts": ("summaries", "summary_id"),
+}
 
-class PostgresLedger(PgSummaries, _PgReads, ProxyKeys):
-    """Append-only store over one psycopg connection. Synchronous by design, like SQLite's:
-    async callers cross to a thread at their edge.
+
+class PostgresDialect(PgDialectBase):
+    def exclusive(self, db: Db, name: str) -> None:
+        # The key serve derived when it took this lock itself: processes of either version
+        # exclude each other.
+        db.execute("SELECT pg_advisory_xact_lock(?)", (lock_key(f"comal:serve:{name}"),))
+
+    def index_text(
+        self, db: Db, table: str, session: str, texts: Iterable[tuple[int, str]]
+    ) -> None:
+        rows = [
+            (ref, k, session, vector)
+            for ref, text in texts
+            for k, vector in enumerate(search_vectors(text))
+        ]
+        insert_many(
+            db,
+            f"INSERT INTO {table} ({_SOURCES[table][1]}, chunk, session_id, tsv) VALUES {{}}",
+            "(?, ?, ?, ?::tsvector)",
+            rows,
+        )
+
+    def ranked(
+        self, db: Db, table: str, scope: Scope, query: str, limit: int
+    ) -> list[tuple[int, float]]:
+        tsquery = fts_query(query)
+        if tsquery is None:
+            return []
+        ref = _SOURCES[table][1]
+        rows = db.execute(
+            f"SELECT {ref}, max(ts_rank(tsv, %(q)s::tsquery)) AS r FROM {table}"
+            f" WHERE session_id = %(s)s AND tsv @@ %(q)s::tsquery GROUP BY {ref}"
+            f" ORDER BY r DESC, {ref} LIMIT %(n)s",
+            {"s": scope.session, "q": tsquery, "n": limit},
+        ).fetchall()
+        return [(int(r[0]), float(r[1])) for r in rows]
+
+    def forget_text(self, db: Db, session: str) -> None:
+        """Nothing: the full-text rows go with their entries and records (ON DELETE CASCADE)."""
+
+    def rebuild_search_index(self, db: Db) -> None:
+        """Recompute every entry's and summary record's search vectors from the stored text."""
+        for table in ("entries_fts", "summaries_fts"):
+            db.execute(f"DELETE FROM {table}")
+            by_session: dict[str, list[tuple[Any, ...]]] = {}
+            for r in db.execute(_sound_rows(table, "session_id")).fetchall():
+                by_session.setdefault(r[1], []).append((r[0], r[2], r[3]))
+            for session, found in by_session.items():
+                self.index_text(db, table, session, _texts(found, table))
+
+    def search_check(self, db: Db) -> list[str]:
+        """Each entry's and summary record's stored search vectors against those its text gives
+        now, both through PostgreSQL's own tsvector text form so they compare."""
+        problems: list[str] = []
+        for table in ("entries_fts", "summaries_fts"):
+            ref, bad, after = _SOURCES[table][1], 0, -1
+            while True:
+                with db.reading() as c:
+                    rows = c.execute(_sound_rows(table, None, page=True), (after,)).fetchall()
+                    if not rows:
+                        break
+                    after = rows[-1][0]
+                    texts = _texts(rows, table)
+                    fresh = [(i, k, v) for i, t in texts for k, v in enumerate(search_vectors(t))]
+                    stored = c.execute(
+                        f"SELECT {ref}, chunk, tsv::text FROM {table} WHERE {ref} = ANY(%s)"
+                        f" ORDER BY {ref}, chunk",
+                        ([i for i, _ in texts],),
+                    ).fetchall()
+                    expected = c.execute(
+                        "SELECT i, k, v::tsvector::text FROM unnest(%s::bigint[], %s::int[],"
+                        " %s::text[]) AS x(i, k, v) ORDER BY i, k",
+                        ([f[0] for f in fresh], [f[1] for f in fresh], [f[2] for f in fresh]),
+                    ).fetchall()
+                bad += len({r[0] for r in set(stored) ^ set(expected)})
+            if bad:
+                problems.append(
+                    f"full-text index {table}: {bad} rows do not match their stored text; "
+                    "rebuild it (rebuild_search_index)"
+                )
+        return problems
+
+    def database_check(self, db: Db) -> tuple[str, list[str]]:
+        """``amcheck``'s ``bt_index_check`` (with ``heapallindexed``) on every b-tree index of
+        the ledger's schema, when the extension is installed and the role may run it; otherwise
+        "not checked" and why. PostgreSQL's own page checksums, if enabled, guard the heap."""
+        with db.reading() as c:
+            found = c.execute(
+                "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n"
+                " ON n.oid = e.extnamespace WHERE e.extname = 'amcheck'"
+            ).fetchone()
+            checksums = c.execute("SHOW data_checksums").fetchone()
+            indexes = c.execute(
+                "SELECT c.oid::regclass::text FROM pg_class c"
+                " JOIN pg_namespace n ON n.oid = c.relnamespace JOIN pg_am a ON a.oid = c.relam"
+                " WHERE c.relkind = 'i' AND a.amname = 'btree' AND n.nspname = current_schema()"
+                " ORDER BY 1"
+            ).fetchall()
+        sums = f"page checksums {'on' if checksums and checksums[0] == 'on' else 'off'}"
+        if found is None:
+            return (
+                "not checked: the amcheck extension is not installed in this database (a "
+                f"superuser can run CREATE EXTENSION amcheck); {sums}",
+                [],
+            )
+        schema = sql.Identifier(found[0]).as_string(db.raw)
+        call = f"SELECT {schema}.bt_index_check(%s::regclass, true)"
+        problems: list[str] = []
+        for (index,) in indexes:
+            try:
+                with db.atomic() as c:
+                    c.execute(call, (index,))
+            except LedgerReadOnly:
+                return (
+                    "not checked: this role may not run amcheck's bt_index_check (GRANT EXECUTE "
+                    f"ON FUNCTION bt_index_check(regclass, boolean) to it); {sums}",
+                    [],
+                )
+            except LedgerError as exc:
+                problems.append(f"index {index}: {exc}")
+        return ("ok" if not problems else "faults"), problems
+
+
+def _sound_rows(table: str, extra: str | None, *, page: bool = False) -> str:
+    source = _SOURCES[table][0]
+    cols = "id, " + (f"{extra}, " if extra else "") + "digest, body"
+    where = ["table_name = 'summary'"] if source == "records" else []
+    if page:
+        where.append("id > %s")
+    clause = f" WHERE {' AND '.join(where)}" if where else ""
+    return f"SELECT {cols} FROM {source}{clause} ORDER BY id" + (" LIMIT 500" if page else "")
+
+
+def _texts(rows: Sequence[tuple[Any, ...]], table: str) -> list[tuple[int, str]]:
+    """(id, text) of sound (id, digest, body) rows; damaged ones are verify's to report."""
+    out: list[tuple[int, str]] = []
+    for row_id, digest, body in rows:
+        if sha256_hex(body) != digest:
+            continue
+        try:
+            if table == "entries_fts":
+                text = message_from_json(body).text
+            else:
+                value = load_json(body).get("text")
+                text = value if isinstance(value, str) else ""
+        except Exception:  # does not decode: verify reports it
+            continue
+        out.append((int(row_id), text))
+    return out
+
+
+class PostgresLedger(Store):
+    """The ledger in a PostgreSQL database, over one psycopg connection.
 
     ``schema`` names the PostgreSQL schema holding the tables (created if missing and
     ``create``); without it the connection's ``search_path`` decides (normally ``public``).
-    The semantics are shared with SQLite in ``_core``; this class adds the connection, the
-    in-transaction full-text index and ``amcheck``.
+    ``secret`` keys the seals instead of ``COMAL_LEDGER_SECRET``.
     """
 
-    _mark = "%s"  # psycopg's placeholder, for the proxy-key statements shared with SQLite
+    def __init__(
+        self,
+        url: str,
+        *,
+        counter: TokenCounter | None = None,
+        schema: str | None = None,
+        create: bool = True,
+        secret: Secret | None = None,
+    ) -> None:
+        parsed = parse_target(url)
+        if parsed.kind != "postgres":
+            raise LedgerBadTarget(
+                parsed.described, "not a PostgreSQL URL", "write postgresql://user@host/database"
+            )
+        self.url = url
+        self.schema = schema
+        target = parsed.described + (f" (schema {schema})" if schema else "")
+        dialect = PostgresDialect(parsed.password)
+        db = Db(connect(url, target, parsed.password), dialect, target)
+        keying = Keying("postgres", target, secret, memory=False)
+        try:
+            prepare(db, schema, keying, create=create)
+        except LedgerReadOnly as err:
+            db.close()
+            raise LedgerReadOnly(
+                target,
+                f"cannot create or migrate the ledger's tables ({err.what})",
+                "check that the user may create tables in the schema (or pass schema=...)",
+            ) from err
+        except BaseException:
+            db.close()
+            raise
+        super().__init__(db, keying, counter)
+
+    def session_lock(self, scope: Scope) -> PgSessionLock:
+        """Take the session's lock (RES-2): a session-level advisory lock on a connection of its
+        own, which the server drops the instant that connection ends, however its process died;
+        :class:`~comal.ledger.SessionLocked` while another process holds it."""
+        lock = PgSessionLock(self.url, scope.session, namespace=self.schema or "")
+        lock.acquire()
+        return lock

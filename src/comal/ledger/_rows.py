@@ -1,11 +1,14 @@
 """Rows to values, checked: both backends select the same columns in the same order.
 
-Every table's row carries a **seal**: the sha256 of the canonical JSON array
-``[table, column, column, ...]`` over the columns named in :data:`SEALED` (every stored column but
-the id, the seal itself and the body, whose own ``digest`` is sealed instead). Bodies keep their
-sha256 ``digest``. Decoding a row checks both, so a row changed outside comal is a
-:class:`~comal.ledger.LedgerRowDamaged` naming table, row and digests, and a row that does not
-decode is a :class:`~comal.ledger.LedgerCorrupt` — never silently wrong data, never a traceback.
+Every table's row carries a **seal** over the columns named in :data:`SEALED` (every stored
+column but the id, the seal itself and the body, whose own sha256 ``digest`` is sealed instead),
+keyed with the ledger's secret (``_seal``). An entry's sealed columns end with ``prev_seal``, the
+seal of the entry before it in its session, so the entries of a session form a chain; the
+session row carries the chain's ``head`` (its last entry's seal) and ``head_seal``, the seal of
+(session, next_seq, head), so a cut tail shows too. Decoding a row checks seal and digest, so a
+row changed outside comal is a :class:`~comal.ledger.LedgerRowDamaged` naming table, row and
+digests, and a row that does not decode is a :class:`~comal.ledger.LedgerCorrupt` — never
+silently wrong data, never a traceback.
 
 Each SELECT list starts with the sealed columns in order, then the seal, the id and the body.
 """
@@ -17,9 +20,10 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from ..messages import canonical_json, load_json, message_from_json, sha256_hex
+from ..messages import load_json, message_from_json, sha256_hex
 from ._errors import InvalidIdentifier, LedgerCorrupt, LedgerRowDamaged
 from ._model import CheckpointRecord, Deletion, Entry, Record, RequestRecord, SessionInfo
+from ._seal import NOT_SHOWN, Sealer
 
 SEALED: dict[str, tuple[str, ...]] = {
     "sessions": (
@@ -27,7 +31,7 @@ SEALED: dict[str, tuple[str, ...]] = {
     ),
     "entries": (
         "session_id", "seq", "step", "role", "tokens", "size", "created_at", "call_id",
-        "digest", "output_digest",
+        "digest", "output_digest", "prev_seal",
     ),
     "requests": (
         "session_id", "tenant", "entry_id", "model", "protocol", "new_input", "cache_read",
@@ -42,6 +46,11 @@ SEALED: dict[str, tuple[str, ...]] = {
         "session_id", "tenant", "agent", "parent", "title", "created_at", "deleted_at",
         "deleted_by", "entries", "tokens", "row_counts", "digest",
     ),
+    "summaries": (
+        "session_id", "depth", "kind", "first_seq", "last_seq", "descendant_count",
+        "descendant_tokens", "time_start", "time_end", "tokens", "summarizer", "level", "digest",
+        "created_at", "meta", "sources_digest", "frontier",
+    ),
 }  # fmt: skip
 
 # What follows the sealed columns in each SELECT list.
@@ -54,45 +63,43 @@ _TRAILERS = {
         "next_seq",
         "request_count",
         "saved_usd",
+        "head",
+        "head_seal",
     ),
     "entries": ("seal", "id", "body"),
     "requests": ("seal", "id"),
     "checkpoints": ("seal", "id", "body"),
     "records": ("seal", "id", "body"),
     "deletions": ("seal", "id"),
+    "summaries": ("seal", "id", "body"),
 }
 COLUMNS = {t: ", ".join(SEALED[t] + _TRAILERS[t]) for t in SEALED}
+# The session's chain head is sealed apart from its row: (id, next_seq, head).
+HEAD = "session_heads"
 
 
-def seal_of(table: str, values: Sequence[Any]) -> str:
-    return sha256_hex(canonical_json([table, *values]))
-
-
-def seal_matches(table: str, r: Sequence[Any]) -> tuple[bool, str]:
-    """Whether the row matches its seal, and the seal it should have.
-
-    SQLite stores a type with each value, and damage can change it: a column that no longer
-    holds text, a number or NULL cannot match (and must not reach the JSON encoder).
-    """
+def seal_matches(sealer: Sealer, table: str, r: Sequence[Any]) -> bool:
     n = len(SEALED[table])
-    try:
-        computed = seal_of(table, r[:n])
-    except (TypeError, ValueError):  # canonical JSON refuses bytes, which no column ever held
-        return False, "(a column holds bytes)"
-    return r[n] == computed, computed
+    return sealer.matches(table, r[:n], r[n])
 
 
-def check_seal(table: str, r: Sequence[Any], row_id: Any, session: Any) -> None:
-    ok, computed = seal_matches(table, r)
-    if not ok:
-        raise LedgerRowDamaged(table, row_id, session, "seal", str(r[len(SEALED[table])]), computed)
+def check_seal(sealer: Sealer, table: str, r: Sequence[Any], row_id: Any, session: Any) -> None:
+    if not seal_matches(sealer, table, r):
+        stored = str(r[len(SEALED[table])])
+        raise LedgerRowDamaged(table, row_id, session, "seal", stored, NOT_SHOWN)
+
+
+def check_head(sealer: Sealer, session: str, next_seq: Any, head: Any, seal: Any) -> None:
+    """Refuse to extend a chain whose head was changed: a new head would seal the change in."""
+    if not sealer.matches(HEAD, (session, next_seq, head), seal):
+        raise LedgerRowDamaged("sessions", session, session, "seal", str(seal), NOT_SHOWN)
 
 
 def body_matches(body: Any, digest: Any) -> bool:
     return isinstance(body, str) and sha256_hex(body) == digest
 
 
-def _body(table: str, r: Sequence[Any], digest: str, body: Any, row_id: Any) -> None:
+def check_body(table: str, r: Sequence[Any], digest: str, body: Any, row_id: Any) -> None:
     if not body_matches(body, digest):
         computed = sha256_hex(body) if isinstance(body, str) else "(the body is not text)"
         raise LedgerRowDamaged(table, row_id, r[0], "body", str(digest), computed)
@@ -119,31 +126,31 @@ def _corrupt(table: str, row_id: Any, session: Any, exc: BaseException) -> Ledge
     )
 
 
-def _json(table: str, text: Any, row_id: Any, session: Any) -> Any:
+def load_column(table: str, text: Any, row_id: Any, session: Any) -> Any:
     try:
         return load_json(text)
     except Exception as exc:  # any decode failure of stored bytes is corruption, coded
         raise _corrupt(table, row_id, session, exc) from exc
 
 
-def session_from_row(r: Sequence[Any]) -> SessionInfo:
-    check_seal("sessions", r, r[0], r[0])
+def session_from_row(sealer: Sealer, r: Sequence[Any]) -> SessionInfo:
+    check_seal(sealer, "sessions", r, r[0], r[0])
     saved = r[15]
     if not (whole(r[10]) and whole(r[11]) and whole(r[14])) or not (
         saved is None or (isinstance(saved, (int, float)) and not isinstance(saved, bool))
     ):
         raise damaged_index(None, f"session {r[0]}'s counters are not numbers")
-    meta = _json("sessions", r[8], r[0], r[0])
+    meta = load_column("sessions", r[8], r[0], r[0])
     return SessionInfo(
         r[0], r[1], r[2], r[3], r[4], r[6], r[7], r[5], r[10], r[11], meta, r[14],
         None if saved is None else float(saved),
     )  # fmt: skip
 
 
-def entry_from_row(r: Sequence[Any]) -> Entry:
-    row_id, body = r[11], r[12]
-    check_seal("entries", r, row_id, r[0])
-    _body("entries", r, r[8], body, row_id)
+def entry_from_row(sealer: Sealer, r: Sequence[Any]) -> Entry:
+    row_id, body = r[12], r[13]
+    check_seal(sealer, "entries", r, row_id, r[0])
+    check_body("entries", r, r[8], body, row_id)
     try:
         message = message_from_json(body)
     except Exception as exc:  # digest matched, yet it does not decode: written damaged
@@ -151,20 +158,20 @@ def entry_from_row(r: Sequence[Any]) -> Entry:
     return Entry(row_id, r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[8], r[9], message)
 
 
-def request_from_row(r: Sequence[Any]) -> RequestRecord:
+def request_from_row(sealer: Sealer, r: Sequence[Any]) -> RequestRecord:
     row_id = r[17]
-    check_seal("requests", r, row_id, r[0])
-    meta = _json("requests", r[15], row_id, r[0])
+    check_seal(sealer, "requests", r, row_id, r[0])
+    meta = load_column("requests", r[15], row_id, r[0])
     return RequestRecord(
         row_id, r[0], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], meta, r[14], r[10]
     )
 
 
-def checkpoint_from_row(r: Sequence[Any]) -> CheckpointRecord:
+def checkpoint_from_row(sealer: Sealer, r: Sequence[Any]) -> CheckpointRecord:
     row_id, body = r[8], r[9]
-    check_seal("checkpoints", r, row_id, r[0])
-    _body("checkpoints", r, r[5], body, row_id)
-    meta = _json("checkpoints", r[6], row_id, r[0])
+    check_seal(sealer, "checkpoints", r, row_id, r[0])
+    check_body("checkpoints", r, r[5], body, row_id)
+    meta = load_column("checkpoints", r[6], row_id, r[0])
     try:
         message = message_from_json(body)
     except Exception as exc:
@@ -172,17 +179,17 @@ def checkpoint_from_row(r: Sequence[Any]) -> CheckpointRecord:
     return CheckpointRecord(row_id, r[0], r[1], r[2], r[3], r[5], r[4], message, meta)
 
 
-def record_from_row(r: Sequence[Any]) -> Record:
+def record_from_row(sealer: Sealer, r: Sequence[Any]) -> Record:
     row_id, body = r[6], r[7]
-    check_seal("records", r, row_id, r[0])
-    _body("records", r, r[4], body, row_id)
-    return Record(row_id, r[0], r[2], r[3], r[4], _json("records", body, row_id, r[0]), r[1])
+    check_seal(sealer, "records", r, row_id, r[0])
+    check_body("records", r, r[4], body, row_id)
+    return Record(row_id, r[0], r[2], r[3], r[4], load_column("records", body, row_id, r[0]), r[1])
 
 
-def deletion_from_row(r: Sequence[Any]) -> Deletion:
+def deletion_from_row(sealer: Sealer, r: Sequence[Any]) -> Deletion:
     row_id = r[13]
-    check_seal("deletions", r, row_id, r[0])
-    rows = _json("deletions", r[10], row_id, r[0])
+    check_seal(sealer, "deletions", r, row_id, r[0])
+    rows = load_column("deletions", r[10], row_id, r[0])
     return Deletion(row_id, r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], rows, r[11])
 
 

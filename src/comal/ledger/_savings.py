@@ -23,20 +23,6 @@ from ..messages import load_json
 
 log = logging.getLogger("comal.ledger")
 
-SAVINGS = "0005_request_savings"
-
-SQLITE_DDL = """
-ALTER TABLE requests ADD COLUMN saved_usd REAL;
-ALTER TABLE sessions ADD COLUMN request_count INTEGER NOT NULL DEFAULT 0;
-ALTER TABLE sessions ADD COLUMN saved_usd REAL;
-"""
-
-POSTGRES_DDL = """
-ALTER TABLE requests ADD COLUMN saved_usd DOUBLE PRECISION;
-ALTER TABLE sessions ADD COLUMN request_count BIGINT NOT NULL DEFAULT 0,
-    ADD COLUMN saved_usd DOUBLE PRECISION;
-"""
-
 # The running totals as the requests give them (the backfill sets them, verify compares).
 SESSION_SAVINGS = "SELECT session_id, count(*), sum(saved_usd) FROM requests GROUP BY session_id"
 _SET_TOTALS = (
@@ -69,15 +55,13 @@ def request_saving(
         return None
 
 
-def backfill_savings(conn: Any, q: Any) -> None:
+def backfill_savings(db: Any, _keying: Any) -> None:
     """Price the requests stored before the migration, then sum them into their sessions."""
     after = -1
     while True:
-        rows = conn.execute(
-            q(
-                "SELECT id, meta, model, new_input, cache_read, cache_write FROM requests"
-                f" WHERE id > ? ORDER BY id LIMIT {_BATCH}"
-            ),
+        rows = db.execute(
+            "SELECT id, meta, model, new_input, cache_read, cache_write FROM requests"
+            f" WHERE id > ? ORDER BY id LIMIT {_BATCH}",
             (after,),
         ).fetchall()
         if not rows:
@@ -94,20 +78,20 @@ def backfill_savings(conn: Any, q: Any) -> None:
             if saved is not None:
                 updates.append((saved, rid))
         if updates:
-            conn.cursor().executemany(q("UPDATE requests SET saved_usd = ? WHERE id = ?"), updates)
+            db.executemany("UPDATE requests SET saved_usd = ? WHERE id = ?", updates)
         after = rows[-1][0]
-    conn.execute(_SET_TOTALS)
+    db.execute(_SET_TOTALS)
 
 
-def saving_mismatches(conn: Any) -> list[tuple[str, int, float | None, int, float | None]]:
+def saving_mismatches(db: Any) -> list[tuple[str, int, float | None, int, float | None]]:
     """(session, expected count, expected saving, stored count, stored saving) for each session
     whose running totals disagree with its requests."""
     want = {
         str(r[0]): (int(r[1]), None if r[2] is None else float(r[2]))
-        for r in conn.execute(SESSION_SAVINGS).fetchall()
+        for r in db.execute(SESSION_SAVINGS).fetchall()
     }
     found: list[tuple[str, int, float | None, int, float | None]] = []
-    for sid, count, saved in conn.execute(
+    for sid, count, saved in db.execute(
         "SELECT id, request_count, saved_usd FROM sessions"
     ).fetchall():
         exp_count, exp_saved = want.get(str(sid), (0, None))

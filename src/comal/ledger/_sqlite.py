@@ -1,21 +1,260 @@
-"""The embedded SQLite ledger (LED-4): WAL, foreign keys, one transaction per step."""
+"""The embedded SQLite ledger (LED-4): WAL, foreign keys, one transaction per step.
+
+SQLite's dialect: ``BEGIN IMMEDIATE`` takes the database's only write lock when a write starts
+(so no row locks, and writers of a name are already serialized), budget reads name their covering
+index, FTS5 contentless tables index the text (the entries' index trails the appends, caught up by
+each search), and the database checks itself with ``integrity_check``, each FTS5 table's own
+check and a comparison of its schema with the one the migrations make.
+"""
 
 from __future__ import annotations
 
-from ._keys import ProxyKeys
-from ._sqlite_base import Synchronous
-from ._sqlite_reads import _Reads
-from ._summaries import SqliteSummaries
+import sqlite3
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from ..errors import LedgerError, UserError
+from ..tokens import TokenCounter
+from ._db import Db
+from ._dialect import Dialect
+from ._ledger import Store
+from ._locks import SessionLock, lock_path
+from ._migrate import statements
+from ._model import Scope, log
+from ._schema import MIGRATIONS
+from ._seal import Keying, Secret
+from ._sqlite_fts import entry_text, forget_session, indexed_texts, rebuild, search_check, upto
+from ._sqlite_fts import fts_text as _fts_text
+from ._sqlite_open import open_sqlite, translate
+from ._target import describe_target
 
 __all__ = ["SQLiteLedger", "Synchronous"]
 
+Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 
-class SQLiteLedger(SqliteSummaries, _Reads, ProxyKeys):
-    """Append-only store. Synchronous by design: async callers cross to a thread at their edge.
 
-    One connection per instance, guarded by a lock so a ledger can be shared by threads. Open
-    one with :func:`~comal.ledger.open_ledger`; ``create=False`` opens only an existing ledger.
-    The semantics (sessions, appends, records, aggregates, deletion) are shared with PostgreSQL
-    in ``_core``; this class adds SQLite's connection, cache-backed entry reads, search and
-    integrity check.
-    """
+class SQLiteDialect(Dialect):
+    name = "sqlite"
+    placeholder = "?"
+    begin = "BEGIN IMMEDIATE"
+    for_update = ""
+    budget_index = " INDEXED BY entries_budget"
+    lazy_cursor = True
+    errors = (sqlite3.Error, UnicodeDecodeError)
+    types: ClassVar[Mapping[str, str]] = {
+        "pk": "INTEGER PRIMARY KEY",
+        "key": "TEXT",
+        "int": "INTEGER",
+        "real": "REAL",
+        "entries_key": "UNIQUE (session_id, seq)",
+        "rowless": " WITHOUT ROWID",
+    }
+    place = "SQLite database"
+    foreign_todo = "check the path (or COMAL_LEDGER), or give a new file name to start a ledger"
+
+    def translate(self, exc: BaseException, target: str, doing: str) -> LedgerError:
+        assert isinstance(exc, sqlite3.Error | UnicodeDecodeError)
+        return translate(exc, target, doing)
+
+    def in_transaction(self, raw: Any) -> bool:
+        return bool(raw.in_transaction)
+
+    def run_script(self, db: Db, sql: str) -> None:
+        for statement in statements(sql):
+            db.execute(statement)
+
+    def tables(self, db: Db) -> set[str]:
+        return {
+            r[0]
+            for r in db.execute(
+                "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"
+                " AND name NOT LIKE 'sqlite_%'"
+            )
+        }
+
+    def columns(self, db: Db, table: str) -> set[str]:
+        return {r[0] for r in db.execute("SELECT name FROM pragma_table_info(?)", (table,))}
+
+    def version(self, db: Db) -> int:
+        return int(db.execute("PRAGMA user_version").fetchone()[0])
+
+    def lock_migrations(self, db: Db) -> None:
+        """Nothing: the migration's ``BEGIN IMMEDIATE`` holds the database's only write lock."""
+
+    def migrated(self, db: Db, applied: int) -> None:
+        # The count of applied migrations, whatever order they were merged in.
+        db.execute(f"PRAGMA user_version = {int(applied)}")
+
+    def exclusive(self, db: Db, name: str) -> None:
+        """Nothing: the transaction holds the database's only write lock from its start."""
+
+    def session_tables(self, db: Db) -> list[str]:
+        return [
+            r[0]
+            for r in db.execute(
+                "SELECT m.name FROM sqlite_master m, pragma_table_info(m.name) p"
+                " WHERE m.type = 'table' AND p.name = 'session_id' ORDER BY m.name"
+            )
+        ]
+
+    @contextmanager
+    def lenient(self, raw: Any) -> Iterator[None]:
+        old = raw.text_factory
+        raw.text_factory = _lenient_text
+        try:
+            yield
+        finally:
+            raw.text_factory = old
+
+    def index_text(
+        self, db: Db, table: str, session: str, texts: Iterable[tuple[int, str]]
+    ) -> None:
+        if table != "entries_fts":  # the entries' index trails them (catch_up)
+            db.executemany(f"INSERT INTO {table} (rowid, text) VALUES (?, ?)",
+                           [(i, _fts_text(t)) for i, t in texts])  # fmt: skip
+
+    def catch_up(self, db: Db, batch: int = 2000) -> int:
+        """Bring the entries' full-text index up to date; how many entries were indexed.
+
+        Each batch is one transaction with its high-water mark, so a crash mid-way leaves the
+        index consistent with ``fts_state`` and the next search resumes where it stopped."""
+        done = 0
+        while True:
+            with db.atomic() as c:
+                rows = c.execute(
+                    "SELECT id, digest, body FROM entries WHERE id > ? ORDER BY id LIMIT ?",
+                    (upto(c), batch),
+                ).fetchall()
+                if not rows:
+                    return done
+                texts, damaged = indexed_texts(rows, entry_text)
+                if damaged:
+                    # Search is best effort over what is sound; reading such an entry raises.
+                    log.warning("full-text index skipped %d damaged entries; run `comal verify`",
+                                damaged)  # fmt: skip
+                c.executemany("INSERT INTO entries_fts (rowid, text) VALUES (?, ?)", texts)
+                c.execute("UPDATE fts_state SET upto = ? WHERE name = 'entries'", (rows[-1][0],))
+            done += len(rows)
+
+    def ranked(
+        self, db: Db, table: str, scope: Scope, query: str, limit: int
+    ) -> list[tuple[int, float]]:
+        if table == "entries_fts":
+            self.catch_up(db)
+        source = {"entries_fts": "entries", "summaries_text_fts": "summaries"}[table]
+        try:
+            rows = db.execute(
+                f"SELECT rowid, bm25({table}) FROM {table} WHERE {table} MATCH ? AND rowid IN"
+                f" (SELECT id FROM {source} WHERE session_id = ?) ORDER BY rank LIMIT ?",
+                (query, scope.session, limit),
+            ).fetchall()
+        except (sqlite3.OperationalError, UnicodeEncodeError) as exc:
+            raise UserError(f"bad full-text query {query!r}: {exc}") from exc
+        return [(int(r[0]), -float(r[1])) for r in rows]  # bm25 is lower-is-better
+
+    def forget_text(self, db: Db, session: str) -> None:
+        forget_session(db, session)
+
+    def rebuild_search_index(self, db: Db) -> None:
+        rebuild(db)
+
+    def search_check(self, db: Db) -> list[str]:
+        with db.reading() as c:
+            return search_check(c)
+
+    def database_check(self, db: Db) -> tuple[str, list[str]]:
+        """SQLite's full ``integrity_check`` (pages, b-trees, every index against its table),
+        the schema against the migrations' and each full-text index's own check."""
+        problems: list[str] = []
+        with db.reading() as c:
+            rows = [str(r[0]) for r in c.execute("PRAGMA integrity_check(100)")]
+            if rows != ["ok"]:
+                problems += rows
+            problems += _schema_problems(c)
+            for fts in ("entries_fts", "summaries_fts"):
+                try:
+                    c.execute(f"INSERT INTO {fts} ({fts}) VALUES ('integrity-check')")
+                except sqlite3.DatabaseError as exc:
+                    problems.append(f"full-text index {fts}: {exc}")
+        return ("ok" if not problems else "faults"), problems
+
+
+SQLITE = SQLiteDialect()
+
+
+def _lenient_text(data: bytes) -> str:
+    return data.decode("utf-8", "surrogateescape")
+
+
+def _schema_problems(c: Db) -> list[str]:
+    """How the ledger's tables and indexes differ from those the migrations create: a damaged
+    schema can still parse (a renamed column) and pass SQLite's own check."""
+    ref = Db(sqlite3.connect(":memory:", isolation_level=None), SQLITE, ":memory:")
+    try:
+        for m in MIGRATIONS:
+            SQLITE.run_script(ref, m.statements(SQLITE))
+        problems: list[str] = []
+        for kind, name, sql in ref.execute(
+            "SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY name"
+        ).fetchall():
+            found = c.execute("SELECT type, sql FROM sqlite_master WHERE name = ?", (name,))
+            have = found.fetchone()
+            if have is None or have[0] != kind:
+                problems.append(f"schema: {kind} {name} is missing")
+            elif kind == "index" and " ".join(str(have[1]).split()) != " ".join(sql.split()):
+                problems.append(f"schema: index {name} is not the one comal creates")
+            elif kind == "table":
+                columns = 'SELECT name, type, "notnull", dflt_value, pk FROM pragma_table_info(?)'
+                want = set(ref.execute(columns, (name,)).fetchall())
+                lost = want - set(c.execute(columns, (name,)).fetchall())
+                if lost:
+                    shown = ", ".join(sorted(str(col[0]) for col in lost))
+                    problems.append(f"schema: table {name} lacks or changed columns {shown}")
+        return problems
+    finally:
+        ref.close()
+
+
+class SQLiteLedger(Store):
+    """The ledger in one SQLite file. Open one with :func:`~comal.ledger.open_ledger`;
+    ``create=False`` opens only an existing ledger, ``secret`` keys its seals instead of its
+    key file (see ``_seal``)."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        counter: TokenCounter | None = None,
+        synchronous: Synchronous = "NORMAL",
+        create: bool = True,
+        secret: Secret | None = None,
+    ) -> None:
+        if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
+            raise UserError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
+        self.path = str(path)
+        memory = self.path == ":memory:"
+        target = describe_target(self.path)
+        keying = Keying("sqlite", target, secret, memory)
+        db = open_sqlite(self.path, SQLITE, create=create, target=target, keying=keying)
+        db.raw.execute(f"PRAGMA synchronous = {synchronous}")  # cannot fail: a fixed word
+        super().__init__(db, keying, counter)
+
+    def index_text(self, *, batch: int = 2000) -> int:
+        """Bring the full-text index up to date; returns how many entries were indexed (a
+        search does this first by itself)."""
+        return SQLITE.catch_up(self._db, batch)
+
+    def session_lock(self, scope: Scope) -> SessionLock:
+        """Take the session's lock (RES-2): a file lock beside the ledger, ``<ledger>.locks/
+        <session>.lock``; :class:`~comal.ledger.SessionLocked` while a live process holds it.
+        ``lock.stale`` is what a dead holder left, when one was cleared."""
+        if self.path == ":memory:":
+            raise UserError(
+                "a session lock needs a ledger file (an in-memory ledger is private to its "
+                "process); open the ledger from a path"
+            )
+        lock = SessionLock(lock_path(self.path, scope.session), scope.session)
+        lock.acquire()
+        return lock

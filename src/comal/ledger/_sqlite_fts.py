@@ -8,12 +8,14 @@ comparing (:func:`search_check`).
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..messages import load_json, message_from_json, sha256_hex
 from ._rows import damaged_index
+
+if TYPE_CHECKING:
+    from ._db import Db
 
 _TABLES = {"entries_fts": "entries", "summaries_fts": "summaries"}
 
@@ -55,7 +57,7 @@ def indexed_texts(
     return out, damaged
 
 
-def _summary_rows(c: sqlite3.Connection, where: str, args: Sequence[Any]) -> list[tuple[int, str]]:
+def _summary_rows(c: Db, where: str, args: Sequence[Any]) -> list[tuple[int, str]]:
     rows = c.execute(
         f"SELECT id, digest, body FROM records WHERE table_name = 'summary' AND {where}",
         tuple(args),
@@ -63,14 +65,14 @@ def _summary_rows(c: sqlite3.Connection, where: str, args: Sequence[Any]) -> lis
     return indexed_texts(rows.fetchall(), summary_text)[0]
 
 
-def upto(c: sqlite3.Connection) -> int:
+def upto(c: Db) -> int:
     row = c.execute("SELECT upto FROM fts_state WHERE name = 'entries'").fetchone()
     if row is None or not isinstance(row[0], int):
         raise damaged_index(None, "the full-text index's high-water mark is gone")
     return row[0]
 
 
-def forget_session(c: sqlite3.Connection, session: str) -> None:
+def forget_session(c: Db, session: str) -> None:
     """Take a session's rows out of both indexes (inside the deleting transaction).
 
     A body that fails its digest may not be what was indexed: then that index is dropped and
@@ -106,7 +108,7 @@ def forget_session(c: sqlite3.Connection, session: str) -> None:
         )
 
 
-def rebuild(c: sqlite3.Connection) -> None:
+def rebuild(c: Db) -> None:
     """Both indexes from scratch: summaries now, entries by the next search."""
     _clear(c, "entries_fts")
     c.execute("UPDATE fts_state SET upto = 0 WHERE name = 'entries'")
@@ -116,11 +118,11 @@ def rebuild(c: sqlite3.Connection) -> None:
     )
 
 
-def _clear(c: sqlite3.Connection, table: str) -> None:
+def _clear(c: Db, table: str) -> None:
     c.execute(f"INSERT INTO {table} ({table}) VALUES ('delete-all')")
 
 
-def search_check(c: sqlite3.Connection) -> list[str]:
+def search_check(c: Db) -> list[str]:
     """Index the stored text again in a scratch database and compare the postings.
 
     The comparison is a few sums over every (term, row, offset) instance of each index, so any
@@ -167,7 +169,7 @@ def search_check(c: sqlite3.Connection) -> list[str]:
     return problems
 
 
-def _sums(c: sqlite3.Connection, schema: str, table: str) -> tuple[int, ...]:
+def _sums(c: Db, schema: str, table: str) -> tuple[int, ...]:
     vocab = f"temp.comal_vocab_{table}"
     c.execute(f"DROP TABLE IF EXISTS {vocab}")
     c.execute(f"CREATE VIRTUAL TABLE {vocab} USING fts5vocab({schema}, {table}, 'instance')")

@@ -16,6 +16,8 @@ from pathlib import Path
 from urllib.parse import quote
 
 from ..errors import LedgerError
+from ._db import Db
+from ._dialect import Dialect
 from ._errors import (
     LedgerBusy,
     LedgerCorrupt,
@@ -25,7 +27,9 @@ from ._errors import (
     LedgerReadOnly,
     LedgerUnavailable,
 )
-from ._schema import SCHEMA_VERSION, inspect, migrate
+from ._migrate import migrate, pending
+from ._schema import MIGRATIONS, SCHEMA_VERSION
+from ._seal import Keying
 
 _HEADER = b"SQLite format 3\x00"
 _WRITABLE = "make the ledger file and its directory writable by this user, or point --ledger at a "
@@ -97,16 +101,18 @@ def translate(exc: sqlite3.Error | UnicodeDecodeError, target: str, doing: str) 
     )
 
 
-def open_sqlite(path: str, *, create: bool, target: str) -> sqlite3.Connection:
+def open_sqlite(path: str, dialect: Dialect, *, create: bool, target: str, keying: Keying) -> Db:
     """A connection to a migrated comal ledger at ``path`` (``:memory:`` allowed).
 
     ``create`` allows making the file (and its directory) when it is missing or empty; without
     it nothing is created and a missing ledger is :class:`LedgerNotFound`.
     """
     if path == ":memory:":
-        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        migrate(conn)
-        return conn
+        db = Db(
+            sqlite3.connect(path, isolation_level=None, check_same_thread=False), dialect, target
+        )
+        migrate(db, keying)
+        return db
     p = Path(path)
     empty = _look(p, create=create, target=target)
     mode = "rwc" if empty and create else "rw"
@@ -115,10 +121,11 @@ def open_sqlite(path: str, *, create: bool, target: str) -> sqlite3.Connection:
         conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
     except sqlite3.Error as exc:
         raise translate(exc, target, "opening") from exc
+    db = Db(conn, dialect, target)
     try:
         conn.execute("PRAGMA busy_timeout = 10000")
-        state, pending = inspect(conn, target)
-        if state == "empty" and not create:
+        found = pending(db)
+        if found is None and not create:
             raise LedgerNotFound(
                 target,
                 "this database is empty: there is no ledger in it yet",
@@ -126,26 +133,28 @@ def open_sqlite(path: str, *, create: bool, target: str) -> sqlite3.Connection:
             )
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA foreign_keys = ON")
-        if pending:
-            try:
-                migrate(conn, pending)
-            except sqlite3.Error as exc:
-                err = translate(exc, target, f"migrating the ledger to schema {SCHEMA_VERSION}")
-                if isinstance(err, LedgerReadOnly):
-                    err = LedgerReadOnly(
-                        target,
-                        f"the ledger needs migrating to schema {SCHEMA_VERSION} "
-                        f"({', '.join(pending)}), which writes, and it is read-only",
-                        "open it once where it is writable (or with the comal that wrote it)",
-                    )
-                raise err from exc
+        if found != []:
+            _migrate(db, keying, found)
     except (sqlite3.Error, UnicodeDecodeError) as exc:
         conn.close()
         raise translate(exc, target, "opening") from exc
     except BaseException:
         conn.close()
         raise
-    return conn
+    return db
+
+
+def _migrate(db: Db, keying: Keying, found: list[str] | None) -> None:
+    try:
+        migrate(db, keying, found)
+    except LedgerReadOnly as err:
+        names = found if found is not None else [m.name for m in MIGRATIONS]
+        raise LedgerReadOnly(
+            db.target,
+            f"the ledger needs migrating to schema {SCHEMA_VERSION} ({', '.join(names)}), which "
+            "writes, and it is read-only",
+            "open it once where it is writable (or with the comal that wrote it)",
+        ) from err
 
 
 def _look(p: Path, *, create: bool, target: str) -> bool:

@@ -1,10 +1,5 @@
 """Summary nodes of the dag engine, and the coordination rows its compaction needs (DAG-1..9).
 
-One set of statements for both backends: they are written with ``?`` placeholders and
-:meth:`SummaryStore._q` turns them into PostgreSQL's ``%s``; what differs (full-text indexing,
-ranking, locking the session row) is a handful of hooks the two concrete mixins fill in
-(:class:`SqliteSummaries` here, ``PgSummaries`` in :mod:`._summaries_pg`).
-
 Rows never change once written (a row's ``frontier`` column, the frontier once it is stored,
 is filled in by the transaction that inserts it). A leaf stands for whole steps
 ``first_seq..last_seq`` and must start exactly where the coverage so far ends; a condensed
@@ -14,42 +9,27 @@ writing transaction, under the session's write lock, so two processes racing to 
 session store one summary per chunk and the loser gets :class:`SummaryConflict`. The summary,
 its edges and its full-text row commit together: a crash leaves the old state.
 
-Beside them: the per-session compaction lease (owner, heartbeat, expiry), summarizer spend per
-tenant (rolling windows are sums over rows), and the per-tenant circuit breaker's state.
+The compaction's coordination rows (lease, summarizer spend, breaker) are in :mod:`._coordination`.
 """
 
 from __future__ import annotations
 
 import itertools
-import sqlite3
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 from ..errors import LedgerError, UserError
 from ..messages import canonical_json, load_json, sha256_hex
-from ._coordination import BreakerRow, CoordinationRows, LeaseInfo
-from ._model import Fault, Scope, SummaryRecord, log
-from ._summaries_search import RecallHit, SummarySearch, plain_words_query
+from ._model import Fault, Scope, SummaryRecord
+from ._rows import COLUMNS, SEALED, body_matches, check_body, check_seal, load_column, seal_matches
+from ._seal import Sealer
+from ._store import StoreBase
 
-__all__ = [
-    "BreakerRow",
-    "LeaseInfo",
-    "RecallHit",
-    "SqliteSummaries",
-    "SummaryConflict",
-    "SummaryInput",
-    "SummaryStore",
-    "plain_words_query",
-]
+if TYPE_CHECKING:
+    from ._db import Db
 
-_PINNED = ("system", "developer")
-_COLS = (
-    "id, session_id, depth, kind, first_seq, last_seq, descendant_count, descendant_tokens,"
-    " time_start, time_end, tokens, summarizer, level, digest, created_at, body, meta,"
-    " sources_digest"
-)
 KINDS = ("leaf", "condensed")
 LEVELS = ("normal", "aggressive", "count-only")
 
@@ -80,58 +60,45 @@ class SummaryInput:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
-def summary_from_row(r: Sequence[Any], children: tuple[int, ...]) -> SummaryRecord:
+def summary_from_row(sealer: Sealer, r: Sequence[Any], children: tuple[int, ...]) -> SummaryRecord:
+    """A row of ``COLUMNS["summaries"]`` as a value, its seal and body digest checked."""
+    row_id, body = r[18], r[19]
+    check_seal(sealer, "summaries", r, row_id, r[0])
+    check_body("summaries", r, r[12], body, row_id)
+    meta = load_column("summaries", r[14], row_id, r[0])
     return SummaryRecord(
-        id=int(r[0]),
-        session=r[1],
-        depth=int(r[2]),
-        kind=r[3],
-        first_seq=int(r[4]),
-        last_seq=int(r[5]),
-        children=children,
-        descendant_count=int(r[6]),
-        descendant_tokens=int(r[7]),
-        time_range=(r[8], r[9]),
-        tokens=int(r[10]),
-        summarizer=r[11],
-        level=r[12],
-        digest=r[13],
-        created_at=r[14],
-        text=r[15],
-        meta=load_json(r[16]),
-        sources_digest=r[17],
-    )
+        int(row_id), r[0], int(r[1]), r[2], int(r[3]), int(r[4]), children, int(r[5]), int(r[6]),
+        (r[7], r[8]), int(r[9]), r[10], r[11], r[12], r[13], body, meta, r[15],
+    )  # fmt: skip
 
 
-class SummaryStore(SummarySearch):
-    """Summary nodes: writes under the rules above, the frontier, search, verify."""
+def _children_of(c: Db, ids: Sequence[int]) -> dict[int, tuple[int, ...]]:
+    out: dict[int, list[tuple[int, int]]] = {}
+    for k in range(0, len(ids), 500):
+        chunk = list(ids[k : k + 500])
+        marks = ",".join("?" * len(chunk))
+        for parent, child, pos in c.execute(
+            "SELECT parent_id, child_id, position FROM summary_children"
+            f" WHERE parent_id IN ({marks})",
+            chunk,
+        ).fetchall():
+            out.setdefault(int(parent), []).append((int(pos), int(child)))
+    return {p: tuple(ch for _, ch in sorted(v)) for p, v in out.items()}
 
-    # -- helpers ----------------------------------------------------------------------------
-    def _children_of(self, c: Any, ids: Sequence[int]) -> dict[int, tuple[int, ...]]:
-        if not ids:
-            return {}
-        out: dict[int, list[tuple[int, int]]] = {}
-        for k in range(0, len(ids), 500):
-            chunk = list(ids[k : k + 500])
-            marks = ",".join("?" * len(chunk))
-            for parent, child, pos in c.execute(
-                self._q(
-                    "SELECT parent_id, child_id, position FROM summary_children"
-                    f" WHERE parent_id IN ({marks})"
-                ),
-                chunk,
-            ).fetchall():
-                out.setdefault(int(parent), []).append((int(pos), int(child)))
-        return {p: tuple(ch for _, ch in sorted(v)) for p, v in out.items()}
 
-    def _summary_rows(self, c: Any, where: str, args: Sequence[Any]) -> list[SummaryRecord]:
-        rows = c.execute(
-            self._q(f"SELECT {_COLS} FROM summaries s WHERE {where} ORDER BY s.first_seq, s.depth"),
-            tuple(args),
-        ).fetchall()
-        condensed = [int(r[0]) for r in rows if r[3] == "condensed"]
-        kids = self._children_of(c, condensed)
-        return [summary_from_row(r, kids.get(int(r[0]), ())) for r in rows]
+def summary_rows(c: Db, sealer: Sealer, where: str, args: Sequence[Any]) -> list[SummaryRecord]:
+    """The summaries ``where`` selects (``s`` is the table), by coverage then depth."""
+    rows = c.execute(
+        f"SELECT {COLUMNS['summaries']} FROM summaries s WHERE {where}"
+        " ORDER BY s.first_seq, s.depth",
+        tuple(args),
+    ).fetchall()
+    kids = _children_of(c, [int(r[18]) for r in rows if r[2] == "condensed"])
+    return [summary_from_row(sealer, r, kids.get(int(r[18]), ())) for r in rows]
+
+
+class Summaries(StoreBase):
+    """Summary nodes: writes under the rules above, the frontier, verify."""
 
     # -- summaries --------------------------------------------------------------------------
     def add_summary(self, scope: Scope, draft: SummaryInput) -> SummaryRecord:
@@ -144,7 +111,7 @@ class SummaryStore(SummarySearch):
         digest = sha256_hex(draft.text)
         created = _iso_now()
         with self.atomic() as c:
-            if not self._lock_session(c, scope):
+            if self._session_row(scope, lock=True) is None:
                 raise UserError(f"no session {scope.session} in this tenant/agent")
             if draft.kind == "leaf":
                 self._check_leaf(c, scope, draft)
@@ -152,81 +119,44 @@ class SummaryStore(SummarySearch):
                 self._check_condensed(c, scope, draft)
             before = self._frontier_ids(c, scope)
             children = set(draft.children)
-            sid = self._insert_id(
-                c,
-                "INSERT INTO summaries (session_id, depth, kind, first_seq, last_seq,"
-                " descendant_count, descendant_tokens, time_start, time_end, tokens, summarizer,"
-                " level, digest, created_at, body, meta, sources_digest, frontier)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '[]')",
-                (
-                    scope.session,
-                    draft.depth,
-                    draft.kind,
-                    draft.first_seq,
-                    draft.last_seq,
-                    draft.descendant_count,
-                    draft.descendant_tokens,
-                    draft.time_range[0],
-                    draft.time_range[1],
-                    tokens,
-                    draft.summarizer,
-                    draft.level,
-                    digest,
-                    created,
-                    draft.text,
-                    canonical_json(draft.meta),
-                    draft.sources_digest,
-                ),
+            d = draft
+            row: tuple[Any, ...] = (scope.session, d.depth, d.kind, d.first_seq, d.last_seq)
+            row += (d.descendant_count, d.descendant_tokens, *d.time_range, tokens, d.summarizer)
+            row += (d.level, digest, created, canonical_json(d.meta), d.sources_digest)
+            sid = int(
+                c.execute(
+                    f"INSERT INTO summaries ({', '.join(SEALED['summaries'])}, body) VALUES"
+                    f" ({', '.join('?' * len(row))}, '[]', ?) RETURNING id",
+                    (*row, d.text),
+                ).fetchone()[0]
             )
             # Children leave the frontier and the new node takes the place of the first one (or
-            # the end, for a leaf): the frontier stays in coverage order.
+            # the end, for a leaf): the frontier stays in coverage order. The seal covers it.
             after = [i for i in before if i not in children]
             at = before.index(draft.children[0]) if draft.children else len(after)
             after.insert(at, sid)
+            row += (canonical_json(after),)
+            seal = self._sealer.seal("summaries", row)
             c.execute(
-                self._q("UPDATE summaries SET frontier = ? WHERE id = ?"),
-                (canonical_json(after), sid),
+                "UPDATE summaries SET frontier = ?, seal = ? WHERE id = ?", (row[-1], seal, sid)
             )
             for pos, child in enumerate(draft.children):
                 c.execute(
-                    self._q(
-                        "INSERT INTO summary_children (parent_id, child_id, position)"
-                        " VALUES (?, ?, ?)"
-                    ),
+                    "INSERT INTO summary_children (parent_id, child_id, position) VALUES (?, ?, ?)",
                     (sid, child, pos),
                 )
-            self._index_dag_summary(c, scope, sid, draft.text)
-        return SummaryRecord(
-            sid,
-            scope.session,
-            draft.depth,
-            draft.kind,
-            draft.first_seq,
-            draft.last_seq,
-            draft.children,
-            draft.descendant_count,
-            draft.descendant_tokens,
-            draft.time_range,
-            tokens,
-            draft.summarizer,
-            draft.level,
-            digest,
-            created,
-            draft.text,
-            dict(draft.meta),
-            draft.sources_digest,
-        )
+            self._dialect.index_text(c, "summaries_text_fts", scope.session, [(sid, draft.text)])
+        record = summary_from_row(self._sealer, (*row, seal, sid, d.text), d.children)
+        return replace(record, meta=dict(d.meta))
 
     def _check_leaf(self, c: Any, scope: Scope, d: SummaryInput) -> None:
         prev = c.execute(
-            self._q("SELECT max(last_seq) FROM summaries WHERE session_id = ?"), (scope.session,)
+            "SELECT max(last_seq) FROM summaries WHERE session_id = ?", (scope.session,)
         ).fetchone()[0]
         if prev is None:
             skipped = c.execute(
-                self._q(
-                    "SELECT count(*) FROM entries WHERE session_id = ? AND seq < ?"
-                    " AND role NOT IN ('system', 'developer')"
-                ),
+                "SELECT count(*) FROM entries WHERE session_id = ? AND seq < ?"
+                " AND role NOT IN ('system', 'developer')",
                 (scope.session, d.first_seq),
             ).fetchone()[0]
             if skipped:
@@ -240,9 +170,7 @@ class SummaryStore(SummarySearch):
                 f"(seq {int(prev) + 1}); another compaction got there first"
             )
         rows = c.execute(
-            self._q(
-                "SELECT seq, step FROM entries WHERE session_id = ? AND seq IN (?, ?) ORDER BY seq"
-            ),
+            "SELECT seq, step FROM entries WHERE session_id = ? AND seq IN (?, ?) ORDER BY seq",
             (scope.session, d.first_seq, d.last_seq + 1),
         ).fetchall()
         found = {int(r[0]): int(r[1]) for r in rows}
@@ -256,11 +184,9 @@ class SummaryStore(SummarySearch):
     def _check_condensed(self, c: Any, scope: Scope, d: SummaryInput) -> None:
         marks = ",".join("?" * len(d.children))
         kids = c.execute(
-            self._q(
-                "SELECT s.id, s.depth, s.first_seq, s.last_seq, s.descendant_count,"
-                " (SELECT count(*) FROM summary_children e WHERE e.child_id = s.id)"
-                f" FROM summaries s WHERE s.session_id = ? AND s.id IN ({marks})"
-            ),
+            "SELECT s.id, s.depth, s.first_seq, s.last_seq, s.descendant_count,"
+            " (SELECT count(*) FROM summary_children e WHERE e.child_id = s.id)"
+            f" FROM summaries s WHERE s.session_id = ? AND s.id IN ({marks})",
             (scope.session, *d.children),
         ).fetchall()
         by_id = {int(r[0]): r for r in kids}
@@ -284,7 +210,7 @@ class SummaryStore(SummarySearch):
 
     def _frontier_ids(self, c: Any, scope: Scope) -> list[int]:
         row = c.execute(
-            self._q("SELECT frontier FROM summaries WHERE session_id = ? ORDER BY id DESC LIMIT 1"),
+            "SELECT frontier FROM summaries WHERE session_id = ? ORDER BY id DESC LIMIT 1",
             (scope.session,),
         ).fetchone()
         return [] if row is None else [int(i) for i in load_json(row[0])]
@@ -294,114 +220,96 @@ class SummaryStore(SummarySearch):
 
         Read from the frontier the newest summary recorded: O(frontier) rows, whatever the
         session's length (``verify`` checks it against the edges)."""
-        with self._read() as c:
+        with self._reading() as c:
             if not self._visible(scope):
                 return []
             ids = self._frontier_ids(c, scope)
             if not ids:
                 return []
             marks = ",".join("?" * len(ids))
-            return self._summary_rows(
-                c, f"s.session_id = ? AND s.id IN ({marks})", (scope.session, *ids)
+            return summary_rows(
+                c, self._sealer, f"s.session_id = ? AND s.id IN ({marks})", (scope.session, *ids)
             )
 
     def summaries(self, scope: Scope) -> list[SummaryRecord]:
         """Every summary of the session, by coverage then depth."""
-        with self._read() as c:
+        with self._reading() as c:
             if not self._visible(scope):
                 return []
-            return self._summary_rows(c, "s.session_id = ?", (scope.session,))
+            return summary_rows(c, self._sealer, "s.session_id = ?", (scope.session,))
 
     def summary(self, scope: Scope, summary_id: int) -> SummaryRecord | None:
-        with self._read() as c:
+        with self._reading() as c:
             if not self._visible(scope):
                 return None
-            found = self._summary_rows(
-                c, "s.session_id = ? AND s.id = ?", (scope.session, summary_id)
+            found = summary_rows(
+                c, self._sealer, "s.session_id = ? AND s.id = ?", (scope.session, summary_id)
             )
         return found[0] if found else None
 
     def summary_parent(self, scope: Scope, summary_id: int) -> int | None:
-        with self._read() as c:
+        with self._reading() as c:
             if not self._visible(scope):
                 return None
             row = c.execute(
-                self._q(
-                    "SELECT e.parent_id FROM summary_children e JOIN summaries s"
-                    " ON s.id = e.child_id WHERE e.child_id = ? AND s.session_id = ?"
-                ),
+                "SELECT e.parent_id FROM summary_children e JOIN summaries s"
+                " ON s.id = e.child_id WHERE e.child_id = ? AND s.session_id = ?",
                 (summary_id, scope.session),
             ).fetchone()
         return None if row is None else int(row[0])
 
-    def _delete_dependents(self, c: Any, sid: str) -> dict[str, int]:
-        """``delete_session``'s part for the DAG: its edges (keyed by summary, not session)."""
-        cur = c.execute(
-            self._q(
-                "DELETE FROM summary_children WHERE parent_id IN"
-                " (SELECT id FROM summaries WHERE session_id = ?)"
-            ),
-            (sid,),
-        )
-        return {"summary_children": max(cur.rowcount, 0)}
-
     # -- verify -----------------------------------------------------------------------------
     def summary_faults(self) -> list[Fault]:
-        """``verify``'s part for summaries: every body matches its digest, leaves of a session
-        cover adjacent whole ranges, and a condensed node's children are adjacent, one depth
-        lower, and span exactly its range."""
-        with self._read() as c:
-            rows = c.execute(
-                "SELECT session_id, id, kind, depth, first_seq, last_seq, digest, body"
-                " FROM summaries ORDER BY session_id, first_seq, depth"
-            ).fetchall()
-            edges = c.execute(
-                "SELECT parent_id, child_id, position FROM summary_children"
-            ).fetchall()
+        """``verify``'s part for summaries: each row matches its seal and its body its digest,
+        leaves of a session cover adjacent whole ranges, a condensed node's children are
+        adjacent, one depth lower and span exactly its range, and each session's newest row
+        records the frontier the edges give."""
+        with self._reading() as c:
+            order = "session_id, first_seq, depth"
+            rows = c.execute(f"SELECT {COLUMNS['summaries']} FROM summaries ORDER BY {order}")
+            rows = rows.fetchall()
+            edges = c.execute("SELECT parent_id, child_id, position FROM summary_children")
+            kids: dict[int, list[tuple[int, int]]] = {}
+            for parent, child, pos in edges.fetchall():
+                kids.setdefault(int(parent), []).append((int(pos), int(child)))
         faults: list[Fault] = []
-        nodes = {int(r[1]): r for r in rows}
-        kids: dict[int, list[tuple[int, int]]] = {}
-        for parent, child, pos in edges:
-            kids.setdefault(int(parent), []).append((int(pos), int(child)))
+
+        def fault(r: Sequence[Any], kind: str, detail: str, seq: Any = None) -> None:
+            faults.append(Fault(r[0], seq, kind, f"summary {r[18]} {detail}", "summaries", r[18]))
+
+        nodes = {int(r[18]): r for r in rows}
+        condensed = {child for found in kids.values() for _, child in found}
         last_end: dict[str, int] = {}
-        for sid, nid, kind, depth, first, last, digest, body in rows:
-            where = f"summary {nid}"
-            if sha256_hex(body) != digest:
-                faults.append(Fault(sid, first, "summary-digest", f"{where} body does not match"))
+        newest: dict[str, Sequence[Any]] = {}
+        for r in rows:
+            sid, kind, depth, first, last = r[0], r[2], int(r[1]), int(r[3]), int(r[4])
+            if sid not in newest or int(r[18]) > int(newest[sid][18]):
+                newest[sid] = r
+            if not seal_matches(self._sealer, "summaries", r):
+                fault(r, "seal", "does not match its seal", first)
+            if not body_matches(r[19], r[12]):
+                fault(r, "summary-digest", "body does not match", first)
             if kind == "leaf":
                 end = last_end.get(sid)
-                if end is not None and int(first) != end + 1:
-                    faults.append(
-                        Fault(sid, first, "summary-gap", f"{where} starts at {first}, after {end}")
-                    )
-                last_end[sid] = int(last)
+                if end is not None and first != end + 1:
+                    fault(r, "summary-gap", f"starts at {first}, after {end}", first)
+                last_end[sid] = last
                 continue
-            children = [nodes.get(ch) for _, ch in sorted(kids.get(int(nid), []))]
-            ok = len(children) >= 2 and all(ch is not None for ch in children)
-            if ok:
-                real = [ch for ch in children if ch is not None]
-                ok = (
-                    all(int(ch[3]) == int(depth) - 1 and ch[0] == sid for ch in real)
-                    and int(real[0][4]) == int(first)
-                    and int(real[-1][5]) == int(last)
-                    and all(int(b[4]) == int(a[5]) + 1 for a, b in itertools.pairwise(real))
-                )
-            if not ok:
-                faults.append(
-                    Fault(sid, first, "summary-children", f"{where}'s children do not span it")
-                )
-        with self._read() as c:
-            latest = c.execute(
-                "SELECT s.session_id, s.frontier FROM summaries s WHERE s.id ="
-                " (SELECT max(t.id) FROM summaries t WHERE t.session_id = s.session_id)"
-            ).fetchall()
-        condensed = {int(child) for _, child, _ in edges}
-        for sid, frontier in latest:
+            found = [nodes.get(ch) for _, ch in sorted(kids.get(int(r[18]), []))]
+            real = [ch for ch in found if ch is not None]
+            if not (
+                len(real) == len(found) >= 2
+                and all(int(ch[1]) == depth - 1 and ch[0] == sid for ch in real)
+                and (int(real[0][3]), int(real[-1][4])) == (first, last)
+                and all(int(b[3]) == int(a[4]) + 1 for a, b in itertools.pairwise(real))
+            ):
+                fault(r, "summary-children", "has children that do not span it", first)
+        for sid, r in newest.items():
             want = sorted(
-                (int(r[4]), int(r[1])) for r in rows if r[0] == sid and int(r[1]) not in condensed
+                (int(x[3]), int(x[18])) for x in rows if x[0] == sid and int(x[18]) not in condensed
             )
-            if [i for _, i in want] != [int(i) for i in load_json(frontier)]:
-                faults.append(Fault(sid, None, "summary-frontier", "recorded frontier is wrong"))
+            if [i for _, i in want] != [int(i) for i in load_json(r[16])]:
+                fault(r, "summary-frontier", "records a wrong frontier")
         return faults
 
 
@@ -428,64 +336,4 @@ def _check_draft(d: SummaryInput) -> None:
 
 
 def _iso_now() -> str:
-    from datetime import UTC, datetime
-
     return datetime.now(UTC).isoformat(timespec="microseconds")
-
-
-class SqliteSummaries(SummaryStore, CoordinationRows):
-    """The SQLite hooks (its FTS5 table trails nothing: summaries are indexed as written)."""
-
-    _conn: sqlite3.Connection
-    _lock: Any
-
-    @contextmanager
-    def _read(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            yield self._conn
-
-    def _lock_session(self, c: Any, scope: Scope) -> bool:
-        # BEGIN IMMEDIATE already holds the database's write lock.
-        row = c.execute(
-            "SELECT 1 FROM sessions WHERE id = ? AND tenant = ? AND agent = ?",
-            (scope.session, scope.tenant, scope.agent),
-        ).fetchone()
-        if row is None:
-            log.warning("ledger write refused: no session %s for tenant/agent", scope.session)
-        return row is not None
-
-    def _insert_id(self, c: Any, sql: str, args: Sequence[Any]) -> int:
-        return int(c.execute(sql, tuple(args)).lastrowid or 0)
-
-    def _index_dag_summary(self, c: Any, scope: Scope, summary_id: int, text: str) -> None:
-        safe = text if text.isascii() else text.encode("utf-8", "replace").decode("utf-8")
-        c.execute("INSERT INTO summaries_text_fts (rowid, text) VALUES (?, ?)", (summary_id, safe))
-
-    def _fts(self, sql: str, args: tuple[Any, ...], match: str) -> list[tuple[int, float]]:
-        with self._read() as c:
-            try:
-                rows = c.execute(sql, args).fetchall()
-            except sqlite3.OperationalError as exc:
-                raise UserError(f"bad full-text query {match!r}: {exc}") from exc
-        # bm25() is lower-is-better; scores here are higher-is-better.
-        return [(int(r[0]), -float(r[1])) for r in rows]
-
-    def _fts_summaries(self, scope: Scope, match: str, limit: int) -> list[tuple[int, float]]:
-        return self._fts(
-            "SELECT rowid, bm25(summaries_text_fts) FROM summaries_text_fts"
-            " WHERE summaries_text_fts MATCH ? AND rowid IN"
-            " (SELECT id FROM summaries WHERE session_id = ?) ORDER BY rank LIMIT ?",
-            (match, scope.session, limit),
-            match,
-        )
-
-    def _fts_entries(self, scope: Scope, match: str, limit: int) -> list[tuple[int, float]]:
-        index = getattr(self, "index_text", None)
-        if index is not None:
-            index()
-        return self._fts(
-            "SELECT rowid, bm25(entries_fts) FROM entries_fts WHERE entries_fts MATCH ?"
-            " AND rowid IN (SELECT id FROM entries WHERE session_id = ?) ORDER BY rank LIMIT ?",
-            (match, scope.session, limit),
-            match,
-        )

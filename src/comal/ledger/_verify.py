@@ -4,10 +4,15 @@ Checked, table by table, each fault naming session, table, row (id), seq and wha
 
 - the database's own integrity check first (SQLite ``integrity_check`` and each full-text
   index's check; PostgreSQL ``amcheck`` where installed, else "not checked" and why);
-- ``sessions``: each row against its seal; its counters (``next_seq``, ``entry_count``,
+- the secret first of all: without the ledger's own, no seal can be checked, and that is a
+  ``secret`` fault (table ``ledger``) saying where it looked, never a pass;
+- ``sessions``: each row against its seal; its chain head (``next_seq``, ``head``) against
+  ``head_seal`` and the last entry's seal; its counters (``next_seq``, ``entry_count``,
   ``token_total``, ``last_step``) against the entries actually stored, so a truncated tail shows;
 - ``entries``: body digest, canonical form, seal, role, size, call id and output digest; dense
-  sequences; every step whole (a session ending in unanswered calls is *paused*, not damaged);
+  sequences; the chain (each ``prev_seal`` is the seal of the entry before it, so a removed,
+  moved or inserted entry breaks it); every step whole (a session ending in unanswered calls is
+  *paused*, not damaged);
 - ``requests``: seal, the facts derived from meta, the entry each names;
 - ``checkpoints`` and ``records``: body digest, decoding, canonical form, seal, ranges;
 - ``deletions``: each tombstone against its seal.
@@ -20,8 +25,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
-from typing import Any, Protocol, cast
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, cast
 
 from ..errors import LedgerError
 from ..messages import (
@@ -34,17 +39,11 @@ from ..messages import (
 )
 from ._backend import LedgerBackend
 from ._model import RECORD_TABLES, Fault, VerifyReport
-from ._rows import billed_tokens, body_matches, request_facts, seal_matches, whole
+from ._rows import HEAD, billed_tokens, body_matches, request_facts, seal_matches, whole
+from ._seal import Sealer
 
-
-class _Source(Protocol):
-    def _raw_entries(self) -> Iterator[tuple[Any, ...]]: ...
-    def _raw_table(self, table: str) -> Iterator[tuple[Any, ...]]: ...
-    def _raw_request_refs(self) -> list[tuple[Any, ...]]: ...
-    def _spend_mismatches(self) -> list[tuple[str, str, str, int, int]]: ...
-    def _saving_mismatches(self) -> list[tuple[str, int, float | None, int, float | None]]: ...
-    def _database_check(self) -> tuple[str, list[str]]: ...
-    def _search_check(self) -> list[str]: ...
+if TYPE_CHECKING:
+    from ._ledger import Store
 
 
 @dataclass
@@ -54,16 +53,18 @@ class _Session:
     entry_count: int
     token_total: int
     last_step: int | None
+    head: Any = None
     # what the entries say
     entries: int = 0
     tokens: int = 0
     last_seq: int = -1
     step: int | None = None
-    seen: bool = False
+    last_seal: Any = None
 
 
 @dataclass
 class _Walk:
+    sealer: Sealer
     faults: list[Fault] = field(default_factory=list)
     rows: dict[str, int] = field(default_factory=dict)
     sessions: dict[str, _Session] = field(default_factory=dict)
@@ -81,7 +82,7 @@ class _Walk:
         self.faults.append(Fault(session, seq, kind, detail, table, row))
 
     def sealed(self, table: str, r: tuple[Any, ...], row: Any, session: Any) -> bool:
-        if not seal_matches(table, r)[0]:
+        if not seal_matches(self.sealer, table, r):
             self.fault(session, table, row, "seal", "row does not match its seal")
             return False
         return True
@@ -102,9 +103,7 @@ class _Walk:
         self.rows[table] = count
 
 
-def verify(
-    ledger: LedgerBackend | _Source, *, database: bool = True, search: bool = False
-) -> VerifyReport:
+def verify(ledger: LedgerBackend, *, database: bool = True, search: bool = False) -> VerifyReport:
     """Check every row of every table and the database itself (either backend).
 
     ``database=False`` skips the database's own check. ``search=True`` also re-indexes the
@@ -112,55 +111,54 @@ def verify(
     20,000 indexed entries, against under 1 s for the rest), so it is asked for, not default.
     The indexes are derived data; ``rebuild_search_index()`` rebuilds them.
     """
-    # Both backends provide the raw walks; the protocol keeps them private.
-    ledger = cast(_Source, ledger)
-    w = _Walk()
+    # Both backends are the one store: its raw walks are private to it.
+    store = cast("Store", ledger)
+    w = _Walk(store._sealer)
+    if not w.sealer.checks:
+        w.fault(None, "ledger", None, "secret", f"{w.sealer.problem}; seals were not checked")
     status = "not checked: skipped"
     if database:
         try:
-            status, problems = ledger._database_check()
+            status, problems = store._database_check()
         except LedgerError as exc:
             status, problems = "faults", [str(exc)]
         for p in problems:
             w.fault(None, "database", None, "integrity", p)
-    w.walk("sessions", lambda: ledger._raw_table("sessions"), lambda r: _session(w, r))
+    w.walk("sessions", lambda: store._raw_table("sessions"), lambda r: _session(w, r))
     entries = _Entries(w)
-    w.walk("entries", ledger._raw_entries, entries.check)
+    w.walk("entries", store._raw_entries, entries.check)
     entries.close_session()
     _counters(w)
-    w.walk("requests", lambda: ledger._raw_table("requests"), lambda r: _request(w, r))
+    w.walk("requests", lambda: store._raw_table("requests"), lambda r: _request(w, r))
     try:
-        for rid, sid, entry_id in ledger._raw_request_refs():
+        for rid, sid, entry_id in store._raw_request_refs():
             w.fault(sid, "requests", rid, "entry-ref", f"entry {entry_id} is not in this session")
     except LedgerError as exc:
         w.fault(None, "requests", None, "unreadable", str(exc))
     try:
-        for table, tenant, key, want, have in ledger._spend_mismatches():
+        for table, tenant, key, want, have in store._spend_mismatches():
             w.fault(None, table, None, "spend-total",
                     f"tenant {tenant!r} {key}: the running total says {have:,} tokens, its "
                     f"requests sum to {want:,}")  # fmt: skip
     except LedgerError as exc:
         w.fault(None, "spend_runs", None, "unreadable", str(exc))
     try:
-        for sid, want_n, want_usd, have_n, have_usd in ledger._saving_mismatches():
+        for sid, want_n, want_usd, have_n, have_usd in store._saving_mismatches():
             w.fault(sid, "sessions", sid, "counters",
                     f"the session counts {have_n} requests saving {have_usd} USD, its requests "
                     f"are {want_n} saving {want_usd} USD")  # fmt: skip
     except LedgerError as exc:
         w.fault(None, "sessions", None, "unreadable", str(exc))
-    w.walk("checkpoints", lambda: ledger._raw_table("checkpoints"), lambda r: _checkpoint(w, r))
-    w.walk("records", lambda: ledger._raw_table("records"), lambda r: _record(w, r))
-    w.walk("deletions", lambda: ledger._raw_table("deletions"), lambda r: _deletion(w, r))
-    summary_faults = getattr(ledger, "summary_faults", None)
-    if summary_faults is not None:  # the dag engine's summaries (ledger/_summaries.py)
-        try:
-            for f in summary_faults():
-                w.faults.append(replace(f, table="summaries") if f.table == "entries" else f)
-        except LedgerError as exc:
-            w.fault(None, "summaries", None, "unreadable", str(exc))
+    w.walk("checkpoints", lambda: store._raw_table("checkpoints"), lambda r: _checkpoint(w, r))
+    w.walk("records", lambda: store._raw_table("records"), lambda r: _record(w, r))
+    w.walk("deletions", lambda: store._raw_table("deletions"), lambda r: _deletion(w, r))
+    try:  # the dag engine's summaries (ledger/_summaries.py)
+        w.faults += store.summary_faults()
+    except LedgerError as exc:
+        w.fault(None, "summaries", None, "unreadable", str(exc))
     if search:
         try:
-            found = ledger._search_check()
+            found = store._search_check()
         except LedgerError as exc:
             found = [str(exc)]
         for p in found:
@@ -172,6 +170,7 @@ def verify(
         tuple(w.paused),
         dict(w.rows),
         status,
+        w.sealer.status(),
     )
 
 
@@ -190,48 +189,32 @@ def _session(w: _Walk, r: tuple[Any, ...]) -> None:
     if not all(whole(v) for v in counters) or not (r[12] is None or whole(r[12])):
         w.fault(sid, "sessions", sid, "type", "the session's counters are not numbers")
         counters = (-1, -1, -1)
-    w.sessions[sid] = _Session(r[1], *counters, r[12])
+    if not w.sealer.matches(HEAD, (sid, r[13], r[16]), r[17]):
+        w.fault(sid, "sessions", sid, "head", "next_seq and head do not match the head's seal")
+    w.sessions[sid] = _Session(r[1], *counters, r[12], r[16])
 
 
 def _counters(w: _Walk) -> None:
+    """Each session's counters and chain head against the entries stored."""
     for sid, s in w.sessions.items():
-        stored = s.last_seq + 1
-        if s.next_seq > stored:
+        found: list[tuple[str, str]] = []
+        if s.next_seq > s.last_seq + 1:
             if sid in w.paused:  # it ends in open calls because its tail is gone, not paused
                 w.paused.remove(sid)
-            w.fault(
-                sid,
-                "sessions",
-                sid,
-                "truncated",
-                f"the session claims entries up to seq {s.next_seq - 1}, the last stored is "
-                f"{s.last_seq}",
-            )
-        elif s.next_seq != stored:
-            w.fault(
-                sid,
-                "sessions",
-                sid,
-                "counters",
-                f"next_seq {s.next_seq}, entries end at {s.last_seq}",
-            )
+            claims = f"the session claims entries up to seq {s.next_seq - 1}"
+            found.append(("truncated", f"{claims}, the last stored is {s.last_seq}"))
+        elif s.next_seq != s.last_seq + 1:
+            found.append(("counters", f"next_seq {s.next_seq}, entries end at {s.last_seq}"))
         if s.entry_count != s.entries or s.token_total != s.tokens:
-            w.fault(
-                sid,
-                "sessions",
-                sid,
-                "counters",
-                f"counts {s.entry_count} entries / {s.token_total} tokens, stored are "
-                f"{s.entries} / {s.tokens}",
-            )
+            counts = f"counts {s.entry_count} entries / {s.token_total} tokens"
+            found.append(("counters", f"{counts}, stored are {s.entries} / {s.tokens}"))
+        if s.head != s.last_seal:
+            last = f"the head is not the seal of the last stored entry (seq {s.last_seq})"
+            found.append(("chain", last))
         if s.last_step != s.step:
-            w.fault(
-                sid,
-                "sessions",
-                sid,
-                "counters",
-                f"last_step {s.last_step}, the last stored step is {s.step}",
-            )
+            found.append(("counters", f"last_step {s.last_step}, the last stored step is {s.step}"))
+        for kind, detail in found:
+            w.fault(sid, "sessions", sid, kind, detail)
 
 
 class _Entries:
@@ -241,6 +224,7 @@ class _Entries:
         self.w = w
         self.session: str | None = None
         self.expected = 0
+        self.prev: Any = None  # the seal of the entry before, as stored
         self.open_step: tuple[int, set[str]] | None = None  # (step seq, calls unanswered)
 
     def close_session(self) -> None:
@@ -250,30 +234,27 @@ class _Entries:
     def check(self, r: tuple[Any, ...]) -> None:
         w = self.w
         sid, seq, step, role, tokens, size, _created, call_id, digest, output_digest = r[:10]
-        row, body = r[11], r[12]
+        prev_seal, seal, row, body = r[10:14]
         if not (whole(seq) and whole(step) and whole(tokens)):
             w.fault(sid, "entries", row, "type", "seq, step or tokens is not a number")
             return
         if sid != self.session:
             self.close_session()
-            self.session, self.expected, self.open_step = sid, 0, None
+            self.session, self.expected, self.open_step, self.prev = sid, 0, None, None
             if sid not in w.sessions:
-                w.fault(
-                    sid,
-                    "entries",
-                    row,
-                    "no-session",
-                    "entries of a session that is not stored",
-                    seq,
-                )
+                orphan = "entries of a session that is not stored"
+                w.fault(sid, "entries", row, "no-session", orphan, seq)
         s = w.sessions.get(sid)
         if s is not None:
             s.entries += 1
             s.tokens += tokens
-            s.last_seq, s.step = seq, step
+            s.last_seq, s.step, s.last_seal = seq, step, seal
         if seq != self.expected:
             w.fault(sid, "entries", row, "gap", f"expected seq {self.expected}, found {seq}", seq)
-        self.expected = seq + 1
+        if prev_seal != self.prev:
+            w.fault(sid, "entries", row, "chain", "prev_seal is not the seal of the entry before "
+                    "it: an entry was removed, moved or put in", seq)  # fmt: skip
+        self.expected, self.prev = seq + 1, seal
         w.sealed("entries", r, row, sid)
         if not body_matches(body, digest):
             w.fault(sid, "entries", row, "digest", "body does not match its sha256 digest", seq)
@@ -291,9 +272,8 @@ class _Entries:
             w.fault(sid, "entries", row, "role", f"column says {role}, body says {msg.role}", seq)
         result = msg.tool_result
         if (result.call_id if result is not None else None) != call_id:
-            w.fault(
-                sid, "entries", row, "call-id", f"column says {call_id!r}, the body differs", seq
-            )
+            differs = f"column says {call_id!r}, the body differs"
+            w.fault(sid, "entries", row, "call-id", differs, seq)
         for kind, detail in _check_output(msg, output_digest):
             w.fault(sid, "entries", row, kind, detail, seq)
         self._step(sid, seq, step, row, msg)
@@ -302,15 +282,8 @@ class _Entries:
         w = self.w
         if seq == step:
             if self.open_step is not None and self.open_step[1]:
-                missing = ", ".join(sorted(self.open_step[1]))
-                w.fault(
-                    sid,
-                    "entries",
-                    row,
-                    "split-step",
-                    f"calls without results: {missing}",
-                    self.open_step[0],
-                )
+                missing = f"calls without results: {', '.join(sorted(self.open_step[1]))}"
+                w.fault(sid, "entries", row, "split-step", missing, self.open_step[0])
             self.open_step = (step, {c.id for c in msg.tool_calls})
         elif self.open_step is None or self.open_step[0] != step:
             w.fault(sid, "entries", row, "step", f"entry claims step {step} that is not open", seq)
@@ -319,14 +292,8 @@ class _Entries:
             if result.call_id in self.open_step[1]:
                 self.open_step[1].discard(result.call_id)
             else:
-                w.fault(
-                    sid,
-                    "entries",
-                    row,
-                    "orphan",
-                    f"result for {result.call_id} answers no open call",
-                    seq,
-                )
+                orphan = f"result for {result.call_id} answers no open call"
+                w.fault(sid, "entries", row, "orphan", orphan, seq)
 
 
 def _check_output(msg: Message, output_digest: str | None) -> list[tuple[str, str]]:
@@ -356,14 +323,8 @@ def _request(w: _Walk, r: tuple[Any, ...]) -> None:
         return
     derived = (billed_tokens(r[5], r[6], r[7], r[8]), *request_facts(meta))
     if tuple(r[10:14]) != derived:
-        w.fault(
-            sid,
-            "requests",
-            row,
-            "request-facts",
-            f"tokens/run/spent_at/prompt_last_seq {tuple(r[10:14])} do not follow from the "
-            f"usage and meta {derived}",
-        )
+        facts = f"tokens/run/spent_at/prompt_last_seq {tuple(r[10:14])} do not follow"
+        w.fault(sid, "requests", row, "request-facts", f"{facts} from the usage and meta {derived}")
 
 
 def _checkpoint(w: _Walk, r: tuple[Any, ...]) -> None:
@@ -385,13 +346,8 @@ def _checkpoint(w: _Walk, r: tuple[Any, ...]) -> None:
     if s is None:
         w.fault(sid, "checkpoints", row, "no-session", "a checkpoint of a session not stored")
     elif not 0 <= r[1] <= r[2] <= s.last_seq:
-        w.fault(
-            sid,
-            "checkpoints",
-            row,
-            "range",
-            f"range {r[1]}..{r[2]} is outside the session's entries 0..{s.last_seq}",
-        )
+        outside = f"range {r[1]}..{r[2]} is outside the session's entries 0..{s.last_seq}"
+        w.fault(sid, "checkpoints", row, "range", outside)
 
 
 def _record(w: _Walk, r: tuple[Any, ...]) -> None:

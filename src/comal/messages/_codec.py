@@ -9,7 +9,8 @@ Format (version 1)::
     {"v": 1, "role": "assistant", "name"?: str, "parts": [{"kind": "text", "text": ...}, ...]}
 
 A part is its dataclass fields minus defaults; ``cache`` is ``{"type", "ttl"?}``; a tool
-result's ``content`` is a string or a list of ``text`` / ``media`` parts.
+result's ``content`` is a string or a list of ``text`` / ``media`` / ``opaque`` parts. An
+``opaque`` part keeps a provider's block as JSON *text* (``raw``), so its key order survives.
 """
 
 from __future__ import annotations
@@ -25,11 +26,10 @@ import orjson
 from ._parts import (
     PART_TYPES,
     CacheHint,
-    Media,
     Message,
     Part,
+    ResultBlock,
     Role,
-    Text,
     ToolResult,
 )
 
@@ -95,7 +95,7 @@ def _init_names(cls: type) -> frozenset[str]:
     return found
 
 
-def part_to_dict(part: Part | Text | Media) -> dict[str, Any]:
+def part_to_dict(part: Part) -> dict[str, Any]:
     out: dict[str, Any] = {"kind": part.kind}
     for name, default in _fields(type(part)):
         value = getattr(part, name)
@@ -126,7 +126,7 @@ def part_from_dict(data: dict[str, Any]) -> Part:
         if key == "cache" and value is not None:
             value = CacheHint(value.get("type", "ephemeral"), value.get("ttl"))
         elif cls is ToolResult and key == "content" and isinstance(value, list):
-            value = tuple(cast("Text | Media", part_from_dict(v)) for v in value)
+            value = tuple(cast(ResultBlock, part_from_dict(v)) for v in value)
         elif isinstance(value, list):
             value = tuple(value)
         kwargs[key] = value

@@ -78,7 +78,26 @@ class Media:
     kind: Literal["media"] = field(default="media", init=False)
 
 
-ResultContent: TypeAlias = "str | tuple[Text | Media, ...]"
+@dataclass(frozen=True, slots=True)
+class Opaque:
+    """A provider's block or item comal cannot read, kept whole so nothing is lost (LED-1): a
+    ``document`` with a text source, a ``search_result``, a Responses ``web_search_call``…
+
+    ``raw`` is its JSON text, keys in the order they were sent (compact separators, UTF-8 as
+    is); ``format`` is the wire format it belongs to (a converter's ``PROVIDER_*`` tag);
+    ``item`` says whether it is a whole message or input item (``True``) or one block of a
+    message's content (``False``). It goes back exactly to its own format and as a marked text
+    placeholder to any other, and is counted by its JSON's tokens.
+    """
+
+    format: str
+    raw: str
+    item: bool = False
+    kind: Literal["opaque"] = field(default="opaque", init=False)
+
+
+ResultBlock: TypeAlias = "Text | Media | Opaque"
+ResultContent: TypeAlias = "str | tuple[ResultBlock, ...]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +106,7 @@ class ToolResult:
     and media blocks when the tool returned several (Anthropic allows lists)."""
 
     call_id: str
-    content: str | tuple[Text | Media, ...]
+    content: str | tuple[ResultBlock, ...]
     is_error: bool = False
     name: str | None = None
     cache: CacheHint | None = None
@@ -138,7 +157,7 @@ class Checkpoint:
 
 
 Part: TypeAlias = (
-    Text | Reasoning | ToolCall | ToolResult | Media | EvidenceRef | Summary | Checkpoint
+    Text | Reasoning | ToolCall | ToolResult | Media | EvidenceRef | Summary | Checkpoint | Opaque
 )
 
 PART_TYPES: dict[str, type[Part]] = {
@@ -150,6 +169,7 @@ PART_TYPES: dict[str, type[Part]] = {
     "evidence_ref": EvidenceRef,
     "summary": Summary,
     "checkpoint": Checkpoint,
+    "opaque": Opaque,
 }
 
 
@@ -190,7 +210,7 @@ class Message:
 
     @classmethod
     def tool(
-        cls, call_id: str, content: str | tuple[Text | Media, ...], *, is_error: bool = False
+        cls, call_id: str, content: str | tuple[ResultBlock, ...], *, is_error: bool = False
     ) -> Message:
         return cls(Role.TOOL, (ToolResult(call_id, content, is_error),))
 

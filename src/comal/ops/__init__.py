@@ -43,7 +43,7 @@ from ._errors import (
     ToolFailure,
     WorkspaceEscape,
 )
-from ._evidence_op import EvidenceReadInput
+from ._evidence_op import EvidenceReadInput, read_page
 from ._files import EditArgs, GlobArgs, GrepArgs, ReadArgs, WriteArgs
 from ._guard import OUTPUT_KIND, StoredOutput, guard_output, read_output
 from ._house import House, HouseFactory, Outcome, Probe
@@ -204,6 +204,7 @@ __all__ = [
     "native_operations",
     "out_of_memory",
     "read_output",
+    "read_page",
     "receipts",
     "reconcile",
     "run_bash",

@@ -1,7 +1,9 @@
 """Human-audience controls (OPS-6): model, effort, mode, name and login.
 
-They change host settings, so they exist only on the human surfaces (CLI, TUI, API): the model's
-catalog never lists them, and a model proposal naming one, or a guess such as ``set_mode`` or
+They change a live session's host settings, so they exist only on the human surfaces that hold
+one, the TUI and the API (a command line process ends with its call: there the flags ``--model``,
+``--effort``, ``--mode`` set them, and ``comal rename`` names a session). The model's catalog
+never lists them, and a model proposal naming one, or a guess such as ``set_mode`` or
 ``SwitchModel``, is rejected by the judge and recorded like any other judgment.
 """
 
@@ -67,7 +69,7 @@ def _set(field_name: str) -> Callable[[BaseModel, CallContext], ToolOutput]:
 def human_controls(login: Callable[[str], str] | None = None) -> list[Operation]:
     """The control operations. ``login`` (provider -> account) is the host's own login flow;
     without one there is no login operation to offer."""
-    human: frozenset[Surface] = frozenset({"cli", "tui", "api"})
+    human: frozenset[Surface] = frozenset({"tui", "api"})
     ops = [
         Operation(
             "model", "Choose the model.", ModelArgs, _set("model"), audience="human", surfaces=human

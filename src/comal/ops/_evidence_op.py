@@ -9,7 +9,7 @@ output digest is the one recorded when the output was stored, so every page is d
 
 from __future__ import annotations
 
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -21,7 +21,10 @@ from ._guard import find_output
 from ._model import CallContext, Effect, ToolOutput
 from ._operation import LARGE_CAP, Operation
 
-__all__ = ["EvidenceReadInput", "evidence_operation"]
+if TYPE_CHECKING:
+    from ..evidence import EvidencePage
+
+__all__ = ["EvidenceReadInput", "evidence_operation", "read_page"]
 
 _MAX_PAGE = 8_000
 _DESCRIPTION = (
@@ -91,43 +94,45 @@ class _RecordSource:
         return self._ledger.children(scope)
 
 
+def read_page(ledger: LedgerBackend, scope: Scope, args: EvidenceReadInput) -> EvidencePage:
+    """One page of what ``args`` names, an entry or a record, read the same way for the model
+    and for ``comal evidence``; coded evidence errors (:mod:`comal.evidence`) as raised."""
+    from ..evidence import read_evidence
+
+    record = args.record is not None
+    target = args.record if args.record is not None else args.entry
+    assert target is not None
+    return read_evidence(
+        _RecordSource(ledger) if record else ledger,
+        scope,
+        target,
+        field=args.field,
+        offset=args.offset,
+        limit=args.limit,
+        search=args.search,
+        regex=args.regex,
+        expected_digest=args.expected_digest,
+        session=args.session,
+        target="record" if record else "entry",
+    )
+
+
 def _evidence_read(args: EvidenceReadInput, ctx: CallContext) -> ToolOutput:
     try:
-        from ..evidence import read_evidence
+        page = read_page(ctx.ledger, ctx.scope, args)
     except ImportError as exc:
         raise ToolFailure(
             f"EvidenceRead is unavailable here ({exc}); install comal.evidence"
         ) from exc
-    target = args.record if args.record is not None else args.entry
-    assert target is not None
-    try:
-        page = read_evidence(
-            _RecordSource(ctx.ledger) if args.record is not None else ctx.ledger,
-            ctx.scope,
-            target,
-            field=args.field,
-            offset=args.offset,
-            limit=args.limit,
-            search=args.search,
-            regex=args.regex,
-            expected_digest=args.expected_digest,
-            session=args.session,
-        )
     except ComalError as exc:
         raise ToolFailure(str(exc)) from exc
-    text = page.render()
-    if args.record is not None:
-        # The reader speaks of entries; a record's pages must name the record to be followed.
-        text = text.replace("EvidenceRead(entry=", "EvidenceRead(record=").replace(
-            "[EvidenceRead entry ", "[EvidenceRead record ", 1
-        )
     seen = {
         "sha256": page.digest,
         "offset": page.offset,
         "end": page.end,
         "total": page.total_utf16,
     }
-    return ToolOutput(text, observations=seen)
+    return ToolOutput(page.render(), observations=seen)
 
 
 def evidence_operation() -> Operation:

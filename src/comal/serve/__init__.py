@@ -5,6 +5,9 @@
 - :class:`ProxyService` is the service layer the proxy routes call.
 - :class:`LedgerApprover` answers an agent's ``ask`` judgments from approvals written to the
   ledger by the HTTP API (events :data:`APPROVAL_REQUEST` / :data:`APPROVAL_ANSWER`).
+- Before any route, :mod:`._guard` refuses foreign ``Host`` names (DNS rebinding),
+  cross-origin browser requests and keys in URLs, and :mod:`._limits` bounds slow and idle
+  clients; errors a client gets have stable codes (:mod:`._errors`).
 - Event kinds the proxy writes: :data:`INSTRUCTIONS_EVENT` (a session's system prompt and tools
   when they change), :data:`INTERRUPTED_EVENT` (a reply that did not finish), and
   :data:`RECALL_EVENT` (the entries of the proxy's own EvidenceRead steps).

@@ -1,4 +1,4 @@
-"""The HTTP API (JSON; the schema is served at ``/openapi.json``, browsable at ``/docs``).
+"""The HTTP API (JSON; the schema is served at ``/openapi.json``, browsable in the dashboard).
 
 Handlers authenticate the caller (:class:`~comal.serve._app.Gate`), then call the views in
 :mod:`comal.serve._views` or :func:`comal.serve._approvals.answer` in a worker thread. Errors
@@ -87,9 +87,7 @@ def api_router(gate: Gate) -> APIRouter:
 
         headers = {k.lower(): v for k, v in request.headers.items()}
         try:
-            return await anyio.to_thread.run_sync(
-                gate.tenant, headers, request.query_params.get("key")
-            )
+            return await anyio.to_thread.run_sync(gate.tenant, headers)
         except AuthError as exc:
             raise ApiError(401, "UNAUTHORIZED", exc.message) from exc
 

@@ -5,9 +5,16 @@ layer (:class:`~comal.serve._proxy.ProxyService`, :mod:`comal.serve._api`); no j
 assembly happens here.
 
 Tenants: a request names its tenant with a proxy key (``x-comal-key``, or a ``comal_`` key in
-the provider key header). On a loopback address with no active key in the ledger, requests
-without a key belong to one local tenant; once a key exists, or on any other address, a valid
-key is required and anything else is refused with 401 in the route's provider shape.
+the provider key header; never in the URL). On an explicit loopback address with no active key
+in the ledger, requests without a key belong to one local tenant; once a key exists, or on any
+other address (``""`` and ``0.0.0.0`` included), a valid key is required and anything else is
+refused with 401 in the route's provider shape.
+
+Before any route: :class:`~comal.serve._guard.Guard` refuses unknown ``Host`` names,
+cross-origin browser requests and keys in URLs; :class:`~comal.serve._limits.BodyDeadline`
+bounds the time a body may take. The dashboard's pages carry a Content-Security-Policy that
+allows the server's own scripts only, and no third-party script is served (the API schema is
+at ``/openapi.json``, browsable in the dashboard).
 """
 
 from __future__ import annotations
@@ -21,21 +28,37 @@ from typing import Any
 
 import anyio
 from fastapi import FastAPI, Request
-from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from fastapi.responses import (
+    FileResponse,
+    JSONResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
 
+from ..errors import InputError
 from ..ledger import LedgerBackend, open_ledger
 from ..tokens import count_messages
 from ._config import ServeConfig
+from ._guard import Guard
+from ._limits import BodyDeadline
 from ._proxy import Forward, ProxyService
-from ._upstream import error_body, proxy_key_of
+from ._upstream import PROXY_ROUTES, error_body, proxy_key_of
 from ._wire import Protocol, parse_request
 
 __all__ = ["Tenant", "create_app"]
 
-_PROXY_ROUTES: dict[str, Protocol] = {
-    "/v1/messages": "anthropic",
-    "/v1/chat/completions": "openai_chat",
-    "/v1/responses": "openai_responses",
+# The dashboard runs its own scripts and styles only; it is never framed.
+_PAGE_HEADERS = {
+    "content-security-policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+        "img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; "
+        "frame-ancestors 'none'"
+    ),
+    "x-content-type-options": "nosniff",
+    "x-frame-options": "DENY",
+    "referrer-policy": "no-referrer",
+    "cache-control": "no-store",
 }
 
 
@@ -77,10 +100,8 @@ class Gate:
             self._keys_checked = now
         return self._keys_exist
 
-    def tenant(self, headers: dict[str, str], query_key: str | None = None) -> Tenant:
+    def tenant(self, headers: dict[str, str]) -> Tenant:
         key, header = proxy_key_of(headers)
-        if key is None and query_key:
-            key, header = query_key, None
         if key is not None:
             found = self.ledger.check_proxy_key(key)
             if found is None:
@@ -159,7 +180,15 @@ def create_app(
             "/v1/chat/completions, /v1/responses) speak the providers' own APIs."
         ),
         lifespan=lifespan,
+        # FastAPI's /docs and /redoc load their pages' scripts from a CDN, without integrity
+        # checks, on the dashboard's origin: the schema is served, the dashboard browses it.
+        docs_url=None,
+        redoc_url=None,
     )
+    # The last added runs first: the guard refuses before a body is read at all.
+    app.add_middleware(BodyDeadline, timeout=config.body_timeout)
+    app.add_middleware(Guard, config=config)
+
     app.state.config = config
     app.state.ledger = led
     app.state.proxy = proxy
@@ -186,7 +215,7 @@ def create_app(
         )
         return _send(forward)
 
-    for path, protocol in _PROXY_ROUTES.items():
+    for path, protocol in PROXY_ROUTES.items():
 
         async def route(request: Request, protocol: Protocol = protocol) -> Response:
             return await proxied(request, protocol)
@@ -213,14 +242,18 @@ def create_app(
 
         @app.get("/", include_in_schema=False)
         async def dashboard() -> Response:
-            return FileResponse(str(static.joinpath("index.html")))
+            return FileResponse(str(static.joinpath("index.html")), headers=_PAGE_HEADERS)
+
+        @app.get("/docs", include_in_schema=False)
+        async def docs() -> Response:
+            return RedirectResponse("/#/api")
 
         @app.get("/static/{name}", include_in_schema=False)
         async def asset(name: str) -> Response:
             target = static.joinpath(name)
             if "/" in name or not target.is_file():
                 return JSONResponse({"error": {"code": "NOT_FOUND", "message": name}}, 404)
-            return FileResponse(str(target))
+            return FileResponse(str(target), headers=_PAGE_HEADERS)
 
     return app
 
@@ -233,17 +266,18 @@ async def _count(
     query: str,
     tenant: Tenant,
 ) -> Response:
-    """Anthropic token counting: the upstream's count when it answers, else comal's own."""
+    """Anthropic token counting: the upstream's count when it answers, else comal's own. The
+    body is read first: what comal refuses (too deep, no model) is not sent on either."""
+    try:
+        request = parse_request("anthropic", raw)
+    except InputError as exc:  # a bad body is the client's error, in the provider's shape
+        return _refuse("anthropic", 400, f"[{exc.code}] {exc}")
     path = "/v1/messages/count_tokens"
     forward = await proxy.passthrough(
         "anthropic", path, query, raw, headers, tenant.consumed_header
     )
     if forward is not None and forward.status < 500 and forward.status != 404:
         return _send(forward)
-    try:
-        request = parse_request("anthropic", raw)
-    except Exception as exc:  # a bad body is the client's error, in the provider's shape
-        return _refuse("anthropic", 400, str(exc))
     counter = led.counter
     total = count_messages(counter, [*request.instructions, *request.messages])
     total += counter.count(request.tools_json) if request.tools else 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,13 +17,28 @@ DEFAULT_ANTHROPIC = "https://api.anthropic.com"
 DEFAULT_OPENAI = "https://api.openai.com/v1"
 
 
-def is_loopback(host: str) -> bool:
-    if host in ("localhost", ""):
-        return True
+def _loopback_address(host: str) -> bool:
     try:
-        return ipaddress.ip_address(host).is_loopback
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a server bound to ``host`` is reachable from this machine only.
+
+    Only an explicit loopback address counts, or ``localhost`` when every address it resolves
+    to is one: ``""`` and ``0.0.0.0`` listen on every interface.
+    """
+    if _loopback_address(host):
+        return True
+    if host.lower() != "localhost":
+        return False
+    try:
+        found = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except OSError:
+        return False
+    return bool(found) and all(_loopback_address(str(info[4][0])) for info in found)
 
 
 @dataclass(frozen=True)
@@ -36,6 +52,11 @@ class ServeConfig:
     request before it returns the reply as it is. ``operator``: the loaded configuration file
     (rules, limits, sandbox, the engine's settings): the recall calls the proxy runs are judged
     under its policy, as the agent's calls are (``None``: the defaults).
+
+    ``allowed_hosts`` / ``allowed_origins``: names a request's ``Host`` may carry and browser
+    origins that may call, besides the server's own (:mod:`._guard`). ``header_timeout``,
+    ``body_timeout``, ``keep_alive_timeout`` (seconds) and ``max_connections`` bound what a
+    slow or idle client can hold (:mod:`._limits`).
     """
 
     ledger: Path | str | None = None
@@ -55,6 +76,12 @@ class ServeConfig:
     local_tenant: str = "local"
     extra_headers: dict[str, str] = field(default_factory=dict)
     operator: Config | None = None
+    allowed_hosts: tuple[str, ...] = ()
+    allowed_origins: tuple[str, ...] = ()
+    header_timeout: float = 10.0
+    body_timeout: float = 120.0
+    keep_alive_timeout: int = 5
+    max_connections: int = 1_000
 
     @property
     def loopback(self) -> bool:

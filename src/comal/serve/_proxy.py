@@ -34,6 +34,7 @@ from ..ledger import LedgerBackend
 from ..ops import Registry, default_registry
 from ._config import ServeConfig
 from ._engine import EngineAdapter
+from ._pairs import check_pairs
 from ._record import Call, Exchange, Recorder, read_reply
 from ._relay import Forward, Relay, _is_stream, _json, _ms
 from ._sessions import SessionRouter, client_key
@@ -145,17 +146,10 @@ class ProxyService(Relay):
     ) -> Forward:
         try:
             request = parse_request(protocol, raw)
+            # What the ledger's verify would call a fault is refused, as the provider would.
+            check_pairs(request.messages)
         except InputError as exc:
-            return Forward(400, _NO_RETRY, error_body(protocol, 400, str(exc)))
-        if request.unmanaged is not None:
-            # Something comal cannot read yet: the client still gets its answer.
-            log.warning("forwarding an unmanaged %s request: %s", protocol, request.unmanaged)
-            forward = await self.passthrough(protocol, path, query, raw, headers, consumed_header)
-            if forward is None:
-                message = f"upstream unreachable (the request was not managed: {request.unmanaged})"
-                return Forward(502, {}, error_body(protocol, 502, message))
-            forward.headers["x-comal-stage"] = "unmanaged"
-            return forward
+            return Forward(400, _NO_RETRY, error_body(protocol, 400, f"[{exc.code}] {exc}"))
         key, source = client_key(request, headers)
         agent = _agent_of(protocol, headers)
         meta = {"protocol": protocol, "engine": self.config.engine, "model": request.model}

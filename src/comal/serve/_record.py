@@ -13,7 +13,7 @@ from ..ledger import LedgerBackend, Scope, UsageInput
 from ..messages import Message, canonical_json, sha256_hex
 from ..ops import Actor, House, HouseFactory
 from ..tokens import Usage, normalize_usage
-from ._sessions import RECALL_EVENT, Routed, SessionRouter, exclusive
+from ._sessions import RECALL_EVENT, Routed, SessionRouter
 from ._stream import Accumulator
 from ._turn import Turn
 from ._wire import ClientRequest, Protocol, Reply
@@ -88,8 +88,8 @@ class Recorder:
         digest = sha256_hex(canonical_json(value))
         if self._latest(call.scope) == digest:
             return
-        with self.ledger.atomic() as conn:
-            exclusive(conn, f"instructions\x00{call.scope.session}")
+        with self.ledger.atomic():
+            self.ledger.exclusive(f"instructions\x00{call.scope.session}")
             if self._latest(call.scope) == digest:
                 return
             record = self.ledger.add_record(

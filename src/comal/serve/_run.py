@@ -1,5 +1,6 @@
 """Running the application: in the foreground (``comal serve``) or in a background thread
-(tests, benchmarks), always with uvicorn."""
+(tests, benchmarks), always with uvicorn and the application's own connection bounds
+(:mod:`._limits`: head deadline, keep-alive, connection cap)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,10 @@ from typing import Self
 import uvicorn
 from fastapi import FastAPI
 
-__all__ = ["ServerThread", "free_port", "serve_forever"]
+from ._config import ServeConfig
+from ._limits import bounded_protocol
+
+__all__ = ["ServerThread", "free_port", "serve_forever", "uvicorn_config"]
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -21,8 +25,31 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
+def uvicorn_config(
+    app: FastAPI, host: str, port: int, *, log_level: str = "warning"
+) -> uvicorn.Config:
+    """uvicorn's settings for ``app``, with the bounds of the app's :class:`ServeConfig`."""
+    config = getattr(app.state, "config", None)
+    if not isinstance(config, ServeConfig):
+        config = ServeConfig()
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        access_log=False,
+        lifespan="on",
+        ws="none",
+        http=bounded_protocol(config.header_timeout, config.max_connections),
+        timeout_keep_alive=config.keep_alive_timeout,
+        limit_concurrency=config.max_connections,
+        # uvicorn's default, said here: a request head over 16 KiB is refused with 400.
+        h11_max_incomplete_event_size=16 * 1024,
+    )
+
+
 def serve_forever(app: FastAPI, host: str, port: int, *, log_level: str = "warning") -> None:
-    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)
+    uvicorn.Server(uvicorn_config(app, host, port, log_level=log_level)).run()
 
 
 class ServerThread:
@@ -31,10 +58,7 @@ class ServerThread:
     def __init__(self, app: FastAPI, host: str = "127.0.0.1", port: int = 0) -> None:
         self.host = host
         self.port = port or free_port(host)
-        config = uvicorn.Config(
-            app, host=host, port=self.port, log_level="warning", access_log=False, lifespan="on"
-        )
-        self.server = uvicorn.Server(config)
+        self.server = uvicorn.Server(uvicorn_config(app, host, self.port))
         self._thread = threading.Thread(target=self.server.run, daemon=True)
 
     @property

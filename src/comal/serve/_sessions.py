@@ -26,7 +26,6 @@ noted, and is read again from the ledger otherwise.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import threading
@@ -40,7 +39,7 @@ from ..ledger import Entry, LedgerBackend, Scope, UsageInput
 from ..messages import Message, Role, canonical_json, group_messages, sha256_hex
 from ._wire import ClientRequest, message_key
 
-__all__ = ["RECALL_EVENT", "SHOWN_EVENT", "Routed", "SessionRouter", "client_key", "exclusive"]
+__all__ = ["RECALL_EVENT", "SHOWN_EVENT", "Routed", "SessionRouter", "client_key"]
 
 RECALL_EVENT = "proxy_recall"  # entries the proxy added itself (recall steps), not the client's
 # A reply the client holds in another shape than stored: a stream continued after recall shows
@@ -91,17 +90,6 @@ def client_key(request: ClientRequest, headers: Mapping[str, str]) -> tuple[str,
         ]
     )
     return f"prefix:{sha256_hex(prefix)[:32]}", "prefix"
-
-
-def exclusive(conn: Any, name: str) -> None:
-    """Serialize writers of ``name`` across processes for the rest of the transaction ``conn``
-    belongs to (what :meth:`LedgerBackend.atomic` yields). PostgreSQL: a transaction-scoped
-    advisory lock, released at commit or rollback. SQLite: nothing to do, the transaction holds
-    the database's write lock from its start (``BEGIN IMMEDIATE``)."""
-    if type(conn).__module__.split(".")[0] == "psycopg":
-        digest = hashlib.sha256(f"comal:serve:{name}".encode()).digest()
-        lock = int.from_bytes(digest[:8], "big", signed=True)
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock,))
 
 
 def _member_id(tenant: str, key: str, number: int) -> str:
@@ -255,8 +243,8 @@ class SessionRouter:
             family = self._families.get((tenant, key))
             touched = list(family.members) if family is not None else []
             try:
-                with self.ledger.atomic() as conn:
-                    exclusive(conn, f"{tenant}\x00{key}")
+                with self.ledger.atomic():
+                    self.ledger.exclusive(f"{tenant}\x00{key}")
                     return self._route(tenant, agent, key, messages, keys, meta)
             except BaseException:
                 family = self._families.get((tenant, key))
@@ -335,9 +323,9 @@ class SessionRouter:
         message the client got instead, when it differs (see :data:`SHOWN_EVENT`)."""
         with self._lock:
             try:
-                with self.ledger.atomic() as conn:
+                with self.ledger.atomic():
                     family = self._family_of(scope)
-                    exclusive(conn, f"{scope.tenant}\x00{family}")
+                    self.ledger.exclusive(f"{scope.tenant}\x00{family}")
                     known = self.known(scope)
                     entry = self.ledger.append(scope, [message], usage=usage)[0]
                     key = None if shown is None else message_key(shown)

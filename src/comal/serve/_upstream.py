@@ -9,24 +9,43 @@ in the shape of the route's provider, so an SDK raises its own typed error for t
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
+from urllib.parse import parse_qsl
 
 import httpx
+from starlette.responses import JSONResponse, Response
 
 from ..ledger import PROXY_KEY_PREFIX as KEY_PREFIX
 from ._config import ServeConfig
+from ._errors import KeyInURL, RequestRefused
 from ._wire import Protocol
 
 __all__ = [
+    "PROXY_ROUTES",
     "Tee",
+    "carries_key",
+    "check_query",
     "error_body",
+    "protocol_of",
     "proxy_key_of",
+    "refusal",
     "response_headers",
     "stream_error",
     "upstream_headers",
     "upstream_url",
 ]
+
+PROXY_ROUTES: dict[str, Protocol] = {
+    "/v1/messages": "anthropic",
+    "/v1/chat/completions": "openai_chat",
+    "/v1/responses": "openai_responses",
+}
+
+# A comal proxy key anywhere in a value (a header, a query parameter): such a value never goes
+# upstream, whichever header or parameter carried it.
+_KEY = re.compile(r"(?<![A-Za-z0-9])" + re.escape(KEY_PREFIX))
 
 # Not forwarded in either direction: they describe one hop, not the message.
 _HOP = frozenset(
@@ -51,6 +70,7 @@ _ANTHROPIC_TYPES = {
     401: "authentication_error",
     403: "permission_error",
     404: "not_found_error",
+    408: "timeout_error",
     413: "request_too_large",
     429: "rate_limit_error",
     500: "api_error",
@@ -61,7 +81,9 @@ _ANTHROPIC_TYPES = {
 _OPENAI_TYPES = {
     400: ("invalid_request_error", None),
     401: ("invalid_request_error", "invalid_api_key"),
+    403: ("invalid_request_error", "forbidden"),
     404: ("invalid_request_error", "not_found"),
+    408: ("invalid_request_error", "request_timeout"),
     413: ("invalid_request_error", "request_too_large"),
     500: ("server_error", None),
     502: ("server_error", "upstream_unreachable"),
@@ -79,6 +101,42 @@ def error_body(protocol: Protocol, status: int, message: str) -> bytes:
         kind, code = _OPENAI_TYPES.get(status, ("server_error", None))
         payload = {"error": {"message": message, "type": kind, "param": None, "code": code}}
     return json.dumps(payload, ensure_ascii=False).encode()
+
+
+def protocol_of(path: str) -> Protocol | None:
+    """The provider whose error shape a path's clients read (``None``: comal's own API)."""
+    if path.startswith("/v1/messages"):
+        return "anthropic"
+    if path.startswith("/v1/"):
+        return PROXY_ROUTES.get(path, "openai_chat")
+    return None
+
+
+def refusal(path: str, exc: RequestRefused) -> Response:
+    """``exc`` as the client of ``path`` reads errors; the connection is not reused."""
+    headers = {"connection": "close", "x-should-retry": "false"}
+    protocol = protocol_of(path)
+    if protocol is None:
+        payload = {"error": {"code": exc.code, "message": str(exc)}}
+        return JSONResponse(payload, exc.status, headers)
+    body = error_body(protocol, exc.status, f"[{exc.code}] {exc}")
+    return Response(body, exc.status, headers, "application/json")
+
+
+def carries_key(value: str) -> bool:
+    """Whether ``value`` holds a comal proxy key (or something shaped like one)."""
+    return _KEY.search(value) is not None
+
+
+def check_query(query: str) -> None:
+    """Refuse a comal key in a URL's query string: it would reach the upstream, access logs
+    and browser histories; clients send it in a header."""
+    for name, value in parse_qsl(query, keep_blank_values=True):
+        if carries_key(name) or carries_key(value):
+            raise KeyInURL(
+                f"the query parameter {name!r} holds a comal proxy key, which is never accepted "
+                "in a URL; send it as the x-comal-key header (or as the API key)"
+            )
 
 
 def stream_error(protocol: Protocol, message: str) -> bytes:
@@ -123,11 +181,12 @@ def upstream_headers(
     config: ServeConfig, protocol: Protocol, headers: Mapping[str, str], consumed: str | None
 ) -> dict[str, str]:
     """The client's headers as they go upstream: its own key passes through unless the
-    operator configured one, or the client spent that header on its proxy key."""
+    operator configured one. comal's own credentials never do: the header the proxy key came
+    in, and every other header holding one (a client may send its key twice)."""
     out = {
         k: v
         for k, v in headers.items()
-        if k not in _HOP and not k.startswith("x-comal-") and k != consumed
+        if k not in _HOP and not k.startswith("x-comal-") and k != consumed and not carries_key(v)
     }
     out["accept-encoding"] = "identity"  # the tee reads what it forwards
     key = config.upstream_anthropic_key if protocol == "anthropic" else config.upstream_openai_key

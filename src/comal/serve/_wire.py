@@ -19,9 +19,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+import orjson
+
 from ..errors import InputError
 from ..messages import (
     Message,
+    Opaque,
     Part,
     Role,
     Text,
@@ -36,10 +39,12 @@ from ..messages.wire import (
     from_anthropic_message,
     from_openai_chat,
     from_openai_responses,
+    is_assistant_item,
     to_anthropic,
     to_openai_chat,
     to_openai_responses,
 )
+from ._errors import JSONTooDeep
 
 __all__ = [
     "PROTOCOLS",
@@ -70,16 +75,34 @@ _CONVERSATION: dict[Protocol, str] = {
     "openai_chat": "messages",
     "openai_responses": "input",
 }
-_ASSISTANT_ITEMS = ("reasoning", "function_call", "custom_tool_call")
+
+
+def _uncached(part: Opaque) -> Opaque:
+    if '"cache_control"' not in part.raw:
+        return part
+    value = json.loads(part.raw)
+    if not isinstance(value, dict) or "cache_control" not in value:
+        return part
+    del value["cache_control"]
+    return replace(part, raw=json.dumps(value, ensure_ascii=False, separators=(",", ":")))
 
 
 def _bare(part: Part) -> Part:
     if isinstance(part, (Text, ToolCall)) and part.cache is not None:
         return replace(part, cache=None)
+    if isinstance(part, Opaque):
+        return _uncached(part)
     if isinstance(part, ToolResult):
         content = part.content
         if not isinstance(content, str):
-            content = tuple(replace(p, cache=None) if isinstance(p, Text) else p for p in content)
+            content = tuple(
+                replace(p, cache=None)
+                if isinstance(p, Text)
+                else _uncached(p)
+                if isinstance(p, Opaque)
+                else p
+                for p in content
+            )
         return replace(part, content=content, cache=None)
     return part
 
@@ -89,9 +112,31 @@ def strip_cache(message: Message) -> Message:
     return Message(message.role, tuple(_bare(p) for p in message.parts), message.name)
 
 
+def _holds_opaque(part: Part) -> bool:
+    if isinstance(part, ToolResult) and not isinstance(part.content, str):
+        return any(isinstance(p, Opaque) for p in part.content)
+    return isinstance(part, Opaque)
+
+
+def _sorted_opaque(value: Any) -> Any:
+    # A client may send a block back with its keys in another order than the upstream wrote
+    # them (an SDK's model of it): the same block either way.
+    if isinstance(value, dict):
+        if value.get("kind") == "opaque" and isinstance(value.get("raw"), str):
+            return value | {"raw": canonical_json(json.loads(value["raw"]))}
+        return {k: _sorted_opaque(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_sorted_opaque(v) for v in value]
+    return value
+
+
 def message_key(message: Message) -> str:
-    """What two sightings of one message share: the digest of its canonical JSON."""
-    return sha256_hex(canonical_json(message_to_dict(message)))
+    """What two sightings of one message share: the digest of its canonical JSON (opaque
+    blocks compared by their JSON value, whatever their key order)."""
+    data = message_to_dict(message)
+    if any(_holds_opaque(p) for p in message.parts):
+        data = _sorted_opaque(data)
+    return sha256_hex(canonical_json(data))
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,9 +159,6 @@ class ClientRequest:
     max_key: str | None
     max_tokens: int | None
     tools: tuple[Any, ...] = field(default=())
-    # Why the conversation could not be read as canonical messages (an item type comal does
-    # not know yet); such a request is forwarded unmanaged rather than refused.
-    unmanaged: str | None = None
 
     @property
     def messages(self) -> list[Message]:
@@ -167,19 +209,12 @@ def _chat_items(conversation: Sequence[Any]) -> list[Item]:
     return items
 
 
-def _assistant_side(raw: object) -> bool:
-    if not isinstance(raw, Mapping):
-        return False
-    kind = raw.get("type", "message" if "role" in raw else None)
-    return kind in _ASSISTANT_ITEMS or (kind == "message" and raw.get("role") == "assistant")
-
-
 def _responses_items(conversation: Sequence[Any]) -> list[Item]:
     # Adjacent assistant-side items are one canonical assistant message, as the upstream's
     # output is: they must stay one item for the next request to find the recorded reply.
     groups: list[list[Any]] = []
     for raw in conversation:
-        if groups and _assistant_side(raw) and _assistant_side(groups[-1][-1]):
+        if groups and is_assistant_item(raw) and is_assistant_item(groups[-1][-1]):
             groups[-1].append(raw)
         else:
             groups.append([raw])
@@ -195,12 +230,55 @@ def _responses_items(conversation: Sequence[Any]) -> list[Item]:
     return items
 
 
+# Deeper than any real request (tool schemas and arguments nest a dozen levels), well inside
+# what the JSON libraries below handle without recursing out of the stack (orjson writes 254).
+MAX_DEPTH = 128
+
+
+def _too_deep(value: object) -> bool:
+    """Whether ``value`` nests deeper than :data:`MAX_DEPTH`, walked without recursion."""
+    stack: list[tuple[dict[str, Any] | list[Any], int]] = []
+    if isinstance(value, (dict, list)):
+        stack.append((value, 1))
+    while stack:
+        node, depth = stack.pop()
+        for child in node.values() if isinstance(node, dict) else node:
+            if isinstance(child, (dict, list)):
+                if depth >= MAX_DEPTH:
+                    return True
+                stack.append((child, depth + 1))
+    return False
+
+
+def load_body(raw: bytes) -> Any:
+    """A request body's JSON, its depth bounded (:data:`MAX_DEPTH`): refused, never a crash.
+
+    orjson stops by itself at 1,024 levels and never recurses on the C stack; the standard
+    library reads only what orjson refuses for another reason (lone surrogate escapes, which
+    real tool output holds), and the depth it reaches is then below orjson's limit.
+    """
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        if "recursion" in str(exc).lower():
+            raise JSONTooDeep(f"the request body nests deeper than {MAX_DEPTH} levels") from exc
+        try:
+            value = json.loads(raw)
+        except RecursionError as deep:
+            raise JSONTooDeep(f"the request body nests deeper than {MAX_DEPTH} levels") from deep
+        except (ValueError, UnicodeDecodeError) as bad:
+            raise InputError(f"the request body is not JSON ({bad})") from bad
+    if _too_deep(value):
+        raise JSONTooDeep(
+            f"the request body nests deeper than {MAX_DEPTH} levels; no model request needs "
+            "that, so it is refused before anything reads it further"
+        )
+    return value
+
+
 def parse_request(protocol: Protocol, raw: bytes) -> ClientRequest:
     """Read a client's request body; bad JSON or a bad conversation is an :class:`InputError`."""
-    try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InputError(f"the request body is not JSON ({exc})") from exc
+    body = load_body(raw)
     if not isinstance(body, dict):
         raise InputError("the request body is not a JSON object")
     model = body.get("model")
@@ -213,21 +291,19 @@ def parse_request(protocol: Protocol, raw: bytes) -> ClientRequest:
     if not isinstance(conversation, list):
         raise InputError(f"{key}: an array is required", field=key)
     instructions: list[Message] = []
-    unmanaged: str | None = None
-    try:
-        if protocol == "anthropic":
-            items = _anthropic_items(conversation)
-            if body.get("system") is not None:
-                system = from_anthropic({"system": body["system"], "messages": []})
-                instructions = [strip_cache(m) for m in system]
-        elif protocol == "openai_chat":
-            items = _chat_items(conversation)
-        else:
-            items = _responses_items(conversation)
-            if isinstance(body.get("instructions"), str) and body["instructions"]:
-                instructions = [Message.system(body["instructions"])]
-    except InputError as exc:
-        items, instructions, unmanaged = [], [], str(exc)
+    # What no typed part carries is kept opaque, so only what the provider refuses too (an
+    # unknown role, a block without a type) fails here, as a 400 before anything is stored.
+    if protocol == "anthropic":
+        items = _anthropic_items(conversation)
+        if body.get("system") is not None:
+            system = from_anthropic({"system": body["system"], "messages": []})
+            instructions = [strip_cache(m) for m in system]
+    elif protocol == "openai_chat":
+        items = _chat_items(conversation)
+    else:
+        items = _responses_items(conversation)
+        if isinstance(body.get("instructions"), str) and body["instructions"]:
+            instructions = [Message.system(body["instructions"])]
     max_key = next((k for k in _MAX_KEYS[protocol] if k in body), None)
     max_tokens = body.get(max_key) if max_key is not None else None
     if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)):
@@ -246,7 +322,6 @@ def parse_request(protocol: Protocol, raw: bytes) -> ClientRequest:
         max_key,
         max_tokens,
         tuple(tools),
-        unmanaged,
     )
 
 

@@ -18,6 +18,7 @@ from ..messages import (
     EvidenceRef,
     Media,
     Message,
+    Opaque,
     Part,
     Reasoning,
     Summary,
@@ -102,6 +103,10 @@ def count_part(counter: TokenCounter, part: Part) -> int:
         return EVIDENCE_REF_OVERHEAD + counter.count(header) + counter.count(part.preview)
     if isinstance(part, (Summary, Checkpoint)):
         return counter.count(part.text)
+    if isinstance(part, Opaque):
+        # What is sent is the block's JSON: its text, keys and all (an image or a PDF inside
+        # one is counted as text, which overestimates, never hides, what it costs).
+        return counter.count(part.raw)
     raise TypeError(f"cannot count a {type(part).__name__} part")
 
 

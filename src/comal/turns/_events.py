@@ -35,6 +35,8 @@ def is_new(action: Action, since: int) -> bool:
     flagged = getattr(action, "new", None)
     if isinstance(flagged, bool):
         return flagged  # the engine says itself whether it did this now (pipeline)
+    if isinstance(flagged, int):
+        return flagged > 0  # a layer's report counts what it did now; none is not news
     decided = getattr(action, "decided_at", None)
     if isinstance(decided, int) and decided >= 0:
         return decided > since

@@ -23,7 +23,7 @@ from typing import Any
 
 from ...evidence import evidence_call
 from ...ledger import CheckpointRecord, Entry
-from ...messages import Checkpoint, Message, Role, Text
+from ...messages import PREAMBLE_CLOSE, Checkpoint, Message, Role, Text, is_preamble
 from ...safe_text import one_line, quote_lines
 from ...tokens import TokenCounter
 from .._assembly import CheckpointProposal
@@ -90,6 +90,13 @@ def _newest(items: Sequence[Any], keep: int) -> list[Any]:
     return list(items[len(items) - keep :]) if keep > 0 else []
 
 
+def _words(text: str) -> str:
+    """A request as a state stored before requests left the preamble out held it: the
+    preamble's lines, then the words."""
+    head, sep, rest = text.partition("\n" + PREAMBLE_CLOSE + "\n")
+    return rest if sep and is_preamble(head + "\n" + PREAMBLE_CLOSE) else text
+
+
 def _requests(state: WorkState, keep: int) -> list[str]:
     chosen = list(enumerate(state.requests))
     if len(chosen) > keep:
@@ -101,9 +108,9 @@ def _requests(state: WorkState, keep: int) -> list[str]:
             lines.append(f"   ({skipped} earlier requests are left out here)")
         head = f"{i + 1}. [seq {r['seq']}, entry {r['entry']}]"
         if "digest" not in r:
-            lines.append(f"{head} {_quoted(r['text'])}")
+            lines.append(f"{head} {_quoted(_words(r['text']))}")
             continue
-        call = evidence_call(r["entry"], "text", r["digest"])
+        call = evidence_call(r["entry"], "text", r["digest"], offset=r.get("offset", 0))
         lines.append(
             f"{head} ({r['units']:,} UTF-16 units, start shown) {_quoted(r['text'])} … "
             f"[read it exactly: {call}]"
@@ -161,8 +168,10 @@ def _sections(state: WorkState, keep: dict[str, int]) -> list[list[str]]:
         lines = [f"Last errors (last {len(errors)} of {state.errors_total}):"]
         for e in errors:
             call = evidence_call(e["entry"], "content", e["digest"])
-            tool, preview = one_line(str(e["tool"])), one_line(e["preview"])
-            lines.append(f"- seq {e['seq']}, {tool}: {preview} [{call}]")
+            # A state stored before error excerpts kept one preview line.
+            said = e["excerpt"] if "excerpt" in e else [e.get("preview", "")]
+            lines.append(f"- seq {e['seq']}, {one_line(str(e['tool']))} [{call}]:")
+            lines += [f"    {_quoted(one_line(str(line)))}" for line in said]
         out.append(lines)
     opened = _newest(state.open_calls, keep["open"])
     if opened:

@@ -15,9 +15,9 @@ from typing import Any
 
 from ...evidence import line_count, message_text, utf16_len
 from ...ledger import Entry
-from ...messages import Role, ToolCall, sha256_hex
+from ...messages import Role, ToolCall, sha256_hex, user_words
 from .._board import board_in
-from .._render import preview_line
+from .._render import error_excerpt
 from ._config import EngineConfig
 
 __all__ = ["WorkState"]
@@ -124,17 +124,22 @@ class WorkState:
             self.steps += 1
 
     def _request(self, entry: Entry, config: EngineConfig) -> None:
-        text = message_text(entry.message)
+        # The user's words: the preamble the agent put first is context, not a request.
+        text, start = user_words(entry.message)
         if not text:
             text = f"(no text; {len(entry.message.parts)} attachments)"
         record: dict[str, Any] = {"seq": entry.seq, "entry": entry.id}
         if len(text) <= config.checkpoint_request_chars:
             record["text"] = text
         else:
+            # The digest is the whole field's (what EvidenceRead checks); the offset is where
+            # the words start in it.
+            whole = message_text(entry.message)
             record |= {
                 "text": text[:_REQUEST_HEAD],
-                "digest": sha256_hex(text),
+                "digest": sha256_hex(whole),
                 "units": utf16_len(text),
+                "offset": utf16_len(whole[:start]),
             }
         self.requests_total += 1
         self.requests.append(record)
@@ -227,7 +232,7 @@ class WorkState:
         }
         if result.is_error:
             self.errors_total += 1
-            self.errors.append(record | {"preview": preview_line(text, _ITEM_CHARS)})
+            self.errors.append(record | {"excerpt": error_excerpt(text)})
             del self.errors[: -config.checkpoint_max_errors]
         self.refs_total += 1
         self.refs.append(record)

@@ -27,7 +27,7 @@ from typing import Any
 
 from ...evidence import evidence_call, utf16_len
 from ...ledger import CheckpointRecord, Entry
-from ...messages import Message, Role, Summary, Text, group_messages, sha256_hex
+from ...messages import Message, Role, Summary, Text, group_messages, sha256_hex, user_words
 from ...safe_text import quote_lines
 from .._engine import Job
 from ._schedule import is_user_turn
@@ -257,9 +257,12 @@ def summary_message(
 
 
 def quote_request(entry: Entry, limit: int) -> RequestQuote:
-    text = "\n".join(p.text for p in entry.message.parts if isinstance(p, Text))
-    digest = sha256_hex(text)
+    """The request in the user's words (the agent's preamble is context, not a request); the
+    digest is the whole text field's, which the call for the rest reads."""
+    whole = "\n".join(p.text for p in entry.message.parts if isinstance(p, Text))
+    text, start = user_words(entry.message)
+    digest = sha256_hex(whole)
     if len(text) <= limit:
         return RequestQuote(entry.id, entry.seq, text, digest, False)
-    call = evidence_call(entry.id, "text", digest, offset=utf16_len(text[:limit]))
+    call = evidence_call(entry.id, "text", digest, offset=utf16_len(whole[: start + limit]))
     return RequestQuote(entry.id, entry.seq, f"{text[:limit]} … [the rest: {call}]", digest, True)

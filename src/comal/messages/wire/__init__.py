@@ -13,7 +13,9 @@ signatures, encrypted reasoning and cache hints survive byte for byte. Each modu
 lists its normal form and every normalisation applied outside it.
 
 Engine parts (evidence references, summaries, checkpoints) have no wire counterpart and are sent
-as text rendered by :func:`render_engine_part`. Reasoning is sent only to the provider that wrote
+as text rendered by :func:`render_engine_part`. A block or item a converter cannot read is kept
+whole as an :class:`~comal.messages.Opaque` part, written back exactly to its own format and as
+a placeholder (:func:`render_opaque`) to others. Reasoning is sent only to the provider that wrote
 it (``Reasoning.provider`` is one of the ``PROVIDER_*`` tags, or ``None`` for any). Malformed wire
 input raises :class:`~comal.errors.InputError` naming the offending path; canonical content a
 format cannot carry raises :class:`~comal.errors.UserError`.
@@ -29,8 +31,13 @@ from ._anthropic import (
     to_anthropic,
 )
 from ._openai_chat import ChatMessage, from_openai_chat, to_openai_chat
-from ._openai_responses import ResponsesItem, from_openai_responses, to_openai_responses
-from ._render import evidence_read_call, render_engine_part
+from ._openai_responses import (
+    ResponsesItem,
+    from_openai_responses,
+    is_assistant_item,
+    to_openai_responses,
+)
+from ._render import evidence_read_call, render_engine_part, render_opaque
 from ._shared import (
     PROVIDER_ANTHROPIC,
     PROVIDER_OPENAI_CHAT,
@@ -54,7 +61,9 @@ __all__ = [
     "from_anthropic_message",
     "from_openai_chat",
     "from_openai_responses",
+    "is_assistant_item",
     "render_engine_part",
+    "render_opaque",
     "to_anthropic",
     "to_openai_chat",
     "to_openai_responses",

@@ -33,27 +33,51 @@ input) do not crash: they are sent as ``{"_raw_arguments": text}`` and read back
 text. An object that already has exactly that shape is wrapped once more, so the mapping stays
 reversible for every text.
 
+Kept whole: a block no typed part carries exactly is an :class:`Opaque` part holding its JSON
+(``document`` with a text, content or file source, or a ``title`` / ``context`` / ``citations``;
+a ``text`` block with ``citations``; a ``search_result``, ``server_tool_use``, any type this
+module does not know), in a message or a tool result's content, and is written back exactly
+(keys in their order). An opaque part of another format is sent as its placeholder text. Keys
+whose value is null read as absent.
+
 Not carried: ``Message.name``, ``ToolResult.name``, ``Media.detail`` / ``size``,
 ``cache_control`` on image and document blocks (``Media`` has no cache field), a tool call's
 ``call_type``, and ``Reasoning`` summary / id. Reasoning tagged for another provider is not sent;
-engine parts are sent as text. Unknown block types are an error; unknown keys on known blocks
-(``citations`` …) are ignored.
+engine parts are sent as text. Unknown keys on thinking, tool use and tool result blocks are
+ignored. A role other than ``user`` and ``assistant``, a block without a string ``type`` and a
+``tool_result`` outside a user message are errors, as the API has them.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, Required, TypeAlias, TypedDict
+from typing import Any, Required, TypeAlias, TypedDict, cast
 
 from ...errors import UserError
-from .._parts import CacheHint, Media, Message, Part, Reasoning, Role, Text, ToolCall, ToolResult
+from .._parts import (
+    CacheHint,
+    Media,
+    Message,
+    Opaque,
+    Part,
+    Reasoning,
+    ResultBlock,
+    Role,
+    Text,
+    ToolCall,
+    ToolResult,
+)
+from ._render import render_opaque
 from ._shared import (
     PROVIDER_ANTHROPIC,
     URL_MEDIA_MIME,
     CacheControl,
     Reader,
+    bare,
     cache_to_wire,
+    keep,
+    kept,
     no_source,
     plain,
     sends_reasoning,
@@ -142,7 +166,7 @@ def to_anthropic(messages: Sequence[Message]) -> AnthropicRequest:
 
 
 def _content(parts: Sequence[Part], role: Role) -> AnthropicContent:
-    flat = [plain(p) for p in parts]
+    flat = [plain(p, PROVIDER_ANTHROPIC) for p in parts]
     if len(flat) == 1 and isinstance(flat[0], Text) and flat[0].cache is None:
         return flat[0].text
     return _blocks(flat, role)
@@ -150,7 +174,7 @@ def _content(parts: Sequence[Part], role: Role) -> AnthropicContent:
 
 def _blocks(parts: Sequence[Part], role: Role) -> list[AnthropicBlock]:
     blocks: list[AnthropicBlock] = []
-    for part in map(plain, parts):
+    for part in (plain(p, PROVIDER_ANTHROPIC) for p in parts):
         if role is Role.SYSTEM and not isinstance(part, Text):
             unsupported(FORMAT, f"{part.kind} parts in the system prompt", "send it as text")
         if isinstance(part, Reasoning) and not sends_reasoning(part, PROVIDER_ANTHROPIC):
@@ -160,6 +184,10 @@ def _blocks(parts: Sequence[Part], role: Role) -> list[AnthropicBlock]:
 
 
 def _block(part: Part) -> AnthropicBlock:
+    if isinstance(part, Opaque):
+        if part.format == PROVIDER_ANTHROPIC and not part.item:
+            return cast(AnthropicBlock, kept(part))
+        return AnthropicBlock(type="text", text=render_opaque(part))
     if isinstance(part, Text):
         block = AnthropicBlock(type="text", text=part.text)
     elif isinstance(part, Reasoning):
@@ -276,9 +304,12 @@ def _parts(value: object, key: str, role: str) -> tuple[Part, ...]:
 def _part_from_wire(value: object, where: str, role: str) -> Part:
     block = _read.mapping(value, where)
     kind = block.get("type")
+    if not isinstance(kind, str):
+        _read.fail(f"{where}.type", "a content block needs a string type")
     cache = _read.cache(block, where)
     if kind == "text":
-        return Text(_read.string(block, "text", where), cache)
+        typed = Text(_read.string(block, "text", where), cache)
+        return typed if set(bare(block, "cache_control")) == {"type", "text"} else _keep(block)
     if kind == "thinking":
         signature = _read.opt_string(block, "signature", where)
         text = _read.string(block, "thinking", where)
@@ -295,11 +326,19 @@ def _part_from_wire(value: object, where: str, role: str) -> Part:
         )
         name = _read.string(block, "name", where)
         return ToolCall(_read.string(block, "id", where), name, arguments, cache=cache)
-    if kind == "tool_result" and role == "user":
+    if kind == "tool_result":
+        if role != "user":
+            _read.fail(f"{where}.type", f"a tool_result block in a {role} message")
         return _result_from_wire(block, where, cache)
     if kind in ("image", "document"):
-        return _media_from_wire(block, where)
-    _read.fail(f"{where}.type", f"unsupported {role} content block type {kind!r}")
+        media = _media_from_wire(block)
+        exact = media is not None and _media_to_wire(media) == bare(block, "cache_control")
+        return media if media is not None and exact else _keep(block)
+    return _keep(block)
+
+
+def _keep(block: Mapping[str, Any]) -> Opaque:
+    return keep(block, PROVIDER_ANTHROPIC)
 
 
 def _result_from_wire(block: Mapping[str, Any], where: str, cache: CacheHint | None) -> ToolResult:
@@ -308,27 +347,31 @@ def _result_from_wire(block: Mapping[str, Any], where: str, cache: CacheHint | N
     if not isinstance(is_error, bool):
         _read.fail(f"{where}.is_error", "expected true or false")
     value = block.get("content", "")
-    content: str | tuple[Text | Media, ...]
+    content: str | tuple[ResultBlock, ...]
     if isinstance(value, str):
         content = value
     else:
-        inner = []
+        inner: list[ResultBlock] = []
         for j, raw in enumerate(_read.array(value, f"{where}.content")):
             part = _part_from_wire(raw, f"{where}.content[{j}]", "tool_result")
-            if not isinstance(part, (Text, Media)):
-                _read.fail(f"{where}.content[{j}].type", "a tool result holds text and media")
+            if not isinstance(part, (Text, Media, Opaque)):
+                # A thinking or tool_use block inside a result: kept, not interpreted.
+                part = _keep(raw)
             inner.append(part)
         content = tuple(inner)
     return ToolResult(call_id, content, is_error, cache=cache)
 
 
-def _media_from_wire(block: Mapping[str, Any], where: str) -> Media:
-    source = _read.mapping(block.get("source"), f"{where}.source")
+def _media_from_wire(block: Mapping[str, Any]) -> Media | None:
+    """The block as media, or ``None`` when :class:`Media` cannot hold it (it is kept whole)."""
+    source = block.get("source")
+    if not isinstance(source, Mapping):
+        return None
     kind = source.get("type")
-    if kind == "base64":
-        mime = _read.string(source, "media_type", f"{where}.source")
-        return Media(mime, data=_read.string(source, "data", f"{where}.source"))
-    if kind == "url":
+    if kind == "base64" and isinstance(source.get("media_type"), str):
+        data = source.get("data")
+        return Media(source["media_type"], data=data) if isinstance(data, str) else None
+    if kind == "url" and isinstance(source.get("url"), str):
         mime = URL_MEDIA_MIME if block.get("type") == "image" else URL_DOCUMENT_MIME
-        return Media(mime, ref=_read.string(source, "url", f"{where}.source"))
-    _read.fail(f"{where}.source.type", f"unsupported media source type {kind!r}")
+        return Media(mime, ref=source["url"])
+    return None

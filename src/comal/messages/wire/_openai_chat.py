@@ -18,6 +18,13 @@ One wire message is one canonical message, in order. Normal form (round-trips ex
   stays a list) ↔ one :class:`ToolResult`; ``name`` ↔ ``ToolResult.name``.
 - ``name`` on other roles ↔ ``Message.name``.
 
+Kept whole (:class:`Opaque`, written back exactly, keys in their order): a content part of a
+type this module does not read (``input_audio``, ``file``, ``refusal``…), and a whole message
+it cannot carry — the deprecated ``function`` role, or an assistant message with the deprecated
+``function_call`` — as the only part of a user (``function``) or assistant message. An opaque
+part of another format is sent as its placeholder text. Any other role is an error, as the
+API has it.
+
 Not carried (the wire has no place): ``ToolResult.is_error``, cache hints on tool calls and tool
 results, ``Message.name`` on tool messages, the opaque fields of :class:`Reasoning` (signature,
 data, summary, id). Reasoning tagged for another provider is not sent. Several reasoning parts are
@@ -31,14 +38,28 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, Required, TypeAlias, TypedDict
+from typing import Any, Required, TypeAlias, TypedDict, cast
 
-from .._parts import Media, Message, Part, Reasoning, Role, Text, ToolCall, ToolResult
+from .._parts import (
+    Media,
+    Message,
+    Opaque,
+    Part,
+    Reasoning,
+    ResultBlock,
+    Role,
+    Text,
+    ToolCall,
+    ToolResult,
+)
+from ._render import render_opaque
 from ._shared import (
     PROVIDER_OPENAI_CHAT,
     CacheControl,
     Reader,
     cache_to_wire,
+    keep,
+    kept,
     media_from_url,
     media_to_url,
     plain,
@@ -99,7 +120,18 @@ def to_openai_chat(messages: Sequence[Message]) -> list[ChatMessage]:
     return [_message_to_wire(m) for m in messages]
 
 
+def _whole(msg: Message) -> Opaque | None:
+    """The message kept whole, when it is one."""
+    part = msg.parts[0] if len(msg.parts) == 1 else None
+    if isinstance(part, Opaque) and part.item and part.format == PROVIDER_OPENAI_CHAT:
+        return part
+    return None
+
+
 def _message_to_wire(msg: Message) -> ChatMessage:
+    whole = _whole(msg)
+    if whole is not None:
+        return cast(ChatMessage, kept(whole))
     result = msg.tool_result
     if result is not None:
         out = ChatMessage(
@@ -154,13 +186,17 @@ def _call_to_wire(call: ToolCall) -> ChatToolCall:
 
 
 def _content_to_wire(parts: Sequence[Part], role: Role) -> ChatContent:
-    flat = [plain(p) for p in parts]
+    flat = [plain(p, PROVIDER_OPENAI_CHAT) for p in parts]
     if len(flat) == 1 and isinstance(flat[0], Text) and flat[0].cache is None:
         return flat[0].text
     return [_part_to_wire(p, role) for p in flat]
 
 
 def _part_to_wire(part: Part, role: Role) -> ChatContentPart:
+    if isinstance(part, Opaque):
+        if part.format == PROVIDER_OPENAI_CHAT and not part.item:
+            return cast(ChatContentPart, kept(part))
+        return ChatContentPart(type="text", text=render_opaque(part))
     if isinstance(part, Text):
         out = ChatContentPart(type="text", text=part.text)
         if part.cache is not None:
@@ -182,7 +218,7 @@ def _media_to_wire(media: Media) -> ChatContentPart:
     return ChatContentPart(type="image_url", image_url=image)
 
 
-def _result_to_wire(content: str | tuple[Text | Media, ...]) -> ChatContent:
+def _result_to_wire(content: str | tuple[ResultBlock, ...]) -> ChatContent:
     if isinstance(content, str):
         return content
     return [_part_to_wire(p, Role.TOOL) for p in content]
@@ -198,11 +234,15 @@ def from_openai_chat(items: Sequence[Mapping[str, Any]]) -> list[Message]:
 
 def _message_from_wire(item: Mapping[str, Any], where: str) -> Message:
     role = _read.string(item, "role", where)
+    if role == "function":
+        return Message(Role.USER, (keep(item, PROVIDER_OPENAI_CHAT, item=True),))
+    if role == "assistant" and item.get("function_call") is not None:
+        return Message(Role.ASSISTANT, (keep(item, PROVIDER_OPENAI_CHAT, item=True),))
     name = _read.opt_string(item, "name", where)
     if role == "tool":
         call_id = _read.string(item, "tool_call_id", where)
         content = item.get("content")
-        result: str | tuple[Text | Media, ...]
+        result: str | tuple[ResultBlock, ...]
         result = content if isinstance(content, str) else _parts_from_wire(content, where)
         return Message(Role.TOOL, (ToolResult(call_id, result, name=name),))
     if role == "assistant":
@@ -251,8 +291,8 @@ def _call_from_wire(value: object, where: str) -> ToolCall:
     return ToolCall(call_id, name, arguments)
 
 
-def _parts_from_wire(value: object, where: str) -> tuple[Text | Media, ...]:
-    parts: list[Text | Media] = []
+def _parts_from_wire(value: object, where: str) -> tuple[ResultBlock, ...]:
+    parts: list[ResultBlock] = []
     for j, raw in enumerate(_read.array(value, f"{where}.content")):
         at = f"{where}.content[{j}]"
         part = _read.mapping(raw, at)
@@ -267,6 +307,8 @@ def _parts_from_wire(value: object, where: str) -> tuple[Text | Media, ...]:
             image = _read.mapping(image, f"{at}.image_url")
             url = _read.string(image, "url", f"{at}.image_url")
             parts.append(media_from_url(url, _read.opt_string(image, "detail", f"{at}.image_url")))
+        elif isinstance(kind, str):
+            parts.append(keep(part, PROVIDER_OPENAI_CHAT))
         else:
-            _read.fail(f"{at}.type", f"unsupported content part type {kind!r}")
+            _read.fail(f"{at}.type", "a content part needs a string type")
     return tuple(parts)

@@ -21,24 +21,48 @@ Normal form (round-trips exactly both ways):
   type is written follows the type of the call with that ``call_id`` earlier in the sequence
   (``function_call_output`` for an orphan).
 
+Kept whole (:class:`Opaque`, written back exactly, keys in their order): an item of a type this
+module does not read — tool calls of the hosted tools (``web_search_call``,
+``local_shell_call``, ``computer_call``… any ``*_call``, and ``mcp_list_tools`` /
+``mcp_approval_request``) join the assistant message of the items around them, as the model
+made them; every other (``item_reference``, ``*_call_output``…) is the only part of a user
+message of its own — and a content part of a type it does not read (``input_file``,
+``refusal``…). An opaque part of another format is sent as its placeholder text. A message
+item with another role than ``system``, ``developer``, ``user`` or ``assistant`` is an error,
+as the API has it.
+
 Not carried (the canonical model has no field; see the module's report): the ``id`` of
 ``function_call``, ``custom_tool_call``, output and assistant ``message`` items (``fc_…``,
 ``ctc_…``, ``msg_…``) and every item's ``status``. Also not carried: ``content: null`` on reasoning
 (read as no text), cache hints, ``Message.name``, ``ToolResult.is_error`` / ``name``, a
 message's string ``content`` (read as one text part, written back as a list), and several
 ``reasoning_text`` parts (joined with blank lines). Reasoning tagged for another provider is not
-sent; engine parts are sent as text. Unknown item types are an error rather than silently dropped.
+sent; engine parts are sent as text.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, Required, TypeAlias, TypedDict
+from typing import Any, Literal, Required, TypeAlias, TypedDict, cast
 
-from .._parts import Media, Message, Part, Reasoning, Role, Text, ToolCall, ToolResult
+from .._parts import (
+    Media,
+    Message,
+    Opaque,
+    Part,
+    Reasoning,
+    ResultBlock,
+    Role,
+    Text,
+    ToolCall,
+    ToolResult,
+)
+from ._render import render_opaque
 from ._shared import (
     PROVIDER_OPENAI_RESPONSES,
     Reader,
+    keep,
+    kept,
     media_from_url,
     media_to_url,
     plain,
@@ -109,6 +133,28 @@ ResponsesItem: TypeAlias = (
 )
 
 _CALL_TYPES = ("function_call", "custom_tool_call")
+_KNOWN_ITEMS = frozenset(
+    {"message", "reasoning", *_CALL_TYPES, "function_call_output", "custom_tool_call_output"}
+)
+# Items the model makes besides function calls, by the API's naming (kept opaque).
+_MODEL_ITEMS = frozenset({"mcp_list_tools", "mcp_approval_request"})
+
+
+def is_assistant_item(item: object) -> bool:
+    """Whether a Responses input item is the model's (it joins the assistant message of the
+    items next to it): reasoning, calls, assistant messages, and unread ``*_call`` items."""
+    if not isinstance(item, Mapping):
+        return False
+    kind = item.get("type", "message" if "role" in item else None)
+    if kind == "message":
+        return item.get("role") == "assistant"
+    if kind in ("reasoning", *_CALL_TYPES):
+        return True
+    return (
+        isinstance(kind, str)
+        and kind not in _KNOWN_ITEMS
+        and (kind.endswith("_call") or kind in _MODEL_ITEMS)
+    )
 
 
 # -- canonical → wire ---------------------------------------------------------------------------
@@ -131,10 +177,21 @@ def to_openai_responses(messages: Sequence[Message]) -> list[ResponsesItem]:
         elif msg.role is Role.ASSISTANT:
             call_types.update((c.id, c.call_type) for c in msg.tool_calls)
             items.extend(_assistant_items(msg.parts))
+        elif (whole := _whole(msg)) is not None:
+            items.append(cast(ResponsesItem, kept(whole)))
         else:
-            content = [_input_part(plain(p), msg.role) for p in msg.parts]
+            content = [
+                _input_part(plain(p, PROVIDER_OPENAI_RESPONSES), msg.role) for p in msg.parts
+            ]
             items.append(MessageItem(type="message", role=msg.role.value, content=content))
     return items
+
+
+def _whole(msg: Message) -> Opaque | None:
+    part = msg.parts[0] if len(msg.parts) == 1 else None
+    if isinstance(part, Opaque) and part.item and part.format == PROVIDER_OPENAI_RESPONSES:
+        return part
+    return None
 
 
 def _assistant_items(parts: Sequence[Part]) -> list[ResponsesItem]:
@@ -146,11 +203,17 @@ def _assistant_items(parts: Sequence[Part]) -> list[ResponsesItem]:
             items.append(MessageItem(type="message", role="assistant", content=texts.copy()))
             texts.clear()
 
-    for part in map(plain, parts):
+    for part in (plain(p, PROVIDER_OPENAI_RESPONSES) for p in parts):
         if isinstance(part, Text):
             texts.append(ResponsesContentPart(type="output_text", text=part.text))
             continue
+        if isinstance(part, Opaque) and not part.item:
+            texts.append(cast(ResponsesContentPart, kept(part)))
+            continue
         flush()
+        if isinstance(part, Opaque):
+            items.append(cast(ResponsesItem, kept(part)))
+            continue
         if isinstance(part, Reasoning):
             if sends_reasoning(part, PROVIDER_OPENAI_RESPONSES):
                 items.append(_reasoning_item(part))
@@ -189,6 +252,10 @@ def _call_item(call: ToolCall) -> FunctionCallItem | CustomToolCallItem:
 
 
 def _input_part(part: Part, role: Role) -> ResponsesContentPart:
+    if isinstance(part, Opaque):
+        if part.format == PROVIDER_OPENAI_RESPONSES and not part.item:
+            return cast(ResponsesContentPart, kept(part))
+        return ResponsesContentPart(type="input_text", text=render_opaque(part))
     if isinstance(part, Text):
         return ResponsesContentPart(type="input_text", text=part.text)
     if isinstance(part, Media):
@@ -203,7 +270,7 @@ def _input_part(part: Part, role: Role) -> ResponsesContentPart:
     )
 
 
-def _output(content: str | tuple[Text | Media, ...]) -> ResponsesOutput:
+def _output(content: str | tuple[ResultBlock, ...]) -> ResponsesOutput:
     if isinstance(content, str):
         return content
     return [_input_part(p, Role.TOOL) for p in content]
@@ -222,7 +289,7 @@ def from_openai_responses(items: Sequence[Mapping[str, Any]]) -> list[Message]:
         # A bare ``{role, content}`` is the API's shorthand for a message item.
         kind = item.get("type", "message" if "role" in item else None)
         role = _read.string(item, "role", where) if kind == "message" else None
-        if kind in _CALL_TYPES or kind == "reasoning" or role == "assistant":
+        if is_assistant_item(item):
             turn.extend(_assistant_parts(item, kind, where))
             continue
         if turn:
@@ -245,6 +312,8 @@ def _assistant_parts(item: Mapping[str, Any], kind: object, where: str) -> list[
         name = _read.string(item, "name", where)
         raw_input = _read.string(item, "input", where)
         return [ToolCall(_read.string(item, "call_id", where), name, raw_input, "custom")]
+    if kind != "message":
+        return [keep(item, PROVIDER_OPENAI_RESPONSES, item=True)]
     return list(_content_from_wire(item.get("content"), where))
 
 
@@ -254,8 +323,10 @@ def _other_message(item: Mapping[str, Any], kind: object, role: str | None, wher
         output = item.get("output")
         content = output if isinstance(output, str) else _content_from_wire(output, where, "output")
         return Message(Role.TOOL, (ToolResult(call_id, content),))
+    if not isinstance(kind, str):
+        _read.fail(f"{where}.type", "an input item needs a string type (or a role)")
     if kind != "message":
-        _read.fail(f"{where}.type", f"unsupported item type {kind!r}")
+        return Message(Role.USER, (keep(item, PROVIDER_OPENAI_RESPONSES, item=True),))
     if role not in ("system", "developer", "user"):
         _read.fail(f"{where}.role", f"unknown role {role!r}")
     return Message(Role(role), _content_from_wire(item.get("content"), where))
@@ -281,19 +352,21 @@ def _reasoning_from_wire(item: Mapping[str, Any], where: str) -> Reasoning:
     )
 
 
-def _content_from_wire(value: object, where: str, key: str = "content") -> tuple[Text | Media, ...]:
+def _content_from_wire(value: object, where: str, key: str = "content") -> tuple[ResultBlock, ...]:
     if isinstance(value, str):
         return (Text(value),)
-    parts: list[Text | Media] = []
+    parts: list[ResultBlock] = []
     for j, raw in enumerate(_read.array(value, f"{where}.{key}")):
         at = f"{where}.{key}[{j}]"
         part = _read.mapping(raw, at)
         kind = part.get("type")
         if kind in ("input_text", "output_text"):
             parts.append(Text(_read.string(part, "text", at)))
-        elif kind == "input_image":
-            url = _read.string(part, "image_url", at)
+        elif kind == "input_image" and isinstance(part.get("image_url"), str):
+            url = part["image_url"]
             parts.append(media_from_url(url, _read.opt_string(part, "detail", at)))
+        elif isinstance(kind, str):
+            parts.append(keep(part, PROVIDER_OPENAI_RESPONSES))
         else:
-            _read.fail(f"{at}.type", f"unsupported content part type {kind!r}")
+            _read.fail(f"{at}.type", "a content part needs a string type")
     return tuple(parts)

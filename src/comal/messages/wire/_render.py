@@ -16,13 +16,20 @@ The call names the entry, field and digest (LED-6) so the model can page the exa
 argument names follow EVI-2 (``expected_digest``), and ``session=`` is added for a child session's
 evidence. Engines that want a richer presentation (DAG-6 headers) build it themselves; this is the
 compact default.
+
+An :class:`Opaque` part goes back as it came to its own format only; any other format gets a
+marked placeholder in its place (:func:`render_opaque`), so a reader sees that something was
+there and where to find it::
+
+    [opaque anthropic block "document", 2,048 bytes of JSON: kept exactly in the ledger, sent
+    only in its own format]
 """
 
 from __future__ import annotations
 
 import json
 
-from .._parts import Checkpoint, EvidenceRef, Summary
+from .._parts import Checkpoint, EvidenceRef, Opaque, Summary
 
 EnginePart = EvidenceRef | Summary | Checkpoint
 ENGINE_PARTS = (EvidenceRef, Summary, Checkpoint)
@@ -70,3 +77,21 @@ def render_engine_part(part: EnginePart) -> str:
     if isinstance(part, Summary):
         return f"[summary, depth {part.depth}{span}]\n{part.text}"
     return f"[checkpoint{span}]\n{part.text}"
+
+
+def render_opaque(part: Opaque) -> str:
+    """The placeholder text of an opaque part in a format it does not belong to."""
+    try:
+        value = json.loads(part.raw)
+    except ValueError:
+        value = None
+    name = None
+    if isinstance(value, dict):
+        name = value.get("type") if isinstance(value.get("type"), str) else value.get("role")
+    what = "item" if part.item else "block"
+    label = f"{what} {_quote(name)}" if isinstance(name, str) else what
+    size = len(part.raw.encode("utf-8", "surrogatepass"))
+    return (
+        f"[opaque {part.format} {label}, {size:,} bytes of JSON: kept exactly in the ledger, "
+        "sent only in its own format]"
+    )

@@ -8,14 +8,15 @@ normal form of each format lists the keys that are kept.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn, Required, TypedDict
 
 from ...errors import InputError, UserError
-from .._parts import CacheHint, Media, Part, Reasoning, Text
-from ._render import ENGINE_PARTS, render_engine_part
+from .._parts import CacheHint, Media, Opaque, Part, Reasoning, Text
+from ._render import ENGINE_PARTS, render_engine_part, render_opaque
 
 # ``Reasoning.provider`` tags written by each converter. Reasoning is sent back only to the provider
 # that produced it (or untagged reasoning): signatures and encrypted content from one provider are
@@ -112,11 +113,30 @@ def sends_reasoning(part: Reasoning, provider: str) -> bool:
     return part.provider is None or part.provider == provider
 
 
-def plain(part: Part) -> Part:
-    """Engine parts become text blocks; every other part is returned unchanged."""
+def plain(part: Part, provider: str | None = None) -> Part:
+    """Engine parts become text blocks, and so does an opaque part of another format than
+    ``provider``'s (its placeholder); every other part is returned unchanged."""
     if isinstance(part, ENGINE_PARTS):
         return Text(render_engine_part(part))
+    if isinstance(part, Opaque) and part.format != provider:
+        return Text(render_opaque(part))
     return part
+
+
+def keep(value: object, provider: str, *, item: bool = False) -> Opaque:
+    """A wire value no typed part carries, kept whole: its JSON text, keys in their order."""
+    return Opaque(provider, json.dumps(value, ensure_ascii=False, separators=(",", ":")), item)
+
+
+def kept(part: Opaque) -> Any:
+    """The wire value an opaque part keeps."""
+    return json.loads(part.raw)
+
+
+def bare(block: Mapping[str, Any], *ignored: str) -> dict[str, Any]:
+    """``block`` without ``ignored`` keys and without keys whose value is null (the wire's
+    "absent"), to compare it with what a typed part writes back."""
+    return {k: v for k, v in block.items() if v is not None and k not in ignored}
 
 
 def unsupported(fmt: str, what: str, fix: str) -> NoReturn:

@@ -1,15 +1,28 @@
-// comal dashboard: plain JavaScript over the HTTP API (/api), no build step.
+// comal dashboard: plain JavaScript over the HTTP API (/api), no build step, no third-party code.
 // Views: #/ sessions, #/s/ID session timeline + turns chart, #/s/ID/t/N one turn's context,
-// #/approvals pending asks. Live: /api/events (server-sent events) re-renders the open view.
+// #/approvals pending asks, #/api the API's schema. Live: /api/events (server-sent events,
+// read with fetch so the key travels in a header, never in a URL) re-renders the open view.
 "use strict";
 
 const main = document.getElementById("main");
-let key = localStorage.getItem("comal-key") || "";
+// The key lives in this tab's sessionStorage: it is gone when the tab closes, other tabs and
+// origins (another local port) never see it, and it is sent only as a header. Keys an older
+// dashboard left in localStorage are removed.
+localStorage.removeItem("comal-key");
+let key = sessionStorage.getItem("comal-key") || "";
+
+// Bidi overrides and isolates (U+202E shows "exe.txt" for "txt.exe"), zero-width and control
+// characters make model or tool text read otherwise than it is: they are shown as visible
+// code points instead. Joiners (U+200C, U+200D) stay, scripts and emoji need them.
+const HIDDEN = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F-\u009F\u00AD\u061C\u180E\u200B\u200E\u200F\u2028-\u202E\u2060-\u2064\u2066-\u206F\uFEFF\uFFF9-\uFFFB]/g;
+const visible = (c) => "[U+" + c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0") + "]";
 
 function esc(value) {
-  return String(value ?? "").replace(/[&<>"']/g, (c) => ({
-    "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;",
-  }[c]));
+  return String(value ?? "")
+    .replace(HIDDEN, visible)
+    .replace(/[&<>"']/g, (c) => ({
+      "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;",
+    }[c]));
 }
 const fmt = (n) => (n === null || n === undefined ? "–" : Number(n).toLocaleString("en-US"));
 const short = (id) => esc(String(id).slice(0, 8));
@@ -34,7 +47,7 @@ function askKey() {
   dialog.showModal();
   dialog.addEventListener("close", () => {
     key = document.getElementById("key-input").value.trim();
-    localStorage.setItem("comal-key", key);
+    sessionStorage.setItem("comal-key", key);
     connect();
     render();
   }, { once: true });
@@ -243,18 +256,40 @@ async function approvalsView() {
   }
 }
 
-// -- routing and live updates ---------------------------------------------------------------
+// -- the API's schema -----------------------------------------------------------------------
+async function apiView() {
+  const response = await fetch("/openapi.json");
+  const schema = await response.json();
+  const rows = [];
+  for (const [path, methods] of Object.entries(schema.paths || {})) {
+    for (const [method, op] of Object.entries(methods)) {
+      const params = (op.parameters || []).map((p) => `${esc(p.name)}${p.required ? "" : "?"}`).join(", ");
+      const body = op.requestBody ? " · JSON body" : "";
+      rows.push(`<tr><td class="mono">${esc(method.toUpperCase())}</td><td class="mono">${esc(path)}</td>
+        <td>${esc(op.summary || "")}</td><td class="mono">${params}${body}</td></tr>`);
+    }
+  }
+  main.innerHTML = `<h1>${esc(schema.info.title)} API</h1>
+    <p class="muted">${esc(schema.info.description || "")} Send the proxy key as the
+      <code>x-comal-key</code> header. The full schema: <a href="/openapi.json">/openapi.json</a>.</p>
+    <table id="api"><thead><tr><th>method</th><th>path</th><th>what</th><th>parameters</th></tr></thead>
+      <tbody>${rows.join("")}</tbody></table>`;
+}
+
+// -- routing --------------------------------------------------------------------------------
 let rendering = Promise.resolve();
 
 function render() {
   rendering = rendering.then(async () => {
     const hash = location.hash || "#/";
+    const here = hash.startsWith("#/approvals") ? "approvals" : hash.startsWith("#/api") ? "api" : "sessions";
     for (const a of document.querySelectorAll("nav a[data-nav]")) {
-      a.classList.toggle("active", (a.dataset.nav === "approvals") === hash.startsWith("#/approvals"));
+      a.classList.toggle("active", a.dataset.nav === here);
     }
     try {
       let m;
       if (hash.startsWith("#/approvals")) await approvalsView();
+      else if (hash.startsWith("#/api")) await apiView();
       else if ((m = hash.match(/^#\/s\/([^/]+)\/t\/(\d+)$/))) await turnView(m[1], Number(m[2]));
       else if ((m = hash.match(/^#\/s\/([^/]+)$/))) await sessionView(m[1]);
       else await sessionsView();
@@ -265,20 +300,53 @@ function render() {
   return rendering;
 }
 
-let source = null;
-function connect() {
-  if (source) source.close();
-  source = new EventSource("/api/events" + (key ? "?key=" + encodeURIComponent(key) : ""));
+// -- live updates ---------------------------------------------------------------------------
+let live = null;
+
+function onChange(data) {
+  const badge = document.getElementById("approval-count");
+  badge.textContent = String(data.approvals.length);
+  badge.classList.toggle("hidden", data.approvals.length === 0);
+  render();
+}
+
+async function connect() {
+  if (live) live.abort();
+  const controller = new AbortController();
+  live = controller;
   const dot = document.getElementById("live");
-  source.onopen = () => dot.classList.add("on");
-  source.onerror = () => dot.classList.remove("on");
-  source.addEventListener("change", (event) => {
-    const data = JSON.parse(event.data);
-    const badge = document.getElementById("approval-count");
-    badge.textContent = String(data.approvals.length);
-    badge.classList.toggle("hidden", data.approvals.length === 0);
-    render();
-  });
+  try {
+    const response = await fetch("/api/events", {
+      headers: key ? { "x-comal-key": key } : {},
+      signal: controller.signal,
+    });
+    if (response.status === 401) {
+      askKey(); // which connects again with the key
+      return;
+    }
+    if (!response.ok || !response.body) throw new Error(`events: ${response.status}`);
+    dot.classList.add("on");
+    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffer += value;
+      let end;
+      while ((end = /\r?\n\r?\n/.exec(buffer))) {
+        const lines = buffer.slice(0, end.index).split(/\r?\n/);
+        buffer = buffer.slice(end.index + end[0].length);
+        const event = (lines.find((l) => l.startsWith("event:")) || "event: message").slice(6).trim();
+        const data = lines.filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trimStart()).join("\n");
+        if (event === "change" && data) onChange(JSON.parse(data));
+      }
+    }
+  } catch (error) {
+    if (controller.signal.aborted) return;
+  }
+  dot.classList.remove("on");
+  // As EventSource does: try again a little later.
+  if (live === controller) setTimeout(() => { if (live === controller) connect(); }, 3000);
 }
 
 document.addEventListener("click", (event) => {

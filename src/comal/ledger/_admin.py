@@ -1,18 +1,18 @@
-"""The shared core's deletion (the only one there is, tombstoned) and the raw walks verify uses."""
+"""Deletion (the only one there is, tombstoned), and what ``verify`` walks and checks."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..messages import canonical_json, sha256_hex
-from ._core_base import _CoreBase
+from ._backfill import SPEND_MINUTES, SPEND_RUNS
+from ._db import Db
 from ._errors import SessionHasChildren
-from ._hardening import SPEND_MINUTES, SPEND_RUNS
 from ._model import Deletion, Scope, log
-from ._rows import COLUMNS, SEALED, deletion_from_row, seal_of, whole
+from ._rows import COLUMNS, SEALED, deletion_from_row, whole
 from ._savings import saving_mismatches
-from ._sqlite_base import _now
+from ._store import StoreBase, now
 from ._text import check_text, storable
 
 # Tables the core owns rows of; a session's rows in any other table with a ``session_id``
@@ -20,10 +20,11 @@ from ._text import check_text, storable
 OWN_TABLES = frozenset(
     {"sessions", "entries", "requests", "checkpoints", "records", "deletions", "fts_state"}
     | {"entries_fts", "summaries_fts", "schema_migrations", "spend_runs", "spend_minutes"}
+    | {"ledger_meta"}
 )
 
 
-class _Admin(_CoreBase):
+class Admin(StoreBase):
     # -- deletion ---------------------------------------------------------------------------------
     def delete_session(
         self, scope: Scope, *, by: str | None = None, children: bool = False
@@ -44,11 +45,11 @@ class _Admin(_CoreBase):
             self._require(scope, lock=True)
             return self._delete(c, scope.session, by, children)
 
-    def _delete(self, c: Any, sid: str, by: str | None, children: bool) -> Deletion:
+    def _delete(self, c: Db, sid: str, by: str | None, children: bool) -> Deletion:
         kids = [
             r[0]
             for r in c.execute(
-                self._q("SELECT id FROM sessions WHERE parent = ? ORDER BY created_at, id"), (sid,)
+                "SELECT id FROM sessions WHERE parent = ? ORDER BY created_at, id", (sid,)
             ).fetchall()
         ]
         if kids and not children:
@@ -60,10 +61,8 @@ class _Admin(_CoreBase):
         for kid in kids:
             self._delete(c, kid, by, True)
         info = c.execute(
-            self._q(
-                "SELECT tenant, agent, parent, title, created_at, token_total FROM sessions"
-                " WHERE id = ?"
-            ),
+            "SELECT tenant, agent, parent, title, created_at, token_total FROM sessions"
+            " WHERE id = ?",
             (sid,),
         ).fetchone()
         removed: dict[str, list[list[Any]]] = {}
@@ -74,35 +73,36 @@ class _Admin(_CoreBase):
             ("records", "seal, digest"),
         ):
             rows = c.execute(
-                self._q(f"SELECT {cols} FROM {table} WHERE session_id = ? ORDER BY id"), (sid,)
+                (f"SELECT {cols} FROM {table} WHERE session_id = ? ORDER BY id"), (sid,)
             ).fetchall()
             removed[table] = [list(r) for r in rows]
         counts = {table: len(rows) for table, rows in removed.items()}
         # Rows keyed by something other than session_id that reference the session's rows
-        # (the summary DAG's edges) go first, or the keyed tables could not be emptied.
-        dependents = getattr(self, "_delete_dependents", None)
-        if dependents is not None:
-            counts |= dependents(c, sid)
-        for extra in self._session_tables(c):
-            if extra not in OWN_TABLES:
-                cur = c.execute(self._q(f"DELETE FROM {extra} WHERE session_id = ?"), (sid,))
-                counts[extra] = max(cur.rowcount, 0)
-        self._forget_text(c, sid)
+        # (the summary DAG's edges) go first, and the summaries after what references them.
+        cur = c.execute(
+            "DELETE FROM summary_children WHERE parent_id IN"
+            " (SELECT id FROM summaries WHERE session_id = ?)",
+            (sid,),
+        )
+        counts["summary_children"] = max(cur.rowcount, 0)
+        extras = [t for t in self._dialect.session_tables(c) if t not in OWN_TABLES]
+        for extra in sorted(extras, key=lambda t: t == "summaries"):
+            cur = c.execute(f"DELETE FROM {extra} WHERE session_id = ?", (sid,))
+            counts[extra] = max(cur.rowcount, 0)
+        self._dialect.forget_text(c, sid)
         self._remove_spend(c, sid)
         for table in ("requests", "records", "checkpoints", "entries"):
-            c.execute(self._q(f"DELETE FROM {table} WHERE session_id = ?"), (sid,))
-        c.execute(self._q("DELETE FROM sessions WHERE id = ?"), (sid,))
+            c.execute((f"DELETE FROM {table} WHERE session_id = ?"), (sid,))
+        c.execute(("DELETE FROM sessions WHERE id = ?"), (sid,))
         tenant, agent, parent, title, created_at, tokens = info
         tokens = tokens if whole(tokens) else 0  # a damaged counter must not block deletion
-        sealed: tuple[Any, ...] = (sid, tenant, agent, parent, title, created_at, _now(), by)
+        sealed: tuple[Any, ...] = (sid, tenant, agent, parent, title, created_at, now(), by)
         sealed += (counts["entries"],)
         sealed += (int(tokens), canonical_json(counts), sha256_hex(canonical_json(removed)))
         new = c.execute(
-            self._q(
-                f"INSERT INTO deletions ({', '.join(SEALED['deletions'])}, seal)"
-                f" VALUES ({', '.join('?' * (len(sealed) + 1))}) RETURNING id"
-            ),
-            (*sealed, seal_of("deletions", sealed)),
+            f"INSERT INTO deletions ({', '.join(SEALED['deletions'])}, seal)"
+            f" VALUES ({', '.join('?' * (len(sealed) + 1))}) RETURNING id",
+            (*sealed, self._sealer.seal("deletions", sealed)),
         ).fetchone()
         log.info("ledger: session %s deleted (%d entries)", sid, counts["entries"])
         return Deletion(
@@ -121,27 +121,23 @@ class _Admin(_CoreBase):
             sealed[11],
         )
 
-    def _remove_spend(self, c: Any, sid: str) -> None:
+    def _remove_spend(self, c: Db, sid: str) -> None:
         """A deleted session's requests leave the running totals, as they leave the ledger."""
         for table, key, column in (
             ("spend_runs", "run", "run"),
             ("spend_minutes", "minute", "substr(spent_at, 1, 16)"),
         ):
             rows = c.execute(
-                self._q(
-                    f"SELECT tenant, {column}, sum(tokens) FROM requests WHERE session_id = ?"
-                    f" AND {column} IS NOT NULL AND tenant IS NOT NULL GROUP BY tenant, {column}"
-                ),
+                f"SELECT tenant, {column}, sum(tokens) FROM requests WHERE session_id = ?"
+                f" AND {column} IS NOT NULL AND tenant IS NOT NULL GROUP BY tenant, {column}",
                 (sid,),
             ).fetchall()
             for tenant, value, tokens in rows:
                 c.execute(
-                    self._q(
-                        f"UPDATE {table} SET tokens = tokens - ? WHERE tenant = ? AND {key} = ?"
-                    ),
+                    f"UPDATE {table} SET tokens = tokens - ? WHERE tenant = ? AND {key} = ?",
                     (int(tokens), tenant, value),
                 )
-            c.execute(self._q(f"DELETE FROM {table} WHERE tokens = 0"))
+            c.execute(f"DELETE FROM {table} WHERE tokens = 0")
 
     def _spend_mismatches(self) -> list[tuple[str, str, str, int, int]]:
         """(table, tenant, key, expected, stored) where a running total disagrees with the
@@ -174,53 +170,42 @@ class _Admin(_CoreBase):
             if not storable(tenant):
                 return []
             where, args = "tenant = ?", [tenant]
-        with self._reading() as c:
-            rows = c.execute(
-                self._q(f"SELECT {COLUMNS['deletions']} FROM deletions WHERE {where} ORDER BY id"),
-                tuple(args),
-            ).fetchall()
-        return [deletion_from_row(r) for r in rows]
+        return [
+            deletion_from_row(self._sealer, r) for r in self._select("deletions", where, args, "id")
+        ]
 
     # -- raw access for verify ------------------------------------------------------------------
     def _raw_entries(self) -> Iterator[tuple[Any, ...]]:
-        """Every entry row (``COLUMNS["entries"]``) by session and seq, in keyset pages."""
-        after: tuple[str, int] = ("", -1)
-        while True:
-            with self._reading() as c, self._lenient():
-                rows = c.execute(
-                    self._q(
-                        f"SELECT {COLUMNS['entries']} FROM entries WHERE (session_id, seq) > (?, ?)"
-                        " ORDER BY session_id, seq LIMIT 500"
-                    ),
-                    after,
-                ).fetchall()
-            yield from rows
-            if len(rows) < 500:
-                return
-            after = (rows[-1][0], rows[-1][1])
+        """Every entry row (``COLUMNS["entries"]``) by session and seq."""
+        return self._raw("entries", ("session_id", "seq"), lambda r: (r[0], r[1]))
 
     def _raw_table(self, table: str) -> Iterator[tuple[Any, ...]]:
-        """Every row of ``table`` (``COLUMNS[table]``) by id, in keyset pages.
+        """Every row of ``table`` (``COLUMNS[table]``) by id."""
+        at = 0 if table == "sessions" else len(SEALED[table]) + 1  # where the id is
+        return self._raw(table, ("id",), lambda r: (r[at],))
+
+    def _raw(
+        self, table: str, key: tuple[str, ...], key_of: Callable[[tuple[Any, ...]], tuple[Any, ...]]
+    ) -> Iterator[tuple[Any, ...]]:
+        """Keyset pages of ``table`` in ``key`` order, each read in its own short read.
 
         Read leniently: text that is not valid UTF-8 (a damaged row) comes back with its bad
         bytes as surrogates, so its digest or seal fails and verify names the row, instead of
         the whole walk stopping there.
         """
-        id_col = "id"
-        after: Any = "" if table == "sessions" else -1
+        cols, marks = ", ".join(key), ", ".join("?" * len(key))
+        after: tuple[Any, ...] = ("", -1) if len(key) == 2 else ("" if table == "sessions" else -1,)
         while True:
             with self._reading() as c, self._lenient():
                 rows = c.execute(
-                    self._q(
-                        f"SELECT {COLUMNS[table]} FROM {table} WHERE {id_col} > ?"
-                        f" ORDER BY {id_col} LIMIT 500"
-                    ),
-                    (after,),
+                    f"SELECT {COLUMNS[table]} FROM {table} WHERE ({cols}) > ({marks})"
+                    f" ORDER BY {cols} LIMIT 500",
+                    after,
                 ).fetchall()
             yield from rows
             if len(rows) < 500:
                 return
-            after = rows[-1][0] if table == "sessions" else rows[-1][len(SEALED[table]) + 1]
+            after = key_of(rows[-1])
 
     def _raw_request_refs(self) -> list[tuple[Any, ...]]:
         """Requests whose entry is missing or another session's: (id, session, entry_id)."""
@@ -231,3 +216,20 @@ class _Admin(_CoreBase):
                 " AND (e.id IS NULL OR e.session_id <> r.session_id) ORDER BY r.id"
             ).fetchall()
         return rows
+
+    def _raw_rows(self) -> Iterator[tuple[Any, ...]]:
+        """(session, seq, step, role, digest, output_digest, body) of every entry, as stored."""
+        for r in self._raw_entries():
+            yield (*r[:4], r[8], r[9], r[13])
+
+    def _database_check(self) -> tuple[str, list[str]]:
+        return self._dialect.database_check(self._db)
+
+    def _search_check(self) -> list[str]:
+        return self._dialect.search_check(self._db)
+
+    def rebuild_search_index(self) -> None:
+        """Rebuild the full-text indexes from the stored text (after ``verify`` with
+        ``search=True`` found them damaged), in one transaction."""
+        with self.atomic() as c:
+            self._dialect.rebuild_search_index(c)

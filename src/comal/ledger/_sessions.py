@@ -1,58 +1,51 @@
-"""The ledger's semantics written once, over a :class:`~comal.ledger._sql.Dialect`.
+"""Sessions and appends: the writes every turn makes, one transaction per step.
 
-Sessions, appends, requests, checkpoints, records, deletions and the per-turn aggregates are the
-same statements on SQLite and PostgreSQL; a backend supplies its connection (``atomic`` and
-``_reading``), how a batch of entries is inserted, and what its full-text index needs.
+An append locks its session's row, reads ``next_seq`` and the chain's ``head`` from it (no scan
+of the entries), checks the head against its seal, seals each new entry over the one before it,
+and moves the head on, all in the step's transaction.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from ..errors import LedgerError, UserError
 from ..messages import Message, canonical_json, group_messages
 from ._common import check_step_shape, prepare, usage_anchor
-from ._core_admin import _Admin
-from ._core_records import _Records
-from ._model import (
-    STATUSES,
-    Entry,
-    RequestRecord,
-    Scope,
-    SessionInfo,
-)
+from ._db import Db
+from ._dialect import insert_many
+from ._model import STATUSES, Entry, Scope, SessionInfo
 from ._rows import (
     COLUMNS,
+    HEAD,
     SEALED,
     billed_tokens,
+    check_head,
     check_identifier,
     check_seal,
     damaged_index,
     request_facts,
-    request_from_row,
-    seal_of,
     session_from_row,
     utc_text,
 )
 from ._savings import request_saving
-from ._sqlite_base import StepInput, UsageInput, _now
+from ._store import StepInput, StoreBase, UsageInput, now
 from ._text import check_int, check_text, storable
 
-ENTRY_INSERT = (
-    "INSERT INTO entries (session_id, seq, step, role, tokens, size, created_at, call_id, digest,"
-    " output_digest, seal, body)"
-)
 _MAX_INT = 2**63 - 1
-_USAGE_FIELDS = ("new_input", "cache_read", "cache_write", "output", "reasoning")
+USAGE_FIELDS = ("new_input", "cache_read", "cache_write", "output", "reasoning")
+_ENTRY_MARKS = f"({', '.join('?' * (len(SEALED['entries']) + 2))})"
+_ENTRY_INSERT = (
+    f"INSERT INTO entries ({', '.join(SEALED['entries'])}, seal, body) VALUES {{}}"
+    " RETURNING seq, id"
+)
 
 
-class _Core(_Records, _Admin):
-    """The ledger's semantics, shared by both backends: sessions, appends and requests here,
-    checkpoints and records in ``_core_records``, deletion and verify's walks in
-    ``_core_admin``, scoping in ``_core_base``."""
+class Sessions(StoreBase):
+    """Sessions, appends and the requests recorded with them."""
 
     # -- sessions -----------------------------------------------------------------------------
     def create_session(
@@ -81,7 +74,7 @@ class _Core(_Records, _Admin):
             check_identifier("session", session_id)
         if status not in STATUSES:
             raise UserError(f"status must be one of {STATUSES}, not {status!r}")
-        when = _now() if created_at is None else utc_text(created_at)
+        when = now() if created_at is None else utc_text(created_at)
         if when is None:
             raise UserError(
                 f"created_at {created_at!r} is not an ISO time such as 2025-01-31T12:00Z"
@@ -96,18 +89,20 @@ class _Core(_Records, _Admin):
         with self.atomic() as c:
             if parent is not None:
                 row = c.execute(
-                    self._q("SELECT 1 FROM sessions WHERE id = ? AND tenant = ?"), (parent, tenant)
+                    "SELECT 1 FROM sessions WHERE id = ? AND tenant = ?", (parent, tenant)
                 ).fetchone()
                 if row is None:
                     raise UserError(f"parent session {parent} not found for tenant {tenant!r}")
             # ON CONFLICT keeps the transaction usable, so an outer atomic() survives a clash.
+            seals = (
+                self._sealer.seal("sessions", values),
+                self._sealer.seal(HEAD, (scope.session, 0, None)),
+            )
             inserted = c.execute(
-                self._q(
-                    "INSERT INTO sessions (id, tenant, agent, parent, status, created_at, title,"
-                    " source, meta, seal) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-                    " ON CONFLICT (id) DO NOTHING RETURNING id"
-                ),
-                (*values, seal_of("sessions", values)),
+                "INSERT INTO sessions (id, tenant, agent, parent, status, created_at, title,"
+                " source, meta, seal, head_seal) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (id) DO NOTHING RETURNING id",
+                (*values, *seals),
             ).fetchone()
             if inserted is None:
                 raise UserError(f"session {scope.session} already exists")
@@ -135,15 +130,8 @@ class _Core(_Records, _Admin):
         return self._session_query(" AND ".join(where), args)
 
     def _session_query(self, where: str, args: Sequence[Any]) -> list[SessionInfo]:
-        with self._reading() as c:
-            rows = c.execute(
-                self._q(
-                    f"SELECT {COLUMNS['sessions']} FROM sessions WHERE {where}"
-                    " ORDER BY created_at, id"
-                ),
-                tuple(args),
-            ).fetchall()
-        return [session_from_row(r) for r in rows]
+        rows = self._select("sessions", where, args, "created_at, id")
+        return [session_from_row(self._sealer, r) for r in rows]
 
     def resolve(self, session_prefix: str) -> Scope:
         """Operator lookup: the full scope of the session whose id starts with the prefix."""
@@ -154,9 +142,7 @@ class _Core(_Records, _Admin):
             with self._reading() as c:
                 # Byte-wise prefix range on the primary key (PostgreSQL keys use the C collation).
                 rows = c.execute(
-                    self._q(
-                        "SELECT tenant, agent, id FROM sessions WHERE id >= ? AND id < ? LIMIT 2"
-                    ),
+                    "SELECT tenant, agent, id FROM sessions WHERE id >= ? AND id < ? LIMIT 2",
                     (session_prefix, session_prefix + "\U0010ffff"),
                 ).fetchall()
         if not rows:
@@ -190,21 +176,21 @@ class _Core(_Records, _Admin):
         with self.atomic() as c:
             self._reseal_session(c, scope, title=title)
 
-    def _reseal_session(self, c: Any, scope: Scope, **changes: Any) -> None:
+    def _reseal_session(self, c: Db, scope: Scope, **changes: Any) -> None:
         self._require(scope, lock=True)
         row = c.execute(
-            self._q(f"SELECT {COLUMNS['sessions']} FROM sessions WHERE id = ?"), (scope.session,)
+            f"SELECT {COLUMNS['sessions']} FROM sessions WHERE id = ?", (scope.session,)
         ).fetchone()
         # Resealing a damaged row would launder the damage: check it first.
-        check_seal("sessions", row, row[0], row[0])
+        check_seal(self._sealer, "sessions", row, row[0], row[0])
         cols = SEALED["sessions"]
         values = list(row[: len(cols)])
         for name, value in changes.items():
             values[cols.index(name)] = value
         sets = ", ".join(f"{name} = ?" for name in changes)
         c.execute(
-            self._q(f"UPDATE sessions SET {sets}, seal = ? WHERE id = ?"),
-            (*changes.values(), seal_of("sessions", values), scope.session),
+            f"UPDATE sessions SET {sets}, seal = ? WHERE id = ?",
+            (*changes.values(), self._sealer.seal("sessions", values), scope.session),
         )
 
     # -- appends ------------------------------------------------------------------------------
@@ -233,7 +219,7 @@ class _Core(_Records, _Admin):
             return sum(len(self._append_step(c, scope, s, join_step=None)) for s in steps)
 
     def _append_step(
-        self, c: Any, scope: Scope, step: StepInput, *, join_step: int | None
+        self, c: Db, scope: Scope, step: StepInput, *, join_step: int | None
     ) -> list[Entry]:
         if not step.messages:
             raise UserError("a step needs at least one message")
@@ -241,7 +227,9 @@ class _Core(_Records, _Admin):
         check_step_shape(step.messages, joining=join_step is not None)
         for u in step.usages:
             _check_usage(u)
-        next_seq, _status, last_step = self._require(scope, lock=True)
+        next_seq, _status, last_step, head, head_seal = self._require(scope, lock=True)
+        if self._heads.get(scope.session) != (next_seq, head, head_seal):
+            check_head(self._sealer, scope.session, next_seq, head, head_seal)
         next_seq = int(next_seq)
         if join_step is not None and last_step != join_step:
             # The latest step is stored with the session: no scan of its entries.
@@ -250,7 +238,7 @@ class _Core(_Records, _Admin):
                 f"not {join_step}"
             )
         step_seq = next_seq if join_step is None else join_step
-        created = step.created_at or _now()
+        created = step.created_at or now()
         check_text(created_at=created)
         prepared = [prepare(self.counter, m) for m in step.messages]
         rows = []
@@ -258,36 +246,43 @@ class _Core(_Records, _Admin):
             check_text(call_id=p.call_id)
             role = p.message.role.value
             sealed: tuple[Any, ...] = (scope.session, next_seq + k, step_seq, role, p.tokens)
-            sealed += (p.size, created)
-            sealed += (p.call_id, p.digest, p.output_digest)
-            rows.append((*sealed, seal_of("entries", sealed), p.body))
-        ids = self._insert_entries(c, rows)
+            sealed += (p.size, created, p.call_id, p.digest, p.output_digest, head)
+            head = self._sealer.seal("entries", sealed)  # the next entry's prev_seal
+            rows.append((*sealed, head, p.body))
+        ids = dict(insert_many(c, _ENTRY_INSERT, _ENTRY_MARKS, rows))
         out = [
-            p.entry(ids[k], scope.session, next_seq + k, step_seq, created)
+            p.entry(int(ids[next_seq + k]), scope.session, next_seq + k, step_seq, created)
             for k, p in enumerate(prepared)
         ]
-        self._index_entries(c, scope, out)
+        texts = ((e.id, e.message.text) for e in out)
+        self._dialect.index_text(c, "entries_fts", scope.session, texts)
         if step.usages:
             anchor = usage_anchor(out)
             for usage in step.usages:
                 self._insert_request(c, scope, anchor.id, usage, created)
+        end = next_seq + len(out)
+        head_seal = self._sealer.seal(HEAD, (scope.session, end, head))
+        if len(self._heads) > 4096:
+            self._heads.clear()
+        # The head this store sealed: finding it unchanged, the next append needs no check.
+        self._heads[scope.session] = (end, head, head_seal)
         c.execute(
-            self._q(
-                "UPDATE sessions SET next_seq = ?, entry_count = entry_count + ?,"
-                " token_total = token_total + ?, last_step = ? WHERE id = ?"
-            ),
+            "UPDATE sessions SET next_seq = ?, entry_count = entry_count + ?,"
+            " token_total = token_total + ?, last_step = ?, head = ?, head_seal = ? WHERE id = ?",
             (
-                next_seq + len(out),
+                end,
                 len(out),
                 sum(p.tokens for p in prepared),
                 step_seq,
+                head,
+                head_seal,
                 scope.session,
             ),
         )
         return out
 
     def _insert_request(
-        self, c: Any, scope: Scope, entry_id: int | None, u: UsageInput, at: str
+        self, c: Db, scope: Scope, entry_id: int | None, u: UsageInput, at: str
     ) -> None:
         check_text(model=u.model, protocol=u.protocol)
         meta = u.meta or {}
@@ -301,24 +296,20 @@ class _Core(_Records, _Admin):
         # Priced once, here, so no report ever re-prices the log (see _savings.py).
         saved = request_saving(meta, u.model, n.new_input, n.cache_read, n.cache_write)
         c.execute(
-            self._q(
-                f"INSERT INTO requests ({', '.join(SEALED['requests'])}, seal, saved_usd)"
-                f" VALUES ({', '.join('?' * (len(sealed) + 2))})"
-            ),
-            (*sealed, seal_of("requests", sealed), saved),
+            f"INSERT INTO requests ({', '.join(SEALED['requests'])}, seal, saved_usd)"
+            f" VALUES ({', '.join('?' * (len(sealed) + 2))})",
+            (*sealed, self._sealer.seal("requests", sealed), saved),
         )
         c.execute(
-            self._q(
-                "UPDATE sessions SET request_count = request_count + 1, saved_usd = CASE"
-                " WHEN ? THEN coalesce(saved_usd, 0) + ? ELSE saved_usd END WHERE id = ?"
-            ),
+            "UPDATE sessions SET request_count = request_count + 1, saved_usd = CASE"
+            " WHEN ? THEN coalesce(saved_usd, 0) + ? ELSE saved_usd END WHERE id = ?",
             (saved is not None, saved or 0.0, scope.session),
         )
         if tokens:
             self._add_spend(c, scope.tenant, run, spent_at, tokens)
 
     def _add_spend(
-        self, c: Any, tenant: str, run: str | None, spent_at: str | None, tokens: int
+        self, c: Db, tenant: str, run: str | None, spent_at: str | None, tokens: int
     ) -> None:
         for table, key, value in (
             ("spend_runs", "run", run),
@@ -327,11 +318,9 @@ class _Core(_Records, _Admin):
             if value is None:
                 continue
             c.execute(
-                self._q(
-                    f"INSERT INTO {table} (tenant, {key}, tokens) VALUES (?, ?, ?)"
-                    f" ON CONFLICT (tenant, {key}) DO UPDATE SET tokens = {table}.tokens"
-                    " + excluded.tokens"
-                ),
+                f"INSERT INTO {table} (tenant, {key}, tokens) VALUES (?, ?, ?)"
+                f" ON CONFLICT (tenant, {key}) DO UPDATE SET tokens = {table}.tokens"
+                " + excluded.tokens",
                 (tenant, value if table == "spend_runs" else value[:16], tokens),
             )
 
@@ -342,152 +331,22 @@ class _Core(_Records, _Admin):
             self._require(scope)
             if entry_id is not None:
                 found = c.execute(
-                    self._q("SELECT 1 FROM entries WHERE id = ? AND session_id = ?"),
+                    "SELECT 1 FROM entries WHERE id = ? AND session_id = ?",
                     (entry_id, scope.session),
                 ).fetchone()
                 if found is None:
                     raise UserError(f"entry {entry_id} is not in session {scope.session}")
-            self._insert_request(c, scope, entry_id, usage, _now())
+            self._insert_request(c, scope, entry_id, usage, now())
 
     def token_total(self, scope: Scope) -> int:
         info = self.session(scope)
         return info.tokens if info else 0
 
-    # -- requests: the per-turn aggregates ------------------------------------------------------
-    def requests(self, scope: Scope) -> list[RequestRecord]:
-        """Every request of the session, oldest first (a whole-session read: not per turn)."""
-        return self._requests("session_id = ?", (scope.session,), scope, "id")
-
-    def _requests(
-        self, where: str, args: Sequence[Any], scope: Scope, order: str, limit: int | None = None
-    ) -> list[RequestRecord]:
-        with self._reading() as c:
-            if not self._visible(scope):
-                return []
-            rows = c.execute(
-                self._q(
-                    f"SELECT {COLUMNS['requests']} FROM requests WHERE {where} ORDER BY {order}"
-                    + ("" if limit is None else f" LIMIT {int(limit)}")
-                ),
-                tuple(args),
-            ).fetchall()
-        return [request_from_row(r) for r in rows]
-
-    def last_request(self, scope: Scope, *, measured: bool = True) -> RequestRecord | None:
-        """The session's newest request, read from an index (one row, whatever the history).
-
-        ``measured`` (the default) narrows it to requests that can anchor a TOK-2 estimate: an
-        entry id, a measured new input, and the prompt's last seq (``meta.prompt_last_seq``),
-        which is what the agent's estimate looks for.
-        """
-        where = "session_id = ?"
-        if measured:
-            where += (
-                " AND entry_id IS NOT NULL AND new_input IS NOT NULL"
-                " AND prompt_last_seq IS NOT NULL"
-            )
-        found = self._requests(where, (scope.session,), scope, "id DESC", 1)
-        return found[0] if found else None
-
-    def spend(
-        self, tenant: str, *, since: str | datetime | None = None, run: str | None = None
-    ) -> int:
-        """Tokens billed to the tenant's requests (new input + cache reads and writes + output;
-        unknown counts add nothing), from an index range: the cost follows the window, not
-        the ledger.
-
-        ``since`` (an ISO time or datetime; naive is UTC) counts requests the comal runtime made
-        at or after it (``meta.at``; imported usage carries no time and was spent elsewhere);
-        ``run`` counts the requests of one run (``meta.run``). Give one or both.
-        """
-        if since is None and run is None:
-            raise UserError("spend needs since=, run= or both")
-        if not storable(tenant) or (run is not None and not storable(run)):
-            return 0
-        start = None
-        if since is not None:
-            start = utc_text(since)
-            if start is None:
-                raise UserError(f"since {since!r} is not an ISO time")
-        with self._reading() as c:
-            if start is None:  # one run: its running total
-                row = c.execute(
-                    self._q("SELECT tokens FROM spend_runs WHERE tenant = ? AND run = ?"),
-                    (tenant, run),
-                ).fetchone()
-                return int(row[0]) if row else 0
-            if run is None:
-                # Whole minutes after ``since`` from the running totals (at most 1,440 rows a
-                # day), the rest of its own minute from the requests themselves.
-                minute = start[:16]
-                try:
-                    boundary = utc_text(datetime.fromisoformat(minute) + timedelta(minutes=1))
-                except OverflowError:
-                    boundary = None
-                row = c.execute(
-                    self._q(
-                        "SELECT (SELECT coalesce(sum(tokens), 0) FROM spend_minutes"
-                        " WHERE tenant = ? AND minute > ?), (SELECT coalesce(sum(tokens), 0)"
-                        " FROM requests WHERE tenant = ? AND spent_at >= ? AND spent_at < ?)"
-                    ),
-                    (tenant, minute, tenant, start, boundary or "A"),
-                ).fetchone()
-                return int(row[0]) + int(row[1])
-            row = c.execute(
-                self._q(
-                    "SELECT coalesce(sum(tokens), 0) FROM requests"
-                    " WHERE tenant = ? AND run = ? AND spent_at >= ?"
-                ),
-                (tenant, run, start),
-            ).fetchone()
-        return int(row[0])
-
-    def usage_totals(self, scope: Scope, *, run: str | None = None) -> dict[str, int | None]:
-        """Per TOK-1 field, the sum over the session's requests (of ``run`` only, if given);
-        ``None`` where nothing was reported; ``requests`` counts them."""
-        where, args = "session_id = ?", [scope.session]
-        if run is not None:
-            if not storable(run):
-                return {"requests": 0, **dict.fromkeys(_USAGE_FIELDS)}
-            where, args = "tenant = ? AND run = ? AND session_id = ?", [scope.tenant, run, *args]
-        sums = ", ".join(f"sum({f})" for f in _USAGE_FIELDS)
-        with self._reading() as c:
-            if not self._visible(scope):
-                return {"requests": 0, **dict.fromkeys(_USAGE_FIELDS)}
-            row = c.execute(
-                self._q(f"SELECT count(*), {sums} FROM requests WHERE {where}"), tuple(args)
-            ).fetchone()
-        values = [None if v is None else int(v) for v in row[1:]]
-        return {"requests": int(row[0]), **dict(zip(_USAGE_FIELDS, values, strict=True))}
-
-    def usage_by_model(self, scope: Scope) -> list[tuple[str | None, str | None, dict[str, Any]]]:
-        """The session's usage per (model, protocol): ``requests`` and the sum of each TOK-1
-        field (``None`` where nothing was reported), aggregated in the query, so pricing a
-        session reads one row per model rather than every request."""
-        sums = ", ".join(f"sum({f})" for f in _USAGE_FIELDS)
-        with self._reading() as c:
-            if not self._visible(scope):
-                return []
-            rows = c.execute(
-                self._q(
-                    f"SELECT model, protocol, count(*), {sums} FROM requests"
-                    " WHERE session_id = ? GROUP BY model, protocol ORDER BY min(id)"
-                ),
-                (scope.session,),
-            ).fetchall()
-        out: list[tuple[str | None, str | None, dict[str, Any]]] = []
-        for model, protocol, count, *values in rows:
-            fields = {
-                f: None if v is None else int(v) for f, v in zip(_USAGE_FIELDS, values, strict=True)
-            }
-            out.append((model, protocol, {"requests": int(count), **fields}))
-        return out
-
 
 def _check_usage(u: UsageInput) -> None:
     if not isinstance(u, UsageInput):
         raise UserError(f"usage must be a UsageInput, not {type(u).__name__}")
-    for name in _USAGE_FIELDS:
+    for name in USAGE_FIELDS:
         value = getattr(u.usage, name)
         if value is not None and (
             isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _MAX_INT

@@ -1,0 +1,63 @@
+"""``serve``: the configuration file's section for ``comal serve`` (operator-only, CFG-2).
+
+Who may reach the server besides its own names (the DNS-rebinding and cross-origin guards'
+allow-lists) and how long a client may take over a request. The command line's
+``--allow-host`` / ``--allow-origin`` add to the lists; nothing a client sends changes them.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["ServeSettings"]
+
+HostName = Annotated[str, Field(min_length=1, max_length=253, pattern=r"^[A-Za-z0-9_.:*\[\]-]+$")]
+Origin = Annotated[str, Field(min_length=1, max_length=300, pattern=r"^https?://[^/\s]+$")]
+
+
+class ServeSettings(BaseModel):
+    """Settings of ``comal serve`` (the proxy, the HTTP API and the dashboard)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    allowed_hosts: list[HostName] = Field(
+        default_factory=list,
+        max_length=100,
+        description="Host names a request may name besides localhost, 127.0.0.1, ::1, the "
+        "listening address and this machine's name, e.g. comal.internal or *.corp.example; "
+        '"*" answers any name (DNS rebinding then reaches the server).',
+    )
+    allowed_origins: list[Origin] = Field(
+        default_factory=list,
+        max_length=100,
+        description="Browser origins (scheme://host[:port]) whose pages may call the server "
+        "besides its own dashboard, e.g. https://ops.example.",
+    )
+    header_timeout: float = Field(
+        default=10.0,
+        ge=0.5,
+        le=600.0,
+        description="Seconds a client has to send a request's headers, from the moment it "
+        "connects or sends the first byte of its next request.",
+    )
+    body_timeout: float = Field(
+        default=120.0,
+        ge=0.5,
+        le=3_600.0,
+        description="Seconds a client has to send a request's whole body once its headers are in.",
+    )
+    keep_alive_timeout: int = Field(
+        default=5,
+        ge=1,
+        le=600,
+        description="Seconds an idle kept-alive connection stays open between requests.",
+    )
+    max_connections: int = Field(
+        default=1_000,
+        ge=2,
+        le=100_000,
+        description="Open connections at once; beyond it new connections are closed and "
+        "requests answered 503.",
+    )

@@ -1,0 +1,120 @@
+"""The one connection a ledger holds, and the only way a statement reaches it.
+
+Every statement, the store's and a caller's inside :meth:`Db.atomic`, goes through
+:meth:`Db.execute`: written with ``?`` placeholders and rewritten for the dialect, shown to the
+tracers installed (:meth:`Db.trace`), then run. Transactions are explicit statements on a
+connection in autocommit mode, on both backends: ``atomic()`` opens one (SQLite's
+``BEGIN IMMEDIATE`` takes the write lock up front, so a concurrent writer waits instead of failing
+half way through a step), a nested ``atomic()`` becomes a savepoint, and a statement outside any
+commits on its own, so none can leave a transaction open that swallows the next ``atomic()``.
+A driver error leaves as a coded :class:`~comal.errors.LedgerError`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from ._dialect import Dialect
+
+Params = Sequence[Any] | Mapping[str, Any]
+Tracer = Callable[[str, Params], None]
+
+
+class Db:
+    """A connection shared by threads under a re-entrant lock."""
+
+    def __init__(self, raw: Any, dialect: Dialect, target: str) -> None:
+        self.raw = raw
+        self.dialect = dialect
+        self.target = target
+        self.lock = threading.RLock()
+        self.depth = 0
+        self._tracers: list[Tracer] = []
+        self._rewrite = dialect.placeholder != "?"  # every append runs through here
+
+    def execute(self, sql: str, args: Params = ()) -> Any:
+        if self._rewrite:
+            sql = self.dialect.q(sql)
+        for tracer in self._tracers:
+            tracer(sql, args)
+        # Without parameters a driver takes the text as it is (PostgreSQL: several statements).
+        return self.raw.execute(sql, args) if args else self.raw.execute(sql)
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        sql = self.dialect.q(sql)
+        for tracer in self._tracers:
+            for r in rows:
+                tracer(sql, r)
+        self.raw.cursor().executemany(sql, rows)
+
+    @contextmanager
+    def trace(self, callback: Tracer) -> Iterator[None]:
+        with self.lock:
+            self._tracers.append(callback)
+        try:
+            yield
+        finally:
+            with self.lock:
+                self._tracers.remove(callback)
+
+    @contextmanager
+    def atomic(self) -> Iterator[Db]:
+        """One write transaction; nested calls become savepoints (all or nothing together)."""
+        with self.lock:
+            depth = self.depth
+            begin, end = (
+                (self.dialect.begin, "COMMIT")
+                if depth == 0
+                else (f"SAVEPOINT sp{depth}", f"RELEASE sp{depth}")
+            )
+            try:
+                self.execute(begin)
+            except self.dialect.errors as exc:
+                raise self.dialect.translate(exc, self.target, "starting a write") from exc
+            self.depth += 1
+            try:
+                yield self
+            except BaseException as exc:
+                self._undo(depth)
+                if isinstance(exc, self.dialect.errors):
+                    raise self.dialect.translate(exc, self.target, "writing") from exc
+                raise
+            finally:
+                self.depth -= 1
+            try:
+                self.execute(end)
+            except self.dialect.errors as exc:
+                self._undo(depth)
+                raise self.dialect.translate(exc, self.target, "committing") from exc
+
+    def _undo(self, depth: int) -> None:
+        # SQLite rolls back by itself after some errors (a full disk) and a broken PostgreSQL
+        # connection cannot roll back at all: then there is nothing left to undo here.
+        with contextlib.suppress(*self.dialect.errors):
+            if depth > 0:
+                self.execute(f"ROLLBACK TO sp{depth}")
+                self.execute(f"RELEASE sp{depth}")
+            elif self.dialect.in_transaction(self.raw):
+                self.execute("ROLLBACK")
+
+    @contextmanager
+    def reading(self) -> Iterator[Db]:
+        """The connection for reads, under the lock; driver errors leave coded."""
+        with self.lock:
+            try:
+                yield self
+            except self.dialect.errors as exc:
+                raise self.dialect.translate(exc, self.target, "reading") from exc
+
+    @contextmanager
+    def lenient(self) -> Iterator[None]:
+        with self.lock, self.dialect.lenient(self.raw):
+            yield
+
+    def close(self) -> None:
+        with self.lock:
+            self.raw.close()

@@ -1,0 +1,247 @@
+"""One process per session (RES-2): a lock file beside an SQLite ledger, an advisory lock in a
+PostgreSQL one; :meth:`session_lock` of each backend hands out the right one.
+
+The lock is ``<ledger>.locks/<session>.lock``. Its holder writes ``{pid, host, started,
+proc_start, session}`` into it. On POSIX the file is also ``flock``-ed: the kernel drops that lock
+the instant its process dies, however it dies (SIGKILL included), so a process that gets the
+``flock`` knows every earlier holder on this host is gone. The file itself is never deleted —
+deleting a lock file while another process opens it is how two processes end up holding "the"
+lock — it is emptied on a clean release.
+
+Acquiring reports a *stale* holder (a non-empty file from a process that died without releasing)
+so the caller can record it in the ledger: the lock is cleared, history is kept. Where ``flock``
+is missing, the fallback creates the file with ``O_EXCL`` and judges an existing one by its
+holder: same host and a pid that no longer runs (or runs a different process, seen by its start
+time) is stale; anything else is held.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+from ._dialect import lock_key
+from ._errors import SessionLocked
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["PgSessionLock", "SessionLock", "lock_path", "process_start"]
+
+
+def lock_path(ledger_path: str | Path, session: str) -> Path:
+    return Path(f"{ledger_path}.locks") / f"{session}.lock"
+
+
+def process_start(pid: int) -> str | None:
+    """The kernel's start time of ``pid`` (clock ticks since boot, Linux), to tell a reused pid
+    from the original process; ``None`` where it cannot be read."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: split after its last ")".
+    fields = stat.rsplit(")", 1)[-1].split()
+    return fields[19] if len(fields) > 19 else None
+
+
+def _alive(holder: dict[str, Any]) -> bool:
+    if holder.get("host") != socket.gethostname():
+        return True  # another host's process cannot be checked from here: assume it runs
+    pid = holder.get("pid")
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # it exists and belongs to someone else
+    start = holder.get("proc_start")
+    return start is None or process_start(pid) in (None, start)
+
+
+class _Scoped(ABC):
+    """``with lock:`` takes it unless held already (:func:`lock_session` hands out a lock it
+    holds) and releases it on the way out, for both kinds of session lock."""
+
+    @property
+    @abstractmethod
+    def held(self) -> bool:
+        """Whether this process holds the lock now."""
+
+    @abstractmethod
+    def acquire(self) -> dict[str, Any] | None:
+        """Take the lock; what the previous holder left, if anything."""
+
+    @abstractmethod
+    def release(self) -> None:
+        """Give the lock up (nothing when not held)."""
+
+    def __enter__(self) -> Self:
+        if not self.held:
+            self.acquire()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()
+
+
+@dataclass
+class SessionLock(_Scoped):
+    """``with SessionLock(path, session) as lock: ...``; ``lock.stale`` is the dead holder's
+    record when one was cleared."""
+
+    path: Path
+    session: str
+    stale: dict[str, Any] | None = None
+    _fd: int | None = None
+
+    def acquire(self) -> dict[str, Any] | None:
+        """Take the lock or raise :class:`SessionLocked`; returns the stale holder cleared."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if fcntl is not None:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _read(fd)
+                os.close(fd)
+                raise self._locked(holder) from None
+            previous = _read(fd)
+        else:  # pragma: no cover - not POSIX
+            fd, previous = self._exclusive()
+        self._fd = fd
+        self.stale = previous or None
+        _write(fd, self._me())
+        return self.stale
+
+    def _exclusive(self) -> tuple[int, dict[str, Any]]:  # pragma: no cover - not POSIX
+        try:
+            return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644), {}
+        except FileExistsError:
+            fd = os.open(self.path, os.O_RDWR)
+            holder = _read(fd)
+            if holder and _alive(holder):
+                os.close(fd)
+                raise self._locked(holder) from None
+            return fd, holder
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        fd, self._fd = self._fd, None
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)  # an empty file: released cleanly, nothing stale to report
+        if fcntl is None:  # pragma: no cover - not POSIX
+            with contextlib.suppress(OSError):
+                self.path.unlink()
+        os.close(fd)  # closing drops the flock
+
+    def _me(self) -> dict[str, Any]:
+        pid = os.getpid()
+        return {
+            "pid": pid,
+            "host": socket.gethostname(),
+            "started": datetime.now(UTC).isoformat(timespec="seconds"),
+            "proc_start": process_start(pid),
+            "session": self.session,
+        }
+
+    def _locked(self, holder: dict[str, Any]) -> SessionLocked:
+        who = (
+            f"pid {holder.get('pid')} on {holder.get('host')} since {holder.get('started')}"
+            if holder
+            else "another process"
+        )
+        return SessionLocked(
+            f"session {self.session} is in use by {who} (lock {self.path}); wait for it to "
+            "finish or stop that process, then resume",
+            holder=holder,
+        )
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+
+def _read(fd: int) -> dict[str, Any]:
+    os.lseek(fd, 0, os.SEEK_SET)
+    data = b""
+    while chunk := os.read(fd, 65536):
+        data += chunk
+    if not data.strip():
+        return {}
+    try:
+        value = json.loads(data)
+    except ValueError:
+        return {"unreadable": data[:200].decode("utf-8", "replace")}
+    return value if isinstance(value, dict) else {"unreadable": str(value)[:200]}
+
+
+def _write(fd: int, holder: dict[str, Any]) -> None:
+    data = json.dumps(holder, sort_keys=True).encode()
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, data, 0)
+    os.fsync(fd)
+
+
+class PgSessionLock(_Scoped):
+    """The session lock of a PostgreSQL ledger (RES-2): a session-level advisory lock held on a
+    connection of its own. The server drops it the instant that connection ends, however the
+    process died, so (like ``flock``) there is never a stale holder to clear; it holds across
+    machines sharing the database. The key is derived from the ledger's schema and the session.
+    """
+
+    def __init__(self, url: str, session: str, *, namespace: str = "") -> None:
+        self.url = url
+        self.session = session
+        self.key = lock_key(f"comal:{namespace}:{session}")
+        self.stale: dict[str, Any] | None = None
+        self._conn: Any = None
+
+    def acquire(self) -> dict[str, Any] | None:
+        import psycopg
+
+        conn = psycopg.connect(self.url, autocommit=True)
+        try:
+            row = conn.execute("SELECT pg_try_advisory_lock(%s)", (self.key,)).fetchone()
+        except BaseException:
+            conn.close()
+            raise
+        if not row or not row[0]:
+            conn.close()
+            raise SessionLocked(
+                f"session {self.session} is in use by another process (PostgreSQL advisory lock "
+                f"{self.key}); wait for it to finish or stop that process, then resume",
+                holder={"advisory_lock": self.key},
+            )
+        self._conn = conn
+        return None
+
+    def release(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        with contextlib.suppress(Exception):
+            conn.execute("SELECT pg_advisory_unlock(%s)", (self.key,))
+        conn.close()
+
+    @property
+    def held(self) -> bool:
+        return self._conn is not None

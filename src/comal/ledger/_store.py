@@ -1,0 +1,206 @@
+"""What every part of the store shares: its connection, dialect and sealer, tracing, writer
+serialization by name, and the scope check every read and write starts with (LED-2)."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Self
+
+from ..errors import UserError
+from ..messages import Message
+from ..tokens import TokenCounter, Usage, default_counter
+from ._db import Db, Tracer
+from ._model import Entry, Scope, log
+from ._rows import COLUMNS, damaged_index, whole
+from ._seal import Keying, Sealer, find_sealer
+from ._text import storable
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+@dataclass(frozen=True, slots=True)
+class UsageInput:
+    """Usage measured for the model call that produced a step's assistant message."""
+
+    usage: Usage
+    model: str | None = None
+    protocol: str | None = None
+    meta: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StepInput:
+    messages: Sequence[Message]
+    usages: Sequence[UsageInput] = ()
+    created_at: str | None = None
+
+
+class EntryCache:
+    """Decoded entries by id, bounded by their stored body size (least recently used first).
+
+    Safe because entries are append-only: an id always names the same bytes.
+    """
+
+    def __init__(self, max_bytes: int = 64 << 20) -> None:
+        self.max_bytes = max_bytes
+        self._items: OrderedDict[int, Entry] = OrderedDict()
+        self._bytes = 0
+
+    def get_many(self, ids: list[int]) -> dict[int, Entry]:
+        found: dict[int, Entry] = {}
+        for i in ids:
+            e = self._items.get(i)
+            if e is not None:
+                self._items.move_to_end(i)
+                found[i] = e
+        return found
+
+    def clear(self) -> None:
+        self._items.clear()
+        self._bytes = 0
+
+    def put(self, entry: Entry) -> None:
+        if entry.id in self._items or entry.size > self.max_bytes // 8:
+            return
+        self._items[entry.id] = entry
+        self._bytes += entry.size
+        while self._bytes > self.max_bytes:
+            _, old = self._items.popitem(last=False)
+            self._bytes -= old.size
+
+
+class StoreBase:
+    """One connection, one dialect, one sealer; the parts of the store add the semantics."""
+
+    def __init__(self, db: Db, keying: Keying, counter: TokenCounter | None) -> None:
+        """Take over ``db`` (open and migrated) and find its secret; ``db`` is closed if that
+        fails."""
+        try:
+            with db.reading():
+                meta = dict(db.execute("SELECT name, value FROM ledger_meta").fetchall())
+            if keying.made is not None:  # keyed just now, by the migration
+                sealer = Sealer(*keying.made, None, db.target)
+            else:
+                sealer = find_sealer(keying, meta)
+        except BaseException:
+            db.close()
+            raise
+        self._db = db
+        self._dialect = db.dialect
+        self._sealer = sealer
+        self._counter = counter
+        self._cache = EntryCache()
+        self._heads: dict[str, tuple[Any, ...]] = {}  # see Sessions._append_step
+        self.target = db.target
+
+    @property
+    def counter(self) -> TokenCounter:
+        """The counter appends price entries with; the default one (loading the tiktoken
+        tables, over half a second) is made on first use, so a ledger opened to read never
+        pays for it."""
+        if self._counter is None:
+            self._counter = default_counter()
+        return self._counter
+
+    @counter.setter
+    def counter(self, counter: TokenCounter) -> None:
+        self._counter = counter
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def atomic(self) -> AbstractContextManager[Db]:
+        """One write transaction; nested calls become savepoints (all or nothing together).
+
+        It yields the connection: ``execute(sql, params)`` runs a statement in it (``?``
+        placeholders, or the backend's own) and returns the driver's cursor."""
+        return self._db.atomic()
+
+    def _reading(self) -> AbstractContextManager[Db]:
+        return self._db.reading()
+
+    def _lenient(self) -> AbstractContextManager[None]:
+        return self._db.lenient()
+
+    @contextmanager
+    def trace(self, callback: Tracer) -> Iterator[None]:
+        """While installed, every SQL statement this ledger runs goes to ``callback(sql,
+        params)`` first, as the backend receives it (a context manager; tracers nest)."""
+        with self._db.trace(callback):
+            yield
+
+    def exclusive(self, name: str) -> None:
+        """Serialize writers of ``name``, across processes, for the rest of the current
+        ``atomic()`` transaction: PostgreSQL takes a transaction-scoped advisory lock; on
+        SQLite the transaction holds the database's only write lock from its start."""
+        if not isinstance(name, str):
+            raise UserError(f"an exclusive() name is text, not {type(name).__name__}")
+        if self._db.depth == 0:
+            raise UserError("exclusive() serializes the rest of a transaction: call it inside "
+                            "atomic()")  # fmt: skip
+        self._dialect.exclusive(self._db, name)
+
+    def _select(
+        self,
+        table: str,
+        where: str,
+        args: Sequence[Any],
+        order: str,
+        limit: int | None = None,
+        scope: Scope | None = None,
+    ) -> list[tuple[Any, ...]]:
+        """Rows of ``table`` (its ``COLUMNS``, which its decoder reads); none for a ``scope``
+        that does not resolve (LED-2)."""
+        sql = f"SELECT {COLUMNS[table]} FROM {table} WHERE {where} ORDER BY {order}"
+        with self._reading() as c:
+            if scope is not None and not self._visible(scope):
+                return []
+            rows = c.execute(sql + ("" if limit is None else f" LIMIT {int(limit)}"), tuple(args))
+            return list(rows.fetchall())
+
+    # -- scoping ------------------------------------------------------------------------------
+    def _session_row(self, scope: Scope, *, lock: bool = False) -> tuple[Any, ...] | None:
+        """(next_seq, status, last_step, head, head_seal) of the scope's session, or None when it
+        does not resolve. ``lock`` (inside ``atomic``) serializes writers of one session on
+        PostgreSQL: the second waits for the first to commit and then reads its next_seq."""
+        if not all(storable(v) for v in (scope.tenant, scope.agent, scope.session)):
+            return None  # no stored session can have such a name
+        query = (
+            "SELECT next_seq, status, last_step, head, head_seal FROM sessions"
+            " WHERE id = ? AND tenant = ? AND agent = ?"
+        ) + (self._dialect.for_update if lock else "")
+        with self._reading() as c:
+            row: tuple[Any, ...] | None = c.execute(
+                query, (scope.session, scope.tenant, scope.agent)
+            ).fetchone()
+        if row is not None and not (whole(row[0]) and (row[2] is None or whole(row[2]))):
+            raise damaged_index(self.target, f"session {scope.session}'s counters are not numbers")
+        return row
+
+    def _visible(self, scope: Scope) -> bool:
+        """LED-2: a scope that does not resolve to a stored session reads as empty."""
+        if self._session_row(scope) is None:
+            log.warning("ledger read refused: no session %s for tenant/agent", scope.session)
+            return False
+        return True
+
+    def _require(self, scope: Scope, *, lock: bool = False) -> tuple[Any, ...]:
+        row = self._session_row(scope, lock=lock)
+        if row is None:
+            raise UserError(
+                f"no session {scope.session} for tenant {scope.tenant!r} and agent "
+                f"{scope.agent!r}; create it first (or list them with `comal sessions`)"
+            )
+        return row

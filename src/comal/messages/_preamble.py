@@ -1,0 +1,42 @@
+"""The per-prompt preamble (CCH-1) and the user's own words beside it.
+
+The agent stores each prompt as one user message whose first text part is a preamble — the
+date, the workspace, the sender, between ``<context>`` and ``</context>`` lines — and whose
+next part is the prompt as typed. The preamble is context the house added, never something
+the user said: whatever presents a user's requests (a checkpoint's work state, a summary's
+quote of the request) reads them with :func:`user_words`, and the agent writes the preamble
+with :func:`preamble_text`, so both sides keep to one spelling.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ._parts import Message, Text
+
+__all__ = ["PREAMBLE_CLOSE", "PREAMBLE_OPEN", "is_preamble", "preamble_text", "user_words"]
+
+PREAMBLE_OPEN = "<context>"
+PREAMBLE_CLOSE = "</context>"
+
+
+def preamble_text(lines: Sequence[str]) -> str:
+    """The preamble part holding ``lines``."""
+    return "\n".join([PREAMBLE_OPEN, *lines, PREAMBLE_CLOSE])
+
+
+def is_preamble(text: str) -> bool:
+    return text.startswith(PREAMBLE_OPEN + "\n") and text.endswith("\n" + PREAMBLE_CLOSE)
+
+
+def user_words(message: Message) -> tuple[str, int]:
+    """The text the user wrote in ``message`` and where it starts in the message's whole text
+    (its text parts joined by newlines: the evidence field ``text``), in characters.
+
+    Only a first part that is a preamble *and* is followed by another text part is left out:
+    a message that is nothing but such a block (an imported transcript's, say) is its words.
+    """
+    texts = [p.text for p in message.parts if isinstance(p, Text)]
+    if len(texts) >= 2 and is_preamble(texts[0]):
+        return "\n".join(texts[1:]), len(texts[0]) + 1
+    return "\n".join(texts), 0
