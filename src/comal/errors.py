@@ -34,7 +34,11 @@ Packages add leaves where they raise them, each also under the class a caller al
 - ``comal.agent``: ``AgentError`` → ``SpendCapExceeded``, ``SessionLocked`` (UserError),
   ``IncompleteResponse``, ``RepeatedOutputLength`` (OutputLength), ``RepeatedContextLength``
   (ContextLength); ``ConfigNotFound`` (InputError), a configuration file named by
-  ``COMAL_CONFIG`` or a flag that is not there;
+  ``COMAL_CONFIG`` or a flag that is not there; ``BudgetLimited`` (the task's budget is spent: a
+  run's ``error``, not raised);
+- ``comal.work``: ``BoardItemUnknown``, ``BoardOrderError``, ``WorkStepRefused``,
+  ``DraftReferenceError``, ``FinishRefused``, ``NoWorkAgent`` (ToolFailure: error results whose
+  receipts name the code);
 - ``comal.providers``: ``ProviderConfigError`` → ``MissingAPIKey`` (UserError);
   ``ProviderError`` → connection, rate-limited, unavailable, auth, request and protocol errors;
   ``ContextLengthExceeded`` (ContextLength and ProviderError); ``comal.providers.script``:

@@ -22,6 +22,7 @@ change nothing::
     agents:                        # per-agent settings, by agent name
       reviewer: {engine: limit, engine_settings: {target_ratio: 0.5}, max_turns: 20}
     plugins: [comal_wordcount]     # operator-only: modules enabled as plugins (docs/plugins.md)
+    work: {parallel: 2, budget: {tokens: 500000}}   # operator-only: work steps, task budget
     serve: {allowed_hosts: [comal.internal]}   # operator-only: comal serve's guards and limits
 
 Every value is checked with its range when the file is read (engine settings with the chosen
@@ -33,11 +34,12 @@ Precedence: defaults < file < environment (``COMAL_MODEL``, ``COMAL_MODE``, ``CO
 ``COMAL_TENANT``; ``COMAL_CONTEXT_WINDOW`` joins the window minimum) < command-line flags.
 
 Operator-only settings (:data:`OPERATOR_ONLY`: windows, output reserve, engine and its
-settings, caps and limits, the sandbox, the cache, MCP servers, plugins, serve) come only
-from these sources, which the model cannot reach: the configuration is read once when the
-process starts into frozen values, no operation in the model's catalog changes any of them,
-and the policy denies the model's Write/Edit of the configuration file and shell commands
-naming its directory, while the OS sandbox masks the file from Bash (CFG-2).
+settings, caps and limits, the sandbox, the cache, MCP servers, plugins, serve, work steps
+and the task's budget) come only from these sources, which the model cannot reach: the
+configuration is read once when the process starts into frozen values, no operation in the
+model's catalog changes any of them, and the policy denies the model's Write/Edit of the
+configuration file and shell commands naming its directory, while the OS sandbox masks the
+file from Bash (CFG-2).
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ from ..ops._mcp_config import SERVER_NAME
 from ..tokens import resolve_window
 from ._cache import CacheConfig
 from ._config_doc import allowed
+from ._config_work import WorkConfig
 from ._serve_settings import ServeSettings
 from ._settings import DEFAULT_SYSTEM, AgentSettings
 from ._spend import SpendCaps
@@ -93,6 +96,7 @@ OPERATOR_ONLY = frozenset(
         "mcp_servers",
         "plugins",
         "serve",
+        "work",
     }
 )
 ENV_KEYS = {"COMAL_MODEL": "model", "COMAL_MODE": "mode", "COMAL_MAX_TURNS": "max_turns"}
@@ -264,6 +268,7 @@ class Config(_Strict):
         description="Python modules enabled as plugins when the configuration is loaded, after "
         "the installed entry points (operator-only; see docs/plugins.md).",
     )
+    work: WorkConfig = Field(default_factory=WorkConfig)
 
     @field_validator("engine")
     @classmethod
@@ -514,6 +519,8 @@ def settings_from_config(
         spend=config.spend.caps(),
         checks=tuple(checks),
         cache=config.cache_config(name),
+        budget=config.work.task_budget(),
+        work=config.work.settings(),
     )
 
 

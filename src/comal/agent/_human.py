@@ -25,6 +25,7 @@ from ..ledger import CheckpointRecord, LedgerBackend, Scope, SummaryRecord
 from ..ops import CallContext, Handler, Operation, Outcome, Surface, ToolOutput
 from ..tokens import REPLY_PRIMING, resolve_window
 from ..turns import ContextSession
+from ..work import board_of, render_work, work_view
 from ._cache import (
     CACHE_BREAK_EVENT,
     CACHE_EDIT_EVENT,
@@ -272,10 +273,18 @@ def _state(args: _NoArgs, ctx: CallContext) -> ToolOutput:
     host = _host(ctx)
     settings = host.settings()
     config = settings.engine if isinstance(settings.engine, EngineConfig) else EngineConfig()
-    view = View.from_ledger(host.ledger, host.need_scope())
+    scope = host.need_scope()
+    view = View.from_ledger(host.ledger, scope)
     current = work_state(view, config)
     text = render_state(current, config_counter(settings.engine))
-    return ToolOutput(text, observations={"state": current.to_dict()})
+    # BRD-2, WRK-1: the board as the receipts make it, the tree of work steps, the drafts.
+    work = work_view(host.ledger, scope)
+    board = board_of(host.ledger, scope)
+    lines = render_work(work, board=False)
+    text += "\n\nThe board now (from its receipts):\n" + board.render()
+    if work["steps"] or work["drafts"] or work["budget_limited"]:
+        text += "\n\nWork steps and drafts:\n" + "\n".join(lines)
+    return ToolOutput(text, observations={"state": current.to_dict() | {"work": work}})
 
 
 def _compact(args: _NoArgs, ctx: CallContext) -> ToolOutput:
@@ -373,7 +382,7 @@ HUMAN_OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation(
         "state",
-        "The work state a checkpoint would carry now.",
+        "The work state a checkpoint would carry now, the board, the work steps and drafts.",
         _NoArgs,
         _coded(_state),
         audience="human",

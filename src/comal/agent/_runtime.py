@@ -12,7 +12,11 @@ and its provider's key, a script file, the workspace. From then on:
 - :attr:`Runtime.registry` is the native registry plus the human operations ``context``,
   ``state`` and ``compact`` (:mod:`._human`), so every surface gets one answer (OPS-1);
 - :meth:`Runtime.agent` builds the :class:`Agent` for the next run; :meth:`Runtime.proposer`
-  the :class:`Proposer` whose :meth:`~Proposer.preview` every status line shows.
+  the :class:`Proposer` whose :meth:`~Proposer.preview` every status line shows;
+- the registry holds the long-work operations too (:func:`comal.work.work_operations`): the
+  running agent answers them for its session (:meth:`Runtime.work_agent`), and its work steps
+  run the session's model (a ``script:PATH`` session's step n reads ``PATH.children/n.jsonl``)
+  or one the operator allows in ``work.models``.
 """
 
 from __future__ import annotations
@@ -57,8 +61,10 @@ from ..providers import (
     provider_for,
 )
 from ..tokens import default_counter
+from ..work import WorkAgent, work_operations
 from ._agent import Agent, Clock, Preamble, intention, utc_now
 from ._catalog import ensure_tool_search
+from ._children import SpecModels
 from ._config import Config, load_config, settings_from_config
 from ._houses import house_factory
 from ._human import HUMAN_OPERATIONS
@@ -150,6 +156,7 @@ class Runtime:
     def __post_init__(self) -> None:
         self.registry = default_registry()
         self.registry.add_all(HUMAN_OPERATIONS)
+        self.registry.add_all(work_operations())
         ensure_tool_search(self.registry)
         self.mcp = McpServers(self.config.mcp_servers)
 
@@ -296,6 +303,11 @@ class Runtime:
             body = {"v": 1, "rule": str(rule), "action": rule.action, "by": by.id}
             self.ledger.add_record(self.scope, "event", RULE_EVENT, body)
 
+    def work_agent(self, scope: Scope) -> WorkAgent | None:
+        """:class:`~comal.work.WorkHost`: the running agent serves its own session."""
+        active = self.active
+        return active.coordinator if active is not None and active.scope == scope else None
+
     def _holding(self) -> None:
         """The house's guard: calls with effects run only while this runtime holds the
         session's lock (inside :meth:`run`), never beside another process's agent."""
@@ -364,6 +376,9 @@ class Runtime:
             say=say,
             probe=probe,
             clock=self.clock,
+            children=SpecModels(
+                self.spec, tuple(self.config.work.models), self.ledger, self.fixed_provider
+            ),
         )
         return agent
 

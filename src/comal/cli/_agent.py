@@ -15,8 +15,9 @@ answer on stdout is escaped the same way when stdout is a terminal, and byte for
 model wrote when it is not: a pipe gets the model's text. ``--json`` on a terminal writes such
 characters as JSON escapes (the same value).
 
-Exit codes: 0 when the session finished (answered and its checks passed), 3 when the run stopped
-at ``--max-turns`` (``--resume`` continues it), 2 on a coded error (spend cap, repeated
+Exit codes: 0 when the session finished (finish_call passed), 3 when the run stopped at
+``--max-turns`` (``--resume`` continues it), 4 when the task's budget is spent
+(``budget_limited``: what remains is said), 2 on a coded error (spend cap, repeated
 OUTPUT_LENGTH or CONTEXT_LENGTH, a locked session, bad configuration...), whose code and message
 are printed (in the JSON too).
 
@@ -48,7 +49,7 @@ from ._common import emit_json, ledger
 
 __all__ = ["EXIT_CODES", "run_prompt"]
 
-EXIT_CODES = {"finished": 0, "error": 2, "max_turns": 3}
+EXIT_CODES = {"finished": 0, "error": 2, "max_turns": 3, "budget_limited": 4}
 _STYLE = {"turn": "dim", "call": "cyan", "result": "green", "note": "dim", "warn": "yellow"}
 _PREVIEW = 200
 # How the Bash operation words a sandbox that never started the command (ops/_bash.py).

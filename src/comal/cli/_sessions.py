@@ -48,10 +48,13 @@ def sessions(
     as_json: JsonOpt = False,
 ) -> None:
     """List sessions: id, tenant/agent, entries, tokens, what prompt caching saved against
-    no caching at list prices (savedVsUncached; — when unknown), started, status.
+    no caching at list prices (savedVsUncached; — when unknown), started, status. A work
+    step's child session is listed under its parent (└).
 
     Example: comal sessions --tenant local --json
     """
+    from ._tree import in_tree_order
+
     with coded_errors(as_json), ledger() as led:
         rows = led.sessions(tenant=tenant, agent=agent)
     # CCH-2: what prompt caching saved at list prices, priced once per request when recorded.
@@ -62,9 +65,9 @@ def sessions(
     table = Table(
         "session", "tenant/agent", "entries", "tokens", "saved", "started", "status", "title"
     )
-    for s in rows:
+    for s, depth in in_tree_order(rows):
         table.add_row(
-            s.id,
+            ("  " * (depth - 1) + "└ " if depth else "") + s.id,
             escape(safe(f"{s.tenant}/{s.agent}")),
             str(s.entries),
             f"{s.tokens:,}",
@@ -97,16 +100,19 @@ def show(
     tail: Annotated[int | None, typer.Option(help="Only the last N entries.", min=1)] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Print a session's entries (or the last N), one line each.
+    """Print a session's entries (or the last N), one line each; then its board, its work
+    steps as a tree (each child session with its outcome) and its drafts.
 
     Example: comal show 3f2a --tail 20
     """
     from ..messages import message_to_dict
+    from ._tree import work_lines
 
     with coded_errors(as_json), ledger() as led:
         scope = led.resolve(session)
         entries = led.tail(scope, n=tail) if tail else led.entries(scope)
         records = _stored_outputs(led, scope)
+        work = [] if as_json else work_lines(led, scope)
     rows = []
     for e in entries:
         row: dict[str, Any] = {
@@ -137,6 +143,8 @@ def show(
         "--record N for an output cut at write time"
     )
     out.print(table)
+    for line in work:
+        out.print(escape(safe(line)))
 
 
 def _stored_outputs(led: LedgerBackend, scope: Scope) -> dict[str, int]:

@@ -32,6 +32,7 @@ from ._assembly import (
     ProtectedTailOverflow,
     Referenced,
 )
+from ._board import BOARD_MARK, BOARD_TOOLS, board_in, board_note, newest_board
 from ._engine import (
     Base,
     Engine,
@@ -61,6 +62,8 @@ from .limit import (
 )
 
 __all__ = [
+    "BOARD_MARK",
+    "BOARD_TOOLS",
     "ENGINES",
     "LEVELS",
     "Action",
@@ -93,6 +96,8 @@ __all__ = [
     "WorkState",
     "action_dict",
     "assemble",
+    "board_in",
+    "board_note",
     "compact",
     "config_counter",
     "count_only_note",
@@ -101,6 +106,7 @@ __all__ = [
     "error_excerpt",
     "exact_values",
     "get_engine",
+    "newest_board",
     "proposal_record",
     "render_state",
     "split_view",

@@ -55,6 +55,7 @@ from ._schemes import (
     normalize_model_spec,
     provider_for,
     provider_schemes,
+    work_step_spec,
 )
 from ._spec import provider_from_spec
 from ._stops import normalize_stop
@@ -122,6 +123,7 @@ __all__ = [
     "provider_from_spec",
     "provider_schemes",
     "replay_events",
+    "work_step_spec",
 ]
 
 if TYPE_CHECKING:

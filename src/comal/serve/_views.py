@@ -13,6 +13,7 @@ from ..bench import PriceTable, load_prices
 from ..ledger import Entry, LedgerBackend, Scope, SessionInfo
 from ..messages import message_to_dict
 from ..ops import receipts
+from ..work import work_view
 from ._approvals import pending
 from ._record import INSTRUCTIONS_EVENT
 
@@ -136,6 +137,8 @@ def session_view(led: LedgerBackend, info: SessionInfo) -> dict[str, Any]:
     out = _summary(led, info)
     out["meta"] = info.meta
     out["children"] = [c.id for c in led.children(info.scope)]
+    # BRD-2, WRK-1: the board, the tree of work steps (each with its child's own) and drafts.
+    out["work"] = work_view(led, info.scope)
     return out
 
 

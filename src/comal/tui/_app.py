@@ -167,7 +167,7 @@ class ComalApp(App[None]):
         mark = "" if report["measured"] else " ~"
         return (
             f"ctx {report['utilization']:.0%}{mark} · {report['input']:,}/{report['window']:,} "
-            f"tokens · {report['engine']} · {model} · {state}{self.turn_note}"
+            f"tokens · {report['engine']} · {model} · {state}{board_note(rt)}{self.turn_note}"
         )
 
     def refresh_status(self) -> None:
@@ -303,6 +303,26 @@ class ComalApp(App[None]):
                 lines.append(f"  {slash:<10} {op.description}")
         lines.append("  /help      this list")
         self.write("\n".join(lines))
+
+
+def board_note(rt: Runtime) -> str:
+    """The board in the status line (BRD-2): how many items are verified, done, open; /state
+    shows it whole."""
+    from ..work import board_of
+
+    if rt.scope is None:
+        return ""
+    board = board_of(rt.ledger, rt.scope)
+    if not board.items:
+        return ""
+    counts = board.counts
+    done = counts.get("done", 0)
+    left = len(board.open_items)
+    return (
+        f" · board {counts.get('verified', 0)}/{len(board.items)} verified"
+        + (f", {done} done" if done else "")
+        + (f", {left} open" if left else "")
+    )
 
 
 def _literal(subject: str) -> str:
