@@ -1,0 +1,53 @@
+"""What a newcomer met with ``comal serve`` (issue 19): the stage header, ``/v1/models``, a busy
+port, the ``--no-dashboard`` flag."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from ._support import long_session_script, proxy
+
+
+def test_the_stage_header_says_a_checkpoint_still_stands_in(tmp_path: Path) -> None:
+    # covers: LIM-1, LIM-3, OBS-1
+    turns = 18
+    tools = [{"name": "Bash", "description": "run", "input_schema": {"type": "object"}}]
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "count a lot"}]
+    stages: list[str] = []
+    with proxy(tmp_path, long_session_script(turns), context_window=6_000) as px:
+        for _ in range(turns + 1):
+            body = {"model": "claude-sonnet-4-5", "max_tokens": 2000, "tools": tools}
+            r = httpx.post(
+                f"{px.url}/v1/messages",
+                json=body | {"messages": messages},
+                headers={"x-comal-session": "long"},
+                timeout=60,
+            )
+            assert r.status_code == 200, r.text
+            stages.append(r.headers["x-comal-stage"])
+            reply = r.json()
+            messages.append({"role": "assistant", "content": reply["content"]})
+            calls = [b for b in reply["content"] if b["type"] == "tool_use"]
+            if not calls:
+                break
+            a, b = (int(x) for x in calls[0]["input"]["command"].split()[1:])
+            output = "\n".join(str(i) for i in range(a, b + 1))
+            result = {"type": "tool_result", "tool_use_id": calls[0]["id"], "content": output}
+            messages.append({"role": "user", "content": [result]})
+        (info,) = px.ledger.sessions()
+        records = px.ledger.requests(info.scope)
+    assert len(records) == len(stages)
+    standing = [
+        (stage, r.meta) for stage, r in zip(stages, records, strict=True) if r.meta["checkpoint"]
+    ]
+    # The turns after the one that derived the checkpoint send it in place of older history.
+    assert any(not meta["checkpoint_new"] for _, meta in standing), "no turn after a checkpoint"
+    for stage, meta in standing:
+        assert stage.startswith("checkpoint"), (stage, meta["checkpoint"])
+        assert meta["stage"] == stage
+    for stage, r in zip(stages, records, strict=True):
+        if stage == "verbatim":
+            assert r.meta["checkpoint"] is None and not r.meta["referenced"]
