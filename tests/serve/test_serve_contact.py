@@ -51,3 +51,26 @@ def test_the_stage_header_says_a_checkpoint_still_stands_in(tmp_path: Path) -> N
     for stage, r in zip(stages, records, strict=True):
         if stage == "verbatim":
             assert r.meta["checkpoint"] is None and not r.meta["referenced"]
+
+
+def _options(command: Any, path: str) -> list[tuple[str, str]]:
+    found = [(path, name) for p in command.params for name in (*p.opts, *p.secondary_opts)]
+    for name, sub in getattr(command, "commands", {}).items():
+        found += _options(sub, f"{path} {name}")
+    return found
+
+
+def test_no_flag_is_spelled_no_no() -> None:
+    # covers: CFG-1
+    import typer
+    from typer.testing import CliRunner
+
+    from comal.cli import app
+    from comal.cli._root import agent_app
+
+    spelled = _options(typer.main.get_command(app), "comal")
+    spelled += _options(typer.main.get_command(agent_app), "comal agent")
+    assert ("comal serve", "--no-dashboard") in spelled
+    assert [s for s in spelled if s[1].startswith("--no-no-")] == []
+    shown = CliRunner().invoke(app, ["serve", "--help"], terminal_width=200).stdout
+    assert "--no-dashboard" in shown and "--no-no-" not in shown

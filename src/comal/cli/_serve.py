@@ -42,7 +42,9 @@ def serve(
     ] = None,
     max_body: Annotated[int, typer.Option(help="Largest request body in bytes.", min=1024)] = 32
     << 20,
-    no_dashboard: Annotated[bool, typer.Option(help="Serve no web dashboard.")] = False,
+    no_dashboard: Annotated[
+        bool, typer.Option("--no-dashboard", help="Serve no web dashboard.")
+    ] = False,
     ledger_file: Annotated[
         str | None,
         typer.Option("--ledger", help="Ledger: a file path or a postgresql:// URL."),
