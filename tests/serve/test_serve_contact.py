@@ -3,10 +3,12 @@ port, the ``--no-dashboard`` flag."""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from ._support import long_session_script, proxy
 
@@ -74,3 +76,23 @@ def test_no_flag_is_spelled_no_no() -> None:
     assert [s for s in spelled if s[1].startswith("--no-no-")] == []
     shown = CliRunner().invoke(app, ["serve", "--help"], terminal_width=200).stdout
     assert "--no-dashboard" in shown and "--no-no-" not in shown
+
+
+def test_a_busy_port_is_a_coded_error_before_the_banner(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # covers: CFG-1
+    from comal.cli import main
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(SystemExit) as done:
+            main(["serve", "--ledger", str(tmp_path / "l.db"), "--port", str(port)])
+    said = capsys.readouterr()
+    assert done.value.code == 2
+    assert "[ADDRESS_IN_USE]" in said.err and f"127.0.0.1:{port}" in said.err, said.err
+    assert "--port" in said.err  # what to do about it
+    assert "comal serve on" not in said.err + said.out  # no banner for a server that never ran
+    assert "Errno" not in said.err and "Traceback" not in said.err
