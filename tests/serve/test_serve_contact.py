@@ -4,11 +4,18 @@ port, the ``--no-dashboard`` flag."""
 from __future__ import annotations
 
 import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+
+from comal.ledger import open_ledger
+from comal.serve import ServeConfig, create_app
+from comal.serve._run import ServerThread
+from comal.testing import FakeServer
 
 from ._support import long_session_script, proxy
 
@@ -96,3 +103,47 @@ def test_a_busy_port_is_a_coded_error_before_the_banner(
     assert "--port" in said.err  # what to do about it
     assert "comal serve on" not in said.err + said.out  # no banner for a server that never ran
     assert "Errno" not in said.err and "Traceback" not in said.err
+
+
+@contextmanager
+def _served(tmp_path: Path, models: tuple[str, ...]) -> Iterator[tuple[FakeServer, str]]:
+    with FakeServer(models=models) as fake:
+        led = open_ledger(tmp_path / "l.db")
+        config = ServeConfig(
+            upstream_anthropic=fake.anthropic_base_url, upstream_openai=fake.openai_base_url
+        )
+        with ServerThread(create_app(config, ledger=led)) as server:
+            yield fake, server.url
+        led.close()
+
+
+def test_models_are_the_upstreams_through_the_openai_sdk(tmp_path: Path) -> None:
+    # covers: INT-2
+    import openai
+
+    with _served(tmp_path, ("gpt-upstream-1", "gpt-upstream-2")) as (fake, url):
+        with openai.OpenAI(base_url=f"{url}/v1", api_key="sk-client", max_retries=0) as client:
+            listed = [m.id for m in client.models.list()]
+        assert listed == ["gpt-upstream-1", "gpt-upstream-2"]
+        (sent,) = fake.requests
+        assert (sent.method, sent.path) == ("GET", "/v1/models")
+        assert sent.headers["authorization"] == "Bearer sk-client"  # the client's key went on
+
+
+def test_models_fall_back_to_the_catalog_when_the_upstream_has_none(tmp_path: Path) -> None:
+    # covers: INT-2, TOK-3
+    import anthropic
+    import openai
+
+    with _served(tmp_path, ()) as (_, url):
+        with openai.OpenAI(base_url=f"{url}/v1", api_key="sk", max_retries=0) as client:
+            page = client.models.with_raw_response.list()
+            listed = [m.id for m in page.parse()]
+            assert page.headers["x-comal-models"] == "catalog"
+            assert client.models.retrieve("gpt-4.1").id == "gpt-4.1"
+            with pytest.raises(openai.NotFoundError):
+                client.models.retrieve("gpt-nonesuch")
+        assert "gpt-4.1" in listed and not any(m.startswith("claude") for m in listed)
+        with anthropic.Anthropic(base_url=url, api_key="sk", max_retries=0) as claude:
+            names = [m.id for m in claude.models.list()]
+        assert "claude-sonnet-4-6" in names and not any(n.startswith("gpt") for n in names)
