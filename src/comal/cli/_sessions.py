@@ -77,17 +77,18 @@ def sessions(
 
 
 def _preview(msg: Message, width: int = 160) -> str:
-    from ..messages import Role
+    """One line: what was said (a prompt's own words, not its preamble), then the calls, or the
+    output; each once."""
+    from ..messages import user_words
 
-    bits: list[str] = []
-    for call in msg.tool_calls:
-        bits.append(f"→ {call.name}({call.arguments[:80]})")
     result = msg.tool_result
     if result is not None:
         flag = " [error]" if result.is_error else ""
-        bits.append(f"← {result.call_id}{flag}: {result.text[:width]}")
-    elif msg.role is not Role.ASSISTANT or not bits:
-        bits.insert(0, msg.text[:width])
+        return safe(f"← {result.call_id}{flag}: {result.text[:width]}".replace("\n", "⏎ "))
+    # A checkpoint or a summary holds no text part: its text is what it says.
+    words = user_words(msg)[0] or ("" if msg.tool_calls else msg.text)
+    bits = [words[:width]] if words or not msg.tool_calls else []
+    bits += [f"→ {call.name}({call.arguments[:80]})" for call in msg.tool_calls]
     return safe(" ".join(bits).replace("\n", "⏎ "))
 
 
@@ -229,6 +230,8 @@ def _fence(text: str) -> str:
 def markdown(info: SessionInfo | None, messages: list[Message]) -> str:
     """A session to read: each message under a heading, calls and outputs in code fences
     (fenced so no output can close them), control characters escaped."""
+    from ..messages import preamble_lines, user_words
+
     title = (info.title if info is not None else None) or "session"
     lines = [f"# {safe(title)}", ""]
     if info is not None:
@@ -243,7 +246,13 @@ def markdown(info: SessionInfo | None, messages: list[Message]) -> str:
             flag = " (error)" if result.is_error else ""
             lines += [f"output of `{result.call_id}`{flag}:", "", fence, body, fence, ""]
             continue
-        if message.text:
+        words = user_words(message)[0]
+        context = preamble_lines(message)
+        if context:  # the house's preamble: when and where, not the user's words
+            lines += [f"_{safe(' · '.join(context))}_", ""]
+        if words:
+            lines += [safe(words), ""]
+        elif not message.tool_calls and message.text:  # a checkpoint, a summary
             lines += [safe(message.text), ""]
         for call in message.tool_calls:
             body = safe(call.arguments)
