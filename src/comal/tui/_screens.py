@@ -81,6 +81,7 @@ class ApprovalScreen(ModalScreen[str]):
             kinds = ", ".join(e.kind for e in request.effects) or "none"
             why = f"{request.actor.kind} {request.actor.id} proposes it · effects: {kinds} · "
             why += f"asked by rule {request.rule}"
+            why += f" ({request.reason})" if request.reason else ""
             yield Static(safe(why), id="why", markup=False)
             if self.always is not None:
                 # The rule holds the call's subject (a path, a command): the model's text.
