@@ -119,7 +119,9 @@ function turnsChart(sessionId, turns) {
     const x = pad + i * (bar + 4);
     const full = t.session_tokens ?? t.input_tokens ?? 0;
     const sent = t.input_tokens ?? (t.usage.new_input ?? 0) + (t.usage.cache_read ?? 0);
-    const color = t.checkpoint_new ? "var(--ckpt)" : t.referenced.length ? "var(--ref)" : "var(--sent)";
+    // A checkpoint derived at this turn or one still standing in for older history: either
+    // way the turn was not sent verbatim.
+    const color = t.checkpoint ? "var(--ckpt)" : t.referenced.length ? "var(--ref)" : "var(--sent)";
     parts.push(`<a href="#/s/${esc(sessionId)}/t/${t.turn}">
       <rect x="${x}" y="${y(full)}" width="${bar}" height="${height - 24 - y(full)}" fill="var(--full)"><title>turn ${t.turn}: full history ${fmt(full)}</title></rect>
       <rect class="sent" x="${x + bar * 0.2}" y="${y(sent)}" width="${bar * 0.6}" height="${height - 24 - y(sent)}" fill="${color}"><title>turn ${t.turn}: sent ${fmt(sent)} (${esc(t.stage || "")})</title></rect></a>`);
@@ -129,7 +131,7 @@ function turnsChart(sessionId, turns) {
   return `<div class="legend"><span><i style="background:var(--full)"></i>full history</span>
     <span><i style="background:var(--sent)"></i>sent verbatim</span>
     <span><i style="background:var(--ref)"></i>with references</span>
-    <span><i style="background:var(--ckpt)"></i>new checkpoint</span></div>
+    <span><i style="background:var(--ckpt)"></i>behind a checkpoint</span></div>
     <svg id="turns-chart" width="100%" viewBox="0 0 ${width} ${height}">${parts.join("")}</svg>`;
 }
 
