@@ -48,7 +48,8 @@ Packages add leaves where they raise them, each also under the class a caller al
 - ``comal.cli``: ``OutputPathError`` (UserError), a file or folder a command cannot write;
 - ``comal.serve``: ``RequestRefused`` (UserError) → ``HostNotAllowed``, ``OriginNotAllowed``,
   ``KeyInURL``, ``RequestTimeout``, each with its HTTP status; ``JSONTooDeep``,
-  ``ToolPairsBroken`` (InputError).
+  ``ToolPairsBroken`` (InputError); ``CannotListen`` → ``AddressInUse`` (UserError), an address
+  ``comal serve`` cannot listen on, said before it starts.
 
 Messages say what was wrong, where, and end with what to do about it.
 """

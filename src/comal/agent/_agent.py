@@ -301,6 +301,9 @@ class Agent:
         receipt = self.house.record(outcome, join_step=step)
         decision = outcome.judgment.decision
         self.say("result", f"{call.name}: {receipt.status} ({decision.action} by {decision.rule})")
+        # What the call returned (as stored): a person watching sees what the model will read;
+        # each surface decides how much of it to show.
+        self.say("output", outcome.result.text)
         if receipt.status == "ok" and call.name in RECALL_TOOLS:
             # OBS-2 "reread": the model went back to stored evidence the engine had taken out.
             args = outcome.judgment.args

@@ -19,7 +19,9 @@ from ._settings import AgentSettings
 
 __all__ = ["Outcomes", "Probe", "Say"]
 
-Say = Callable[[str, str], None]  # (kind, text): progress for a human
+# (kind, text): progress for a human. Kinds: turn, call, result, output (a call's whole
+# result text, for the surface to bound), note, warn.
+Say = Callable[[str, str], None]
 Probe = Callable[[str, str], None]  # (phase, detail): fault tests stop the process here
 
 

@@ -52,6 +52,9 @@ __all__ = ["EXIT_CODES", "run_prompt"]
 EXIT_CODES = {"finished": 0, "error": 2, "max_turns": 3, "budget_limited": 4}
 _STYLE = {"turn": "dim", "call": "cyan", "result": "green", "note": "dim", "warn": "yellow"}
 _PREVIEW = 200
+# A tool's output on stderr: its first lines, enough to follow the run; comal show and
+# comal evidence have it whole.
+_OUTPUT_LINES = 5
 # How the Bash operation words a sandbox that never started the command (ops/_bash.py).
 _BWRAP_SAID = re.compile(r"the sandbox could not start the command \((.*)\); nothing ran")
 
@@ -71,6 +74,9 @@ class _Progress:
 
     def say(self, kind: str, text: str) -> None:
         self._end_line()
+        if kind == "output":
+            self._output(text)
+            return
         if kind == "turn":
             self.streamed = ""
         style = _STYLE.get(kind, "")
@@ -81,6 +87,14 @@ class _Progress:
         line = text if len(text) <= _PREVIEW or kind == "warn" else text[: _PREVIEW - 1] + "…"
         prefix = {"call": "→ ", "result": "  ", "warn": "! "}.get(kind, "")
         self.console.print(f"[{style}]{escape(prefix + line)}[/]" if style else escape(line))
+
+    def _output(self, text: str) -> None:
+        lines = _shown(text.rstrip("\n")).split("\n") if text.strip() else ["(no output)"]
+        for line in lines[:_OUTPUT_LINES]:
+            cut = line if len(line) <= _PREVIEW else line[: _PREVIEW - 1] + "…"
+            self.console.print(f"[dim]{escape('  │ ' + cut)}[/]")
+        if len(lines) > _OUTPUT_LINES:
+            self.console.print(f"[dim]  │ … {len(lines) - _OUTPUT_LINES} more line(s)[/]")
 
     def event(self, event: StreamEvent) -> None:
         from ..providers import StreamDone, TextDelta

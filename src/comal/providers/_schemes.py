@@ -125,6 +125,17 @@ def provider_schemes() -> Mapping[str, ProviderScheme]:
     return plugins.provider_schemes()
 
 
+def catalog_specs() -> list[str]:
+    """The model specs a picker offers: every catalogued model (:func:`comal.tokens.
+    load_catalog`, the user's file included) whose provider is a registered scheme, as
+    ``scheme:model``, by scheme then name."""
+    from ..tokens import load_catalog
+
+    schemes = provider_schemes()
+    names = {(info.provider, info.name) for info, _ in load_catalog().values()}
+    return [f"{p}:{n}" for p, n in sorted(names) if p in schemes]
+
+
 def _find(spec: str) -> ProviderScheme | None:
     name, sep, _ = spec.partition(":")
     return provider_schemes().get(name) if sep else None
