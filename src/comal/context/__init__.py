@@ -41,7 +41,13 @@ from ._engine import (
     config_counter,
     engine_config,
 )
-from ._extractive import ExtractiveSummarizer, count_only_note, exact_values
+from ._extractive import (
+    ExtractiveSummarizer,
+    command_of,
+    count_only_note,
+    exact_values,
+    exit_code,
+)
 from ._registry import ENGINES, engine_names, get_engine
 from ._render import EngineCache, error_excerpt
 from ._replay import Bases, ReplayTurn, action_dict, proposal_record, split_view
@@ -93,6 +99,7 @@ __all__ = [
     "WorkState",
     "action_dict",
     "assemble",
+    "command_of",
     "compact",
     "config_counter",
     "count_only_note",
@@ -100,6 +107,7 @@ __all__ = [
     "engine_names",
     "error_excerpt",
     "exact_values",
+    "exit_code",
     "get_engine",
     "proposal_record",
     "render_state",
