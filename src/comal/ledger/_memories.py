@@ -187,15 +187,15 @@ class Memories(Reads):
             runs = self._gaps(c, scope, first_seq, last_seq)
             if not runs:
                 return Remembered()
-            ids = dict(
-                c.execute(
-                    f"SELECT seq, id FROM entries{self._dialect.budget_index}"
-                    " WHERE session_id = ? AND seq BETWEEN ? AND ?",
-                    (scope.session, runs[0][0], runs[-1][1]),
-                ).fetchall()
-            )
             held = self._held(c, scope, {sha256_hex(f.text) for f in facts})
             for a, b in runs:
+                ids = dict(
+                    c.execute(
+                        f"SELECT seq, id FROM entries{self._dialect.budget_index}"
+                        " WHERE session_id = ? AND seq BETWEEN ? AND ?",
+                        (scope.session, a, b),
+                    ).fetchall()
+                )
                 mine = [f for f in facts if all(a <= s <= b for s in f.seqs)]
                 fresh: list[MemoryInput] = []
                 for f in mine:
