@@ -22,7 +22,8 @@ Packages add leaves where they raise them, each also under the class a caller al
 - ``comal.ledger``: ``LedgerNotFound``, ``LedgerForeign``, ``LedgerNotADatabase``,
   ``LedgerIsADirectory``, ``LedgerReadOnly``, ``LedgerUnavailable``, ``LedgerBusy``
   (LedgerError); ``LedgerCorrupt``, ``LedgerRowDamaged`` (LedgerIntegrityError);
-  ``LedgerBadTarget``, ``InvalidIdentifier``, ``SessionHasChildren`` (UserError);
+  ``LedgerBadTarget``, ``InvalidIdentifier``, ``SessionHasChildren``, ``MemorySearchTimeout``
+  (UserError);
 - ``comal.evidence``: ``EvidenceError`` → ``EvidenceNotFound`` (UserError),
   ``EvidenceNotAllowed`` (ScopeError), ``EvidenceFieldError`` / ``EvidenceArgumentError``
   (UserError), ``EvidenceDigestMismatch`` / ``EvidenceCorrupt`` (LedgerIntegrityError);

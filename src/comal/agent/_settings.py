@@ -63,7 +63,9 @@ class WorkSettings:
 @dataclass(frozen=True, slots=True)
 class AgentSettings:
     """``model`` is the name sent in each request; ``window`` the resolved effective window
-    (TOK-3); ``output_reserve`` overrides the budget's default reserve; ``checks`` are the
+    (TOK-3); ``output_reserve`` overrides the budget's default reserve and
+    ``output_escalation`` is the most output the first request after a compaction may ask for
+    (MEM-3; None: no escalation); ``checks`` are the
     commands :meth:`Agent.finish` runs before a session may be marked finished (RES-5);
     ``engine_name`` names the context engine in the registry and ``engine`` is its
     configuration (that engine's ``config_type``); ``cache`` the prompt-cache settings
@@ -77,6 +79,7 @@ class AgentSettings:
     effort: str | None = None
     max_turns: int = 50
     output_reserve: int | None = None
+    output_escalation: int | None = 32_768
     engine: BaseModel = field(default_factory=EngineConfig)
     engine_name: str = "limit"
     spend: SpendCaps = field(default_factory=SpendCaps)

@@ -34,7 +34,12 @@ _FLAT = (
     "_summaries",
 )
 # The command groups: name -> (module, attribute).
-_GROUPS = {"bench": ("_bench", "app"), "config": ("_config", "app"), "keys": ("_serve", "keys_app")}
+_GROUPS = {
+    "bench": ("_bench", "app"),
+    "config": ("_config", "app"),
+    "keys": ("_serve", "keys_app"),
+    "memory": ("_memory", "app"),
+}
 COMMAND_MODULES = {
     "import": "_import",
     **dict.fromkeys(

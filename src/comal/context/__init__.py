@@ -42,7 +42,13 @@ from ._engine import (
     config_counter,
     engine_config,
 )
-from ._extractive import ExtractiveSummarizer, count_only_note, exact_values
+from ._extractive import (
+    ExtractiveSummarizer,
+    command_of,
+    count_only_note,
+    exact_values,
+    exit_code,
+)
 from ._registry import ENGINES, engine_names, get_engine
 from ._render import EngineCache, error_excerpt
 from ._replay import Bases, ReplayTurn, action_dict, proposal_record, split_view
@@ -98,6 +104,7 @@ __all__ = [
     "assemble",
     "board_in",
     "board_note",
+    "command_of",
     "compact",
     "config_counter",
     "count_only_note",
@@ -105,6 +112,7 @@ __all__ = [
     "engine_names",
     "error_excerpt",
     "exact_values",
+    "exit_code",
     "get_engine",
     "newest_board",
     "proposal_record",
