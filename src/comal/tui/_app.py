@@ -29,6 +29,7 @@ from textual.widget import Widget
 from textual.widgets import Footer, Input, Static
 
 from ..agent import Runtime, context_report, render_report, resumable
+from ..agent._transcript import board_note as shared_board_note
 from ..errors import ComalError
 from ..ops import Actor, ApprovalRequest, CallbackApprover, Rule
 from ..providers import StreamDone, StreamEvent, TextDelta, catalog_specs
@@ -373,23 +374,9 @@ class ComalApp(App[None]):
 
 
 def board_note(rt: Runtime) -> str:
-    """The board in the status line (BRD-2): how many items are verified, done, open; /state
-    shows it whole."""
-    from ..work import board_of
-
-    if rt.scope is None:
-        return ""
-    board = board_of(rt.ledger, rt.scope)
-    if not board.items:
-        return ""
-    counts = board.counts
-    done = counts.get("done", 0)
-    left = len(board.open_items)
-    return (
-        f" · board {counts.get('verified', 0)}/{len(board.items)} verified"
-        + (f", {done} done" if done else "")
-        + (f", {left} open" if left else "")
-    )
+    """The board in the status line (BRD-2); /state shows it whole."""
+    shown = shared_board_note(rt.ledger, rt.scope)
+    return f" · {shown}" if shown else ""
 
 
 def _literal(subject: str) -> str:
