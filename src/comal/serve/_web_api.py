@@ -256,7 +256,9 @@ def web_router(gate: Gate, sessions: WebSessions, token: str) -> APIRouter:
 
     @router.get("/sessions/{session_id}/live", summary="The session as it runs (SSE)")
     async def live_events(
-        request: Request, session_id: str, after: Annotated[int, Query(ge=0)] = 0
+        request: Request,
+        session_id: str,
+        after: Annotated[int | None, Query(ge=0, description="Last event seen; none: now.")] = None,
     ) -> Any:
         try:
             _, info = await session_of(request, session_id, changes_state=False)
@@ -268,13 +270,15 @@ def web_router(gate: Gate, sessions: WebSessions, token: str) -> APIRouter:
 
 
 async def _stream(
-    request: Request, sessions: WebSessions, info: SessionInfo, after: int
+    request: Request, sessions: WebSessions, info: SessionInfo, after: int | None
 ) -> AsyncIterator[dict[str, str]]:
-    """The worker's events after ``after``, then the ledger's changes, as they come."""
+    """The worker's events after ``after`` (none: from now on) and the ledger's changes, as
+    they come. A page reads what happened before from the transcript."""
     ledger: LedgerBackend = request.app.state.ledger
-    cursor, last = after, None
     live: LiveSession | None = sessions.get(info)
-    hello = {"working": bool(live and live.working), "last": live.last_event if live else 0}
+    newest = live.last_event if live is not None else 0
+    cursor, last = (newest if after is None else after), None
+    hello = {"working": bool(live and live.working), "last": newest}
     yield {"event": "hello", "data": json.dumps(hello)}
     ticks = 0
     while True:

@@ -107,6 +107,8 @@ class LiveSession:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.crashed: dict[str, str] | None = None
+        # The first prompt is stored with the session (one transaction): its run answers it.
+        self.started_with: str | None = None
 
     # -- events -------------------------------------------------------------------------------
     def emit(self, kind: str, **data: Any) -> None:
@@ -170,9 +172,15 @@ class LiveSession:
         approver = LedgerApprover(rt.ledger, scope, stop=self._stop.is_set, on_request=self._asked)
         # The prompt's sender is the person the server authenticated (the preamble says so).
         rt.user = by.id
+        stored = prompt == self.started_with
+        self.started_with = None
         try:
             result = rt.run(
-                prompt, approver=approver, say=self._say, on_event=self._stream, probe=self._phase
+                None if stored else prompt,
+                approver=approver,
+                say=self._say,
+                on_event=self._stream,
+                probe=self._phase,
             )
             answered = result.answer if result.status == "finished" else None
             self.emit("stopped", status=result.status, answer=answered, error=result.error)
@@ -291,6 +299,7 @@ class WebSessions:
         runtime.user = by.id
         runtime.start(prompt)
         live = LiveSession(runtime, tenant)
+        live.started_with = prompt
         with self._lock:
             self._live[live.session] = live
         return live, self.operate(live, "prompt", {"prompt": prompt}, by)
