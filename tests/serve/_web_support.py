@@ -45,7 +45,12 @@ SCENARIO: list[dict[str, Any]] = [
             tool("e1", "Edit", path="notes.txt", old_string="hello\n", new_string="hello web\n"),
         ]
     },
-    {"content": [tool("k1", "BoardAdd", text="notes greet the web"), tool("b1", "Bash", command="rm -rf build")]},
+    {
+        "content": [
+            tool("k1", "BoardAdd", text="notes greet the web"),
+            tool("b1", "Bash", command="rm -rf build"),
+        ]
+    },
     {"content": [tool("k2", "BoardUpdate", item=1, status="done")]},
     {"content": [say("Done: notes.txt greets the web.")]},
     {"content": [tool("b2", "Bash", command="echo resumed > after.txt")]},
@@ -159,7 +164,7 @@ class Process:
         s = self.site
         command = [sys.executable, "-m", "comal", "serve", "--port", str(self.port)]
         command += ["--config", str(s.config_file), "--ledger", str(s.ledger_path)]
-        self._log = open(s.root / "serve.log", "ab")  # noqa: SIM115 - closed by kill()
+        self._log = open(s.root / "serve.log", "ab")  # closed by kill()
         self.proc = subprocess.Popen(
             command, stdout=self._log, stderr=self._log, env=dict(os.environ)
         )
