@@ -89,6 +89,9 @@ def site(tmp_path: Path, script: list[dict[str, Any]] = SCENARIO, **extra: Any) 
     return Site(tmp_path, work, config_file, tmp_path / "ledger.db", (specs[0], specs[1]))
 
 
+_OPEN: list[httpx.Client] = []
+
+
 class Web:
     """An HTTP client of the web routes: the token is fetched once and sent on every POST."""
 
@@ -96,6 +99,7 @@ class Web:
         headers = {"x-comal-key": key} if key else {}
         self.http = httpx.Client(base_url=url, headers=headers, timeout=30)
         self._csrf: str | None = None
+        _OPEN.append(self.http)  # closed when the server stops
 
     @property
     def csrf(self) -> str:
@@ -142,7 +146,11 @@ def in_thread(s: Site, **settings: Any) -> Iterator[tuple[str, SQLiteLedger]]:
     app = create_app(ServeConfig(operator=s.operator(), **settings), ledger=led)
     try:
         with ServerThread(app) as server:
-            yield server.url, led
+            try:
+                yield server.url, led
+            finally:
+                while _OPEN:
+                    _OPEN.pop().close()
     finally:
         led.close()
 
