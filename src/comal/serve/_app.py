@@ -262,7 +262,8 @@ def create_app(
     from ._web_api import web_router
 
     app.include_router(api_router(gate))
-    app.include_router(web_router(gate, web, secrets.token_urlsafe(32)))
+    app.state.csrf = secrets.token_urlsafe(32)
+    app.include_router(web_router(gate, web, app.state.csrf))
     if config.dashboard:
         static = resources.files("comal.serve").joinpath("static")
 

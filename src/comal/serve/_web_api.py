@@ -39,7 +39,7 @@ from ._web_views import changes, fingerprint, gauge_view, transcript_view, work_
 if TYPE_CHECKING:
     from ._app import Gate, Tenant
 
-__all__ = ["CSRF_HEADER", "web_router"]
+__all__ = ["CSRF_HEADER", "check_csrf", "web_router"]
 
 T = TypeVar("T")
 CSRF_HEADER = "x-comal-csrf"
@@ -96,6 +96,17 @@ def _outcome(outcome: Outcome) -> dict[str, Any]:
     return body
 
 
+def check_csrf(headers: dict[str, str], token: str) -> None:
+    """A state-changing request from a browser must carry the server's token (see above)."""
+    if not hmac.compare_digest(headers.get(CSRF_HEADER, ""), token):
+        raise ApiError(
+            403,
+            "CSRF_TOKEN",
+            f"a state-changing request needs this server's token in the {CSRF_HEADER} "
+            "header; GET /api/web gives it (the web page sends it by itself)",
+        )
+
+
 def web_router(gate: Gate, sessions: WebSessions, token: str) -> APIRouter:
     router = APIRouter(prefix="/api", tags=["web"])
 
@@ -114,13 +125,8 @@ def web_router(gate: Gate, sessions: WebSessions, token: str) -> APIRouter:
             tenant = await run(lambda: gate.tenant(headers))
         except AuthError as exc:
             raise ApiError(401, "UNAUTHORIZED", exc.message) from exc
-        if changes_state and not hmac.compare_digest(headers.get(CSRF_HEADER, ""), token):
-            raise ApiError(
-                403,
-                "CSRF_TOKEN",
-                f"a state-changing request needs this server's token in the {CSRF_HEADER} "
-                "header; GET /api/web gives it (the web page sends it by itself)",
-            )
+        if changes_state:
+            check_csrf(headers, token)
         return tenant
 
     async def session_of(
@@ -206,8 +212,9 @@ def web_router(gate: Gate, sessions: WebSessions, token: str) -> APIRouter:
     async def approve(
         request: Request, session_id: str, request_id: str, body: AnswerBody
     ) -> dict[str, Any]:
+        tenant, info = await session_of(request, session_id)
         args = {"request": request_id, "granted": body.granted, "reason": body.reason}
-        return await steer(request, session_id, "approve", args)
+        return _outcome(await run(lambda: sessions.approve(info, args, _human(tenant))))
 
     @router.post(
         "/sessions/{session_id}/commands/{name}",

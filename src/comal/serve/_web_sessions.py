@@ -20,16 +20,20 @@ configuration (CFG-2); nothing a client sends widens them.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
+import uuid
 from pathlib import Path
 from typing import Any
 
-from ..agent import Config, Flags, Runtime, load_config
+from ..agent import Config, Flags, Runtime, house_factory, load_config
 from ..agent._approvals import LedgerApprover, answer, pending
+from ..agent._steering import STEERING_OPERATIONS
 from ..errors import ComalError, UserError
 from ..ledger import LedgerBackend, SessionInfo
-from ..ops import Actor, HouseFactory, Outcome
+from ..messages import ToolCall
+from ..ops import Actor, HouseFactory, Outcome, default_registry
 from ..providers import StreamDone, StreamEvent, TextDelta
 from ._config import ServeConfig
 
@@ -345,6 +349,19 @@ class WebSessions:
         outcome = live.runtime.control(name, args, surface="api", actor=by)
         live.emit("operation", name=name, by=by.id, is_error=outcome.result.is_error)
         return outcome
+
+    def approve(self, info: SessionInfo, args: dict[str, Any], by: Actor) -> Outcome:
+        """The ``approve`` operation for any agent of the tenant: this server's worker, or one
+        running elsewhere beside a shared ledger (``comal -p`` with a ledger approver), whose
+        house is built here by the one factory with no host (the answer is the ledger's)."""
+        live = self.get(info)
+        if live is not None:
+            return self.operate(live, "approve", args, by)
+        registry = default_registry()
+        registry.add_all(STEERING_OPERATIONS)
+        house = house_factory(self.ledger, self.operator(), registry).house(info.scope)
+        call = ToolCall(f"api-{uuid.uuid4().hex[:12]}", "approve", json.dumps(args))
+        return house.handle(call, by, surface="api")[0]
 
     def close(self) -> None:
         """Interrupt every worker and give each a moment to stop at its next phase."""

@@ -254,11 +254,8 @@ async function approvalsView() {
     button.onclick = async () => {
       const card = button.closest(".approval");
       const a = data.approvals.find((x) => x.id === card.dataset.id);
-      await api(`/api/approvals/${a.session}/${a.id}`, {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify({ granted: button.dataset.answer === "true" }),
-      });
+      // post() (web.js) sends the server's CSRF token with the answer.
+      await post(`/api/approvals/${a.session}/${a.id}`, { granted: button.dataset.answer === "true" });
       render();
     };
   }
