@@ -18,7 +18,7 @@ from comal.agent import Runtime
 from comal.ledger import open_ledger
 from comal.serve._web_sessions import WebRuntime
 
-from ._web_support import SCENARIO, Web, in_thread, say, site
+from ._web_support import SCENARIO, Web, in_thread, say, site, tool
 
 
 def _start(web: Web, **body: Any) -> str:
@@ -196,3 +196,34 @@ def test_the_models_catalog_never_lists_the_steering_operations(tmp_path: Path) 
         assert not names & {"prompt", "interrupt", "approve"}
         assert {"prompt", "interrupt", "approve"} <= set(runtime.registry.catalog("api").names)
         assert not {"prompt", "interrupt", "approve"} & set(runtime.registry.catalog("tui").names)
+
+
+def test_always_allows_that_subject_and_a_resume_needs_no_prompt(tmp_path: Path) -> None:
+    # covers: RES-1, SRF-1, OPS-2
+    script = [
+        {"content": [tool("e1", "Edit", path="notes.txt", old_string="hello", new_string="hi")]},
+        {"content": [tool("e2", "Edit", path="notes.txt", old_string="hi", new_string="hey")]},
+        {"content": [say("Edited twice.")]},
+    ]
+    s = site(tmp_path, script)
+    with in_thread(s) as (url, led):
+        web = Web(url)
+        sid = _start(web)
+        asked = web.approval(sid)
+        body = {"granted": True, "always": True}
+        r = web.post(f"/api/sessions/{sid}/approvals/{asked['id']}", body)
+        assert r.status_code == 200, r.text
+        web.idle(sid)
+        assert (s.work / "notes.txt").read_text() == "hey\n"
+        info = next(i for i in led.sessions() if i.id == sid)
+        # One question: the second Edit of the same file was allowed by the rule "always" added.
+        assert len(led.records(info.scope, "event", kinds=("approval_request",))) == 1
+        (rule,) = led.records(info.scope, "event", kinds=("rule_added",))
+        assert rule.body["rule"] == "Edit(notes.txt)" and rule.body["by"].startswith("local:")
+        assert led.session(info.scope).status == "finished"  # type: ignore[union-attr]
+        # A resume without a prompt: the finished session does not call the model (RES-1).
+        requests = len(led.requests(info.scope))
+        r = web.post(f"/api/sessions/{sid}/prompts", {})
+        assert r.status_code == 200 and "resuming" in r.json()["text"]
+        web.idle(sid)
+        assert len(led.requests(info.scope)) == requests

@@ -17,8 +17,8 @@ from typing import Any, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import UserError
-from ..ops import Actor, CallContext, Operation, Surface, ToolOutput
-from ._approvals import answer
+from ..ops import Actor, CallContext, Operation, Registry, Rule, Surface, ToolOutput
+from ._approvals import answer, pending
 from ._human import _coded
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "ApprovalGone",
     "NotSteerable",
     "Steering",
+    "always_rule",
 ]
 
 _API: frozenset[Surface] = frozenset({"api"})
@@ -35,8 +36,9 @@ _API: frozenset[Surface] = frozenset({"api"})
 class Steering(Protocol):
     """What ``prompt`` and ``interrupt`` ask of the host running the session's loop."""
 
-    def submit(self, prompt: str, by: Actor) -> dict[str, Any]: ...
+    def submit(self, prompt: str | None, by: Actor) -> dict[str, Any]: ...
     def interrupt(self, by: Actor) -> bool: ...
+    def allow_always(self, rule: Rule, by: Actor) -> None: ...
 
 
 class NotSteerable(UserError):
@@ -53,7 +55,12 @@ class ApprovalGone(UserError):
 
 class PromptArgs(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-    prompt: str = Field(min_length=1, max_length=200_000, description="What to ask the agent.")
+    prompt: str | None = Field(
+        None,
+        min_length=1,
+        max_length=200_000,
+        description="What to ask the agent; none resumes it as `comal --resume` does (RES-1).",
+    )
 
 
 class InterruptArgs(BaseModel):
@@ -63,8 +70,40 @@ class InterruptArgs(BaseModel):
 class ApproveArgs(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     request: str = Field(pattern=r"^[0-9a-f]{32}$", description="The approval request's id.")
-    granted: bool = Field(description="True allows the call once, false refuses it.")
+    granted: bool = Field(description="True allows the call, false refuses it.")
     reason: str = Field("", max_length=2_000, description="Why, for the receipt.")
+    always: bool = Field(
+        False,
+        description="Also allow this operation on this exact subject for the rest of the "
+        "session's run in this host (the TUI's 'always').",
+    )
+
+
+class AlwaysNotOffered(UserError):
+    """'Always' was asked for a call that has no subject to pin a rule to, or a host that keeps
+    no rules (an agent running elsewhere)."""
+
+    code = "ALWAYS_NOT_OFFERED"
+
+
+def always_rule(registry: Registry, operation: str, arguments: Any) -> Rule | None:
+    """The rule "always" adds: this operation on this exact subject, or none when the
+    operation has no subject to pin it to (always-allow-everything is not offered)."""
+    op = registry.get(operation)
+    if op is None or op.subject is None:
+        return None
+    try:
+        subject = op.subject(op.input.model_validate(dict(arguments)))
+    except (ValueError, TypeError):
+        return None
+    if not subject or (op.subject_kind == "path" and any(c in subject for c in "*?[")):
+        return None
+    return Rule(op.name, _literal(subject), "allow")
+
+
+def _literal(subject: str) -> str:
+    """``subject`` as a rule pattern that matches only itself (glob characters escaped)."""
+    return "".join(f"[{ch}]" if ch in "*?[" else ch for ch in subject)
 
 
 def _steering(ctx: CallContext) -> Steering:
@@ -78,7 +117,8 @@ def _steering(ctx: CallContext) -> Steering:
 
 def _prompt(args: PromptArgs, ctx: CallContext) -> ToolOutput:
     queued = _steering(ctx).submit(args.prompt, ctx.actor)
-    return ToolOutput(f"prompt queued for session {ctx.scope.session}", observations=queued)
+    what = "prompt queued" if args.prompt is not None else "resuming (no new prompt)"
+    return ToolOutput(f"{what} for session {ctx.scope.session}", observations=queued)
 
 
 def _interrupt(args: InterruptArgs, ctx: CallContext) -> ToolOutput:
@@ -88,6 +128,8 @@ def _interrupt(args: InterruptArgs, ctx: CallContext) -> ToolOutput:
 
 
 def _approve(args: ApproveArgs, ctx: CallContext) -> ToolOutput:
+    if args.always and args.granted:
+        _always(args, ctx)
     try:
         body = answer(
             ctx.ledger,
@@ -106,6 +148,23 @@ def _approve(args: ApproveArgs, ctx: CallContext) -> ToolOutput:
         raise ApprovalGone(str(exc)) from exc
     said = "approved" if args.granted else "refused"
     return ToolOutput(f"{said} {args.request}", observations={"answer": body})
+
+
+def _always(args: ApproveArgs, ctx: CallContext) -> None:
+    """Add the rule before the answer, so the waiting agent's next call is judged with it."""
+    asked = next((p for p in pending(ctx.ledger, ctx.scope) if p["id"] == args.request), None)
+    if asked is None:
+        raise ApprovalGone(f"no pending approval {args.request} in session {ctx.scope.session}")
+    registry = ctx.factory.registry if ctx.factory is not None else None
+    rule = None
+    if registry is not None:
+        rule = always_rule(registry, str(asked["operation"]), asked["arguments"])
+    if rule is None or not isinstance(ctx.host, Steering):
+        raise AlwaysNotOffered(
+            f"'always' is not offered for this {asked['operation']} call (no subject to pin a "
+            "rule to, or its agent runs elsewhere); allow it once instead"
+        )
+    ctx.host.allow_always(rule, ctx.actor)
 
 
 STEERING_OPERATIONS: tuple[Operation, ...] = (

@@ -52,6 +52,7 @@ _STATUS = {
     "AGENT_BUSY": 409,
     "SESSION_LOCKED": 409,
     "APPROVAL_NOT_PENDING": 409,
+    "ALWAYS_NOT_OFFERED": 409,
 }
 
 
@@ -69,7 +70,9 @@ class StartBody(BaseModel):
 class PromptBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    prompt: str = Field(min_length=1, max_length=200_000)
+    prompt: str | None = Field(
+        None, min_length=1, max_length=200_000, description="None: resume (RES-1)."
+    )
 
 
 class AnswerBody(BaseModel):
@@ -77,6 +80,7 @@ class AnswerBody(BaseModel):
 
     granted: bool
     reason: str = Field("", max_length=2_000)
+    always: bool = Field(False, description="Also allow calls like it (this subject) from now.")
 
 
 def _outcome(outcome: Outcome) -> dict[str, Any]:
@@ -197,7 +201,8 @@ def web_router(gate: Gate, sessions: WebSessions, token: str) -> APIRouter:
     @router.post("/sessions/{session_id}/prompts", summary="Give the agent a prompt")
     @handled
     async def prompt(request: Request, session_id: str, body: PromptBody) -> dict[str, Any]:
-        return await steer(request, session_id, "prompt", {"prompt": body.prompt})
+        args = {} if body.prompt is None else {"prompt": body.prompt}
+        return await steer(request, session_id, "prompt", args)
 
     @router.post("/sessions/{session_id}/interrupt", summary="Stop the agent before its next call")
     @handled
@@ -214,6 +219,8 @@ def web_router(gate: Gate, sessions: WebSessions, token: str) -> APIRouter:
     ) -> dict[str, Any]:
         tenant, info = await session_of(request, session_id)
         args = {"request": request_id, "granted": body.granted, "reason": body.reason}
+        if body.always:
+            args["always"] = True
         return _outcome(await run(lambda: sessions.approve(info, args, _human(tenant))))
 
     @router.post(

@@ -29,11 +29,11 @@ from typing import Any
 
 from ..agent import Config, Flags, Runtime, house_factory, load_config
 from ..agent._approvals import LedgerApprover, answer, pending
-from ..agent._steering import STEERING_OPERATIONS
+from ..agent._steering import STEERING_OPERATIONS, always_rule
 from ..errors import ComalError, UserError
 from ..ledger import LedgerBackend, SessionInfo
 from ..messages import ToolCall
-from ..ops import Actor, HouseFactory, Outcome, default_registry
+from ..ops import Actor, HouseFactory, Outcome, Rule, default_registry
 from ..providers import StreamDone, StreamEvent, TextDelta
 from ._config import ServeConfig
 
@@ -80,11 +80,14 @@ class WebRuntime(Runtime):
 
     live: LiveSession | None = None
 
-    def submit(self, prompt: str, by: Actor) -> dict[str, Any]:
+    def submit(self, prompt: str | None, by: Actor) -> dict[str, Any]:
         return self._live().submit(prompt, by)
 
     def interrupt(self, by: Actor) -> bool:
         return self._live().interrupt(by)
+
+    def allow_always(self, rule: Rule, by: Actor) -> None:
+        self.add_rule(rule, by=by)
 
     def _live(self) -> LiveSession:
         if self.live is None:
@@ -140,7 +143,7 @@ class LiveSession:
         return thread is not None and thread.is_alive()
 
     # -- steering (the operations' host) -------------------------------------------------------
-    def submit(self, prompt: str, by: Actor) -> dict[str, Any]:
+    def submit(self, prompt: str | None, by: Actor) -> dict[str, Any]:
         with self._cond:
             if self.working:
                 raise AgentBusy(
@@ -168,7 +171,7 @@ class LiveSession:
             thread.join(timeout)
 
     # -- the worker ----------------------------------------------------------------------------
-    def _work(self, prompt: str, by: Actor) -> None:
+    def _work(self, prompt: str | None, by: Actor) -> None:
         rt = self.runtime
         scope = rt.need_scope()
         self.crashed = None
@@ -176,7 +179,7 @@ class LiveSession:
         approver = LedgerApprover(rt.ledger, scope, stop=self._stop.is_set, on_request=self._asked)
         # The prompt's sender is the person the server authenticated (the preamble says so).
         rt.user = by.id
-        stored = prompt == self.started_with
+        stored = prompt is not None and prompt == self.started_with
         self.started_with = None
         try:
             result = rt.run(
@@ -205,7 +208,8 @@ class LiveSession:
         self.emit("crashed", **what)
 
     def _asked(self, body: dict[str, Any]) -> None:
-        self.emit("approval", request=body)
+        rule = always_rule(self.runtime.registry, body["operation"], body["arguments"])
+        self.emit("approval", request=body | {"always": None if rule is None else str(rule)})
 
     def _say(self, kind: str, text: str) -> None:
         if kind == "call":

@@ -29,6 +29,7 @@ from textual.widget import Widget
 from textual.widgets import Footer, Input, Static
 
 from ..agent import Runtime, context_report, render_report, resumable
+from ..agent._steering import always_rule
 from ..agent._transcript import board_note as shared_board_note
 from ..errors import ComalError
 from ..ops import Actor, ApprovalRequest, CallbackApprover, Rule
@@ -228,18 +229,8 @@ class ComalApp(App[None]):
             self.note(f"{kind}: {text}")
 
     def _always_rule(self, request: ApprovalRequest) -> Rule | None:
-        """The rule "always" would add: this operation on this exact subject, or none when
-        the operation has no subject to pin it to (always-allow-everything is not offered)."""
-        op = self.runtime.registry.get(request.operation)
-        if op is None or op.subject is None:
-            return None
-        try:
-            subject = op.subject(op.input.model_validate(dict(request.arguments)))
-        except ValueError:
-            return None
-        if not subject or (op.subject_kind == "path" and any(c in subject for c in "*?[")):
-            return None
-        return Rule(op.name, _literal(subject), "allow")
+        """The rule "always" would add (:func:`comal.agent._steering.always_rule`)."""
+        return always_rule(self.runtime.registry, request.operation, request.arguments)
 
     def _ask_human(self, request: ApprovalRequest) -> bool:
         """Runs in the worker: show the dialog on the UI thread and wait for the answer."""
@@ -377,14 +368,6 @@ def board_note(rt: Runtime) -> str:
     """The board in the status line (BRD-2); /state shows it whole."""
     shown = shared_board_note(rt.ledger, rt.scope)
     return f" · {shown}" if shown else ""
-
-
-def _literal(subject: str) -> str:
-    """``subject`` as a rule pattern that matches only itself (glob characters escaped)."""
-    out = []
-    for ch in subject:
-        out.append(f"[{ch}]" if ch in "*?[" else ch)
-    return "".join(out)
 
 
 _EXAMPLE = {"model": "anthropic:claude-sonnet-4-6", "effort": "high", "mode": "ask", "name": "x"}

@@ -121,10 +121,10 @@ function approvalCard(a) {
   const what = a.change ? diff(a.change)
     : command !== null ? el("pre", { class: "command" }, "$ " + command)
     : el("pre", {}, JSON.stringify(a.arguments, null, 1));
-  const answer = async (granted) => {
+  const answer = async (granted, always = false) => {
     card.querySelectorAll("button").forEach((b) => { b.disabled = true; });
     try {
-      await post(`/api/sessions/${web.sid}/approvals/${a.id}`, { granted });
+      await post(`/api/sessions/${web.sid}/approvals/${a.id}`, { granted, always });
       card.remove();
     } catch (error) { card.append(el("p", { class: "problem" }, error.message)); }
   };
@@ -132,8 +132,10 @@ function approvalCard(a) {
   const card = el("div", { class: "card ask", "data-id": a.id },
     el("div", { class: "asktitle" }, `Approve ${a.operation}${path}?`), what,
     el("div", { class: "muted" }, `${a.actor.kind} ${a.actor.id} proposes it · effects: ${(a.effects || []).map((e) => e.kind).join(", ") || "none"} · asked by rule ${a.rule}`),
+    a.always ? el("div", { class: "muted" }, `always: adds the rule allow ${a.always}`) : null,
     el("div", { class: "buttons" },
       el("button", { class: "approve", onclick: () => answer(true) }, "Allow once"),
+      a.always ? el("button", { class: "always", onclick: () => answer(true, true) }, "Always") : null,
       el("button", { class: "deny", onclick: () => answer(false) }, "Deny")));
   document.getElementById("asks").append(card);
 }
@@ -279,10 +281,11 @@ async function follow(sid) {
   }, 1000);
 }
 
-const HELP = "commands: /model ID, /effort LEVEL, /mode read-only|ask|trusted, /name TEXT, /context, /state, /compact, /cost, /help; anything else is a prompt";
+const HELP = "commands: /model ID, /effort LEVEL, /mode read-only|ask|trusted, /name TEXT, /context, /state, /compact, /cost, /resume (continue without a new prompt), /help; anything else is a prompt";
 
 async function send(text) {
   if (text === "/help") { note(HELP); return; }
+  if (text === "/resume") { await post(`/api/sessions/${web.sid}/prompts`, {}); return; }
   if (text.startsWith("/")) {
     const [name, ...rest] = text.slice(1).split(" ");
     const value = rest.join(" ").trim();
@@ -298,13 +301,22 @@ async function send(text) {
 }
 
 async function chatView(sid) {
-  const info = await api(`/api/sessions/${sid}`);
+  const [info, allowed] = await Promise.all([api(`/api/sessions/${sid}`), webInfo()]);
   web.sid = sid;
+  // The model picker: the operator's models; choosing one is /model.
+  const models = el("select", { id: "model-picker", title: "/model" },
+    el("option", { value: "" }, "model…"), allowed.models.map((m) => el("option", { value: m }, m)));
+  models.addEventListener("change", () => {
+    if (models.value) send(`/model ${models.value}`).catch((e) => { problem.textContent = shown(e.message); });
+    models.value = "";
+  });
   const input = el("textarea", { id: "prompt", rows: "2", placeholder: "Ask, or /help" });
   const problem = el("p", { class: "problem", id: "problem" });
   const form = el("form", { id: "prompt-form" }, input,
     el("div", { class: "buttons" }, el("button", { type: "submit", class: "approve" }, "Send"),
-      el("button", { type: "button", id: "interrupt", onclick: () => post(`/api/sessions/${sid}/interrupt`).catch((e) => { problem.textContent = shown(e.message); }) }, "Interrupt")),
+      el("button", { type: "button", id: "interrupt", onclick: () => post(`/api/sessions/${sid}/interrupt`).catch((e) => { problem.textContent = shown(e.message); }) }, "Interrupt"),
+      el("button", { type: "button", id: "resume", title: "Continue without a new prompt, as comal --resume does", onclick: () => post(`/api/sessions/${sid}/prompts`, {}).catch((e) => { problem.textContent = shown(e.message); }) }, "Resume"),
+      models),
     problem);
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
