@@ -53,6 +53,10 @@ def test_a_person_runs_steers_and_finishes_a_session_from_the_page(tmp_path: Pat
             page.wait_for_selector(".ask pre.diff", timeout=30_000)
             assert "+hello web" in page.inner_text(".ask pre.diff")
             assert "Looking at the notes." in page.inner_text("#transcript")
+            # 'Always' offers the rule this exact file would get, as the TUI's dialog does.
+            assert "allow Edit(notes.txt)" in page.inner_text(".ask")
+            page.wait_for_selector("#others li")
+            page.wait_for_selector("#gauge-text")
             page.screenshot(path=str(shots / "web-approve-edit.png"))
             page.click(".ask button.approve")
 
@@ -63,6 +67,7 @@ def test_a_person_runs_steers_and_finishes_a_session_from_the_page(tmp_path: Pat
             page.click(".ask button.deny")
 
             _shows(page, "#board li", "notes greet the web")
+            _shows(page, "#board li", "done")
             _shows(page, "#transcript .line", "Done: notes.txt greets the web.")
             assert (s.work / "notes.txt").read_text() == "hello web\n"
             # The refused Bash's output (collapsed) is an error the model reads.

@@ -249,8 +249,18 @@ def web_router(gate: Gate, sessions: WebSessions, token: str) -> APIRouter:
         request: Request, session_id: str, start: Annotated[int, Query(ge=0)] = 0
     ) -> dict[str, Any]:
         _, info = await session_of(request, session_id, changes_state=False)
+        live = sessions.get(info)
+        # Read before the entries: a page that follows the events after it misses nothing
+        # (what happened in between may arrive twice; the next transcript settles it).
+        last = live.last_event if live is not None else 0
         lines = await run(lambda: transcript_view(led(request), info.scope, start=start))
-        return {"session": session_id, "lines": lines}
+        return {"session": session_id, "lines": lines, "last_event": last}
+
+    @router.get("/sessions/{session_id}/asks", summary="The agent's pending approvals")
+    @handled
+    async def asks(request: Request, session_id: str) -> dict[str, Any]:
+        _, info = await session_of(request, session_id, changes_state=False)
+        return {"session": session_id, "approvals": await run(lambda: sessions.asks(info))}
 
     @router.get("/sessions/{session_id}/work", summary="The board and the tree of work steps")
     @handled

@@ -354,6 +354,18 @@ class WebSessions:
         live.emit("operation", name=name, by=by.id, is_error=outcome.result.is_error)
         return outcome
 
+    def asks(self, info: SessionInfo) -> list[dict[str, Any]]:
+        """The session's pending approvals; for a session this server runs, each says the rule
+        "always" would add (none where the call has no subject to pin one to)."""
+        live = self.get(info)
+        found = pending(self.ledger, info.scope)
+        for ask in found:
+            rule = None
+            if live is not None:
+                rule = always_rule(live.runtime.registry, ask["operation"], ask["arguments"])
+            ask["always"] = None if rule is None else str(rule)
+        return found
+
     def approve(self, info: SessionInfo, args: dict[str, Any], by: Actor) -> Outcome:
         """The ``approve`` operation for any agent of the tenant: this server's worker, or one
         running elsewhere beside a shared ledger (``comal -p`` with a ledger approver), whose

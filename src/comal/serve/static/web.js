@@ -187,6 +187,8 @@ async function others(q = "") {
 
 async function transcript() {
   const data = await api(`/api/sessions/${web.sid}/transcript`);
+  // The events to follow are the ones after this transcript was read (none is missed).
+  if (web.cursor === null) web.cursor = data.last_event;
   const box = document.getElementById("transcript");
   box.replaceChildren(...data.lines.map(line));
   box.scrollTop = box.scrollHeight;
@@ -195,15 +197,15 @@ async function transcript() {
 }
 
 async function syncAsks() {
-  const asks = await api("/api/approvals");
+  const asks = await api(`/api/sessions/${web.sid}/asks`);
   const box = document.getElementById("asks");
   if (!box) return;
   box.replaceChildren();
-  asks.approvals.filter((a) => a.session === web.sid).forEach(approvalCard);
+  asks.approvals.forEach(approvalCard);
 }
 
 function onEvent(kind, data) {
-  if (kind === "hello") { web.cursor = data.last; return; }
+  if (kind === "hello") return;
   if (data.id) web.cursor = data.id;
   if (kind === "delta") {
     if (!web.bubble) {
@@ -277,7 +279,11 @@ async function follow(sid) {
   }
   // The server went away (a restart): follow again, from the ledger.
   if (web.stream === controller) setTimeout(() => {
-    if (web.stream === controller && web.sid === sid) { web.cursor = null; web.info = null; transcript().catch(() => {}); follow(sid); }
+    if (web.stream === controller && web.sid === sid) {
+      // Event ids start again in a restarted server: read the transcript, follow from there.
+      web.cursor = null; web.info = null;
+      transcript().catch(() => {}).then(() => follow(sid));
+    }
   }, 1000);
 }
 
