@@ -9,6 +9,7 @@ operator's workspaces and models as the only ones a page may use.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,8 @@ import pytest
 
 from comal.agent import Runtime
 from comal.ledger import open_ledger
+from comal.messages import ToolCall
+from comal.ops import Actor
 from comal.serve._web_sessions import WebRuntime
 
 from ._web_support import SCENARIO, Web, in_thread, say, site, tool
@@ -196,6 +199,15 @@ def test_the_models_catalog_never_lists_the_steering_operations(tmp_path: Path) 
         assert not names & {"prompt", "interrupt", "approve"}
         assert {"prompt", "interrupt", "approve"} <= set(runtime.registry.catalog("api").names)
         assert not {"prompt", "interrupt", "approve"} & set(runtime.registry.catalog("tui").names)
+        # A model that guesses one is refused by the judge, and the refusal is receipted.
+        runtime.start("hi")
+        args = {"request": "0" * 32, "granted": True}
+        call = ToolCall("g1", "approve", json.dumps(args))
+        house = runtime.house()
+        outcome = house.run(call, Actor.user("model"), surface="model")
+        receipt = house.record(outcome, append_result=False)
+        assert outcome.result.is_error and receipt.status != "ok"
+        assert led.records(runtime.need_scope(), "event", kinds=("approval_answer",)) == []
 
 
 def test_always_allows_that_subject_and_a_resume_needs_no_prompt(tmp_path: Path) -> None:

@@ -57,13 +57,13 @@ def test_a_person_runs_steers_and_finishes_a_session_from_the_page(tmp_path: Pat
             assert "allow Edit(notes.txt)" in page.inner_text(".ask")
             page.wait_for_selector("#others li")
             page.wait_for_selector("#gauge-text")
-            page.screenshot(path=str(shots / "web-approve-edit.png"))
+            page.screenshot(path=str(shots / "web-approve-edit.png"), full_page=True)
             page.click(".ask button.approve")
 
             # The Bash's approval shows the exact command; deny it.
             page.wait_for_selector(".ask pre.command", timeout=30_000)
             assert "$ rm -rf build" in page.inner_text(".ask pre.command")
-            page.screenshot(path=str(shots / "web-deny-bash.png"))
+            page.screenshot(path=str(shots / "web-deny-bash.png"), full_page=True)
             page.click(".ask button.deny")
 
             _shows(page, "#board li", "notes greet the web")
