@@ -239,3 +239,85 @@ def test_always_allows_that_subject_and_a_resume_needs_no_prompt(tmp_path: Path)
         assert r.status_code == 200 and "resuming" in r.json()["text"]
         web.idle(sid)
         assert len(led.requests(info.scope)) == requests
+
+
+def test_the_events_say_what_the_tui_shows(tmp_path: Path) -> None:
+    # covers: SRF-1
+    import threading
+
+    import httpx
+
+    s = site(tmp_path, SCENARIO[:4])
+    with in_thread(s) as (url, _):
+        web = Web(url)
+        sid = _start(web)
+        kinds: list[str] = []
+        data: list[str] = []
+        opened = threading.Event()
+
+        def follow() -> None:
+            with (
+                httpx.Client(base_url=url, timeout=60) as client,
+                client.stream("GET", f"/api/sessions/{sid}/live", params={"after": 0}) as r,
+            ):
+                opened.set()
+                for line in r.iter_lines():
+                    if line.startswith("event:"):
+                        kinds.append(line[6:].strip())
+                    elif line.startswith("data:"):
+                        data.append(line[5:])
+                    if "compaction" in kinds:
+                        return
+
+        reader = threading.Thread(target=follow, daemon=True)
+        reader.start()
+        opened.wait(30)
+        edit = web.approval(sid)
+        web.post(f"/api/sessions/{sid}/approvals/{edit['id']}", {"granted": True})
+        bash = web.wait("the Bash ask", lambda: web.approval(sid)["id"] != edit["id"])
+        assert bash
+        web.post(f"/api/sessions/{sid}/approvals/{web.approval(sid)['id']}", {"granted": False})
+        web.idle(sid)
+        assert web.post(f"/api/sessions/{sid}/commands/compact").status_code == 200
+        reader.join(60)
+        expected = {"hello", "working", "turn", "delta", "streamed", "call", "approval"}
+        expected |= {"judged", "executed", "result", "output", "operation", "stopped"}
+        expected |= {"work", "compaction"}
+        assert expected <= set(kinds), set(kinds)
+        streamed = [d for d, k in zip(data, kinds, strict=False) if k == "delta"]
+        assert any("Looking at the notes." in d for d in streamed)
+        asked = [d for d, k in zip(data, kinds, strict=False) if k == "approval"]
+        assert "+hello web" in asked[0] and "rm -rf build" in asked[1]
+
+
+def test_a_work_step_is_told_and_shown_in_the_tree(tmp_path: Path) -> None:
+    # covers: SRF-1
+    script = [
+        {"content": [tool("w1", "WorkStepRun", objective="Say hello from a step.")]},
+        {"content": [tool("w2", "WorkStepWait")]},
+        {"content": [say("The step said hello.")]},
+    ]
+    s = site(tmp_path, script)
+    for spec in s.models:
+        children = Path(spec.removeprefix("script:") + ".children")
+        children.mkdir()
+        (children / "1.jsonl").write_text(json.dumps({"content": [say("hello")]}) + "\n")
+    with in_thread(s) as (url, led):
+        web = Web(url)
+        sid = _start(web, mode="trusted")
+        gauge = web.idle(sid)
+        assert "error" not in gauge, gauge
+        work = web.get(f"/api/sessions/{sid}/work").json()
+        (step,) = work["steps"]
+        assert step["n"] == 1 and step["status"] == "finished", step
+        info = next(i for i in led.sessions() if i.id == sid)
+        assert led.session(info.scope).status == "finished"  # type: ignore[union-attr]
+        # The worker told the page when it delegated (the events are kept for a reconnect).
+        kinds = []
+        with web.http.stream("GET", f"/api/sessions/{sid}/live", params={"after": 0}) as r:
+            for line in r.iter_lines():
+                if line.startswith("event:"):
+                    kinds.append(line[6:].strip())
+                if kinds and kinds[-1] == "stopped":
+                    break
+        assert "child_started" in kinds

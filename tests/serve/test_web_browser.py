@@ -120,6 +120,9 @@ def test_a_person_runs_steers_and_finishes_a_session_from_the_page(tmp_path: Pat
         assert info.status == "finished"
         kinds = [r.kind for r in led.records(info.scope, "event")]
         assert "lock_cleared" in kinds  # RES-2: the killed server's lock, recorded
+        # The approval the killed worker waited on is answered, not left pending forever.
+        answers = led.records(info.scope, "event", kinds=("approval_answer",))
+        assert any(a.body["by"]["id"] == "comal:web" and not a.body["granted"] for a in answers)
         receipts = {r.body["operation"]: r.body for r in led.records(info.scope, "receipt")}
         for name in ("prompt", "approve", "compact", "model"):
             assert receipts[name]["surface"] == "api"
