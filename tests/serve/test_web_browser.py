@@ -15,7 +15,7 @@ from typing import Any
 
 from comal.ledger import open_ledger
 
-from ._web_support import Process, chromium, site
+from ._web_support import Process, Web, chromium, in_thread, say, site, tool
 
 WIDE = {"width": 1400, "height": 900}
 PHONE = {"width": 390, "height": 844}
@@ -127,3 +127,40 @@ def test_a_person_runs_steers_and_finishes_a_session_from_the_page(tmp_path: Pat
         for name in ("prompt", "approve", "compact", "model"):
             assert receipts[name]["surface"] == "api"
             assert receipts[name]["actor"]["kind"] == "user"
+
+
+def test_model_and_tool_text_is_shown_as_text_with_hidden_characters_visible(
+    tmp_path: Path,
+) -> None:
+    # covers: SRF-1
+    hostile = 'see <img src=x onerror="document.title=1"> and report\u202etxt.exe\x1b[31m'
+    script = [
+        {
+            "content": [
+                say(hostile),
+                tool(
+                    "e1",
+                    "Edit",
+                    path="notes.txt",
+                    old_string="hello",
+                    new_string="<script>document.title=2</script>",
+                ),
+            ]
+        },
+    ]
+    s = site(tmp_path, script)
+    with in_thread(s) as (url, _), chromium() as browser:
+        web = Web(url)
+        sid = web.post("/api/sessions", {"prompt": "go"}).json()["session"]
+        web.approval(sid)
+        page = browser.new_page(viewport=WIDE)
+        page.goto(f"{url}/#/chat/{sid}")
+        _shows(page, "#transcript .line.said.model", "report")
+        said = page.inner_text("#transcript .line.said.model")
+        assert "<img src=x" in said and "[U+202E]" in said and "[U+001B]" in said
+        assert "\u202e" not in said
+        assert "<script>document.title=2</script>" in page.inner_text(".ask pre.diff")
+        assert page.locator("#transcript img, .ask script").count() == 0
+        assert page.title() == "comal"
+        web.post(f"/api/sessions/{sid}/interrupt")
+        web.idle(sid)
