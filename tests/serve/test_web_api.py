@@ -38,6 +38,11 @@ def test_routes_are_scoped_to_the_callers_tenant(tmp_path: Path) -> None:
         _, key_b = led.add_proxy_key("other")
     with in_thread(s) as (url, _):
         a, b = Web(url, key_a), Web(url, key_b)
+        # Once keys exist, a caller without one gets nothing, not even the token.
+        nobody = Web(url)
+        assert nobody.get("/api/web").status_code == 401
+        r = nobody.http.post("/api/sessions", json={"prompt": "hi"}, headers={"x-comal-csrf": "x"})
+        assert r.status_code == 401
         sid = _start(a)
         asked = a.approval(sid)
         for path in ("transcript", "work", "gauge", "live"):
