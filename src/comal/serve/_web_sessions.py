@@ -34,7 +34,7 @@ from ..errors import ComalError, UserError
 from ..ledger import LedgerBackend, SessionInfo
 from ..messages import ToolCall
 from ..ops import Actor, HouseFactory, Outcome, Rule, default_registry
-from ..providers import StreamDone, StreamEvent, TextDelta
+from ..providers import StreamDone, StreamEvent, TextDelta, normalize_model_spec
 from ._config import ServeConfig
 
 __all__ = [
@@ -264,7 +264,8 @@ class WebSessions:
     def models(self) -> list[str]:
         config = self.operator()
         found = [*([config.model] if config.model else []), *config.serve.models]
-        return list(dict.fromkeys(found))
+        # As sessions store them (a script's path absolute), so a resume finds its own.
+        return list(dict.fromkeys(normalize_model_spec(spec) for spec in found))
 
     def check_workspace(self, asked: str | None) -> Path:
         allowed = self.workspaces()
@@ -284,7 +285,7 @@ class WebSessions:
 
     def check_model(self, asked: str | None) -> str:
         allowed = self.models()
-        spec = asked or (allowed[0] if allowed else None)
+        spec = normalize_model_spec(asked) if asked else (allowed[0] if allowed else None)
         if spec is None or spec not in allowed:
             raise ModelNotAllowed(
                 f"model {asked!r} is not one this server offers ({', '.join(allowed) or 'none'}); "
@@ -305,7 +306,11 @@ class WebSessions:
             config=self.operator(),
         )
         runtime.user = by.id
-        runtime.start(prompt)
+        try:
+            runtime.start(prompt)
+        except BaseException:
+            runtime.close()
+            raise
         live = LiveSession(runtime, tenant)
         live.started_with = prompt
         with self._lock:
