@@ -198,3 +198,53 @@ def test_the_command_line_takes_both_postgresql_schemes(tmp_path: Path) -> None:
         code, said = _comal(tmp_path, "sessions", "--json", env={"COMAL_LEDGER": short})
         assert code == 0 and [s["session"] for s in json.loads(said)] == [sid], said
     assert list(tmp_path.iterdir()) == [transcript]
+
+
+@pytest.mark.parametrize(("target", "todo"), REFUSED)
+def test_each_refused_form_is_a_coded_error_on_the_command_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, target: str, todo: str
+) -> None:
+    # covers: LED-4
+    from typer.testing import CliRunner
+
+    from comal.cli import app
+
+    transcript = tmp_path.parent / f"{tmp_path.name}-t.json"
+    transcript.write_text(TRANSCRIPT, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    done = runner.invoke(app, ["--ledger", target, "import", str(transcript), "--json"])
+    error = json.loads(done.stdout.splitlines()[-1])["error"]
+    assert done.exit_code == 2 and error["code"] == "LEDGER_BAD_TARGET", done.output
+    assert todo in error["message"] and "s3cret" not in done.output
+    shown = runner.invoke(app, ["sessions"], env={"COMAL_LEDGER": target, "COLUMNS": "300"})
+    assert shown.exit_code == 2 and "LEDGER_BAD_TARGET" in shown.output
+    assert "Traceback" not in shown.output and "s3cret" not in shown.output
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["sqlite:////{db}", "SQLITE3:////{db}", "file:///{db}", "file://localhost/{db}", "file:/{db}"],
+)
+def test_each_accepted_form_opens_the_same_file_on_the_command_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str
+) -> None:
+    # covers: LED-4
+    from typer.testing import CliRunner
+
+    from comal.cli import app
+
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")
+    transcript = tmp_path / "t.json"
+    transcript.write_text(TRANSCRIPT, encoding="utf-8")
+    db = tmp_path / "the ledger.db"
+    target = url.format(db=str(db).lstrip("/").replace(" ", "%20"))
+    runner = CliRunner()
+    done = runner.invoke(app, ["--ledger", target, "import", str(transcript), "--json"])
+    assert done.exit_code == 0, done.output
+    sid = json.loads(done.stdout.splitlines()[0])["session"]
+    listed = runner.invoke(app, ["--ledger", str(db), "sessions", "--json"])
+    assert [s["session"] for s in json.loads(listed.stdout)] == [sid]
+    assert list((tmp_path / "cwd").iterdir()) == []
