@@ -186,3 +186,19 @@ def test_options_that_name_no_page_are_coded_errors(
     done = _sessions(db, *args, "--json")
     assert done.exit_code == 2 and json.loads(done.stdout)["error"]["code"] == "SESSIONS_OPTION"
     assert "Traceback" not in text.output + done.output
+
+
+@given(text=st.text(max_size=40) | st.from_regex(r"\d{1,7}[mhdwMHDW]", fullmatch=True))
+def test_since_is_a_time_or_a_coded_error(text: str) -> None:
+    # covers: LED-3
+    from comal.cli._listing import ListingError, parse_since
+
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    try:
+        when = datetime.fromisoformat(parse_since(text, now))
+    except ListingError as exc:
+        assert exc.code == "SESSIONS_OPTION" and repr(text) in str(exc)
+    else:
+        assert when.tzinfo is not None  # compared with stored UTC times, never naive
+        if text.strip()[-1:].lower() in ("m", "h", "d", "w"):
+            assert when <= now  # an age counts back from now

@@ -80,8 +80,10 @@ def parse_since(text: str, now: datetime | None = None) -> str:
     relative = _RELATIVE.fullmatch(value.lower())
     if relative is not None:
         amount, unit = int(relative.group(1)), _UNITS[relative.group(2)]
-        start = (now or datetime.now(UTC)) - timedelta(**{unit: amount})
-        return start.isoformat()
+        try:
+            return ((now or datetime.now(UTC)) - timedelta(**{unit: amount})).isoformat()
+        except OverflowError:
+            raise ListingError(f"--since {text!r} reaches before the year 1") from None
     try:
         when = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
@@ -93,10 +95,9 @@ def parse_since(text: str, now: datetime | None = None) -> str:
 
 
 def width() -> int:
-    """The width to lay the table out for: ``COLUMNS`` or the terminal's, else 160 (a pipe)."""
-    size = shutil.get_terminal_size(fallback=(160, 24))
-    columns = os.environ.get("COLUMNS", "")
-    return int(columns) if columns.isdigit() and int(columns) > 0 else size.columns
+    """The width to lay the table out for: ``COLUMNS`` or the terminal's, else 160 (a pipe),
+    read when the command runs (the shared console fixed its width when it was made)."""
+    return shutil.get_terminal_size(fallback=(160, 24)).columns
 
 
 def _title(s: SessionInfo) -> str:
