@@ -202,3 +202,22 @@ def test_since_is_a_time_or_a_coded_error(text: str) -> None:
         assert when.tzinfo is not None  # compared with stored UTC times, never naive
         if text.strip()[-1:].lower() in ("m", "h", "d", "w"):
             assert when <= now  # an age counts back from now
+
+
+def test_a_proxy_session_is_titled_by_what_its_user_asked(ledger: Any) -> None:
+    # covers: LED-3
+    from comal.messages import Message, Role, Text
+    from comal.serve._sessions import SessionRouter
+
+    asked = Message(
+        Role.USER,
+        (
+            Text("<system-reminder>\nAs you answer, use the tools.\n</system-reminder>"),
+            Text("Why does   the nightly build fail?\nIt passed yesterday."),
+        ),
+    )
+    routed = SessionRouter(ledger).route("local", "claude-code", "k", [asked], {})
+    shown = ledger.session_page().sessions
+    assert [(s.id, s.title, s.source) for s in shown] == [
+        (routed.scope.session, "Why does the nightly build fail?", "proxy")
+    ]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -11,7 +10,7 @@ from datetime import datetime
 from pathlib import Path
 
 from ..ledger import LedgerBackend, Scope, StepInput, UsageInput
-from ..messages import Role, group_messages, user_words
+from ..messages import first_words, group_messages
 from ..tokens import normalize_usage
 from ._base import ImportedSession
 
@@ -134,41 +133,13 @@ def store(
 
 def title_of(imp: ImportedSession, width: int = 80) -> str | None:
     """The transcript's own title; else its task (``instance_id``); else the first line the
-    user wrote outside markup (``<context>…</context>``, ``<command-name>``). A listing shows
-    titles, and a file path names a file, not what was done in it."""
+    user wrote. A listing shows titles, and a file path names a file, not what was done in it."""
     if imp.title:
         return imp.title
     task = imp.meta.get("instance_id")
     if isinstance(task, str) and task.strip():
         return task.strip()[:width]
-    for message in imp.messages:
-        if message.role is Role.USER:
-            line = _first_words(user_words(message)[0])
-            if line:
-                return line if len(line) <= width else line[: width - 1] + "…"
-    return None
-
-
-_OPENING = re.compile(r"<([A-Za-z][\w.:-]*)[^>]*>")
-
-
-def _first_words(text: str) -> str | None:
-    """The first line of ``text`` outside tagged blocks, its spaces collapsed."""
-    inside: str | None = None
-    for raw in text.splitlines():
-        line = " ".join(raw.split())
-        if inside is not None:
-            inside = None if f"</{inside}>" in line else inside
-            continue
-        opening = _OPENING.match(line)
-        if opening is not None:
-            name = opening.group(1)
-            closed = f"</{name}>" in line or line.endswith("/>")
-            inside = None if closed else name
-            continue
-        if line and not line.startswith("<"):
-            return line
-    return None
+    return first_words(imp.messages, width)
 
 
 def _started(imp: ImportedSession) -> str | None:
