@@ -15,9 +15,11 @@ header without a CORS preflight, which this server never grants.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import json
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import anyio
@@ -111,123 +113,119 @@ def check_csrf(headers: dict[str, str], token: str) -> None:
         )
 
 
-def web_router(gate: Gate, sessions: WebSessions, token: str) -> APIRouter:
-    router = APIRouter(prefix="/api", tags=["web"])
+async def _run(fn: Callable[[], T]) -> T:
+    return await anyio.to_thread.run_sync(fn)
 
-    def led(request: Request) -> LedgerBackend:
-        ledger: LedgerBackend = request.app.state.ledger
-        return ledger
 
-    async def run(fn: Callable[[], T]) -> T:
-        return await anyio.to_thread.run_sync(fn)
+def _handled(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Coded errors become the API's JSON shape (FastAPI reads the wrapped signature)."""
 
-    async def who(request: Request, *, changes_state: bool) -> Tenant:
+    @functools.wraps(fn)
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await fn(*args, **kwargs)
+        except ApiError as exc:
+            return _error(exc.status, exc.code, exc.message)
+        except HumanOperationFailed as exc:
+            return _error(_STATUS.get(exc.code, 400), exc.code, str(exc))
+        except UserError as exc:
+            return _error(_STATUS.get(exc.code, 400), exc.code, str(exc))
+
+    return wrapper
+
+
+@dataclass(frozen=True)
+class _Web:
+    """Who calls, which of their sessions, and the one path of every human operation."""
+
+    gate: Gate
+    sessions: WebSessions
+    token: str
+
+    async def who(self, request: Request, *, changes_state: bool) -> Tenant:
         from ._app import AuthError
 
         headers = {k.lower(): v for k, v in request.headers.items()}
         try:
-            tenant = await run(lambda: gate.tenant(headers))
+            tenant = await _run(lambda: self.gate.tenant(headers))
         except AuthError as exc:
             raise ApiError(401, "UNAUTHORIZED", exc.message) from exc
         if changes_state:
-            check_csrf(headers, token)
+            check_csrf(headers, self.token)
         return tenant
 
     async def session_of(
-        request: Request, session_id: str, *, changes_state: bool = True
+        self, request: Request, session_id: str, *, changes_state: bool = True
     ) -> tuple[Tenant, SessionInfo]:
-        tenant = await who(request, changes_state=changes_state)
-        info = await run(lambda: find_session(led(request), tenant.name, session_id))
+        tenant = await self.who(request, changes_state=changes_state)
+        ledger: LedgerBackend = request.app.state.ledger
+        info = await _run(lambda: find_session(ledger, tenant.name, session_id))
         if info is None:
             raise ApiError(404, "NOT_FOUND", f"no session {session_id} for this tenant")
         return tenant, info
 
-    def handled(fn: Callable[..., Any]) -> Callable[..., Any]:
-        import functools
-
-        @functools.wraps(fn)
-        async def wrapper(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return await fn(*args, **kwargs)
-            except ApiError as exc:
-                return _error(exc.status, exc.code, exc.message)
-            except HumanOperationFailed as exc:
-                return _error(_STATUS.get(exc.code, 400), exc.code, str(exc))
-            except UserError as exc:
-                return _error(_STATUS.get(exc.code, 400), exc.code, str(exc))
-
-        return wrapper
-
     async def steer(
-        request: Request, session_id: str, name: str, args: dict[str, Any]
+        self, request: Request, session_id: str, name: str, args: dict[str, Any]
     ) -> dict[str, Any]:
-        tenant, info = await session_of(request, session_id)
+        tenant, info = await self.session_of(request, session_id)
         by = _human(tenant)
-        live = await run(lambda: sessions.live(info))
-        return _outcome(await run(lambda: sessions.operate(live, name, args, by)))
+        live = await _run(lambda: self.sessions.live(info))
+        return _outcome(await _run(lambda: self.sessions.operate(live, name, args, by)))
 
-    @router.get("/web", summary="What the web page needs: its token, workspaces, models")
-    @handled
-    async def web(request: Request) -> dict[str, Any]:
-        tenant = await who(request, changes_state=False)
-        return {
-            "tenant": tenant.name,
-            "actor": _human(tenant).as_dict(),
-            "csrf": token,
-            "workspaces": await run(sessions.workspaces),
-            "models": await run(sessions.models),
-            "engines": list(engine_names()),
-            "modes": ["read-only", "ask", "trusted"],
-        }
+
+def web_router(gate: Gate, sessions: WebSessions, token: str) -> APIRouter:
+    router = APIRouter(prefix="/api", tags=["web"])
+    web = _Web(gate, sessions, token)
+    _steering_routes(router, web)
+    _reading_routes(router, web)
+    return router
+
+
+def _steering_routes(router: APIRouter, w: _Web) -> None:
+    """The state-changing routes: each is one human operation on the ``api`` surface."""
 
     @router.post("/sessions", status_code=201, summary="Start an agent session in the server")
-    @handled
+    @_handled
     async def start(request: Request, body: StartBody) -> Any:
-        tenant = await who(request, changes_state=True)
+        tenant = await w.who(request, changes_state=True)
         by = _human(tenant)
         flags = {"engine": body.engine, "mode": body.mode, "effort": body.effort}
-        live, outcome = await run(
-            lambda: sessions.start(
-                tenant.name,
-                by,
-                body.prompt,
-                model=body.model,
-                workspace=body.workspace,
-                **flags,
+        live, outcome = await _run(
+            lambda: w.sessions.start(
+                tenant.name, by, body.prompt, model=body.model, workspace=body.workspace, **flags
             )
         )
         return JSONResponse({"session": live.session, **_outcome(outcome)}, 201)
 
-    @router.post("/sessions/{session_id}/prompts", summary="Give the agent a prompt")
-    @handled
+    @router.post("/sessions/{session_id}/prompts", summary="Give the agent a prompt (or resume)")
+    @_handled
     async def prompt(request: Request, session_id: str, body: PromptBody) -> dict[str, Any]:
         args = {} if body.prompt is None else {"prompt": body.prompt}
-        return await steer(request, session_id, "prompt", args)
+        return await w.steer(request, session_id, "prompt", args)
 
     @router.post("/sessions/{session_id}/interrupt", summary="Stop the agent before its next call")
-    @handled
+    @_handled
     async def interrupt(request: Request, session_id: str) -> dict[str, Any]:
-        return await steer(request, session_id, "interrupt", {})
+        return await w.steer(request, session_id, "interrupt", {})
 
     @router.post(
         "/sessions/{session_id}/approvals/{request_id}",
         summary="Answer the agent's pending approval (the approve operation)",
     )
-    @handled
+    @_handled
     async def approve(
         request: Request, session_id: str, request_id: str, body: AnswerBody
     ) -> dict[str, Any]:
-        tenant, info = await session_of(request, session_id)
-        args = {"request": request_id, "granted": body.granted, "reason": body.reason}
-        if body.always:
-            args["always"] = True
-        return _outcome(await run(lambda: sessions.approve(info, args, _human(tenant))))
+        tenant, info = await w.session_of(request, session_id)
+        args: dict[str, Any] = {"request": request_id, "granted": body.granted}
+        args |= {"reason": body.reason} | ({"always": True} if body.always else {})
+        return _outcome(await _run(lambda: w.sessions.approve(info, args, _human(tenant))))
 
     @router.post(
         "/sessions/{session_id}/commands/{name}",
         summary="A human operation: context, state, compact, cost, model, effort, mode, name",
     )
-    @handled
+    @_handled
     async def command(
         request: Request,
         session_id: str,
@@ -235,48 +233,66 @@ def web_router(gate: Gate, sessions: WebSessions, token: str) -> APIRouter:
         args: Annotated[dict[str, Any] | None, Body()] = None,
     ) -> dict[str, Any]:
         if name not in COMMANDS:
-            raise ApiError(
-                404, "UNKNOWN_COMMAND", f"no command {name!r}; one of {', '.join(sorted(COMMANDS))}"
-            )
+            known = ", ".join(sorted(COMMANDS))
+            raise ApiError(404, "UNKNOWN_COMMAND", f"no command {name!r}; one of {known}")
         given = dict(args or {})
         if name == "model":
-            sessions.check_model(str(given.get("model") or "") or None)
-        return await steer(request, session_id, name, given)
+            w.sessions.check_model(str(given.get("model") or "") or None)
+        return await w.steer(request, session_id, name, given)
+
+
+def _reading_routes(router: APIRouter, w: _Web) -> None:
+    """What the page reads: its token and choices, the transcript, asks, work, gauge, events."""
+
+    @router.get("/web", summary="What the web page needs: its token, workspaces, models")
+    @_handled
+    async def web(request: Request) -> dict[str, Any]:
+        tenant = await w.who(request, changes_state=False)
+        return {
+            "tenant": tenant.name,
+            "actor": _human(tenant).as_dict(),
+            "csrf": w.token,
+            "workspaces": await _run(w.sessions.workspaces),
+            "models": await _run(w.sessions.models),
+            "engines": list(engine_names()),
+            "modes": ["read-only", "ask", "trusted"],
+        }
 
     @router.get("/sessions/{session_id}/transcript", summary="What the person is shown, in order")
-    @handled
+    @_handled
     async def transcript(
         request: Request, session_id: str, start: Annotated[int, Query(ge=0)] = 0
     ) -> dict[str, Any]:
-        _, info = await session_of(request, session_id, changes_state=False)
-        live = sessions.get(info)
+        _, info = await w.session_of(request, session_id, changes_state=False)
+        live = w.sessions.get(info)
         # Read before the entries: a page that follows the events after it misses nothing
         # (what happened in between may arrive twice; the next transcript settles it).
         last = live.last_event if live is not None else 0
-        lines = await run(lambda: transcript_view(led(request), info.scope, start=start))
+        ledger: LedgerBackend = request.app.state.ledger
+        lines = await _run(lambda: transcript_view(ledger, info.scope, start=start))
         return {"session": session_id, "lines": lines, "last_event": last}
 
     @router.get("/sessions/{session_id}/asks", summary="The agent's pending approvals")
-    @handled
+    @_handled
     async def asks(request: Request, session_id: str) -> dict[str, Any]:
-        _, info = await session_of(request, session_id, changes_state=False)
-        return {"session": session_id, "approvals": await run(lambda: sessions.asks(info))}
+        _, info = await w.session_of(request, session_id, changes_state=False)
+        return {"session": session_id, "approvals": await _run(lambda: w.sessions.asks(info))}
 
     @router.get("/sessions/{session_id}/work", summary="The board and the tree of work steps")
-    @handled
+    @_handled
     async def work(request: Request, session_id: str) -> dict[str, Any]:
-        _, info = await session_of(request, session_id, changes_state=False)
-        return await run(lambda: work_tree(led(request), info.scope))
+        _, info = await w.session_of(request, session_id, changes_state=False)
+        ledger: LedgerBackend = request.app.state.ledger
+        return await _run(lambda: work_tree(ledger, info.scope))
 
     @router.get("/sessions/{session_id}/gauge", summary="The context gauge (the status line)")
-    @handled
+    @_handled
     async def gauge(request: Request, session_id: str) -> dict[str, Any]:
-        _, info = await session_of(request, session_id, changes_state=False)
-        live = sessions.get(info)
+        _, info = await w.session_of(request, session_id, changes_state=False)
+        live = w.sessions.get(info)
         if live is None:
             return {"live": False, "model": info.meta.get("model"), "working": False}
-        found = live
-        return {"live": True} | await run(lambda: gauge_view(found.runtime, found.working))
+        return {"live": True} | await _run(lambda: gauge_view(live.runtime, live.working))
 
     @router.get("/sessions/{session_id}/live", summary="The session as it runs (SSE)")
     async def live_events(
@@ -285,12 +301,10 @@ def web_router(gate: Gate, sessions: WebSessions, token: str) -> APIRouter:
         after: Annotated[int | None, Query(ge=0, description="Last event seen; none: now.")] = None,
     ) -> Any:
         try:
-            _, info = await session_of(request, session_id, changes_state=False)
+            _, info = await w.session_of(request, session_id, changes_state=False)
         except ApiError as exc:
             return _error(exc.status, exc.code, exc.message)
-        return EventSourceResponse(_stream(request, sessions, info, after), ping=15)
-
-    return router
+        return EventSourceResponse(_stream(request, w.sessions, info, after), ping=15)
 
 
 async def _stream(
