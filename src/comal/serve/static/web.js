@@ -224,6 +224,8 @@ function onEvent(kind, data) {
   else if (kind === "working") { gauge(); syncAsks(); }
   else if (kind === "crashed") { note(`the worker crashed: ${data.type}: ${data.message}`, "warn"); gauge(); }
   else if (kind === "stopped") {
+    const status = document.getElementById("session-status");
+    if (status) status.textContent = data.status === "finished" ? "finished" : "active";
     if (data.error) note(`[${data.error.code}] ${data.error.message}`, "warn");
     else if (data.status !== "finished") note(`stopped: ${data.status}`);
     transcript().then(gauge).then(work);
@@ -340,7 +342,8 @@ async function chatView(sid) {
   main.replaceChildren(el("div", { class: "chat" },
     el("section", { class: "talk" },
       el("h1", {}, info.title || sid.slice(0, 8)),
-      el("div", { class: "muted" }, `${info.id} · ${info.status} · `, el("a", { href: `#/s/${sid}` }, "what the model saw, per turn")),
+      el("div", { class: "muted" }, `${info.id} · `, el("span", { id: "session-status" }, info.status), " · ",
+        el("a", { href: `#/s/${sid}` }, "what the model saw, per turn")),
       el("div", { id: "gauge", class: "gauge" }),
       el("div", { id: "transcript", class: "transcript" }),
       el("div", { id: "asks" }), form),
