@@ -1,0 +1,56 @@
+"""What every framework adapter shares: lazy imports, a coded error for a missing extra."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import comal.integrations
+from comal.integrations import IntegrationUnavailable
+from comal.integrations._core import require
+
+FRAMEWORKS = ("langchain", "langgraph", "pydantic_ai", "agents")
+
+
+def _run(code: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    return done.stdout
+
+
+def test_importing_comal_pays_for_no_framework() -> None:
+    code = (
+        "import sys, comal, comal.integrations\n"
+        f"print(sorted(m for m in sys.modules if m.split('.')[0] in {FRAMEWORKS!r}))"
+    )
+    assert _run(code).strip() == "[]"
+
+
+def test_a_missing_framework_is_a_coded_error_naming_the_extra() -> None:
+    with pytest.raises(IntegrationUnavailable) as caught:
+        require("comal_no_such_framework", "langchain")
+    assert caught.value.code == "INTEGRATION_UNAVAILABLE"
+    assert "pip install 'comal[langchain]'" in str(caught.value)
+    # The adapter module itself says so when its framework is absent.
+    code = (
+        "import sys\n"
+        "sys.modules['langchain.agents'] = None\n"
+        "from comal.integrations import IntegrationUnavailable\n"
+        "try:\n"
+        "    from comal.integrations import ComalMiddleware\n"
+        "except IntegrationUnavailable as exc:\n"
+        "    print(exc.code)\n"
+    )
+    assert _run(code).strip() == "INTEGRATION_UNAVAILABLE"
+
+
+def test_exports_are_pinned() -> None:
+    assert sorted(comal.integrations.__all__) == sorted(
+        [
+            "KEYS_EVENT", "Assembled", "ComalMiddleware", "IntegrationInput",
+            "IntegrationUnavailable", "LedgerSession", "RecallTool",
+        ]
+    )  # fmt: skip
