@@ -14,6 +14,7 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 # The example file, and the module its framework's extra installs.
 CASES = [
     ("langchain_agent.py", "langchain.agents"),
+    ("pydantic_ai_agent.py", "pydantic_ai"),
 ]
 
 

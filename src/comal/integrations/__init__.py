@@ -26,9 +26,11 @@ from ._core import (
 
 if TYPE_CHECKING:
     from ._langchain import ComalMiddleware
+    from ._pydantic_ai import ComalHistory
 
 _LAZY = {
     "ComalMiddleware": "._langchain",
+    "ComalHistory": "._pydantic_ai",
 }
 
 
@@ -45,6 +47,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "KEYS_EVENT",
     "Assembled",
+    "ComalHistory",
     "ComalMiddleware",
     "IntegrationInput",
     "IntegrationUnavailable",

@@ -171,13 +171,20 @@ class LedgerSession:
 
     # -- record --------------------------------------------------------------------------------
     def _new(self, items: Sequence[tuple[str | None, Message]]) -> list[tuple[str | None, Message]]:
+        # A result is a repeat when its call was answered and no call of that id is open
+        # since (a model may reuse an id in a later step).
         out: list[tuple[str | None, Message]] = []
+        waiting = set(self._open_calls)
         for key, message in items:
             if key is not None and key in self._keys:
                 continue
             result = message.tool_result
-            if result is not None and result.call_id in self._answered:
-                continue
+            if result is not None:
+                if result.call_id in self._answered and result.call_id not in waiting:
+                    continue
+                waiting.discard(result.call_id)
+            elif message.tool_calls:
+                waiting = {c.id for c in message.tool_calls}
             out.append((key, message))
         return out
 
