@@ -15,6 +15,7 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 CASES = [
     ("langchain_agent.py", "langchain.agents"),
     ("pydantic_ai_agent.py", "pydantic_ai"),
+    ("openai_agents_session.py", "agents"),
 ]
 
 

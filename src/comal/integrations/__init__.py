@@ -26,11 +26,13 @@ from ._core import (
 
 if TYPE_CHECKING:
     from ._langchain import ComalMiddleware
+    from ._openai_agents import ComalSession
     from ._pydantic_ai import ComalHistory
 
 _LAZY = {
     "ComalMiddleware": "._langchain",
     "ComalHistory": "._pydantic_ai",
+    "ComalSession": "._openai_agents",
 }
 
 
@@ -49,6 +51,7 @@ __all__ = [
     "Assembled",
     "ComalHistory",
     "ComalMiddleware",
+    "ComalSession",
     "IntegrationInput",
     "IntegrationUnavailable",
     "LedgerSession",

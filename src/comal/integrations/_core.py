@@ -31,7 +31,7 @@ from pydantic import BaseModel
 
 from ..errors import UserError
 from ..ledger import Entry, LedgerBackend, Scope, UsageInput
-from ..messages import Message, canonical_json, group_messages
+from ..messages import Message, Role, canonical_json, group_messages
 from ..ops import Actor, HouseFactory, Policy, Registry, default_registry
 from ..tokens import Usage, count_messages
 from ..turns import ContextSession
@@ -205,11 +205,22 @@ class LedgerSession:
                 if joining:
                     made += self.ledger.append(self.scope, joining, join_step=self._last_step)
                 for group in group_messages(rest):
-                    made += self.ledger.append(self.scope, list(group.messages))
+                    made += self.ledger.append(
+                        self.scope, list(group.messages), usage=self._reply_usage(group.messages)
+                    )
                 self._keep([k for k, _ in new if k is not None])
             for entry in made:
                 self._note(entry)
             return made
+
+    def _reply_usage(self, messages: Sequence[Message]) -> UsageInput | None:
+        # A framework that hands the reply over with the rest of its turn (the Agents SDK, a
+        # plain history processor) still gets the request record of the assembly it was sent.
+        if self._meta is None or messages[0].role is not Role.ASSISTANT:
+            return None
+        meta = {"v": 1, "framework": self.framework, **self._meta}
+        self._meta = None
+        return UsageInput(_UNKNOWN, protocol=self.framework, meta=meta)
 
     def _keep(self, keys: Sequence[str]) -> None:
         if keys:
