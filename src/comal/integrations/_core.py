@@ -166,6 +166,10 @@ class LedgerSession:
             self._answered.add(result.call_id)
             self._open_calls.discard(result.call_id)
 
+    def knows(self, key: str) -> bool:
+        """Whether the framework's message ``key`` is recorded."""
+        return key in self._keys
+
     def entries(self) -> list[Entry]:
         return self.ledger.entries(self.scope)
 

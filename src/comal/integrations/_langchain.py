@@ -33,7 +33,7 @@ from ..ledger import LedgerBackend
 from ..messages import Message
 from ..messages.wire import from_openai_chat, to_openai_chat
 from ..tokens import Usage
-from ._core import IntegrationInput, LedgerSession, RecallTool, require
+from ._core import LedgerSession, RecallTool, require
 
 require("langchain.agents", "langchain")
 
@@ -120,9 +120,10 @@ class ComalMiddleware(AgentMiddleware):
 
     # -- the model call ------------------------------------------------------------------------
     def _before(self, request: Any) -> Any:
-        state = list(request.messages)
-        keys = [_keyed(m) for m in state]
-        self.comal.record(list(zip(keys, to_comal(state), strict=True)))
+        # Only what the ledger does not hold yet is converted: the state grows every call.
+        new = [m for m in request.messages if not self.comal.knows(_keyed(m))]
+        keys = [_keyed(m) for m in new]
+        self.comal.record(list(zip(keys, to_comal(new), strict=True)))
         system = request.system_message
         assembled = self.comal.assemble(
             system=to_comal([system]) if isinstance(system, SystemMessage) else (),
@@ -134,14 +135,12 @@ class ComalMiddleware(AgentMiddleware):
         replies = response.result if hasattr(response, "result") else [response]
         model = getattr(request.model, "model_name", None) or type(request.model).__name__
         for reply in replies:
-            if not isinstance(reply, AIMessage):
-                raise IntegrationInput(
-                    f"the model call returned a {type(reply).__name__}; comal records AI "
-                    "messages only: put ComalMiddleware last in the middleware list"
-                )
             key = _keyed(reply)
             (message,) = to_comal([reply])
-            self.comal.record_reply(message, key=key, usage=_usage(reply), model=str(model))
+            if isinstance(reply, AIMessage):
+                self.comal.record_reply(message, key=key, usage=_usage(reply), model=str(model))
+            else:  # what a structured-output strategy adds beside the reply
+                self.comal.record([(key, message)])
 
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         sent = self._before(request)
