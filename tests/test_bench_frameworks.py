@@ -70,7 +70,7 @@ def test_langchain_summarization_takes_a_trigger_fraction() -> None:
 
 def test_frameworks_without_a_row_say_why() -> None:
     counter = default_counter()
-    with pytest.raises(UserError, match="responses.compact"):
+    with pytest.raises(UserError, match=r"responses\.compact"):
         make_strategy("openai-agents-compaction", counter)
     with pytest.raises(UserError, match="ships no context strategy"):
         make_strategy("pydantic-ai", counter)
