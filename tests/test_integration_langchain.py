@@ -3,6 +3,7 @@ model calling real tools past a small window."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from typing import Any
 
@@ -172,3 +173,15 @@ def test_bad_options_are_coded_errors(ledger: LedgerBackend) -> None:
     with pytest.raises(IntegrationInput) as caught:
         ComalMiddleware(ledger, window=10)
     assert caught.value.code == "INTEGRATION_INPUT"
+
+
+def test_async_agent_is_recorded_the_same(ledger: LedgerBackend) -> None:
+    # covers: INT-1
+    middleware = ComalMiddleware(ledger, window=32_000)
+    model = _model(iter([_call("run_job", {"n": 2}, "c2"), AIMessage("two ran")]))
+    agent = create_agent(model, tools=[run_job], middleware=[middleware])
+    asyncio.run(agent.ainvoke({"messages": [{"role": "user", "content": "job 2"}]}))
+    roles = [e.role for e in middleware.comal.entries()]
+    assert roles == ["user", "assistant", "tool", "assistant"]
+    assert_outputs_kept(middleware.comal, {"c2": output(2)})
+    assert len(assert_requests_fit(middleware.comal)) == 2

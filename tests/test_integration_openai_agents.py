@@ -140,3 +140,24 @@ def test_get_items_honours_a_limit_without_orphans(ledger: LedgerBackend) -> Non
     ]  # fmt: skip
     assert asyncio.run(session.get_items(limit=1)) == []
     assert len(asyncio.run(session.get_items(limit=2))) == 2
+
+
+def test_pipeline_session_search_runs_through_the_runner(ledger: LedgerBackend) -> None:
+    # covers: INT-1
+    set_tracing_disabled(True)
+    session = ComalSession(ledger, window=32_000, engine="pipeline")
+    assert {t.name for t in session.tools} >= {"EvidenceRead", "session_search", "memory_search"}
+    word = output(3).split("\n")[1].split()[5]
+    script = [
+        _use("run_job", {"n": 3}, "c3"),
+        _use("session_search", {"query": word}, "q1"),
+        _say("found it"),
+    ]
+    with FakeServer(script) as server:
+        result = _run(server, session, "run job 3, then find its log")
+        server.assert_complete()
+    assert result.final_output == "found it"
+    outputs = [i for i in result.new_items if i.type == "tool_call_output_item"]
+    found = next(str(i.output) for i in outputs if i.raw_item["call_id"] == "q1")
+    assert word in found and "entry" in found
+    assert [r.kind for r in ledger.records(session.comal.scope, "receipt")] == ["session_search"]
