@@ -42,7 +42,8 @@ async def run(server: FakeServer, session: ComalSession, prompt: str) -> str:
         tools=[build_log, *session.tools],
         model=OpenAIResponsesModel("gpt-4.1", client),
     )
-    result = await Runner.run(agent, prompt, session=session, run_config=session.run_config())
+    async with client:
+        result = await Runner.run(agent, prompt, session=session, run_config=session.run_config())
     return str(result.final_output)
 
 

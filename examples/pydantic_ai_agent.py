@@ -8,6 +8,7 @@ agent resumes the session from the ledger. Needs ``pip install 'comal[pydantic-a
 
 from __future__ import annotations
 
+import asyncio
 import re
 import sys
 import tempfile
@@ -65,7 +66,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp, open_ledger(Path(tmp) / "ledger.db") as ledger:
         comal = ComalHistory(ledger, window=12_000, engine="dag", settings=SETTINGS)
         agent = Agent(FunctionModel(model), capabilities=[comal.capability()], tools=[build_log])
-        print(agent.run_sync("build jobs 1-6").output)
+        print(asyncio.run(agent.run("build jobs 1-6")).output)
         for meta in (r.meta for r in ledger.requests(comal.comal.scope)):
             print(f"sent {meta['input_tokens']:>5} of {meta['input_limit']} tokens,"
                   f" stage {meta['stage']}")  # fmt: skip
@@ -78,7 +79,9 @@ def main() -> int:
             seen.append("".join(str(getattr(p, "content", "")) for m in messages for p in m.parts))
             return ModelResponse(parts=[TextPart("Jobs 1-6 were built.")])
 
-        Agent(FunctionModel(resumed), capabilities=[again.capability()]).run_sync("what ran?")
+        asyncio.run(
+            Agent(FunctionModel(resumed), capabilities=[again.capability()]).run("what ran?")
+        )
         print(f"resumed: the second model was sent {len(seen[0])} characters from the ledger")
     return 0
 

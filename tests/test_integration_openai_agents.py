@@ -46,20 +46,20 @@ def _say(text: str) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": text}]}
 
 
-def _agent(server: FakeServer, session: ComalSession) -> Agent[Any]:
-    client = AsyncOpenAI(base_url=server.openai_base_url, api_key="test-key", max_retries=0)
-    return Agent(
-        name="jobs",
-        instructions="You run jobs.",
-        tools=[run_job, *session.tools],
-        model=OpenAIResponsesModel("gpt-4.1", client),
-    )
-
-
 def _run(server: FakeServer, session: ComalSession, prompt: str) -> Any:
-    agent = _agent(server, session)
-    run = Runner.run(agent, prompt, session=session, run_config=session.run_config())
-    return asyncio.run(run)
+    async def run() -> Any:
+        client = AsyncOpenAI(base_url=server.openai_base_url, api_key="test-key", max_retries=0)
+        agent: Agent[Any] = Agent(
+            name="jobs",
+            instructions="You run jobs.",
+            tools=[run_job, *session.tools],
+            model=OpenAIResponsesModel("gpt-4.1", client),
+        )
+        async with client:  # its connections closed on this loop, before it closes
+            config = session.run_config()
+            return await Runner.run(agent, prompt, session=session, run_config=config)
+
+    return asyncio.run(run())
 
 
 def _sent(server: FakeServer, index: int) -> str:

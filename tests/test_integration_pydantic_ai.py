@@ -4,6 +4,7 @@ dag engine (summaries, ``ctx_*`` recall)."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Any
 
@@ -11,7 +12,7 @@ import pytest
 
 pytest.importorskip("pydantic_ai", reason="the pydantic-ai extra is not installed")
 
-from pydantic_ai import Agent
+from pydantic_ai import Agent, AgentRunResult
 from pydantic_ai.capabilities import ProcessHistory
 from pydantic_ai.messages import (
     ModelMessage,
@@ -87,6 +88,14 @@ def _call(name: str, args: dict[str, Any], call_id: str) -> ModelResponse:
     return ModelResponse(parts=[ToolCallPart(name, args, tool_call_id=call_id)])
 
 
+def _run(
+    agent: Agent[None, str], prompt: str, history: list[ModelMessage] | None = None
+) -> AgentRunResult[str]:
+    # asyncio.run closes its loop; run_sync leaves the thread's loop open for the collector to
+    # find (a ResourceWarning, an error under filterwarnings=error) in whichever test runs then.
+    return asyncio.run(agent.run(prompt, message_history=history))
+
+
 def _agent(model: Any, **options: Any) -> Agent[None, str]:
     agent: Agent[None, str] = Agent(model, instructions="You run jobs.", **options)
 
@@ -104,8 +113,8 @@ def test_agent_sends_comal_assembly_keeps_outputs_recalls_and_resumes(
     # covers: INT-1, LED-1, EVI-1, DAG-7
     history = ComalHistory(ledger, window=WINDOW, engine="dag", settings=SETTINGS)
     script = Script()
-    result = _agent(FunctionModel(script), capabilities=[history.capability()]).run_sync(
-        "run six jobs"
+    result = _run(
+        _agent(FunctionModel(script), capabilities=[history.capability()]), "run six jobs"
     )
     comal = history.comal
     assert result.output == "six jobs ran"
@@ -149,9 +158,7 @@ def test_agent_sends_comal_assembly_keeps_outputs_recalls_and_resumes(
         return ModelResponse(parts=[TextPart("seven ran")])
 
     options = {"capabilities": [ProcessHistory(again)], "toolsets": [again.toolset]}
-    second = _agent(FunctionModel(resume), **options).run_sync(
-        "one more job", message_history=result.all_messages()
-    )
+    second = _run(_agent(FunctionModel(resume), **options), "one more job", result.all_messages())
     assert second.output == "seven ran"
     entries = again.comal.entries()
     # The prompt, the call and its result; the last reply is recorded when the next run starts
@@ -170,9 +177,9 @@ def test_a_plain_processor_records_the_previous_reply_when_the_next_run_starts(
     # covers: INT-1
     history = ComalHistory(ledger, window=32_000)
     agent = _agent(TestModel(call_tools=[]), capabilities=[ProcessHistory(history)])
-    first = agent.run_sync("hello")
+    first = _run(agent, "hello")
     assert len(history.comal.entries()) == 1
-    agent.run_sync("again", message_history=first.all_messages())
+    _run(agent, "again", first.all_messages())
     roles = [e.role for e in history.comal.entries()]
     assert roles == ["user", "assistant", "user"]
 
@@ -188,7 +195,7 @@ def test_system_prompt_parts_reach_the_model(ledger: LedgerBackend) -> None:
     agent: Agent[None, str] = Agent(
         FunctionModel(answer), system_prompt="Be brief.", capabilities=[history.capability()]
     )
-    agent.run_sync("hi")
+    _run(agent, "hi")
     first = seen[0][0]
     assert isinstance(first, ModelRequest)
     assert [type(p).__name__ for p in first.parts] == ["SystemPromptPart", "UserPromptPart"]
