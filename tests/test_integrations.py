@@ -8,8 +8,10 @@ import sys
 import pytest
 
 import comal.integrations
-from comal.integrations import IntegrationUnavailable
+from comal.errors import ComalError
+from comal.integrations import IntegrationUnavailable, LedgerSession
 from comal.integrations._core import require
+from comal.ledger import LedgerBackend
 
 FRAMEWORKS = ("langchain", "langgraph", "pydantic_ai", "agents")
 
@@ -54,3 +56,11 @@ def test_exports_are_pinned() -> None:
             "IntegrationInput", "IntegrationUnavailable", "LedgerSession", "RecallTool",
         ]
     )  # fmt: skip
+
+
+def test_a_bad_engine_or_setting_is_coded_and_creates_no_session(ledger: LedgerBackend) -> None:
+    for options in ({"engine": "nope"}, {"settings": {"keep_recent_results": 0}}):
+        with pytest.raises(ComalError) as caught:
+            LedgerSession(ledger, **options)
+        assert caught.value.code
+    assert ledger.sessions() == []

@@ -29,12 +29,13 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from ..context import get_engine
 from ..errors import UserError
 from ..ledger import Entry, LedgerBackend, Scope, UsageInput
 from ..messages import Message, Role, canonical_json, group_messages
 from ..ops import Actor, HouseFactory, Policy, Registry, default_registry
 from ..tokens import Usage, count_messages
-from ..turns import ContextSession
+from ..turns import ContextSession, configure
 
 __all__ = [
     "KEYS_EVENT",
@@ -118,8 +119,11 @@ class LedgerSession:
         self.window = window
         self.output_reserve = output_reserve
         self.framework = framework
+        # The engine and its settings are checked before a session exists: a typo creates none.
+        found_engine = get_engine(engine)
+        config = configure(found_engine, settings, ledger.counter, where="settings")
         self.scope = self._open(session, tenant, agent)
-        self.service = ContextSession(ledger, self.scope, engine, settings, where="settings")
+        self.service = ContextSession(ledger, self.scope, found_engine, config)
         registry = default_registry()
         found = [registry.get(name) for name in self.service.engine.model_tools]
         self.registry = Registry([op for op in found if op is not None])
