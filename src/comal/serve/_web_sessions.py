@@ -29,6 +29,7 @@ from typing import Any
 
 from ..agent import Config, Flags, Runtime, house_factory, load_config
 from ..agent._approvals import LedgerApprover, answer, pending
+from ..agent._interrupt import Interrupted, Interrupter
 from ..agent._steering import STEERING_OPERATIONS, always_rule
 from ..errors import ComalError, UserError
 from ..ledger import LedgerBackend, SessionInfo
@@ -53,9 +54,6 @@ GONE = Actor.operator("comal:web")
 # Deltas of a long session are many; the page reads the transcript from the ledger, so only
 # the newest events need to stay for a reconnecting page.
 _KEEP = 4_000
-# The loop's phases where an interrupt may stop it: before a model call, after a call's
-# receipt, after the prompt is stored.
-_STOPPABLE = frozenset({"assembled", "recorded", "intended"})
 
 
 class WorkspaceNotAllowed(UserError):
@@ -68,10 +66,6 @@ class ModelNotAllowed(UserError):
 
 class AgentBusy(UserError):
     code = "AGENT_BUSY"
-
-
-class Interrupted(UserError):
-    code = "INTERRUPTED"
 
 
 class WebRuntime(Runtime):
@@ -111,7 +105,7 @@ class LiveSession:
         self._cond = threading.Condition()
         self._events: list[dict[str, Any]] = []
         self._first = 1
-        self._stop = threading.Event()
+        self._stop = Interrupter(self.session)
         self._thread: threading.Thread | None = None
         self.crashed: dict[str, str] | None = None
         # The first prompt is stored with the session (one transaction): its run answers it.
@@ -161,7 +155,7 @@ class LiveSession:
     def interrupt(self, by: Actor) -> bool:
         if not self.working:
             return False
-        self._stop.set()
+        self._stop.request()
         self.emit("interrupting", by=by.id)
         return True
 
@@ -227,10 +221,7 @@ class LiveSession:
     def _phase(self, phase: str, detail: str) -> None:
         if phase == "delegated":
             self.emit("child_started", child=detail)
-        if phase in _STOPPABLE and self._stop.is_set():
-            raise Interrupted(
-                f"session {self.session} was interrupted; send a prompt to continue it"
-            )
+        self._stop.probe(phase, detail)
 
     def house_phase(self, phase: str, call_id: str) -> None:
         if phase == "judged":

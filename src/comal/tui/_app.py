@@ -29,6 +29,7 @@ from textual.widget import Widget
 from textual.widgets import Footer, Input, Static
 
 from ..agent import Runtime, context_report, render_report, resumable
+from ..agent._interrupt import Interrupter
 from ..agent._steering import always_rule
 from ..agent._transcript import board_note as shared_board_note
 from ..errors import ComalError
@@ -55,7 +56,10 @@ class ComalApp(App[None]):
     """``comal`` without ``-p``: chat with the agent of one session."""
 
     TITLE = "comal"
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("ctrl+q", "quit", "quit")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+q", "quit", "quit"),
+        Binding("escape", "interrupt", "interrupt"),
+    ]
     DEFAULT_CSS = """
     #transcript { height: 1fr; border: round $primary; }
     #transcript > Static { margin: 0 1; }
@@ -69,6 +73,8 @@ class ComalApp(App[None]):
         self.turn_note = ""
         # Approvals the worker waits on; answered "deny" if the app closes first.
         self._waiting: set[threading.Event] = set()
+        # Escape stops the run at its next safe phase (the web page's interrupt, the same way).
+        self._interrupter = Interrupter()
         # The model's reply as it streams, and the last one streamed whole (not said twice).
         self._stream: Static | None = None
         self._stream_text = ""
@@ -163,9 +169,14 @@ class ComalApp(App[None]):
     def run_agent(self, prompt: str) -> None:
         approver = CallbackApprover(self._ask_human, by=Actor.user(self.runtime.user))
         answer, problem = "", ""
+        self._interrupter.clear()
         try:
             result = self.runtime.run(
-                prompt, approver=approver, say=self._say, on_event=self._on_event
+                prompt,
+                approver=approver,
+                say=self._say,
+                on_event=self._on_event,
+                probe=self._interrupter.probe,
             )
             # Only a finished run's answer is this prompt's: otherwise it is an older one.
             answer = result.answer or "" if result.status == "finished" else ""
@@ -176,6 +187,12 @@ class ComalApp(App[None]):
         except ComalError as exc:
             problem = f"[{exc.code}] {exc}"
         self.call_from_thread(self._finished, answer, problem)
+
+    def action_interrupt(self) -> None:
+        if not self.busy or self._interrupter.is_set():
+            return
+        self._interrupter.request()
+        self.note("interrupting: the agent stops before its next step")
 
     def _finished(self, answer: str, problem: str) -> None:
         self._end_stream()
