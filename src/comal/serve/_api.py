@@ -10,6 +10,7 @@ are ``{"error": {"code", "message"}}`` with a fitting status.
 from __future__ import annotations
 
 import asyncio
+import functools
 import getpass
 import json
 from collections.abc import AsyncIterator, Callable
@@ -65,6 +66,34 @@ def _error(status: int, code: str, message: str) -> JSONResponse:
     return JSONResponse({"error": {"code": code, "message": message}}, status)
 
 
+# Coded errors whose HTTP status is not 400.
+STATUS = {
+    "NOT_FOUND": 404,
+    "WORKSPACE_NOT_ALLOWED": 403,
+    "MODEL_NOT_ALLOWED": 403,
+    "AGENT_BUSY": 409,
+    "SESSION_LOCKED": 409,
+    "APPROVAL_NOT_PENDING": 409,
+    "ALWAYS_NOT_OFFERED": 409,
+}
+
+
+def handled(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Every route's coded errors in the API's JSON shape (FastAPI reads the wrapped
+    signature)."""
+
+    @functools.wraps(fn)
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await fn(*args, **kwargs)
+        except ApiError as exc:
+            return _error(exc.status, exc.code, exc.message)
+        except UserError as exc:  # a human operation's failure too (HumanOperationFailed)
+            return _error(STATUS.get(exc.code, 400), exc.code, str(exc))
+
+    return wrapper
+
+
 def _human(tenant: Tenant) -> Actor:
     """The host-bound identity of an API caller (never read from the request body)."""
     if tenant.key_id is None:
@@ -101,21 +130,6 @@ def api_router(gate: Gate) -> APIRouter:
         if info is None:
             raise ApiError(404, "NOT_FOUND", f"no session {session_id} for this tenant")
         return tenant, info
-
-    def handled(fn: Callable[..., Any]) -> Callable[..., Any]:
-        # FastAPI reads the signature; errors become the API's JSON shape.
-        import functools
-
-        @functools.wraps(fn)
-        async def wrapper(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return await fn(*args, **kwargs)
-            except ApiError as exc:
-                return _error(exc.status, exc.code, exc.message)
-            except UserError as exc:
-                return _error(400, exc.code, str(exc))
-
-        return wrapper
 
     @router.get("/sessions", summary="List sessions (newest first)")
     @handled

@@ -15,7 +15,6 @@ header without a CORS preflight, which this server never grants.
 from __future__ import annotations
 
 import asyncio
-import functools
 import hmac
 import json
 from collections.abc import AsyncIterator, Callable
@@ -28,12 +27,10 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette.sse import EventSourceResponse
 
-from ..agent._human import HumanOperationFailed
 from ..context import engine_names
-from ..errors import UserError
 from ..ledger import LedgerBackend, SessionInfo
 from ..ops import Outcome
-from ._api import ApiError, _error, _human
+from ._api import STATUS, ApiError, _error, _human, handled
 from ._views import find_session
 from ._web_sessions import LiveSession, WebSessions
 from ._web_views import changes, fingerprint, gauge_view, transcript_view, work_tree
@@ -47,15 +44,6 @@ T = TypeVar("T")
 CSRF_HEADER = "x-comal-csrf"
 # The human operations a page may call by name; the others have routes of their own.
 COMMANDS = frozenset({"context", "state", "compact", "cost", "model", "effort", "mode", "name"})
-_STATUS = {
-    "NOT_FOUND": 404,
-    "WORKSPACE_NOT_ALLOWED": 403,
-    "MODEL_NOT_ALLOWED": 403,
-    "AGENT_BUSY": 409,
-    "SESSION_LOCKED": 409,
-    "APPROVAL_NOT_PENDING": 409,
-    "ALWAYS_NOT_OFFERED": 409,
-}
 
 
 class StartBody(BaseModel):
@@ -98,7 +86,7 @@ def _outcome(outcome: Outcome) -> dict[str, Any]:
     }
     if outcome.result.is_error:
         code = str(observed.get("code") or "OPERATION_FAILED")
-        raise ApiError(_STATUS.get(code, 400), code, str(observed.get("message") or body["text"]))
+        raise ApiError(STATUS.get(code, 400), code, str(observed.get("message") or body["text"]))
     return body
 
 
@@ -115,23 +103,6 @@ def check_csrf(headers: dict[str, str], token: str) -> None:
 
 async def _run(fn: Callable[[], T]) -> T:
     return await anyio.to_thread.run_sync(fn)
-
-
-def _handled(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Coded errors become the API's JSON shape (FastAPI reads the wrapped signature)."""
-
-    @functools.wraps(fn)
-    async def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return await fn(*args, **kwargs)
-        except ApiError as exc:
-            return _error(exc.status, exc.code, exc.message)
-        except HumanOperationFailed as exc:
-            return _error(_STATUS.get(exc.code, 400), exc.code, str(exc))
-        except UserError as exc:
-            return _error(_STATUS.get(exc.code, 400), exc.code, str(exc))
-
-    return wrapper
 
 
 @dataclass(frozen=True)
@@ -185,7 +156,7 @@ def _steering_routes(router: APIRouter, w: _Web) -> None:
     """The state-changing routes: each is one human operation on the ``api`` surface."""
 
     @router.post("/sessions", status_code=201, summary="Start an agent session in the server")
-    @_handled
+    @handled
     async def start(request: Request, body: StartBody) -> Any:
         tenant = await w.who(request, changes_state=True)
         by = _human(tenant)
@@ -198,13 +169,13 @@ def _steering_routes(router: APIRouter, w: _Web) -> None:
         return JSONResponse({"session": live.session, **_outcome(outcome)}, 201)
 
     @router.post("/sessions/{session_id}/prompts", summary="Give the agent a prompt (or resume)")
-    @_handled
+    @handled
     async def prompt(request: Request, session_id: str, body: PromptBody) -> dict[str, Any]:
         args = {} if body.prompt is None else {"prompt": body.prompt}
         return await w.steer(request, session_id, "prompt", args)
 
     @router.post("/sessions/{session_id}/interrupt", summary="Stop the agent before its next call")
-    @_handled
+    @handled
     async def interrupt(request: Request, session_id: str) -> dict[str, Any]:
         return await w.steer(request, session_id, "interrupt", {})
 
@@ -212,7 +183,7 @@ def _steering_routes(router: APIRouter, w: _Web) -> None:
         "/sessions/{session_id}/approvals/{request_id}",
         summary="Answer the agent's pending approval (the approve operation)",
     )
-    @_handled
+    @handled
     async def approve(
         request: Request, session_id: str, request_id: str, body: AnswerBody
     ) -> dict[str, Any]:
@@ -225,7 +196,7 @@ def _steering_routes(router: APIRouter, w: _Web) -> None:
         "/sessions/{session_id}/commands/{name}",
         summary="A human operation: context, state, compact, cost, model, effort, mode, name",
     )
-    @_handled
+    @handled
     async def command(
         request: Request,
         session_id: str,
@@ -245,7 +216,7 @@ def _reading_routes(router: APIRouter, w: _Web) -> None:
     """What the page reads: its token and choices, the transcript, asks, work, gauge, events."""
 
     @router.get("/web", summary="What the web page needs: its token, workspaces, models")
-    @_handled
+    @handled
     async def web(request: Request) -> dict[str, Any]:
         tenant = await w.who(request, changes_state=False)
         return {
@@ -259,7 +230,7 @@ def _reading_routes(router: APIRouter, w: _Web) -> None:
         }
 
     @router.get("/sessions/{session_id}/transcript", summary="What the person is shown, in order")
-    @_handled
+    @handled
     async def transcript(
         request: Request, session_id: str, start: Annotated[int, Query(ge=0)] = 0
     ) -> dict[str, Any]:
@@ -273,20 +244,20 @@ def _reading_routes(router: APIRouter, w: _Web) -> None:
         return {"session": session_id, "lines": lines, "last_event": last}
 
     @router.get("/sessions/{session_id}/asks", summary="The agent's pending approvals")
-    @_handled
+    @handled
     async def asks(request: Request, session_id: str) -> dict[str, Any]:
         _, info = await w.session_of(request, session_id, changes_state=False)
         return {"session": session_id, "approvals": await _run(lambda: w.sessions.asks(info))}
 
     @router.get("/sessions/{session_id}/work", summary="The board and the tree of work steps")
-    @_handled
+    @handled
     async def work(request: Request, session_id: str) -> dict[str, Any]:
         _, info = await w.session_of(request, session_id, changes_state=False)
         ledger: LedgerBackend = request.app.state.ledger
         return await _run(lambda: work_tree(ledger, info.scope))
 
     @router.get("/sessions/{session_id}/gauge", summary="The context gauge (the status line)")
-    @_handled
+    @handled
     async def gauge(request: Request, session_id: str) -> dict[str, Any]:
         _, info = await w.session_of(request, session_id, changes_state=False)
         live = w.sessions.get(info)

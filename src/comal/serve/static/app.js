@@ -320,6 +320,26 @@ function onChange(data) {
   if (!(location.hash || "").startsWith("#/chat")) render();
 }
 
+// Server-sent events read from a fetch (EventSource cannot send the key header): calls
+// onEvent(kind, data) for each event with data, until the stream ends. The web page uses it too.
+async function readEvents(response, onEvent) {
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += value;
+    let end;
+    while ((end = /\r?\n\r?\n/.exec(buffer))) {
+      const lines = buffer.slice(0, end.index).split(/\r?\n/);
+      buffer = buffer.slice(end.index + end[0].length);
+      const kind = (lines.find((l) => l.startsWith("event:")) || "event: message").slice(6).trim();
+      const data = lines.filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trimStart()).join("\n");
+      if (data) onEvent(kind, JSON.parse(data));
+    }
+  }
+}
+
 async function connect() {
   if (live) live.abort();
   const controller = new AbortController();
@@ -336,21 +356,7 @@ async function connect() {
     }
     if (!response.ok || !response.body) throw new Error(`events: ${response.status}`);
     dot.classList.add("on");
-    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
-    let buffer = "";
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      buffer += value;
-      let end;
-      while ((end = /\r?\n\r?\n/.exec(buffer))) {
-        const lines = buffer.slice(0, end.index).split(/\r?\n/);
-        buffer = buffer.slice(end.index + end[0].length);
-        const event = (lines.find((l) => l.startsWith("event:")) || "event: message").slice(6).trim();
-        const data = lines.filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trimStart()).join("\n");
-        if (event === "change" && data) onChange(JSON.parse(data));
-      }
-    }
+    await readEvents(response, (event, data) => { if (event === "change") onChange(data); });
   } catch (error) {
     if (controller.signal.aborted) return;
   }

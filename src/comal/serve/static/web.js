@@ -261,21 +261,7 @@ async function follow(sid) {
       headers: key ? { "x-comal-key": key } : {}, signal: controller.signal,
     });
     if (!response.ok || !response.body) throw new Error(`live: ${response.status}`);
-    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
-    let buffer = "";
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      buffer += value;
-      let end;
-      while ((end = /\r?\n\r?\n/.exec(buffer))) {
-        const lines = buffer.slice(0, end.index).split(/\r?\n/);
-        buffer = buffer.slice(end.index + end[0].length);
-        const kind = (lines.find((l) => l.startsWith("event:")) || "event: message").slice(6).trim();
-        const data = lines.filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trimStart()).join("\n");
-        if (data) onEvent(kind, JSON.parse(data));
-      }
-    }
+    await readEvents(response, onEvent);
   } catch (error) {
     if (controller.signal.aborted) return;
   }
