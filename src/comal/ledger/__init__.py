@@ -54,6 +54,7 @@ from ..tokens import TokenCounter
 from ._backend import LedgerBackend
 from ._coordination import BreakerRow, LeaseInfo
 from ._errors import (
+    BadSearchQuery,
     InvalidIdentifier,
     LedgerBadTarget,
     LedgerBusy,
@@ -65,7 +66,9 @@ from ._errors import (
     LedgerReadOnly,
     LedgerRowDamaged,
     LedgerSecretMissing,
+    LedgerTimeout,
     LedgerUnavailable,
+    SearchTooBroad,
     SessionHasChildren,
     SessionLocked,
 )
@@ -87,7 +90,8 @@ from ._model import (
     SummaryRecord,
     VerifyReport,
 )
-from ._reads import RecallHit
+from ._query import MAX_HITS, MAX_PHRASE_WORDS, MAX_PREFIXES, MAX_TERMS, MAX_WORDS
+from ._reads import RecallHit, RecallMode
 from ._schema import MIGRATIONS, SCHEMA_VERSION, Migration
 from ._seal import Secret
 from ._sqlite import SQLiteLedger, Synchronous
@@ -100,9 +104,15 @@ if TYPE_CHECKING:
     from ._verify import verify
 
 __all__ = [
+    "MAX_HITS",
+    "MAX_PHRASE_WORDS",
+    "MAX_PREFIXES",
+    "MAX_TERMS",
+    "MAX_WORDS",
     "MIGRATIONS",
     "PROXY_KEY_PREFIX",
     "SCHEMA_VERSION",
+    "BadSearchQuery",
     "BreakerRow",
     "CheckpointRecord",
     "Deletion",
@@ -124,18 +134,21 @@ __all__ = [
     "LedgerRowDamaged",
     "LedgerSecretMissing",
     "LedgerTarget",
+    "LedgerTimeout",
     "LedgerUnavailable",
     "Migration",
     "PgSessionLock",
     "PostgresLedger",
     "ProxyKey",
     "RecallHit",
+    "RecallMode",
     "Record",
     "RecordTable",
     "RequestRecord",
     "SQLiteLedger",
     "Scope",
     "SearchHit",
+    "SearchTooBroad",
     "SessionHasChildren",
     "SessionInfo",
     "SessionLock",

@@ -12,6 +12,9 @@ the session lock, search vectors written with each entry and summary (``_postgre
 
 from __future__ import annotations
 
+import contextlib
+import math
+import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -46,6 +49,17 @@ class PostgresDialect(PgDialectBase):
         # The key serve derived when it took this lock itself: processes of either version
         # exclude each other.
         db.execute("SELECT pg_advisory_xact_lock(?)", (lock_key(f"comal:serve:{name}"),))
+
+    def arm(self, db: Db, deadline: float) -> None:
+        # Per statement, from what is left now (Db.execute checks the block's total); inside a
+        # transaction the setting also goes with its rollback.
+        ms = max(1, math.ceil((deadline - time.monotonic()) * 1000))
+        db.raw.execute(f"SET statement_timeout = {ms}")
+
+    def disarm(self, db: Db) -> None:
+        # In a transaction the cancelled statement aborted, this fails: its rollback undoes it.
+        with contextlib.suppress(*self.errors):
+            db.raw.execute("SET statement_timeout TO DEFAULT")
 
     def index_text(
         self, db: Db, table: str, session: str, texts: Iterable[tuple[int, str]]
