@@ -7,13 +7,14 @@ engine assembles what goes upstream (:mod:`._turn`); the reply is recorded as a 
 normalized usage (TOK-1), and the request record keeps what was sent (the assembly's stage,
 actions, tokens and metrics). Ledger work runs in worker threads (the ledger is synchronous).
 
-Recall: when the engine stands in for part of the history (references, a checkpoint,
-summaries, evicted or rewritten messages), its recall tools (``Engine.model_tools``: EvidenceRead,
-the dag's ``ctx_*``, the pipeline's ``session_search``) are added upstream beside the client's.
-When the model calls one, the proxy runs the call through the house (judged, receipted),
-appends it as a recall step the client never sees, and asks again, at most ``max_recalls``
-times per client request, so the client never sees a call to a tool it did not declare. A
-whole reply is read whole; a stream is streamed on across the rounds (:mod:`._relay`,
+Recall: when the engine stands in for part of the history (references, a checkpoint, summaries,
+evicted or rewritten messages), its recall tools (``Engine.model_tools``: EvidenceRead, the dag's
+``ctx_*``, the pipeline's ``session_search``) are added upstream beside the client's. When the
+model calls one, the proxy runs the call through the house (judged, receipted; on a ledger
+connection of its own and outside the router's lock, so another tenant's request never waits for
+it, :mod:`._record`), appends it as a recall step the client never sees, and asks again, at most
+``max_recalls`` times per client request, so the client never sees a call to a tool it did not
+declare. A whole reply is read whole; a stream is streamed on across the rounds (:mod:`._relay`,
 :mod:`._splice`). Streams without recall are relayed event by event, byte for byte.
 """
 
@@ -111,6 +112,7 @@ class ProxyService(Relay):
 
     async def aclose(self) -> None:
         await self.client.aclose()
+        self.recorder.recall_ledgers.close()
 
     async def passthrough(
         self,
