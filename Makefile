@@ -32,9 +32,11 @@ $(NODE_STAMP): Makefile
 	cd $(NODE_DIR)/node_modules/@anthropic-ai/claude-code && node install.cjs
 	touch $(NODE_STAMP)
 
-# Dashboard screenshots for the README, taken in Debian's chromium.
+# Screenshots for the README: the dashboard in Debian's chromium, the TUI's approval dialog
+# (textual's own SVG).
 screenshots: $(STAMP)
 	COMAL_SCREENSHOTS=docs/serve $(BIN)/pytest tests/serve/test_dashboard_browser.py
+	COMAL_SCREENSHOTS=docs $(BIN)/pytest tests/test_tui_contact.py -k approvals_show
 
 demo: $(STAMP)
 	$(BIN)/python -m comal.demo

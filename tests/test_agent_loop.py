@@ -231,7 +231,9 @@ def test_a_denied_check_never_closes_the_session(tmp_path: Path) -> None:
     result = r.agent(provider, settings_kw=settings).run("x")
     assert result.status == "max_turns"
     assert r.ledger.session(r.scope).status == "active"  # type: ignore[union-attr]
-    assert [rc.status for rc in receipts(r.ledger, r.scope)] == ["denied", "ok"]
+    # The two checks, then the finish_call they ran in (an error: one was denied).
+    made = [(rc.operation, rc.status) for rc in receipts(r.ledger, r.scope)]
+    assert made == [("Bash", "denied"), ("Bash", "ok"), ("finish_call", "error")]
     assert "denied by the rule Bash(rm *)" in r.ledger.entries(r.scope)[-1].message.text
 
 

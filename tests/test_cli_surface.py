@@ -40,6 +40,8 @@ def _example_args(entry: int, summary: int) -> dict[str, dict[str, Any]]:
         "ctx_search": {"query": "flag"},
         "ctx_inspect": {"summary": summary},
         "ctx_expand": {"summary": summary},
+        "cost": {},
+        "memory_search": {"query": "flag"},
     }
 
 

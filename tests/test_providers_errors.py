@@ -222,6 +222,8 @@ PROVIDERS_API = {
     # the scheme registry (PLG-1): schemes are plugins; one entry point builds any provider
     "ProviderContext", "ProviderScheme", "check_model_spec", "model_name_of",
     "normalize_model_spec", "provider_for", "provider_schemes",
+    # what a work step of a session on a spec runs by default (WRK-1)
+    "work_step_spec",
 }  # fmt: skip
 
 TESTING_API = {

@@ -16,7 +16,7 @@ from pathlib import Path
 from comal.cli import COMMAND_MODULES
 
 README = Path(__file__).resolve().parents[1] / "README.md"
-GROUPS = {"bench", "config", "keys"}
+GROUPS = {"bench", "config", "keys", "memory"}
 # Options of the root command, valid before or after any command.
 ROOT_OPTIONS = {"--ledger", "--help", "--version"}
 

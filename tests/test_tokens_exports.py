@@ -51,6 +51,10 @@ EXPECTED = {
     "price_for",
     "saved_vs_uncached",
     "recorded_saving",
+    "prompt_cost",
+    "session_cost",
+    "SessionCost",
+    "ModelCost",
 }
 
 

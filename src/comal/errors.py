@@ -22,7 +22,8 @@ Packages add leaves where they raise them, each also under the class a caller al
 - ``comal.ledger``: ``LedgerNotFound``, ``LedgerForeign``, ``LedgerNotADatabase``,
   ``LedgerIsADirectory``, ``LedgerReadOnly``, ``LedgerUnavailable``, ``LedgerBusy``
   (LedgerError); ``LedgerCorrupt``, ``LedgerRowDamaged`` (LedgerIntegrityError);
-  ``LedgerBadTarget``, ``InvalidIdentifier``, ``SessionHasChildren`` (UserError);
+  ``LedgerBadTarget``, ``InvalidIdentifier``, ``SessionHasChildren``, ``MemorySearchTimeout``
+  (UserError);
 - ``comal.evidence``: ``EvidenceError`` → ``EvidenceNotFound`` (UserError),
   ``EvidenceNotAllowed`` (ScopeError), ``EvidenceFieldError`` / ``EvidenceArgumentError``
   (UserError), ``EvidenceDigestMismatch`` / ``EvidenceCorrupt`` (LedgerIntegrityError);
@@ -34,7 +35,11 @@ Packages add leaves where they raise them, each also under the class a caller al
 - ``comal.agent``: ``AgentError`` → ``SpendCapExceeded``, ``SessionLocked`` (UserError),
   ``IncompleteResponse``, ``RepeatedOutputLength`` (OutputLength), ``RepeatedContextLength``
   (ContextLength); ``ConfigNotFound`` (InputError), a configuration file named by
-  ``COMAL_CONFIG`` or a flag that is not there;
+  ``COMAL_CONFIG`` or a flag that is not there; ``BudgetLimited`` (the task's budget is spent: a
+  run's ``error``, not raised);
+- ``comal.work``: ``BoardItemUnknown``, ``BoardOrderError``, ``WorkStepRefused``,
+  ``DraftReferenceError``, ``FinishRefused``, ``NoWorkAgent`` (ToolFailure: error results whose
+  receipts name the code);
 - ``comal.providers``: ``ProviderConfigError`` → ``MissingAPIKey`` (UserError);
   ``ProviderError`` → connection, rate-limited, unavailable, auth, request and protocol errors;
   ``ContextLengthExceeded`` (ContextLength and ProviderError); ``comal.providers.script``:
@@ -44,7 +49,8 @@ Packages add leaves where they raise them, each also under the class a caller al
 - ``comal.cli``: ``OutputPathError`` (UserError), a file or folder a command cannot write;
 - ``comal.serve``: ``RequestRefused`` (UserError) → ``HostNotAllowed``, ``OriginNotAllowed``,
   ``KeyInURL``, ``RequestTimeout``, each with its HTTP status; ``JSONTooDeep``,
-  ``ToolPairsBroken`` (InputError).
+  ``ToolPairsBroken`` (InputError); ``CannotListen`` → ``AddressInUse`` (UserError), an address
+  ``comal serve`` cannot listen on, said before it starts.
 
 Messages say what was wrong, where, and end with what to do about it.
 """

@@ -22,6 +22,7 @@ import unicodedata
 from collections.abc import Sequence
 
 __all__ = [
+    "encodable",
     "is_safe",
     "one_line",
     "quote_lines",
@@ -54,6 +55,25 @@ def safe_json(dumped: str) -> str:
     the same JSON value, nothing in it a terminal acts on. (Such characters can only be inside
     JSON strings, where the escape means the character itself.)"""
     return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", dumped)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def encodable(value: object) -> object:
+    """``value`` (strings, and those inside lists, tuples and dicts) with every lone surrogate —
+    what a damaged byte becomes when the ledger reads invalid UTF-8 leniently — shown as the
+    byte it stood for (``\\xff``), so the text can be written as UTF-8 and read back."""
+    if isinstance(value, str):
+        if _SURROGATE.search(value) is None:
+            return value
+        raw = value.encode("utf-8", "surrogateescape")
+        return raw.decode("utf-8", "backslashreplace")
+    if isinstance(value, dict):
+        return {encodable(k): encodable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [encodable(v) for v in value]
+    return value
 
 
 def is_safe(text: str) -> bool:

@@ -191,10 +191,12 @@ def test_a_real_users_files_are_masked_and_commands_run(
     real_home.mkdir()
     (base / "home").symlink_to(real_home)  # a symlinked home
     home = base / "home"
-    for var in ("XDG_DATA_HOME", "XDG_CONFIG_HOME", "COMAL_LEDGER", "COMAL_CONFIG"):
+    for var in ("XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "COMAL_LEDGER",
+                "COMAL_CONFIG"):  # fmt: skip
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("HOME", str(home))
     ledger = _secret(home / ".local/share/comal/ledger.db")
+    sealing = _secret(home / ".local/state/comal/ledger-keys/abc.key")  # the ledger's HMAC key
     (home / ".local/share/comal/ledger.db.locks").mkdir()
     config = _secret(home / ".config/comal/config.json")
     inside = home / ".local/share/comal/projects/ws"  # a workspace inside the data dir
@@ -205,7 +207,7 @@ def test_a_real_users_files_are_masked_and_commands_run(
     box = Sandbox(SandboxPolicy(), inside, protected)
     done = _run(
         box,
-        f"cat {ledger} {config} {key} .comal/config.json 2>&1; ls -A {ledger.parent}; "
+        f"cat {ledger} {config} {key} {sealing} .comal/config.json 2>&1; ls -A {ledger.parent}; "
         f"echo ok > made.txt && echo wrote; echo x > {ledger} || echo refused",
     )
     assert done.returncode == 0, done.stderr

@@ -22,7 +22,7 @@ import pytest
 
 from comal.ledger import open_ledger
 from comal.serve import ServeConfig, create_app
-from comal.serve._run import ServerThread
+from comal.serve._run import ServerThread, free_port
 from serve._support import proxy
 
 from ._serve_support import BODY, chromium
@@ -166,12 +166,17 @@ def test_flags_and_the_configuration_file_reach_the_server(
     from comal.cli import app
 
     seen: dict[str, Any] = {}
-    monkeypatch.setattr(
-        "comal.serve._run.serve_forever", lambda a, *_: seen.setdefault("config", a.state.config)
-    )
+
+    def serve_forever(app: Any, *args: Any, sock: Any = None, **kw: Any) -> None:
+        sock.close()  # the port the command bound before its banner
+        seen.setdefault("config", app.state.config)
+        app.state.ledger.close()
+
+    monkeypatch.setattr("comal.serve._run.serve_forever", serve_forever)
     conf = tmp_path / "config.json"
     conf.write_text(json.dumps({"serve": {"allowed_hosts": ["from.file"], "body_timeout": 9}}))
     args = ["serve", "--config", str(conf), "--ledger", str(tmp_path / "l.db")]
+    args += ["--port", str(free_port())]
     args += ["--allow-host", "comal.internal", "--allow-origin", "https://ops.example"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output

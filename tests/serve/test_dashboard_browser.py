@@ -1,6 +1,6 @@
 """The dashboard in a real browser: Debian's chromium driven by Playwright (nothing downloaded).
 
-# covers: OPS-2, OBS-1
+# covers: OPS-2, OBS-1, CCH-2
 
 Opens the sessions list, a session (timeline and per-turn chart), one turn's context view and
 the approvals view; approves a pending ask and sees the agent finish. Screenshots go to
@@ -13,6 +13,7 @@ import os
 import shutil
 from pathlib import Path
 
+import httpx
 import pytest
 
 from ._support import asking_agent, drive_long_session, long_session_script, proxy
@@ -48,6 +49,10 @@ def test_dashboard_pages_and_an_approval_in_chromium(tmp_path: Path) -> None:
     with proxy(tmp_path, long_session_script(TURNS), context_window=8_000) as px:
         sid = drive_long_session(px.url, TURNS)
         turns = px.ledger.requests(px.ledger.sessions()[0].scope)
+        # A model without a list price: its cost is unknown, never another model's rates.
+        px.fake.add({"content": "ok", "usage": {"input_tokens": 900, "output_tokens": 3}})
+        chat = {"model": "deepseek-chat", "messages": [{"role": "user", "content": "hi"}]}
+        other = httpx.post(f"{px.url}/v1/chat/completions", json=chat).headers["x-comal-session"]
         referenced = next(i for i, r in enumerate(turns) if r.meta.get("referenced"))
         with sync_api.sync_playwright() as p:
             browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
@@ -55,6 +60,10 @@ def test_dashboard_pages_and_an_approval_in_chromium(tmp_path: Path) -> None:
             page.goto(px.url + "/")
             page.wait_for_selector("#sessions tbody tr.click")
             assert sid[:8] in page.inner_text("#sessions")
+            assert "$0." in page.inner_text(f"tr[data-href='#/s/{sid}']")
+            unknown = page.locator(f"tr[data-href='#/s/{other}'] span.unknown")
+            assert unknown.inner_text() == "—"
+            assert "deepseek-chat has no list price" in str(unknown.get_attribute("title"))
             page.screenshot(path=str(shots / "serve-sessions.png"), full_page=True)
 
             page.click(f"tr[data-href='#/s/{sid}']")

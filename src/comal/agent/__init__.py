@@ -49,6 +49,7 @@ from ._config_doc import configuration_reference
 from ._config_show import Setting, explain_config
 from ._errors import (
     AgentError,
+    BudgetLimited,
     DuplicateCallIds,
     IncompleteResponse,
     RepeatedContextLength,
@@ -68,12 +69,13 @@ from ._human import (
 )
 from ._lengths import CONTEXT_EVENT, INCOMPLETE_EVENT
 from ._lock import SessionLock, lock_path
+from ._opening import check_prompt, resumable
 from ._propose import COMPACT_APPLIED, COMPACT_REQUESTED, Proposal, Proposer, queued_compactions
 from ._result import RunResult, answer_of, run_usage
-from ._runtime import Flags, Runtime, check_prompt
+from ._runtime import Flags, Runtime
 from ._serve_settings import ServeSettings
 from ._session import Check, lock_session, run_checks, spawn_child, start_session
-from ._settings import DEFAULT_SYSTEM, AgentSettings
+from ._settings import DEFAULT_SYSTEM, AgentSettings, TaskBudget, WorkSettings
 from ._spend import Spend, SpendCaps, check_spend, spent
 
 __all__ = [
@@ -94,6 +96,7 @@ __all__ = [
     "AgentError",
     "AgentProfile",
     "AgentSettings",
+    "BudgetLimited",
     "CacheConfig",
     "Check",
     "Config",
@@ -120,6 +123,8 @@ __all__ = [
     "SpendCapExceeded",
     "SpendCaps",
     "SpendConfig",
+    "TaskBudget",
+    "WorkSettings",
     "answer_of",
     "check_config",
     "check_prompt",
@@ -137,6 +142,7 @@ __all__ = [
     "raise_for",
     "render_report",
     "request_saving",
+    "resumable",
     "run_checks",
     "run_usage",
     "session_saving",

@@ -8,23 +8,28 @@ One turn::
     → judgment + execution of each runnable call (the house)
     → result + receipt, appended atomically into that step
 
-and again, until a reply proposes no tool call (the answer) or the run reaches ``max_turns``.
-An answer is not the end: :meth:`Agent.finish` runs the configured checks and only then marks the
-session finished (RES-5); failing checks are told to the model as a new user message.
+and again, until the task is closed, the run reaches ``max_turns``, or the task's budget is
+spent (``budget_limited``). Only ``finish_call`` closes a session (WRK-5, RES-5): the model may
+propose it (alone in its reply), and when the model answers without it the house runs it
+itself (:meth:`Agent.finish`); either way the configured checks and every board item's check
+run, and the session is marked finished only when all pass. A failed finish the model did not
+see is told to it as a new user message. The agent's work steps, drafts and finish are its
+:class:`~comal.agent._coordinator.Coordinator`'s.
 
 Every state the loop needs is read back from the ledger, never kept only in memory, so a run can
 stop anywhere and :meth:`Agent.run` (or ``resume``) picks up from what was recorded: reconcile
 preparations without receipts through the house, run the calls that never started (or whose write
 was proven ``not_applied``) after judging them under the current policy (RES-6), leave
-``uncertain`` ones blocked with their result telling the model so, and continue the loop without
-a new prompt. A finished session is not sent to the model again.
+``uncertain`` ones blocked with their result telling the model so, resume the work steps left
+unfinished in their own sessions, and continue the loop without a new prompt. A finished
+session is not sent to the model again.
 """
 
 from __future__ import annotations
 
 import getpass
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -34,7 +39,11 @@ from ..ledger import Entry, LedgerBackend, Scope
 from ..messages import Message, Role, Text, ToolCall, preamble_text
 from ..ops import Actor, House, Reconciled, reconcile
 from ..providers import OnEvent, Provider
+from ..work import FINISH, WorkAgent, ensure_work_operations
 from ._catalog import ensure_tool_search, model_catalog, recall_tools
+from ._children import ChildModels, SameModel
+from ._coordinator import Coordinator
+from ._errors import BudgetLimited
 from ._propose import Probe, Proposal, Proposer, Say
 from ._result import (
     RunResult,
@@ -44,7 +53,7 @@ from ._result import (
     receipts_since,
     run_usage,
 )
-from ._session import Check, run_checks, spawn_child
+from ._session import spawn_child
 from ._settings import AgentSettings
 
 __all__ = ["Agent", "Clock", "Preamble", "intention", "prompt_of", "utc_now"]
@@ -55,8 +64,6 @@ RECOVERED_EVENT = "recovered"
 REREAD_EVENT = "reread"
 # Operations that read back what an engine referenced, summarized or evicted.
 RECALL_TOOLS = recall_tools()
-CHECKS_EVENT = "finish_checks"
-_CHECK_OUTPUT_TAIL = 2_000
 
 
 def _quiet(kind: str, text: str) -> None:
@@ -77,7 +84,12 @@ class Agent:
     ``result``, ``note``, ``warn``); ``on_event`` receives streamed deltas; ``probe(phase,
     detail)`` is called between phases so fault tests can stop the process exactly there;
     ``clock`` gives the time a prompt's preamble states (CCH-1) and ``channel`` the surface it
-    came through."""
+    came through; ``children`` gives its work steps their models (default: its own provider).
+
+    A house built without a host (or last run by another agent) gets this agent as its host,
+    so ``finish_call`` and the work steps reach it; an agent that is not a sub-agent is offered
+    the board, the work steps, drafts and ``finish_call`` (a sub-agent gets what its parent
+    gave it)."""
 
     def __init__(
         self,
@@ -93,6 +105,7 @@ class Agent:
         probe: Probe | None = None,
         clock: Clock | None = None,
         channel: str | None = None,
+        children: ChildModels | None = None,
     ) -> None:
         if house.scope != scope:
             raise UserError(f"the house serves session {house.scope.session}, not {scope.session}")
@@ -110,6 +123,11 @@ class Agent:
         self.run_id = uuid.uuid4().hex
         # CCH-3: deferred tools are found through ToolSearch, an operation like any other.
         ensure_tool_search(house.registry)
+        if self.actor.kind != "subagent":
+            ensure_work_operations(house.registry)
+        if house.host is None or isinstance(house.host, Agent):
+            # A house another agent ran before serves this one now.
+            house.host = self
         self.catalog = model_catalog(house.catalog("model"), get_engine(settings.engine_name))
         self.proposer = Proposer(
             ledger,
@@ -123,8 +141,15 @@ class Agent:
             probe=self.probe,
         )
         self.turns = 0
+        self.finishes = 0
         self.blocked: tuple[str, ...] = ()
         self._mark = receipt_mark(ledger, scope)
+        self.coordinator = Coordinator(self, children or SameModel(provider))
+        self._limited: str | None = None
+
+    def work_agent(self, scope: Scope) -> WorkAgent | None:
+        """:class:`~comal.work.WorkHost`: this agent's coordinator serves its own session."""
+        return self.coordinator if scope == self.scope else None
 
     # -- the public surface -----------------------------------------------------------------
     def run(self, prompt: str | None = None) -> RunResult:
@@ -139,38 +164,32 @@ class Agent:
                 self.say("note", "the session is finished: nothing to do, the model is not called")
                 return self.result("finished")
             self.ledger.set_status(self.scope, "active")
-        self.blocked = self._recover()
-        if prompt is not None:
-            self._intend(prompt)
-        return self.result(self._drive())
+        try:
+            self.blocked = self._recover()
+            if prompt is not None:
+                self._intend(prompt)
+            status = self._drive()
+        finally:
+            # A run ends with its work steps: their calls need this process's session lock.
+            self.coordinator.settle()
+        if status == "budget_limited":
+            return self.result(status, BudgetLimited(self._limited or "the budget is spent"))
+        return self.result(status)
 
     def resume(self, prompt: str | None = None) -> RunResult:
         """``comal --resume UUID [-p PROMPT]``: :meth:`run`, usually without a prompt (RES-1)."""
         return self.run(prompt)
 
     def finish(self) -> bool:
-        """Run the configured checks; only when all pass is the session marked finished
-        (RES-5). Failures are appended as a user message so the model can fix them."""
-        checks = run_checks(self.house, self.settings.checks, self.run_id)
-        for check in checks:
-            self.say("result", f"check `{check.command}`: {check.status}")
-        passed = all(c.passed for c in checks)
-        with self.ledger.atomic():
-            if checks:
-                body = {
-                    "v": 1,
-                    "run": self.run_id,
-                    "passed": passed,
-                    "checks": [
-                        {"command": c.command, "status": c.status, "receipt": c.receipt}
-                        for c in checks
-                    ],
-                }
-                self.ledger.add_record(self.scope, "event", CHECKS_EVENT, body)
-            if passed:
-                self.ledger.set_status(self.scope, "finished")
-            else:
-                self.ledger.append(self.scope, [_checks_failed(c for c in checks if not c.passed)])
+        """The model answered without ``finish_call``: the house runs it (the configured
+        checks, the board's checks); only when all pass is the session marked finished
+        (RES-5). A failure is appended as a user message so the model can fix it."""
+        passed, report = self.coordinator.finish()
+        self.say("result", report.splitlines()[0] if report else "finish")
+        if passed:
+            self.ledger.set_status(self.scope, "finished")
+        else:
+            self.ledger.append(self.scope, [_not_finished(report)])
         self.probe("checked", "passed" if passed else "failed")
         return passed
 
@@ -232,6 +251,10 @@ class Agent:
                 raise UserError(
                     f"session {self.scope.session} has nothing to answer; give a prompt"
                 )
+            if last.role == Role.TOOL.value and self._closed_by_finish_call():
+                self.ledger.set_status(self.scope, "finished")
+                self.probe("checked", "passed")
+                return "finished"
             if last.role == Role.ASSISTANT.value and not last.message.tool_calls:
                 if self.finish():
                     return "finished"
@@ -239,6 +262,11 @@ class Agent:
             if turns >= self.settings.max_turns:
                 self.say("warn", f"stopped after {turns} turns (max_turns); resume to continue")
                 return "max_turns"
+            limited = self.coordinator.over_budget()
+            if limited is not None:
+                self._limited = self.coordinator.stop_for_budget(limited)
+                self.say("warn", self._limited)
+                return "budget_limited"
             proposal = self.proposer.propose()
             step = self._append(proposal)
             turns += 1
@@ -273,6 +301,9 @@ class Agent:
         receipt = self.house.record(outcome, join_step=step)
         decision = outcome.judgment.decision
         self.say("result", f"{call.name}: {receipt.status} ({decision.action} by {decision.rule})")
+        # What the call returned (as stored): a person watching sees what the model will read;
+        # each surface decides how much of it to show.
+        self.say("output", outcome.result.text)
         if receipt.status == "ok" and call.name in RECALL_TOOLS:
             # OBS-2 "reread": the model went back to stored evidence the engine had taken out.
             args = outcome.judgment.args
@@ -289,6 +320,17 @@ class Agent:
     def _last_entry(self) -> Entry | None:
         tail = self.ledger.tail(self.scope, n=1)
         return tail[-1] if tail else None
+
+    def _closed_by_finish_call(self) -> bool:
+        """Whether the newest step is a ``finish_call`` that passed, every call answered."""
+        step, calls = self._open_step()
+        if calls:
+            return False
+        for entry in self.ledger.entries(self.scope, start_seq=step):
+            result = entry.message.tool_result
+            if result is not None and result.name == FINISH and not result.is_error:
+                return True
+        return False
 
     # -- recovery ---------------------------------------------------------------------------
     def _recover(self) -> tuple[str, ...]:
@@ -309,6 +351,8 @@ class Agent:
                 if call.id in pending:
                     self.say("note", f"{call.name} {call.id} never ran: judging it afresh")
                     self._execute(call, step)
+        # Work steps left unfinished resume in their own sessions (WRK-3).
+        self.coordinator.resume_steps()
         if report.items or pending:
             body = {
                 "v": 1,
@@ -399,10 +443,9 @@ def _recovered(item: Reconciled) -> str:
     return f"{what}: {item.status} ({item.reason or 'observed'})"
 
 
-def _checks_failed(failed: Iterable[Check]) -> Message:
-    lines = ["[comal] The task is not finished: these checks failed."]
-    lines += [f"$ {c.command}\n{c.output[-_CHECK_OUTPUT_TAIL:]}" for c in failed]
-    lines.append("Fix what they report, then answer again.")
+def _not_finished(report: str) -> Message:
+    lines = ["[comal] The task is not finished: finish_call did not pass.", report]
+    lines.append("Fix what it reports, then answer again (or call finish_call).")
     return Message(Role.USER, (Text("\n\n".join(lines)),), name="comal")
 
 

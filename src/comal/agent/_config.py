@@ -15,6 +15,7 @@ change nothing::
     max_turns: 50
     checks: ["pytest -q"]          # must pass before a session is marked finished (RES-5)
     context_window: 128000         # operator-only: combined with the model's by minimum
+    output_escalation: {enabled: true, max_tokens: 32768}   # operator-only (MEM-3)
     spend: {execution: 2000000, hour: 10000000, day: 100000000}    # operator-only
     engine: limit                  # operator-only: the context engine (comal.context registry)
     engine_settings: {keep_recent_results: 5}   # operator-only: that engine's settings
@@ -22,6 +23,7 @@ change nothing::
     agents:                        # per-agent settings, by agent name
       reviewer: {engine: limit, engine_settings: {target_ratio: 0.5}, max_turns: 20}
     plugins: [comal_wordcount]     # operator-only: modules enabled as plugins (docs/plugins.md)
+    work: {parallel: 2, budget: {tokens: 500000}}   # operator-only: work steps, task budget
     serve: {allowed_hosts: [comal.internal]}   # operator-only: comal serve's guards and limits
 
 Every value is checked with its range when the file is read (engine settings with the chosen
@@ -32,12 +34,13 @@ engine's own ranges); an error names the file, the key and the allowed range.
 Precedence: defaults < file < environment (``COMAL_MODEL``, ``COMAL_MODE``, ``COMAL_MAX_TURNS``,
 ``COMAL_TENANT``; ``COMAL_CONTEXT_WINDOW`` joins the window minimum) < command-line flags.
 
-Operator-only settings (:data:`OPERATOR_ONLY`: windows, output reserve, engine and its
-settings, caps and limits, the sandbox, the cache, MCP servers, plugins, serve) come only
-from these sources, which the model cannot reach: the configuration is read once when the
-process starts into frozen values, no operation in the model's catalog changes any of them,
-and the policy denies the model's Write/Edit of the configuration file and shell commands
-naming its directory, while the OS sandbox masks the file from Bash (CFG-2).
+Operator-only settings (:data:`OPERATOR_ONLY`: windows, output reserve and escalation,
+engine and its settings, caps and limits, the sandbox, the cache, MCP servers, plugins, serve, work steps
+and the task's budget) come only from these sources, which the model cannot reach: the
+configuration is read once when the process starts into frozen values, no operation in the
+model's catalog changes any of them, and the policy denies the model's Write/Edit of the
+configuration file and shell commands naming its directory, while the OS sandbox masks the
+file from Bash (CFG-2).
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ from ..ops._mcp_config import SERVER_NAME
 from ..tokens import resolve_window
 from ._cache import CacheConfig
 from ._config_doc import allowed
+from ._config_work import WorkConfig
 from ._serve_settings import ServeSettings
 from ._settings import DEFAULT_SYSTEM, AgentSettings
 from ._spend import SpendCaps
@@ -84,6 +88,7 @@ OPERATOR_ONLY = frozenset(
     {
         "context_window",
         "output_reserve",
+        "output_escalation",
         "engine",
         "engine_settings",
         "spend",
@@ -93,6 +98,7 @@ OPERATOR_ONLY = frozenset(
         "mcp_servers",
         "plugins",
         "serve",
+        "work",
     }
 )
 ENV_KEYS = {"COMAL_MODEL": "model", "COMAL_MODE": "mode", "COMAL_MAX_TURNS": "max_turns"}
@@ -123,6 +129,25 @@ class SpendConfig(_Strict):
 
     def caps(self) -> SpendCaps:
         return SpendCaps(self.execution, self.hour, self.day)
+
+
+class OutputEscalation(_Strict):
+    """MEM-3: after a compaction, the next request may ask for more output."""
+
+    enabled: bool = Field(
+        default=True,
+        description="Raise the max output of the first request after a compaction (within the "
+        "window's room and the model's output limit).",
+    )
+    max_tokens: int = Field(
+        default=32_768,
+        ge=4_096,
+        le=128_000,
+        description="The most output tokens an escalated request asks for.",
+    )
+
+    def ceiling(self) -> int | None:
+        return self.max_tokens if self.enabled else None
 
 
 def _known_engine(value: str | None) -> str | None:
@@ -242,6 +267,10 @@ class Config(_Strict):
         le=1_000_000,
         description="Output tokens reserved per request (operator-only); null: the budget's.",
     )
+    output_escalation: OutputEscalation = Field(
+        default_factory=OutputEscalation,
+        description="After a compaction, the next request may write more (operator-only; MEM-3).",
+    )
     engine: str = Field(
         default="limit",
         min_length=1,
@@ -264,6 +293,7 @@ class Config(_Strict):
         description="Python modules enabled as plugins when the configuration is loaded, after "
         "the installed entry points (operator-only; see docs/plugins.md).",
     )
+    work: WorkConfig = Field(default_factory=WorkConfig)
 
     @field_validator("engine")
     @classmethod
@@ -509,11 +539,14 @@ def settings_from_config(
         effort=config.effort,
         max_turns=profile.max_turns or config.max_turns,
         output_reserve=config.output_reserve,
+        output_escalation=config.output_escalation.ceiling(),
         engine=config.engine_config(name),
         engine_name=config.engine_name(name),
         spend=config.spend.caps(),
         checks=tuple(checks),
         cache=config.cache_config(name),
+        budget=config.work.task_budget(),
+        work=config.work.settings(),
     )
 
 

@@ -24,6 +24,7 @@ from ..ledger import SessionLocked
 
 __all__ = [
     "AgentError",
+    "BudgetLimited",
     "DuplicateCallIds",
     "IncompleteResponse",
     "RepeatedContextLength",
@@ -74,3 +75,10 @@ class RepeatedContextLength(AgentError, ContextLength):
     """OUT-1: the provider rejected the input again after one recalibrated assembly."""
 
     code = "CONTEXT_LENGTH"
+
+
+class BudgetLimited(AgentError):
+    """The task's budget (``work.budget``) is spent: the run stopped as ``budget_limited``
+    (the run's ``error``, saying what remains; not raised)."""
+
+    code = "BUDGET_LIMITED"

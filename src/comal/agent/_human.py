@@ -1,4 +1,5 @@
-"""The human operations over the context engine: ``context``, ``state`` and ``compact`` (LIM-7).
+"""The human operations over the context engine: ``context``, ``state``, ``compact`` (LIM-7) and
+``cost``.
 
 They are operations of the one registry (OPS-1), on the human surfaces only (CLI, TUI, API):
 ``comal context``, the TUI's ``/context`` and its status line, and the HTTP API all run the
@@ -23,8 +24,9 @@ from ..context.limit import EngineConfig
 from ..errors import ComalError, UserError
 from ..ledger import CheckpointRecord, LedgerBackend, Scope, SummaryRecord
 from ..ops import CallContext, Handler, Operation, Outcome, Surface, ToolOutput
-from ..tokens import REPLY_PRIMING, resolve_window
+from ..tokens import REPLY_PRIMING, resolve_window, session_cost
 from ..turns import ContextSession
+from ..work import board_of, render_work, work_view
 from ._cache import (
     CACHE_BREAK_EVENT,
     CACHE_EDIT_EVENT,
@@ -272,10 +274,18 @@ def _state(args: _NoArgs, ctx: CallContext) -> ToolOutput:
     host = _host(ctx)
     settings = host.settings()
     config = settings.engine if isinstance(settings.engine, EngineConfig) else EngineConfig()
-    view = View.from_ledger(host.ledger, host.need_scope())
+    scope = host.need_scope()
+    view = View.from_ledger(host.ledger, scope)
     current = work_state(view, config)
     text = render_state(current, config_counter(settings.engine))
-    return ToolOutput(text, observations={"state": current.to_dict()})
+    # BRD-2, WRK-1: the board as the receipts make it, the tree of work steps, the drafts.
+    work = work_view(host.ledger, scope)
+    board = board_of(host.ledger, scope)
+    lines = render_work(work, board=False)
+    text += "\n\nThe board now (from its receipts):\n" + board.render()
+    if work["steps"] or work["drafts"] or work["budget_limited"]:
+        text += "\n\nWork steps and drafts:\n" + "\n".join(lines)
+    return ToolOutput(text, observations={"state": current.to_dict() | {"work": work}})
 
 
 def _compact(args: _NoArgs, ctx: CallContext) -> ToolOutput:
@@ -362,6 +372,34 @@ def _compacted(report: SweepReport) -> ToolOutput:
     return ToolOutput("\n".join(lines), observations=observed)
 
 
+def _cost(args: _NoArgs, ctx: CallContext) -> ToolOutput:
+    """``/cost``: the session's measured usage per model and its prompt cost at list prices,
+    priced as the dashboard prices it; no host needed (the ledger holds it all)."""
+    cost = session_cost(ctx.ledger.usage_by_model(ctx.scope))
+    info = ctx.ledger.session(ctx.scope)
+    lines = []
+    for m in cost.models:
+        u = m.usage
+        counts = [(u.new_input, "new input"), (u.cache_read, "cache read")]
+        counts += [(u.cache_write, "cache write"), (u.output, "output")]
+        said = ", ".join(f"{n:,} {label}" for n, label in counts if n is not None)
+        priced = f"${m.usd:,.4f}" if m.usd is not None else f"unknown: {m.reason}"
+        lines.append(f"{m.model or '?'}: {m.requests} request(s), {said or 'no usage'} → {priced}")
+    total = "unknown" if cost.usd is None else f"${cost.usd:,.4f}"
+    lines.append(f"input cost at list prices: {total} (output tokens are not priced)")
+    saved = info.saved_usd if info is not None else None
+    if saved is not None:
+        lines.append(f"prompt cache saved ${saved:,.4f} against no caching")
+    if not cost.models:
+        lines = ["no model request recorded in this session yet"]
+    models = [
+        {"model": m.model, "requests": m.requests, "usage": m.usage.to_dict(), "usd": m.usd}
+        for m in cost.models
+    ]
+    observed = {"input_cost_usd": cost.usd, "unknown": list(cost.unknown), "models": models}
+    return ToolOutput("\n".join(lines), observations=observed | {"savedVsUncached": saved})
+
+
 HUMAN_OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "context",
@@ -373,7 +411,7 @@ HUMAN_OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation(
         "state",
-        "The work state a checkpoint would carry now.",
+        "The work state a checkpoint would carry now, the board, the work steps and drafts.",
         _NoArgs,
         _coded(_state),
         audience="human",
@@ -381,6 +419,14 @@ HUMAN_OPERATIONS: tuple[Operation, ...] = (
     ),
     # The ledger gains a stand-in; nothing in the workspace or the world changes, and the
     # history stays whole (LED-1), so the operation is read-only for the policy.
+    Operation(
+        "cost",
+        "What the session's model calls cost at list prices, per model (unknown without a price).",
+        _NoArgs,
+        _coded(_cost),
+        audience="human",
+        surfaces=_HUMAN,
+    ),
     Operation(
         "compact",
         "Compact now without an LLM (or queue it while the agent works).",

@@ -10,6 +10,9 @@
   its error gives both numbers, else by a fixed fifth — and the reason is recorded; a second
   rejection at the same point is the coded error.
 
+Output escalation (MEM-3) is the other way round: right after a compaction there is room, so
+the first request after one may ask for more output than the reserve (:func:`escalated_reserve`).
+
 Both streaks are read back from the ledger's events for the current point of the session
 (``at_seq``, the seq the next entry will take), so a crash between two attempts neither resets
 nor repeats them. The calibration (``scale``) stays in force for the session's later turns.
@@ -32,6 +35,7 @@ __all__ = [
     "CONTEXT_EVENT",
     "INCOMPLETE_EVENT",
     "SHRINK_UNKNOWN",
+    "escalated_reserve",
     "grown_reserve",
     "incomplete_body",
     "recalibrate",
@@ -129,6 +133,19 @@ def grown_reserve(
     if max_output is not None:
         grown = min(grown, max_output)
     return grown if grown > previous else None
+
+
+def escalated_reserve(
+    reserve: int, budget: Budget, input_tokens: int, max_output: int | None, ceiling: int
+) -> int:
+    """MEM-3: the output the first request after a compaction may ask for — up to
+    ``ceiling``, within the room the window leaves over its input and the model's output
+    limit, never less than ``reserve``. A compaction has just made room: a reply that needs
+    more than the everyday reserve gets it now rather than stopping at OUTPUT_LENGTH."""
+    raised = min(ceiling, budget.window - input_tokens - budget.margin)
+    if max_output is not None:
+        raised = min(raised, max_output)
+    return max(reserve, raised)
 
 
 def incomplete_body(response: ModelResponse, at_seq: int, max_output: int) -> dict[str, Any]:

@@ -11,7 +11,8 @@ whose tool calls the house may judge. On the way:
 3. the provider is called (streamed into ``on_event`` when given); every call that reached it
    leaves a request record with the anchor key of TOK-2 (model, effort, catalog digest, config
    digest, checkpoint) in its meta;
-4. OUTPUT_LENGTH and CONTEXT_LENGTH are handled as :mod:`comal.agent._lengths` describes.
+4. OUTPUT_LENGTH and CONTEXT_LENGTH are handled as :mod:`comal.agent._lengths` describes, and
+   the first request after a compaction may ask for more output (MEM-3, ``output_escalation``).
 
 The prompt cache is looked after on the way (:mod:`comal.agent._cache`, :mod:`._catalog`): the
 tools sent are the deferral's plan (CCH-3), the breakpoints carry the session's TTL (CCH-4),
@@ -309,6 +310,9 @@ class Proposer(Outcomes):
             checkpoint = latest.id if latest is not None else None
             estimate, key = self._estimate(view, budget, assembly, checkpoint)
             max_out = self._reserve(outs, budget, estimate)
+            escalated = None
+            if not outs:  # a retry after OUTPUT_LENGTH grows its own reserve (OUT-3)
+                max_out, escalated = self._escalate(max_out, budget, estimate)
             check_spend(
                 self.ledger,
                 self.scope,
@@ -320,6 +324,8 @@ class Proposer(Outcomes):
             meta = self.service.meta(view, budget, assembly)
             meta |= self._meta(key, at, max_out, budget, estimate)
             meta["cache_ttl"] = self.cache_ttl
+            if escalated is not None:
+                meta["output_escalated"] = escalated
             if prefix is not None:
                 meta["prefix"] = prefix.compact()
                 meta["stand_ins"] = self._bases

@@ -9,17 +9,29 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from ..compaction import CHECKPOINTED, CONDENSED, PIPELINE_SUMMARIZED, SUMMARIZED
 from ..errors import ContextLength
 from ..ledger import LedgerBackend, Record, Scope, UsageInput
 from ..providers import CONTEXT_LENGTH, OUTPUT_LENGTH, ModelResponse
 from ..tokens import AnchorKey, Budget, InputEstimate, Usage, price_for, saved_vs_uncached
 from ._errors import DuplicateCallIds, RepeatedContextLength, RepeatedOutputLength
-from ._lengths import CONTEXT_EVENT, INCOMPLETE_EVENT, grown_reserve, incomplete_body, recalibrate
+from ._lengths import (
+    CONTEXT_EVENT,
+    INCOMPLETE_EVENT,
+    escalated_reserve,
+    grown_reserve,
+    incomplete_body,
+    recalibrate,
+)
 from ._settings import AgentSettings
 
 __all__ = ["Outcomes", "Probe", "Say"]
 
-Say = Callable[[str, str], None]  # (kind, text): progress for a human
+# The events every engine's stand-ins are stored with (comal.compaction's handlers, commit).
+COMPACTIONS = (CHECKPOINTED, PIPELINE_SUMMARIZED, SUMMARIZED, CONDENSED)
+# (kind, text): progress for a human. Kinds: turn, call, result, output (a call's whole
+# result text, for the surface to bound), note, warn.
+Say = Callable[[str, str], None]
 Probe = Callable[[str, str], None]  # (phase, detail): fault tests stop the process here
 
 
@@ -71,6 +83,27 @@ class Outcomes:
         self.say("note", f"retrying with an output reserve of {grown:,} tokens")
         return grown
 
+    def _escalate(
+        self, reserve: int, budget: Budget, estimate: InputEstimate
+    ) -> tuple[int, dict[str, Any] | None]:
+        """MEM-3: the first request after a compaction (a stand-in event newer than what the
+        previous request had seen) may ask for more output; (max output, what was raised)."""
+        ceiling = self.settings.output_escalation
+        if ceiling is None:
+            return reserve, None
+        previous = self.ledger.last_request(self.scope, measured=False)
+        seen = previous.meta.get("event_mark") if previous is not None else None
+        since = seen if isinstance(seen, int) and not isinstance(seen, bool) else 0
+        made = self.ledger.records(self.scope, "event", kinds=COMPACTIONS, since_id=since, limit=1)
+        if not made:
+            return reserve, None
+        max_output = self.settings.window.max_output
+        raised = escalated_reserve(reserve, budget, estimate.tokens, max_output, ceiling)
+        if raised <= reserve:
+            return reserve, None
+        self.say("note", f"after a compaction, up to {raised:,} output tokens")
+        return raised, {"from": reserve, "to": raised, "after": made[0].kind}
+
     def _meta(
         self, key: AnchorKey, at: int, max_out: int, budget: Budget, estimate: InputEstimate
     ) -> dict[str, Any]:
@@ -85,6 +118,8 @@ class Outcomes:
             "checkpoint_id": key.checkpoint_id,
             "prompt_last_seq": at - 1,
             "max_output_tokens": max_out,
+            # The newest event this request saw: the next one knows what is new (MEM-3).
+            "event_mark": self.ledger.record_mark(self.scope, "event"),
             "window": budget.window,
             "estimate": {"tokens": estimate.tokens, "measured": estimate.measured},
         }

@@ -17,15 +17,16 @@ from ..ops import Receipt
 
 __all__ = ["RunResult", "RunStatus", "answer_of", "receipt_mark", "receipts_since", "run_usage"]
 
-RunStatus = Literal["finished", "max_turns", "error"]
+RunStatus = Literal["finished", "max_turns", "budget_limited", "error"]
 
 
 @dataclass(frozen=True, slots=True)
 class RunResult:
-    """``status``: ``finished`` (answered and the checks passed; the session is closed),
-    ``max_turns`` (stopped at the cap; resume continues), ``error`` (a coded error stopped it,
-    see ``error``). ``blocked`` are the calls left uncertain after a crash: never repeated on
-    their own (RES-4)."""
+    """``status``: ``finished`` (finish_call passed; the session is closed), ``max_turns``
+    (stopped at the cap; resume continues), ``budget_limited`` (the task's budget is spent;
+    ``error`` says what remains, the board and the drafts are kept), ``error`` (a coded error
+    stopped it, see ``error``). ``blocked`` are the calls left uncertain after a crash: never
+    repeated on their own (RES-4)."""
 
     session: str
     status: RunStatus

@@ -12,7 +12,11 @@ and its provider's key, a script file, the workspace. From then on:
 - :attr:`Runtime.registry` is the native registry plus the human operations ``context``,
   ``state`` and ``compact`` (:mod:`._human`), so every surface gets one answer (OPS-1);
 - :meth:`Runtime.agent` builds the :class:`Agent` for the next run; :meth:`Runtime.proposer`
-  the :class:`Proposer` whose :meth:`~Proposer.preview` every status line shows.
+  the :class:`Proposer` whose :meth:`~Proposer.preview` every status line shows;
+- the registry holds the long-work operations too (:func:`comal.work.work_operations`): the
+  running agent answers them for its session (:meth:`Runtime.work_agent`), and its work steps
+  run the session's model (a ``script:PATH`` session's step n reads ``PATH.children/n.jsonl``)
+  or one the operator allows in ``work.models``.
 """
 
 from __future__ import annotations
@@ -57,13 +61,16 @@ from ..providers import (
     provider_for,
 )
 from ..tokens import default_counter
+from ..work import WorkAgent, work_operations
 from ._agent import Agent, Clock, Preamble, intention, utc_now
 from ._catalog import ensure_tool_search
+from ._children import SpecModels
 from ._config import Config, load_config, settings_from_config
 from ._houses import house_factory
 from ._human import HUMAN_OPERATIONS
 from ._lock import PgSessionLock, SessionLock
 from ._mcp_servers import MCP_EVENT, McpServers
+from ._opening import check_prompt, instructions_file, latest_session, open_workspace
 from ._propose import Probe, Proposer, Say
 from ._result import RunResult
 from ._session import lock_session
@@ -150,6 +157,7 @@ class Runtime:
     def __post_init__(self) -> None:
         self.registry = default_registry()
         self.registry.add_all(HUMAN_OPERATIONS)
+        self.registry.add_all(work_operations())
         ensure_tool_search(self.registry)
         self.mcp = McpServers(self.config.mcp_servers)
 
@@ -182,7 +190,7 @@ class Runtime:
         if resume:
             previous = ledger.session(ledger.resolve(resume))
         elif latest:
-            previous = _latest(ledger, config.tenant, config.agent)
+            previous = latest_session(ledger, config.tenant, config.agent)
         meta = previous.meta if previous is not None else {}
         spec = flags.model or meta.get("model") or config.model
         if spec:
@@ -196,7 +204,7 @@ class Runtime:
         # the new process's permissions (mode, rules) still apply.
         stored = previous.workspace if previous is not None else None
         root = flags.workspace or (Path(stored) if stored else None)
-        workspace = _workspace(root or Path.cwd())
+        workspace = open_workspace(root or Path.cwd())
         host = HostSettings(
             mode=config.mode,
             model=spec or None,
@@ -207,14 +215,37 @@ class Runtime:
         runtime = cls(ledger, config, flags, workspace, host, scope, fixed_provider=provider)
         if clock is not None:
             runtime.clock = clock
-        if need_model and spec and provider is None:
+        if need_model and spec:
             runtime.check_model(spec)
+        return runtime
+
+    def reopen(self, resume: str | None = None) -> Runtime:
+        """This process's runtime for another session (the TUI's ``/resume``) or a new one
+        (``None``: ``/clear``), with the same configuration, flags, provider, clock and user. A
+        new session keeps the model chosen now; a resumed one takes its own unless the command
+        line named one. Rules a human added ("always") stay with the session they were for."""
+        # The configuration already holds the flags' rules: merged again they would repeat.
+        flags = replace(self.flags, allow=(), deny=())
+        if resume is None:
+            flags = replace(flags, model=self.spec)
+        runtime = Runtime.open(
+            self.ledger,
+            flags,
+            resume=resume,
+            config=self.config,
+            provider=self.fixed_provider,
+            clock=self.clock,
+        )
+        runtime.user = self.user
         return runtime
 
     def check_model(self, spec: str) -> None:
         """Everything about a model spec that can fail before a request: the provider name,
-        its key, a script file (coded errors, nothing written); its scheme says what."""
-        check_model_spec(spec)
+        its key, a script file (coded errors, nothing written); its scheme says what. A
+        runtime given its provider (a test, an embedding application) answers every model with
+        it: nothing to check."""
+        if self.fixed_provider is None:
+            check_model_spec(spec)
 
     @property
     def spec(self) -> str | None:
@@ -296,6 +327,11 @@ class Runtime:
             body = {"v": 1, "rule": str(rule), "action": rule.action, "by": by.id}
             self.ledger.add_record(self.scope, "event", RULE_EVENT, body)
 
+    def work_agent(self, scope: Scope) -> WorkAgent | None:
+        """:class:`~comal.work.WorkHost`: the running agent serves its own session."""
+        active = self.active
+        return active.coordinator if active is not None and active.scope == scope else None
+
     def _holding(self) -> None:
         """The house's guard: calls with effects run only while this runtime holds the
         session's lock (inside :meth:`run`), never beside another process's agent."""
@@ -364,6 +400,9 @@ class Runtime:
             say=say,
             probe=probe,
             clock=self.clock,
+            children=SpecModels(
+                self.spec, tuple(self.config.work.models), self.ledger, self.fixed_provider
+            ),
         )
         return agent
 
@@ -478,50 +517,6 @@ class Runtime:
             yield self
         finally:
             self.close()
-
-
-def check_prompt(prompt: str | None) -> None:
-    """A prompt must say something (``None``: no new prompt, a resume)."""
-    if prompt is not None and not prompt.strip():
-        raise UserError(
-            "the prompt is empty: give -p TEXT (or -p - to read it from stdin); to continue "
-            "a session without a new prompt, give --resume ID with -p alone"
-        )
-
-
-INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md")
-_INSTRUCTIONS_MAX = 64_000
-
-
-def instructions_file(root: Path) -> tuple[str, str] | None:
-    """The workspace's instructions file (``AGENTS.md``, else ``CLAUDE.md``): its name and
-    text (at most 64,000 characters; a file that cannot be read as text is skipped)."""
-    for name in INSTRUCTION_FILES:
-        path = root / name
-        try:
-            if path.is_file():
-                with path.open(encoding="utf-8", errors="replace") as handle:
-                    return name, handle.read(_INSTRUCTIONS_MAX)
-        except OSError:
-            continue
-    return None
-
-
-def _workspace(root: Path) -> Workspace:
-    path = Path(root).expanduser()
-    if not path.is_dir():
-        raise UserError(
-            f"the workspace {path} is not a directory (it is gone, or the path is wrong); pass "
-            "--workspace DIR"
-        )
-    return Workspace(path)
-
-
-def _latest(ledger: LedgerBackend, tenant: str, agent: str) -> SessionInfo:
-    sessions = [s for s in ledger.sessions(tenant=tenant, agent=agent) if s.parent is None]
-    if not sessions:
-        raise UserError(f"no session to continue for {tenant}/{agent}; start one with -p")
-    return max(sessions, key=lambda s: (s.created_at, s.id))
 
 
 def tools_tokens() -> int:

@@ -19,7 +19,7 @@ from ..tokens import WindowResolution, resolve_window
 from ._cache import CacheConfig
 from ._spend import SpendCaps
 
-__all__ = ["DEFAULT_SYSTEM", "AgentSettings"]
+__all__ = ["DEFAULT_SYSTEM", "AgentSettings", "TaskBudget", "WorkSettings"]
 
 # Static on purpose (CCH-1): identity, instructions and rules only; anything that changes per
 # turn (date, workspace) goes into the preamble of the user message, so the cached prefix holds.
@@ -36,13 +36,42 @@ DEFAULT_SYSTEM = (
 
 
 @dataclass(frozen=True, slots=True)
+class TaskBudget:
+    """What the whole task may spend (WRK-5), counted over the session and its work steps:
+    ``tokens`` (input, cache reads and writes, output) and ``turns`` (model requests); ``None``
+    is no limit."""
+
+    tokens: int | None = None
+    turns: int | None = None
+
+    @property
+    def limited(self) -> bool:
+        return self.tokens is not None or self.turns is not None
+
+
+@dataclass(frozen=True, slots=True)
+class WorkSettings:
+    """Delegated work steps (WRK-1): ``parallel`` children may run at once; ``models`` are
+    the model specs a step may name besides the parent's; ``max_turns`` is a step's default
+    and ceiling."""
+
+    parallel: int = 2
+    models: tuple[str, ...] = ()
+    max_turns: int = 20
+
+
+@dataclass(frozen=True, slots=True)
 class AgentSettings:
     """``model`` is the name sent in each request; ``window`` the resolved effective window
-    (TOK-3); ``output_reserve`` overrides the budget's default reserve; ``checks`` are the
+    (TOK-3); ``output_reserve`` overrides the budget's default reserve and
+    ``output_escalation`` is the most output the first request after a compaction may ask for
+    (MEM-3; None: no escalation); ``checks`` are the
     commands :meth:`Agent.finish` runs before a session may be marked finished (RES-5);
     ``engine_name`` names the context engine in the registry and ``engine`` is its
     configuration (that engine's ``config_type``); ``cache`` the prompt-cache settings
-    (retention, tool deferral, break detection: :class:`~comal.agent.CacheConfig`)."""
+    (retention, tool deferral, break detection: :class:`~comal.agent.CacheConfig`);
+    ``budget`` the whole task's (:class:`TaskBudget`) and ``work`` its work steps'
+    (:class:`WorkSettings`)."""
 
     model: str
     window: WindowResolution
@@ -50,12 +79,15 @@ class AgentSettings:
     effort: str | None = None
     max_turns: int = 50
     output_reserve: int | None = None
+    output_escalation: int | None = 32_768
     engine: BaseModel = field(default_factory=EngineConfig)
     engine_name: str = "limit"
     spend: SpendCaps = field(default_factory=SpendCaps)
     checks: tuple[str, ...] = ()
     preamble: bool = True
     cache: CacheConfig = field(default_factory=CacheConfig)
+    budget: TaskBudget = field(default_factory=TaskBudget)
+    work: WorkSettings = field(default_factory=WorkSettings)
 
     def __post_init__(self) -> None:
         if self.max_turns < 1:

@@ -16,6 +16,16 @@ each assistant turn (so its summaries exist). At the end, for every QA item with
   none. ``bm25`` is the peer: ``rank_bm25.BM25Okapi`` over the same turns, in this process,
   with the same tokenization (lower-cased word characters), no stemming or stop words.
 
+Across sessions (MEM-2), each conversation is also split into its LoCoMo sessions, each one
+session of the same (tenant, agent) in another scratch ledger, run with the dag engine as above
+and ended with a forced compaction (``/compact``): its older part is summarized, and so its facts
+are remembered first (MEM-1). From a new session of that agent, each question is then asked of
+``memory_search`` (memories and the past sessions' entries, fused by rank): ``memory_search``
+counts an evidence turn found when it is, or is the source of, one of the top k results;
+``memories-only`` and ``sessions-only`` ask each of its two rankings alone. None has an
+``in_context``. The dag's summaries aim at 200 tokens there (LoCoMo's sessions are short chats,
+under its default 1,200-token leaf target), so each session has something to summarize.
+
 Rows are summed over the files when several are given (``"transcript": "all"``) and broken
 down per QA category.
 """
@@ -43,6 +53,10 @@ __all__ = ["RecallRow", "load_locomo", "run_recall"]
 
 _WORD = re.compile(r"\w+")
 STRATEGIES = ("comal-limit", "comal-dag", "bm25")
+# Across sessions: memory_search, and each of its two rankings alone (no context assembled).
+CROSS = ("memory_search", "memories-only", "sessions-only")
+CROSS_PARTS = (("memory_search", True, True), ("memories-only", True, False),
+               ("sessions-only", False, True))  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +64,7 @@ class Turn:
     dia_id: str
     speaker: str
     text: str
+    session: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +118,7 @@ class RecallRow:
     categories: dict[str, _Tally]
 
     def as_dict(self) -> dict[str, Any]:
-        ctx = self.strategy != "bm25"
+        ctx = self.strategy not in ("bm25", *CROSS)
         return {
             "transcript": self.transcript,
             "strategy": self.strategy,
@@ -131,7 +146,7 @@ def load_locomo(path: Path) -> list[Conversation]:
             raise InputError(f"{path}: item {n} is not a LoCoMo conversation", path=str(path))
         numbers = sorted(int(m.group(1)) for k in conv if (m := re.fullmatch(r"session_(\d+)", k)))
         turns = [
-            Turn(str(t["dia_id"]), str(t["speaker"]), str(t.get("text", "")))
+            Turn(str(t["dia_id"]), str(t["speaker"]), str(t.get("text", "")), num)
             for num in numbers
             for t in conv[f"session_{num}"]
             if isinstance(t, dict) and "dia_id" in t
@@ -227,6 +242,49 @@ def run_conversation(
     return rows
 
 
+def run_cross_session(
+    conv: Conversation, window: int, ks: Sequence[int], workdir: Path | None = None
+) -> list[RecallRow]:
+    """The conversation's sessions as sessions of one agent, then ``memory_search`` from a new
+    one (see the module docstring)."""
+    from ..memory import memory_search
+
+    counter = EstimatingCounter()
+    # LoCoMo sessions are short chats: summaries of 200 tokens, so that forced compaction at a
+    # session's end has something to summarize (and so to remember first).
+    config = DagConfig(counter=counter, defer_compaction=False, leaf_target_tokens=200)
+    top = max(ks)
+    tallies = {s: (_Tally(), dict[str, _Tally]()) for s in CROSS}
+    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        led = open_ledger(Path(tmp) / "cross.db", counter=counter)
+        dia: dict[int, str] = {}
+        for number in sorted({t.session for t in conv.turns}):
+            scope = led.create_session("bench", "recall", title=f"{conv.name} session {number}")
+            service = ContextSession(led, scope, "dag", config)
+            budget = service.budget(window, system_tokens=0, tools_tokens=0)
+            for t in (t for t in conv.turns if t.session == number):
+                role = Role.USER if t.speaker == conv.speaker_a else Role.ASSISTANT
+                (entry,) = led.append(scope, [Message(role, (Text(t.text),), t.speaker)])
+                dia[entry.id] = t.dia_id
+                if role is Role.ASSISTANT:
+                    service.maintain(budget)
+            service.compact(budget)
+        asking = led.create_session("bench", "recall", title=f"{conv.name}: the questions")
+        for item in conv.items:
+            for s, memories, sessions in CROSS_PARTS:
+                found = memory_search(
+                    led, "bench", "recall", item.question, session=asking.session, limit=top,
+                    memories=memories, sessions=sessions,
+                )  # fmt: skip
+                ranked = [{dia.get(i, "") for i in r.entry_ids} for r in found]
+                hits = {k: _share(item.evidence, set().union(*ranked[:k])) for k in ks}
+                total, cats = tallies[s]
+                total.add(None, hits)
+                cats.setdefault(item.category, _Tally()).add(None, hits)
+        led.close()
+    return [RecallRow(conv.name, s, window, *tallies[s]) for s in CROSS]
+
+
 def run_recall(
     paths: Sequence[Path],
     *,
@@ -240,8 +298,10 @@ def run_recall(
         for conv in load_locomo(path):
             progress(f"{conv.name}: {len(conv.turns)} turns, {len(conv.items)} questions")
             rows += run_conversation(conv, window, ks)
+            progress(f"{conv.name}: across {len({t.session for t in conv.turns})} sessions")
+            rows += run_cross_session(conv, window, ks)
     if len({r.transcript for r in rows}) > 1:
-        for s in STRATEGIES:
+        for s in (*STRATEGIES, *CROSS):
             total, cats = _Tally(), dict[str, _Tally]()
             for r in rows:
                 if r.strategy == s:

@@ -8,15 +8,16 @@ and embedders invoke) load every module.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Annotated, Any
 
 import typer
 
 from .. import __version__
-from ._common import STATE, LedgerOpt
+from ._common import STATE, LedgerOpt, coded_errors
 from ._root import agent_app, is_agent_invocation, normalize_argv
 
 # The modules of the flat commands, in the order ``comal --help`` lists them.
@@ -33,7 +34,12 @@ _FLAT = (
     "_summaries",
 )
 # The command groups: name -> (module, attribute).
-_GROUPS = {"bench": ("_bench", "app"), "config": ("_config", "app"), "keys": ("_serve", "keys_app")}
+_GROUPS = {
+    "bench": ("_bench", "app"),
+    "config": ("_config", "app"),
+    "keys": ("_serve", "keys_app"),
+    "memory": ("_memory", "app"),
+}
 COMMAND_MODULES = {
     "import": "_import",
     **dict.fromkeys(
@@ -72,6 +78,29 @@ def _root(
     STATE.ledger_path = ledger
 
 
+def _coded(callback: Callable[..., Any]) -> Callable[..., Any]:
+    """``callback`` with every coded error it lets through said as one (exit 2, ``--json``
+    kept): a command's own ``coded_errors`` block covers its ledger work, and this covers the
+    rest (``export`` converted after its block, and a format error went out as a traceback)."""
+    if getattr(callback, "_coded", False):
+        return callback
+
+    @functools.wraps(callback)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        with coded_errors(bool(kwargs.get("as_json"))):
+            return callback(*args, **kwargs)
+
+    run._coded = True  # type: ignore[attr-defined]
+    return run
+
+
+def _guard(typer_app: typer.Typer) -> typer.Typer:
+    for info in typer_app.registered_commands:
+        if info.callback is not None:
+            info.callback = _coded(info.callback)
+    return typer_app
+
+
 def build_app(modules: Iterable[str] | None = None) -> typer.Typer:
     """The ``comal`` app with the commands of ``modules`` (all of them when ``None``)."""
     wanted = set(_FLAT) | {m for m, _ in _GROUPS.values()} if modules is None else set(modules)
@@ -86,11 +115,11 @@ def build_app(modules: Iterable[str] | None = None) -> typer.Typer:
     for name in _FLAT:
         if name in wanted:
             module = importlib.import_module(f".{name}", __name__)
-            root.registered_commands.extend(module.app.registered_commands)
+            root.registered_commands.extend(_guard(module.app).registered_commands)
     for group, (name, attr) in _GROUPS.items():
         if name in wanted:
             module = importlib.import_module(f".{name}", __name__)
-            root.add_typer(getattr(module, attr), name=group)
+            root.add_typer(_guard(getattr(module, attr)), name=group)
     return root
 
 
@@ -169,12 +198,18 @@ def _named_config_exists(args: list[str], command: str | None) -> None:
 def main(argv: list[str] | None = None) -> None:
     """``comal``: the agent (``-p``, ``--resume``, or the TUI) or one of the commands."""
     args = sys.argv[1:] if argv is None else argv
+    for stream in (sys.stdout, sys.stderr):
+        # A character the terminal's encoding cannot hold (a damaged byte read from a ledger)
+        # is written as an escape, never a UnicodeEncodeError traceback.
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
     if args[:1] != ["--version"]:
         _named_config_exists(args, _command_of(hoist_ledger(args)))
     if args[:1] == ["agent"]:
-        target, name, rest = agent_app, "comal agent", normalize_argv(args[1:])
+        target, name, rest = _guard(agent_app), "comal agent", normalize_argv(args[1:])
     elif is_agent_invocation(args):
-        target, name, rest = agent_app, "comal", normalize_argv(args)
+        target, name, rest = _guard(agent_app), "comal", normalize_argv(args)
     else:
         rest = hoist_ledger(args)
         module = COMMAND_MODULES.get(_command_of(rest) or "")

@@ -15,8 +15,9 @@ answer on stdout is escaped the same way when stdout is a terminal, and byte for
 model wrote when it is not: a pipe gets the model's text. ``--json`` on a terminal writes such
 characters as JSON escapes (the same value).
 
-Exit codes: 0 when the session finished (answered and its checks passed), 3 when the run stopped
-at ``--max-turns`` (``--resume`` continues it), 2 on a coded error (spend cap, repeated
+Exit codes: 0 when the session finished (finish_call passed), 3 when the run stopped at
+``--max-turns`` (``--resume`` continues it), 4 when the task's budget is spent
+(``budget_limited``: what remains is said), 2 on a coded error (spend cap, repeated
 OUTPUT_LENGTH or CONTEXT_LENGTH, a locked session, bad configuration...), whose code and message
 are printed (in the JSON too).
 
@@ -48,9 +49,12 @@ from ._common import emit_json, ledger
 
 __all__ = ["EXIT_CODES", "run_prompt"]
 
-EXIT_CODES = {"finished": 0, "error": 2, "max_turns": 3}
+EXIT_CODES = {"finished": 0, "error": 2, "max_turns": 3, "budget_limited": 4}
 _STYLE = {"turn": "dim", "call": "cyan", "result": "green", "note": "dim", "warn": "yellow"}
 _PREVIEW = 200
+# A tool's output on stderr: its first lines, enough to follow the run; comal show and
+# comal evidence have it whole.
+_OUTPUT_LINES = 5
 # How the Bash operation words a sandbox that never started the command (ops/_bash.py).
 _BWRAP_SAID = re.compile(r"the sandbox could not start the command \((.*)\); nothing ran")
 
@@ -70,6 +74,9 @@ class _Progress:
 
     def say(self, kind: str, text: str) -> None:
         self._end_line()
+        if kind == "output":
+            self._output(text)
+            return
         if kind == "turn":
             self.streamed = ""
         style = _STYLE.get(kind, "")
@@ -80,6 +87,14 @@ class _Progress:
         line = text if len(text) <= _PREVIEW or kind == "warn" else text[: _PREVIEW - 1] + "…"
         prefix = {"call": "→ ", "result": "  ", "warn": "! "}.get(kind, "")
         self.console.print(f"[{style}]{escape(prefix + line)}[/]" if style else escape(line))
+
+    def _output(self, text: str) -> None:
+        lines = _shown(text.rstrip("\n")).split("\n") if text.strip() else ["(no output)"]
+        for line in lines[:_OUTPUT_LINES]:
+            cut = line if len(line) <= _PREVIEW else line[: _PREVIEW - 1] + "…"
+            self.console.print(f"[dim]{escape('  │ ' + cut)}[/]")
+        if len(lines) > _OUTPUT_LINES:
+            self.console.print(f"[dim]  │ … {len(lines) - _OUTPUT_LINES} more line(s)[/]")
 
     def event(self, event: StreamEvent) -> None:
         from ..providers import StreamDone, TextDelta

@@ -183,7 +183,9 @@ def recall_bench(
 ) -> None:
     """For every LoCoMo QA item, at the end of the conversation: is each evidence turn verbatim
     in the context comal-limit and comal-dag assemble, and among the top k of ctx_search
-    (question)? A BM25 peer (rank_bm25) ranks the same turns in this process.
+    (question)? A BM25 peer (rank_bm25) ranks the same turns in this process. Across
+    sessions: the conversation split into its sessions of one agent, is it among the top k of
+    memory_search (memories and past sessions), and of each of its two rankings alone?
 
     Example: comal bench recall ../shared/corpus/locomo/*.json --window 16000 --json
     """

@@ -21,7 +21,7 @@ from ..errors import ComalError, UserError
 
 if TYPE_CHECKING:
     from ..ledger import LedgerBackend
-from ..safe_text import safe
+from ..safe_text import encodable, safe
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -147,7 +147,9 @@ class Output:
 
 
 def emit_json(value: Any) -> None:
-    sys.stdout.write(json.dumps(value, ensure_ascii=False) + "\n")
+    # Damaged text read from a ledger (lone surrogates) is shown as its bytes: the output is
+    # always valid UTF-8 and valid JSON.
+    sys.stdout.write(json.dumps(encodable(value), ensure_ascii=False) + "\n")
     sys.stdout.flush()
 
 

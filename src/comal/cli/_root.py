@@ -31,9 +31,35 @@ def normalize_argv(args: list[str]) -> list[str]:
     return out
 
 
+# The agent command's options (a test keeps this equal to them): one of them first on the
+# line runs the agent, so ``comal --model M`` opens the TUI with that model.
+AGENT_OPTIONS = frozenset(
+    {
+        "--allow",
+        "--context-window",
+        "--continue",
+        "--deny",
+        "--effort",
+        "--engine",
+        "--json",
+        "--ledger",
+        "--max-turns",
+        "--mode",
+        "--model",
+        "--print",
+        "--resume",
+        "--system",
+        "--workspace",
+        "-c",
+        "-p",
+    }
+)
+
+
 def is_agent_invocation(args: list[str]) -> bool:
-    """``-p``/``--print``/``--resume`` run the agent; so does nothing at all (the TUI).
-    Everything else (a command, ``--help``, ``--version``) goes to the command app."""
+    """``-p``/``--print``/``--resume`` run the agent; so does nothing at all (the TUI), or an
+    agent option before any command (``comal --model M``). Everything else (a command,
+    ``--help``, ``--version``) goes to the command app."""
     agent_flags = ("-p", "--print", "--resume", "-c", "--continue")
     if any(a in agent_flags or a.startswith("--resume=") for a in args):
         return True
@@ -42,7 +68,7 @@ def is_agent_invocation(args: list[str]) -> bool:
         rest = rest[2:]
     elif rest[:1] and rest[0].startswith("--ledger="):
         rest = rest[1:]
-    return not rest
+    return not rest or rest[0].split("=", 1)[0] in AGENT_OPTIONS - {"--ledger", "--json"}
 
 
 @agent_app.command()

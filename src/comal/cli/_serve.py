@@ -42,7 +42,9 @@ def serve(
     ] = None,
     max_body: Annotated[int, typer.Option(help="Largest request body in bytes.", min=1024)] = 32
     << 20,
-    no_dashboard: Annotated[bool, typer.Option(help="Serve no web dashboard.")] = False,
+    no_dashboard: Annotated[
+        bool, typer.Option("--no-dashboard", help="Serve no web dashboard.")
+    ] = False,
     ledger_file: Annotated[
         str | None,
         typer.Option("--ledger", help="Ledger: a file path or a postgresql:// URL."),
@@ -87,6 +89,7 @@ def serve(
 
     from ..agent import load_config
     from ..serve import ServeConfig, create_app
+    from ..serve._run import listen_on, serve_forever
 
     with coded_errors(False):
         # The configuration file, as every command reads it (CFG-1); flags win over it. Loading
@@ -115,8 +118,12 @@ def serve(
             max_connections=settings.max_connections,
         )
         application = create_app(config)
-    from ..serve._run import serve_forever
-
+        try:
+            # A busy port is said here, before the banner, not by uvicorn after it.
+            sock = listen_on(host, port)
+        except BaseException:
+            application.state.ledger.close()  # the app's own: its lifespan never runs
+            raise
     where = f"http://{host}:{port}"
     err.print(f"comal serve on {where}  (ledger {config.ledger})")
     if not config.loopback:
@@ -126,7 +133,7 @@ def serve(
         )
     err.print(f"  Claude Code: ANTHROPIC_BASE_URL={where} claude")
     err.print(f"  OpenAI SDKs / Codex: base_url {where}/v1   dashboard: {where}/")
-    serve_forever(application, host, port)
+    serve_forever(application, host, port, sock=sock)
 
 
 def _checked_hosts(names: list[str]) -> list[str]:

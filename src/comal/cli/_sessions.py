@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from ..ledger import LedgerBackend, Scope, SearchHit, SessionInfo
     from ..messages import Message
 from ..errors import UserError
-from ..safe_text import safe
+from ..safe_text import encodable, safe
 from ._common import JsonOpt, coded_errors, emit_json, ledger, out
 
 app = typer.Typer()
@@ -48,10 +48,13 @@ def sessions(
     as_json: JsonOpt = False,
 ) -> None:
     """List sessions: id, tenant/agent, entries, tokens, what prompt caching saved against
-    no caching at list prices (savedVsUncached; — when unknown), started, status.
+    no caching at list prices (savedVsUncached; — when unknown), started, status. A work
+    step's child session is listed under its parent (└).
 
     Example: comal sessions --tenant local --json
     """
+    from ._tree import in_tree_order
+
     with coded_errors(as_json), ledger() as led:
         rows = led.sessions(tenant=tenant, agent=agent)
     # CCH-2: what prompt caching saved at list prices, priced once per request when recorded.
@@ -62,9 +65,9 @@ def sessions(
     table = Table(
         "session", "tenant/agent", "entries", "tokens", "saved", "started", "status", "title"
     )
-    for s in rows:
+    for s, depth in in_tree_order(rows):
         table.add_row(
-            s.id,
+            ("  " * (depth - 1) + "└ " if depth else "") + s.id,
             escape(safe(f"{s.tenant}/{s.agent}")),
             str(s.entries),
             f"{s.tokens:,}",
@@ -77,17 +80,18 @@ def sessions(
 
 
 def _preview(msg: Message, width: int = 160) -> str:
-    from ..messages import Role
+    """One line: what was said (a prompt's own words, not its preamble), then the calls, or the
+    output; each once."""
+    from ..messages import user_words
 
-    bits: list[str] = []
-    for call in msg.tool_calls:
-        bits.append(f"→ {call.name}({call.arguments[:80]})")
     result = msg.tool_result
     if result is not None:
         flag = " [error]" if result.is_error else ""
-        bits.append(f"← {result.call_id}{flag}: {result.text[:width]}")
-    elif msg.role is not Role.ASSISTANT or not bits:
-        bits.insert(0, msg.text[:width])
+        return safe(f"← {result.call_id}{flag}: {result.text[:width]}".replace("\n", "⏎ "))
+    # A checkpoint or a summary holds no text part: its text is what it says.
+    words = user_words(msg)[0] or ("" if msg.tool_calls else msg.text)
+    bits = [words[:width]] if words or not msg.tool_calls else []
+    bits += [f"→ {call.name}({call.arguments[:80]})" for call in msg.tool_calls]
     return safe(" ".join(bits).replace("\n", "⏎ "))
 
 
@@ -97,16 +101,19 @@ def show(
     tail: Annotated[int | None, typer.Option(help="Only the last N entries.", min=1)] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Print a session's entries (or the last N), one line each.
+    """Print a session's entries (or the last N), one line each; then its board, its work
+    steps as a tree (each child session with its outcome) and its drafts.
 
     Example: comal show 3f2a --tail 20
     """
     from ..messages import message_to_dict
+    from ._tree import work_lines
 
     with coded_errors(as_json), ledger() as led:
         scope = led.resolve(session)
         entries = led.tail(scope, n=tail) if tail else led.entries(scope)
         records = _stored_outputs(led, scope)
+        work = [] if as_json else work_lines(led, scope)
     rows = []
     for e in entries:
         row: dict[str, Any] = {
@@ -137,6 +144,8 @@ def show(
         "--record N for an output cut at write time"
     )
     out.print(table)
+    for line in work:
+        out.print(escape(safe(line)))
 
 
 def _stored_outputs(led: LedgerBackend, scope: Scope) -> dict[str, int]:
@@ -152,37 +161,69 @@ def _stored_outputs(led: LedgerBackend, scope: Scope) -> dict[str, int]:
 def export(
     session: Annotated[str, typer.Argument(help="Session id (a unique prefix is enough).")],
     format: Annotated[
-        str,
-        typer.Option("--format", "-f", help="openai | openai-responses | anthropic | markdown"),
-    ] = "openai",
+        str | None,
+        typer.Option(
+            "--format",
+            "-f",
+            help="openai | openai-responses | anthropic | markdown (default: the format a "
+            "session recorded by comal serve came in, else openai)",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Print the whole session as a provider's message list (JSON; tool outputs exact), or as
-    Markdown to read.
+    Markdown to read. A session comal serve recorded exports in its client's own form (INT-2):
+    Anthropic system messages inside the conversation stay where they came.
 
     Example: comal export 3f2a --format anthropic > session.json
     """
-    from ..messages.wire import to_anthropic, to_openai_chat, to_openai_responses
-
-    if format not in ("openai", "openai-responses", "anthropic", "markdown"):
+    if format not in (None, "markdown", *_EXPORTS):
         raise typer.BadParameter(f"unknown format {format!r}", param_hint="--format")
     with coded_errors(as_json), ledger() as led:
         scope = led.resolve(session)
         info = led.session(scope)
         messages = [e.message for e in led.iter_entries(scope)]
+        # Inside coded_errors: a session a format cannot carry is a coded error, not a traceback.
+        chosen = format or _came_in(info)
+        text = _exported(info, messages, chosen, as_json)
+    typer.echo(text, nl=chosen != "markdown")
+
+
+# comal serve's protocols, as export formats.
+_EXPORTS = {
+    "openai": "openai_chat",
+    "openai-responses": "openai_responses",
+    "anthropic": "anthropic",
+}
+
+
+def _came_in(info: SessionInfo | None) -> str:
+    protocol = info.meta.get("protocol") if info is not None and info.source == "proxy" else None
+    return next((f for f, p in _EXPORTS.items() if p == protocol), "openai")
+
+
+def _exported(info: SessionInfo | None, messages: list[Message], format: str, as_json: bool) -> str:
+    from ..messages import Role
+    from ..messages.wire import to_anthropic, to_openai_chat, to_openai_responses
+
     if format == "markdown":
-        typer.echo(markdown(info, messages), nl=False)
-        return
+        return markdown(info, messages)
     payload: Any
     if format == "openai":
         payload = to_openai_chat(messages)
     elif format == "openai-responses":
         payload = to_openai_responses(messages)
-    elif format == "anthropic":
-        payload = to_anthropic(messages)
     else:
-        payload = to_anthropic(messages)
-    typer.echo(json.dumps(payload, ensure_ascii=False, indent=None if as_json else 1))
+        # What the proxy recorded holds no top-level system prompt: each system message it
+        # stored came inside the conversation, and goes back there. Elsewhere a late one can
+        # only be carried that way too.
+        roles = [m.role for m in messages]
+        system = (Role.SYSTEM, Role.DEVELOPER)
+        first = next((i for i, r in enumerate(roles) if r not in system), len(roles))
+        late = any(r in system for r in roles[first:])
+        proxied = info is not None and info.source == "proxy"
+        payload = to_anthropic(messages, inline_system=proxied or late)
+    return json.dumps(payload, ensure_ascii=False, indent=None if as_json else 1)
 
 
 def _fence(text: str) -> str:
@@ -197,6 +238,8 @@ def _fence(text: str) -> str:
 def markdown(info: SessionInfo | None, messages: list[Message]) -> str:
     """A session to read: each message under a heading, calls and outputs in code fences
     (fenced so no output can close them), control characters escaped."""
+    from ..messages import preamble_lines, user_words
+
     title = (info.title if info is not None else None) or "session"
     lines = [f"# {safe(title)}", ""]
     if info is not None:
@@ -211,7 +254,13 @@ def markdown(info: SessionInfo | None, messages: list[Message]) -> str:
             flag = " (error)" if result.is_error else ""
             lines += [f"output of `{result.call_id}`{flag}:", "", fence, body, fence, ""]
             continue
-        if message.text:
+        words = user_words(message)[0]
+        context = preamble_lines(message)
+        if context:  # the house's preamble: when and where, not the user's words
+            lines += [f"_{safe(' · '.join(context))}_", ""]
+        if words:
+            lines += [safe(words), ""]
+        elif not message.tool_calls and message.text:  # a checkpoint, a summary
             lines += [safe(message.text), ""]
         for call in message.tool_calls:
             body = safe(call.arguments)
@@ -402,8 +451,9 @@ def verify_cmd(as_json: JsonOpt = False) -> None:
             where = f"{f.table} row {f.row}" if f.row is not None else f.table
             seq = f" seq {f.seq}" if f.seq is not None else ""
             line = f"  {f.session or '(database)'} {where}{seq}: {f.kind}: {safe(f.detail)}"
-            out.print(escape(line))
+            out.print(escape(str(encodable(line))))
         if report.paused:
-            out.print(f"  paused (ending in open tool calls): {', '.join(report.paused)}")
+            paused = str(encodable(", ".join(report.paused)))
+            out.print(escape(f"  paused (ending in open tool calls): {paused}"))
     if not report.ok:
         raise typer.Exit(1)

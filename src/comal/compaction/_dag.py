@@ -29,6 +29,7 @@ from ..context import (
     SummaryRequest,
     SummaryText,
     count_only_note,
+    newest_board,
 )
 from ..context.dag import Condense, SummarizeLeaf, render_children, render_entries, sources_digest
 from ..ledger import Entry, SummaryInput, SummaryRecord
@@ -165,6 +166,10 @@ def leaf_input(
     meta: dict[str, Any] = {"v": 1, "engine": "comal.dag"}
     if job.request_seq is not None:
         meta["request_seq"] = job.request_seq
+    board = newest_board(entries)
+    if board is not None:
+        # BRD-2: the board the chunk last showed stays beside the summary standing for it.
+        meta["board"] = board
     if made.rejected:
         meta["rejected"] = list(made.rejected)
     return SummaryInput(
@@ -208,6 +213,9 @@ def condensed_input(
     )
     if request_seq is not None:
         meta["request_seq"] = request_seq
+    boards = [c.meta["board"] for c in children if isinstance(c.meta.get("board"), dict)]
+    if boards:
+        meta["board"] = max(boards, key=lambda b: int(b["seq"]))
     if made.rejected:
         meta["rejected"] = list(made.rejected)
     return SummaryInput(

@@ -8,10 +8,14 @@
 Every stand-in stored here is an OBS-2 event written in the same transaction (``checkpointed``,
 ``pipeline_summarized``, ``dag_summarized``, ``dag_condensed``): ``comal events`` shows what
 ``/compact`` and maintenance did on every surface, and a stand-in never exists without it.
+The same transaction holds the memory flush of the entries it compresses (MEM-1,
+:func:`comal.memory.remember`, with a model summarizer's extra facts read just before it):
+a crash leaves the stand-in, its event and its memories together, or none of them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,11 +28,13 @@ from ..context import (
 )
 from ..context.dag import Blocked, Condense, DagConfig, SummarizeLeaf
 from ..context.pipeline import PIPELINE_ENGINE, PipelineSummarize
-from ..ledger import CheckpointRecord, SummaryInput, SummaryRecord
+from ..ledger import CheckpointRecord, Entry, SummaryInput, SummaryRecord
+from ..memory import Extracted, remember
 from ..messages import sha256_hex
 from ..tokens import TokenCounter
 from ._dag import condense_request, condensed_input, leaf_input, leaf_request, make_text
 from ._guard import Guard
+from ._memory import model_facts
 from ._pipeline import summarize_pipeline
 from ._table import JobFailed, JobHandler, JobRun, Rehearsal
 
@@ -53,9 +59,16 @@ PIPELINE_SUMMARIZED = "pipeline_summarized"
 
 
 def _store_checkpoint(
-    run: JobRun, proposal: CheckpointProposal, kind: str, body: dict[str, Any]
+    run: JobRun,
+    proposal: CheckpointProposal,
+    kind: str,
+    body: dict[str, Any],
+    sources: tuple[int, int],
+    entries: Sequence[Entry] | None = None,
+    extra: Extracted | None = None,
 ) -> CheckpointRecord:
     with run.ledger.atomic():
+        remember(run.ledger, run.scope, *sources, kind, entries=entries, extra=extra)
         record = store_checkpoint(run.ledger, run.scope, proposal)
         event = {
             "v": 1,
@@ -74,7 +87,8 @@ def _store_checkpoint(
 
 # -- limit ------------------------------------------------------------------------------------
 def _store(run: JobRun, job: StoreCheckpoint) -> object:
-    return _store_checkpoint(run, job.proposal, CHECKPOINTED, {"job": "StoreCheckpoint"})
+    span = (job.proposal.first_seq, job.proposal.last_seq)
+    return _store_checkpoint(run, job.proposal, CHECKPOINTED, {"job": "StoreCheckpoint"}, span)
 
 
 def _rehearse_store(r: Rehearsal, job: StoreCheckpoint) -> object:
@@ -86,10 +100,12 @@ def _rehearse_store(r: Rehearsal, job: StoreCheckpoint) -> object:
 # -- pipeline ---------------------------------------------------------------------------------
 def _pipeline(run: JobRun, job: PipelineSummarize) -> object:
     entries = run.ledger.entries(run.scope, start_seq=job.source_first, end_seq=job.last_seq)
+    span = (job.source_first, job.last_seq)
+    extra = model_facts(run.ledger, run.scope, *span, run.summarizer(), entries=entries)
     proposal = summarize_pipeline(job, entries, run.counter, run.summarizer())
     meta = proposal.meta
     body = {"level": meta.get("level"), "summarizer": meta.get("summarizer")}
-    return _store_checkpoint(run, proposal, PIPELINE_SUMMARIZED, body)
+    return _store_checkpoint(run, proposal, PIPELINE_SUMMARIZED, body, span, entries, extra)
 
 
 def _rehearse_pipeline(r: Rehearsal, job: PipelineSummarize) -> object:
@@ -137,12 +153,16 @@ def _leaf(run: JobRun, job: SummarizeLeaf) -> object:
     entries = ledger.entries(scope, start_seq=job.first_seq, end_seq=job.last_seq)
     request, sources = leaf_request(job, entries, _earlier(run, job.first_seq))
     span = f"{job.first_seq}..{job.last_seq}"
+    extra = None
+    if not job.oversize:  # a step over the summarizer's window is not sent to it at all
+        extra = model_facts(ledger, scope, job.first_seq, job.last_seq, run.summarizer(),
+                            entries=entries, guard=_guard(run))  # fmt: skip
     run.probe("summarizing", span)
     made = make_text(request, _summarizer(run), run.counter, _guard(run), oversize=job.oversize)
     run.probe("summarized", span)
     draft = leaf_input(job, entries, sources, made)
     body = {"first_seq": job.first_seq, "last_seq": job.last_seq}
-    return _store_summary(run, draft, SUMMARIZED, body)
+    return _store_summary(run, draft, SUMMARIZED, body, entries, extra)
 
 
 def _condense(run: JobRun, job: Condense) -> object | None:
@@ -151,16 +171,28 @@ def _condense(run: JobRun, job: Condense) -> object | None:
     if len(found) != len(job.children):
         return None  # another process condensed them first
     request, sources = condense_request(job, found, _earlier(run, job.first_seq))
+    # Its leaves remembered their entries; only a ledger older than memories has any left.
+    extra = model_facts(run.ledger, run.scope, job.first_seq, job.last_seq, run.summarizer(),
+                        guard=_guard(run))  # fmt: skip
     run.probe("summarizing", f"condense {job.children}")
     made = make_text(request, _summarizer(run), run.counter, _guard(run))
     run.probe("summarized", f"condense {job.children}")
     draft = condensed_input(job, found, sources, made)
     body = {"children": list(job.children), "depth": job.depth}
-    return _store_summary(run, draft, CONDENSED, body)
+    return _store_summary(run, draft, CONDENSED, body, None, extra)
 
 
-def _store_summary(run: JobRun, draft: SummaryInput, kind: str, body: dict[str, Any]) -> object:
+def _store_summary(
+    run: JobRun,
+    draft: SummaryInput,
+    kind: str,
+    body: dict[str, Any],
+    entries: Sequence[Entry] | None,
+    extra: Extracted | None,
+) -> object:
     with run.ledger.atomic():
+        first, last = draft.first_seq, draft.last_seq
+        remember(run.ledger, run.scope, first, last, kind, entries=entries, extra=extra)
         record = run.ledger.add_summary(run.scope, draft)
         event = {"v": 1, "summary": record.id, "level": record.level, **body}
         run.ledger.add_record(run.scope, "event", kind, event)

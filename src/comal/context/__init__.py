@@ -32,6 +32,7 @@ from ._assembly import (
     ProtectedTailOverflow,
     Referenced,
 )
+from ._board import BOARD_MARK, BOARD_TOOLS, board_in, board_note, newest_board
 from ._engine import (
     Base,
     Engine,
@@ -41,7 +42,13 @@ from ._engine import (
     config_counter,
     engine_config,
 )
-from ._extractive import ExtractiveSummarizer, count_only_note, exact_values
+from ._extractive import (
+    ExtractiveSummarizer,
+    command_of,
+    count_only_note,
+    exact_values,
+    exit_code,
+)
 from ._registry import ENGINES, engine_names, get_engine
 from ._render import EngineCache, error_excerpt
 from ._replay import Bases, ReplayTurn, action_dict, proposal_record, split_view
@@ -61,6 +68,8 @@ from .limit import (
 )
 
 __all__ = [
+    "BOARD_MARK",
+    "BOARD_TOOLS",
     "ENGINES",
     "LEVELS",
     "Action",
@@ -93,6 +102,9 @@ __all__ = [
     "WorkState",
     "action_dict",
     "assemble",
+    "board_in",
+    "board_note",
+    "command_of",
     "compact",
     "config_counter",
     "count_only_note",
@@ -100,7 +112,9 @@ __all__ = [
     "engine_names",
     "error_excerpt",
     "exact_values",
+    "exit_code",
     "get_engine",
+    "newest_board",
     "proposal_record",
     "render_state",
     "split_view",

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from ..tokens import EstimatingCounter, TokenCounter
 from ._summarizer import SummaryRequest, SummaryText
 
-__all__ = ["ExtractiveSummarizer", "count_only_note", "exact_values"]
+__all__ = ["ExtractiveSummarizer", "command_of", "count_only_note", "exact_values", "exit_code"]
 
 _BLOCK = re.compile(
     r"^### (seq (\d+) · (\w+)(.*)|summary (\d+) · depth (\d+) · seq (\d+)\.\.(\d+).*)$"
@@ -89,7 +89,19 @@ def exact_values(text: str) -> set[str]:
     return set(PATH.findall(text)) | set(IDENT.findall(text)) | set(NUMBER.findall(text))
 
 
-def _command(arguments: str) -> str | None:
+def exit_code(output: str) -> str | None:
+    """The exit code a command's output reports, read from its end first (where a shell
+    tool states it), then from its start."""
+    for window in (output[-2_000:], output[:300]):
+        found = _EXIT.findall(window)
+        if found:
+            return str(found[-1])
+    return None
+
+
+def command_of(arguments: str) -> str | None:
+    """The command a tool call runs, when its JSON arguments name one (``command``, ``cmd``,
+    ``script``)."""
     try:
         value = json.loads(arguments)
     except (ValueError, RecursionError):
@@ -131,7 +143,7 @@ def _collect_entries(blocks: list[_Block], width: int) -> _Notes:
             if not m:
                 continue
             name, cid, args = m.groups()
-            cmd = _command(args)
+            cmd = command_of(args)
             if cmd is not None:
                 notes.sections["Commands"].append(f"- [seq {b.seq}] `{_flat(cmd, width)}`")
                 pending[cid] = (len(notes.sections["Commands"]) - 1, cmd)
@@ -140,12 +152,7 @@ def _collect_entries(blocks: list[_Block], width: int) -> _Notes:
         if b.role == "tool":
             cid_match = re.search(r"\(([^)]*)\)", b.head)
             cid = cid_match.group(1) if cid_match else ""
-            code = None
-            for window in (body[-2_000:], body[:300]):
-                found = _EXIT.findall(window)
-                if found:
-                    code = found[-1]
-                    break
+            code = exit_code(body)
             if cid in pending:
                 index, cmd = pending.pop(cid)
                 status = f"exit {code}" if code is not None else "exit not shown"

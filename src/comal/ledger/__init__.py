@@ -40,6 +40,10 @@ writes are :class:`LedgerSecretMissing` and ``verify`` reports a ``secret`` faul
 passing. Migration ``0006_keyed_chain`` keys and chains a ledger once. What the seals cannot see:
 a whole database put back to an earlier state, and a change made by someone holding the secret.
 
+**Memories across sessions** (``_memories``, migration ``0007_memories``): facts saved in the
+transaction of the stand-in that compresses their entries, once per seq, each naming its
+sources, and searched by (tenant, agent) across that agent's sessions, failing closed.
+
 Messages name a ledger through :func:`describe_target`, which never shows a password.
 """
 
@@ -69,18 +73,22 @@ from ._errors import (
     LedgerTimeout,
     LedgerUnavailable,
     SearchTooBroad,
+    MemorySearchTimeout,
     SessionHasChildren,
     SessionLocked,
 )
 from ._keys import KEY_PREFIX as PROXY_KEY_PREFIX
 from ._keys import ProxyKey
 from ._locks import PgSessionLock, SessionLock
+from ._memories import MemoryInput, Remembered
 from ._model import (
     CheckpointRecord,
     Deletion,
     Entry,
     EntryHead,
     Fault,
+    MemoryFlush,
+    MemoryRecord,
     Record,
     RecordTable,
     RequestRecord,
@@ -136,6 +144,10 @@ __all__ = [
     "LedgerTarget",
     "LedgerTimeout",
     "LedgerUnavailable",
+    "MemoryFlush",
+    "MemoryInput",
+    "MemoryRecord",
+    "MemorySearchTimeout",
     "Migration",
     "PgSessionLock",
     "PostgresLedger",
@@ -144,6 +156,7 @@ __all__ = [
     "RecallMode",
     "Record",
     "RecordTable",
+    "Remembered",
     "RequestRecord",
     "SQLiteLedger",
     "Scope",

@@ -12,11 +12,14 @@ from ..tokens import TokenCounter
 from ._coordination import BreakerRow, LeaseInfo
 from ._keys import ProxyKey
 from ._locks import PgSessionLock, SessionLock
+from ._memories import MemoryInput, Remembered
 from ._model import (
     CheckpointRecord,
     Deletion,
     Entry,
     EntryHead,
+    MemoryFlush,
+    MemoryRecord,
     Record,
     RecordTable,
     RequestRecord,
@@ -144,6 +147,34 @@ class LedgerBackend(Protocol):
         entries: bool = True,
         summaries: bool = True,
     ) -> list[RecallHit]: ...
+    # Memories across sessions (ledger/_memories.py): written in a stand-in's transaction,
+    # searched by (tenant, agent).
+    def memory_gaps(self, scope: Scope, first_seq: int, last_seq: int) -> list[tuple[int, int]]: ...
+    def add_memories(
+        self,
+        scope: Scope,
+        first_seq: int,
+        last_seq: int,
+        facts: Sequence[MemoryInput],
+        *,
+        why: str,
+        extractor: str,
+    ) -> Remembered: ...
+    def memories(self, scope: Scope) -> list[MemoryRecord]: ...
+    def memory_flushes(self, scope: Scope) -> list[MemoryFlush]: ...
+    def search_memories(
+        self, tenant: str, agent: str, query: str, *, limit: int = 10, budget_s: float = ...
+    ) -> list[tuple[MemoryRecord, float]]: ...
+    def search_sessions(
+        self,
+        tenant: str,
+        agent: str,
+        query: str,
+        *,
+        limit: int = 10,
+        exclude: str | None = None,
+        budget_s: float = ...,
+    ) -> list[tuple[Entry, float]]: ...
     def acquire_lease(
         self, scope: Scope, owner: str, ttl: float, *, now: float | None = None
     ) -> bool: ...

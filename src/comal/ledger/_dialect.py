@@ -114,6 +114,25 @@ class Dialect(ABC):
         FTS5-syntax ``query``, best first."""
 
     @abstractmethod
+    def ranked_agent(
+        self,
+        db: Db,
+        table: str,
+        tenant: str,
+        agent: str,
+        query: str,
+        limit: int,
+        *,
+        exclude: str | None,
+        budget_s: float,
+    ) -> list[tuple[int, float]]:
+        """(row id, score: higher is better) of one agent's rows of ``table`` — memories_fts,
+        or entries_fts for the entries of every session of (``tenant``, ``agent``) but
+        ``exclude`` — matching an FTS5-syntax ``query``, best first (MEM-2). A query still
+        running after ``budget_s`` seconds is cancelled:
+        :class:`~comal.ledger.MemorySearchTimeout`."""
+
+    @abstractmethod
     def forget_text(self, db: Db, session: str) -> None:
         """Take a session's rows out of the full-text indexes (inside the deleting write)."""
 

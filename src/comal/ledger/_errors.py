@@ -28,6 +28,7 @@ __all__ = [
     "LedgerTimeout",
     "LedgerUnavailable",
     "SearchTooBroad",
+    "MemorySearchTimeout",
     "SessionHasChildren",
     "SessionLocked",
 ]
@@ -169,3 +170,10 @@ class SessionLocked(UserError):
     def __init__(self, message: str, *, holder: dict[str, Any]) -> None:
         super().__init__(message)
         self.holder = holder
+
+
+class MemorySearchTimeout(UserError):
+    """A memory search ran past its time budget and was cancelled (nothing is returned rather
+    than a ranking of part of the rows)."""
+
+    code = "MEMORY_SEARCH_TIMEOUT"

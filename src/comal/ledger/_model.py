@@ -165,6 +165,42 @@ class SummaryRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class MemoryRecord:
+    """One remembered fact (MEM-1): ``text`` of ``kind`` (name, date, preference, decision,
+    path, identifier, command, or a model's own), taken from the entries ``entry_ids`` (seq
+    ``first_seq..last_seq`` of ``session``) by ``extractor`` (``extractive`` or
+    ``provider:model``) before they were summarized. ``digest`` is the sha256 of ``text``."""
+
+    id: int
+    tenant: str
+    agent: str
+    session: str
+    first_seq: int
+    last_seq: int
+    entry_ids: tuple[int, ...]
+    kind: str
+    text: str
+    extractor: str
+    digest: str
+    created_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryFlush:
+    """That entries ``first_seq..last_seq`` of ``session`` were read for facts, once, before
+    the stand-in ``why`` names compressed them; ``facts`` memories were stored from them."""
+
+    id: int
+    session: str
+    first_seq: int
+    last_seq: int
+    why: str
+    extractor: str
+    facts: int
+    created_at: str
+
+
+@dataclass(frozen=True, slots=True)
 class Record:
     """A receipt, summary or event: a JSON body with a kind, a digest and a time."""
 

@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from psycopg import errors as pg_errors
 from psycopg import sql
 
 from ..errors import LedgerError
@@ -25,7 +26,7 @@ from ..messages import load_json, message_from_json, sha256_hex
 from ..tokens import TokenCounter
 from ._db import Db
 from ._dialect import insert_many, lock_key
-from ._errors import LedgerBadTarget, LedgerReadOnly
+from ._errors import LedgerBadTarget, LedgerReadOnly, MemorySearchTimeout
 from ._ledger import Store
 from ._locks import PgSessionLock
 from ._model import Scope
@@ -41,6 +42,7 @@ _SOURCES = {
     "entries_fts": ("entries", "entry_id"),
     "summaries_fts": ("records", "record_id"),
     "summaries_text_fts": ("summaries", "summary_id"),
+    "memories_fts": ("memories", "memory_id"),
 }
 
 
@@ -89,6 +91,47 @@ class PostgresDialect(PgDialectBase):
             f" ORDER BY r DESC, {ref} LIMIT %(n)s",
             {"s": scope.session, "q": tsquery, "n": limit},
         ).fetchall()
+        return [(int(r[0]), float(r[1])) for r in rows]
+
+    def ranked_agent(
+        self,
+        db: Db,
+        table: str,
+        tenant: str,
+        agent: str,
+        query: str,
+        limit: int,
+        *,
+        exclude: str | None,
+        budget_s: float,
+    ) -> list[tuple[int, float]]:
+        tsquery = fts_query(query)
+        if tsquery is None:
+            return []
+        ref = _SOURCES[table][1]
+        if table == "entries_fts":
+            scoped = " JOIN sessions s ON s.id = f.session_id WHERE s.tenant = %(t)s"
+            scoped += " AND s.agent = %(a)s AND f.session_id IS DISTINCT FROM %(x)s"
+        else:
+            scoped = " JOIN memories m ON m.id = f.memory_id WHERE m.tenant = %(t)s"
+            scoped += " AND m.agent = %(a)s AND m.session_id IS DISTINCT FROM %(x)s"
+        sql = (
+            f"SELECT f.{ref}, max(ts_rank(f.tsv, %(q)s::tsquery)) AS r FROM {table} f{scoped}"
+            f" AND f.tsv @@ %(q)s::tsquery GROUP BY f.{ref} ORDER BY r DESC, f.{ref} LIMIT %(n)s"
+        )
+        args = {"t": tenant, "a": agent, "x": exclude, "q": tsquery, "n": limit}
+        # The budget holds for this statement only: SET LOCAL inside its own (sub)transaction,
+        # set back before it ends.
+        with db.atomic() as c:
+            c.execute(f"SET LOCAL statement_timeout = {max(1, int(budget_s * 1000))}")
+            try:
+                rows = c.execute(sql, args).fetchall()
+            except pg_errors.QueryCanceled:
+                raise MemorySearchTimeout(
+                    f"the search ran past its {budget_s:g} s budget and was stopped; search "
+                    "fewer or rarer words"
+                ) from None
+            c.execute("SET LOCAL statement_timeout TO DEFAULT")
         return [(int(r[0]), float(r[1])) for r in rows]
 
     def forget_text(self, db: Db, session: str) -> None:

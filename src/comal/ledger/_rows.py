@@ -22,7 +22,16 @@ from typing import Any
 
 from ..messages import load_json, message_from_json, sha256_hex
 from ._errors import InvalidIdentifier, LedgerCorrupt, LedgerRowDamaged
-from ._model import CheckpointRecord, Deletion, Entry, Record, RequestRecord, SessionInfo
+from ._model import (
+    CheckpointRecord,
+    Deletion,
+    Entry,
+    MemoryFlush,
+    MemoryRecord,
+    Record,
+    RequestRecord,
+    SessionInfo,
+)
 from ._seal import NOT_SHOWN, Sealer
 
 SEALED: dict[str, tuple[str, ...]] = {
@@ -51,6 +60,13 @@ SEALED: dict[str, tuple[str, ...]] = {
         "descendant_tokens", "time_start", "time_end", "tokens", "summarizer", "level", "digest",
         "created_at", "meta", "sources_digest", "frontier",
     ),
+    "memory_flushes": (
+        "session_id", "first_seq", "last_seq", "why", "extractor", "facts", "created_at",
+    ),
+    "memories": (
+        "session_id", "tenant", "agent", "first_seq", "last_seq", "entry_ids", "kind",
+        "extractor", "digest", "created_at",
+    ),
 }  # fmt: skip
 
 # What follows the sealed columns in each SELECT list.
@@ -72,6 +88,8 @@ _TRAILERS = {
     "records": ("seal", "id", "body"),
     "deletions": ("seal", "id"),
     "summaries": ("seal", "id", "body"),
+    "memory_flushes": ("seal", "id"),
+    "memories": ("seal", "id", "body"),
 }
 COLUMNS = {t: ", ".join(SEALED[t] + _TRAILERS[t]) for t in SEALED}
 # The session's chain head is sealed apart from its row: (id, next_seq, head).
@@ -191,6 +209,37 @@ def deletion_from_row(sealer: Sealer, r: Sequence[Any]) -> Deletion:
     check_seal(sealer, "deletions", r, row_id, r[0])
     rows = load_column("deletions", r[10], row_id, r[0])
     return Deletion(row_id, r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], rows, r[11])
+
+
+def flush_from_row(sealer: Sealer, r: Sequence[Any]) -> MemoryFlush:
+    row_id = r[8]
+    check_seal(sealer, "memory_flushes", r, row_id, r[0])
+    return MemoryFlush(int(row_id), r[0], int(r[1]), int(r[2]), r[3], r[4], int(r[5]), r[6])
+
+
+def memory_from_row(sealer: Sealer, r: Sequence[Any]) -> MemoryRecord:
+    row_id, body = r[11], r[12]
+    check_seal(sealer, "memories", r, row_id, r[0])
+    if not isinstance(body, str) or sha256_hex(body) != r[8]:
+        computed = sha256_hex(body) if isinstance(body, str) else "(the body is not text)"
+        raise LedgerRowDamaged("memories", row_id, r[0], "body", str(r[8]), computed)
+    ids = load_column("memories", r[5], row_id, r[0])
+    if not (isinstance(ids, list) and all(whole(i) for i in ids)):
+        raise _corrupt("memories", row_id, r[0], ValueError("entry_ids is not a list of ids"))
+    return MemoryRecord(
+        int(row_id),
+        r[1],
+        r[2],
+        r[0],
+        int(r[3]),
+        int(r[4]),
+        tuple(ids),
+        r[6],
+        body,
+        r[7],
+        r[8],
+        r[9],
+    )
 
 
 # -- values on their way in ------------------------------------------------------------------

@@ -308,6 +308,53 @@ ALTER TABLE sessions ADD COLUMN head_seal TEXT;
 ALTER TABLE summaries ADD COLUMN seal TEXT;
 """
 
+# Memories across sessions (MEM-1, MEM-2; see _memories.py): a flush says which entries were
+# read for facts before a stand-in compressed them, once per seq; a memory is one fact with the
+# entries it came from, its tenant and agent kept on the row so a search of one agent's
+# memories is one index range.
+_MEMORIES = """
+CREATE TABLE memory_flushes (
+    id {pk},
+    session_id {key} NOT NULL REFERENCES sessions(id),
+    first_seq {int} NOT NULL,
+    last_seq {int} NOT NULL,
+    why TEXT NOT NULL,
+    extractor TEXT NOT NULL,
+    facts {int} NOT NULL,
+    created_at TEXT NOT NULL,
+    seal TEXT NOT NULL,
+    CHECK (first_seq <= last_seq)
+);
+CREATE UNIQUE INDEX memory_flushes_start ON memory_flushes (session_id, first_seq);
+CREATE TABLE memories (
+    id {pk},
+    session_id {key} NOT NULL REFERENCES sessions(id),
+    tenant {key} NOT NULL,
+    agent {key} NOT NULL,
+    first_seq {int} NOT NULL,
+    last_seq {int} NOT NULL,
+    entry_ids TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    extractor TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    body TEXT NOT NULL,
+    seal TEXT NOT NULL,
+    CHECK (first_seq <= last_seq)
+);
+CREATE INDEX memories_scope ON memories (tenant, agent, digest);
+CREATE INDEX memories_session ON memories (session_id, first_seq);
+"""
+
+# SQLite keeps the memories' text in its index (they are short), so a deleted memory leaves it
+# by a trigger; PostgreSQL's rows cascade with their memory.
+_MEMORIES_SQLITE = """
+CREATE VIRTUAL TABLE memories_fts USING fts5 (text, tokenize='unicode61');
+CREATE TRIGGER memories_fts_forget AFTER DELETE ON memories BEGIN
+    DELETE FROM memories_fts WHERE rowid = old.id;
+END;
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_initial", _INITIAL, _INITIAL_SQLITE, _INITIAL_POSTGRES),
     Migration("0002_proxy_keys", KEYS_DDL),
@@ -321,5 +368,11 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration("0005_request_savings", _SAVINGS, backfill=backfill_savings),
     Migration("0006_keyed_chain", _KEYED_CHAIN, backfill=key_and_chain),
+    Migration(
+        "0007_memories",
+        _MEMORIES,
+        _MEMORIES_SQLITE,
+        _pg_text_index("memories_fts", "memory_id", "memories"),
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)

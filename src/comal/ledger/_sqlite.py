@@ -20,7 +20,7 @@ from ..errors import LedgerError, UserError
 from ..tokens import TokenCounter
 from ._db import Db
 from ._dialect import Dialect
-from ._errors import BadSearchQuery
+from ._errors import BadSearchQuery, MemorySearchTimeout
 from ._ledger import Store
 from ._locks import SessionLock, lock_path
 from ._migrate import statements
@@ -174,6 +174,50 @@ class SQLiteDialect(Dialect):
             raise BadSearchQuery(f"bad full-text query {query!r}: {exc}; {_FIX}") from exc
         except UnicodeEncodeError as exc:
             raise BadSearchQuery(f"bad full-text query {query!r}: {exc}; {_FIX}") from exc
+        return [(int(r[0]), -float(r[1])) for r in rows]  # bm25 is lower-is-better
+
+    def ranked_agent(
+        self,
+        db: Db,
+        table: str,
+        tenant: str,
+        agent: str,
+        query: str,
+        limit: int,
+        *,
+        exclude: str | None,
+        budget_s: float,
+    ) -> list[tuple[int, float]]:
+        if table == "entries_fts":
+            self.catch_up(db)
+        source, alias = {"entries_fts": ("entries", "e"), "memories_fts": ("memories", "m")}[table]
+        scoped = (
+            "s.tenant = ? AND s.agent = ? AND e.session_id IS NOT ?"
+            if table == "entries_fts"
+            else "m.tenant = ? AND m.agent = ? AND m.session_id IS NOT ?"
+        )
+        joins = " JOIN sessions s ON s.id = e.session_id" if table == "entries_fts" else ""
+        sql = (
+            f"SELECT {table}.rowid, bm25({table}) FROM {table}"
+            f" JOIN {source} {alias} ON {alias}.id = {table}.rowid{joins}"
+            f" WHERE {table} MATCH ? AND {scoped} ORDER BY rank LIMIT ?"
+        )
+        deadline = time.monotonic() + budget_s
+        # Checked every thousand virtual-machine steps: a runaway match stops near its budget.
+        db.raw.set_progress_handler(lambda: time.monotonic() > deadline, 1_000)
+        try:
+            rows = db.execute(sql, (query, tenant, agent, exclude, limit)).fetchall()
+        except sqlite3.OperationalError as exc:
+            if "interrupted" in str(exc):
+                raise MemorySearchTimeout(
+                    f"the search ran past its {budget_s:g} s budget and was stopped; search "
+                    "fewer or rarer words"
+                ) from None
+            raise UserError(f"bad full-text query {query!r}: {exc}") from exc
+        except UnicodeEncodeError as exc:
+            raise UserError(f"bad full-text query {query!r}: {exc}") from exc
+        finally:
+            db.raw.set_progress_handler(None, 0)
         return [(int(r[0]), -float(r[1])) for r in rows]  # bm25 is lower-is-better
 
     def forget_text(self, db: Db, session: str) -> None:

@@ -15,7 +15,10 @@ Checked, table by table, each fault naming session, table, row (id), seq and wha
   *paused*, not damaged);
 - ``requests``: seal, the facts derived from meta, the entry each names;
 - ``checkpoints`` and ``records``: body digest, decoding, canonical form, seal, ranges;
-- ``deletions``: each tombstone against its seal.
+- ``deletions``: each tombstone against its seal;
+- ``memory_flushes`` and ``memories``: seals and digests, each flush within its session's
+  entries and overlapping no other, each memory of its session's tenant and agent, naming that
+  session's entries inside one of its flushes.
 
 A table that cannot be read to the end (a damaged page) is a fault too; verify reports it and
 goes on with the next table.
@@ -156,6 +159,10 @@ def verify(ledger: LedgerBackend, *, database: bool = True, search: bool = False
         w.faults += store.summary_faults()
     except LedgerError as exc:
         w.fault(None, "summaries", None, "unreadable", str(exc))
+    try:  # memories across sessions (ledger/_memories.py)
+        w.faults += store.memory_faults()
+    except LedgerError as exc:
+        w.fault(None, "memories", None, "unreadable", str(exc))
     if search:
         try:
             found = store._search_check()

@@ -32,7 +32,14 @@ from ._parts import (
     ToolCall,
     ToolResult,
 )
-from ._preamble import PREAMBLE_CLOSE, PREAMBLE_OPEN, is_preamble, preamble_text, user_words
+from ._preamble import (
+    PREAMBLE_CLOSE,
+    PREAMBLE_OPEN,
+    is_preamble,
+    preamble_lines,
+    preamble_text,
+    user_words,
+)
 from ._steps import Group, Pair, group_messages, open_calls, orphan_results, pairs
 
 __all__ = [
@@ -69,6 +76,7 @@ __all__ = [
     "pairs",
     "part_from_dict",
     "part_to_dict",
+    "preamble_lines",
     "preamble_text",
     "sha256_hex",
     "user_words",

@@ -14,7 +14,14 @@ from collections.abc import Sequence
 
 from ._parts import Message, Text
 
-__all__ = ["PREAMBLE_CLOSE", "PREAMBLE_OPEN", "is_preamble", "preamble_text", "user_words"]
+__all__ = [
+    "PREAMBLE_CLOSE",
+    "PREAMBLE_OPEN",
+    "is_preamble",
+    "preamble_lines",
+    "preamble_text",
+    "user_words",
+]
 
 PREAMBLE_OPEN = "<context>"
 PREAMBLE_CLOSE = "</context>"
@@ -40,3 +47,13 @@ def user_words(message: Message) -> tuple[str, int]:
     if len(texts) >= 2 and is_preamble(texts[0]):
         return "\n".join(texts[1:]), len(texts[0]) + 1
     return "\n".join(texts), 0
+
+
+def preamble_lines(message: Message) -> tuple[str, ...]:
+    """The lines of the preamble :func:`user_words` leaves out (``date: …``, ``sender: …``),
+    for a surface to show as the prompt's metadata; empty when there is none."""
+    _, start = user_words(message)
+    if not start:
+        return ()
+    first = next(p.text for p in message.parts if isinstance(p, Text))
+    return tuple(first.split("\n")[1:-1])

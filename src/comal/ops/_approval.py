@@ -35,6 +35,9 @@ class ApprovalRequest:
     rule: str
     reason: str
     effects: tuple[Effect, ...]
+    # What a Write or Edit would change, as a unified diff against the file now (or why the
+    # call would fail); None for other operations.
+    change: str | None = None
 
     def describe(self) -> str:
         args = json.dumps(dict(self.arguments), ensure_ascii=False, sort_keys=True)
@@ -104,6 +107,8 @@ class PromptApprover:
     def approve(self, request: ApprovalRequest) -> Approval:
         # Exactly what will run, with anything a terminal would act on or hide shown escaped.
         self._say(safe_command(request.describe()))
+        if request.change is not None:
+            self._say(safe_command(request.change))
         try:
             answer = self._ask("allow this call? [y/N] ").strip().lower()
         except EOFError:

@@ -2,9 +2,10 @@
 
 They change a live session's host settings, so they exist only on the human surfaces that hold
 one, the TUI and the API (a command line process ends with its call: there the flags ``--model``,
-``--effort``, ``--mode`` set them, and ``comal rename`` names a session). The model's catalog
-never lists them, and a model proposal naming one, or a guess such as ``set_mode`` or
-``SwitchModel``, is rejected by the judge and recorded like any other judgment.
+``--effort``, ``--mode`` set them, and ``comal rename`` names a session). ``name`` renames the
+session in the ledger, as ``comal rename`` does, so every surface shows the new title. The
+model's catalog never lists them, and a model proposal naming one, or a guess such as
+``set_mode`` or ``SwitchModel``, is rejected by the judge and recorded like any other judgment.
 """
 
 from __future__ import annotations
@@ -66,6 +67,19 @@ def _set(field_name: str) -> Callable[[BaseModel, CallContext], ToolOutput]:
     return handler
 
 
+def _name(args: NameArgs, ctx: CallContext) -> ToolOutput:
+    """The session's title in the ledger, which ``comal sessions`` and every surface show;
+    the host's copy follows it."""
+    info = ctx.ledger.session(ctx.scope)
+    before = info.title if info is not None else None
+    ctx.ledger.rename_session(ctx.scope, args.name)
+    ctx.settings.name = args.name
+    shown = "(untitled)" if before is None else repr(before)
+    return ToolOutput(
+        f"renamed {shown} to {args.name!r}", observations={"before": before, "after": args.name}
+    )
+
+
 def human_controls(login: Callable[[str], str] | None = None) -> list[Operation]:
     """The control operations. ``login`` (provider -> account) is the host's own login flow;
     without one there is no login operation to offer."""
@@ -90,9 +104,7 @@ def human_controls(login: Callable[[str], str] | None = None) -> list[Operation]
             audience="human",
             surfaces=human,
         ),
-        Operation(
-            "name", "Name this session.", NameArgs, _set("name"), audience="human", surfaces=human
-        ),
+        Operation("name", "Name this session.", NameArgs, _name, audience="human", surfaces=human),
     ]
     if login is not None:
         flow = login

@@ -31,7 +31,15 @@ from ._files_search import GlobArgs, GrepArgs, glob_files, grep_files
 from ._model import CallContext, Effect, PlannedWrite, ToolOutput
 from ._operation import DEFAULT_CAP, LARGE_CAP, Handler, Operation, Planner
 
-__all__ = ["EditArgs", "GlobArgs", "GrepArgs", "ReadArgs", "WriteArgs", "file_operations"]
+__all__ = [
+    "EditArgs",
+    "GlobArgs",
+    "GrepArgs",
+    "ReadArgs",
+    "WriteArgs",
+    "file_operations",
+    "planned_bytes",
+]
 
 # Read takes files up to this size whole; larger ones are streamed line by line.
 _WHOLE = 16 * 1024 * 1024
@@ -211,16 +219,14 @@ def _existing_bytes(ctx: CallContext, raw: str) -> tuple[str, bytes | None]:
     return rel, ws.read_bytes(rel)
 
 
-def _plan_write(args: WriteArgs, ctx: CallContext) -> PlannedWrite:
-    rel, before = _existing_bytes(ctx, args.path)
-    after = args.content.encode("utf-8", "surrogatepass")
-    verb = "created" if before is None else "replaced"
-    path = ctx.need_workspace().root / rel
-    return PlannedWrite(path, rel, before, after, f"Wrote {len(after):,} bytes to {rel} ({verb})")
-
-
-def _plan_edit(args: EditArgs, ctx: CallContext) -> PlannedWrite:
-    rel, before = _existing_bytes(ctx, args.path)
+def planned_bytes(args: WriteArgs | EditArgs, rel: str, before: bytes | None) -> tuple[bytes, str]:
+    """The bytes a Write or Edit leaves at ``rel`` when the file now holds ``before`` (``None``:
+    absent), and the call's summary; :class:`ToolFailure` when the call would fail. The
+    planners and an approval's diff (:mod:`._preview`) both read the change from here."""
+    if isinstance(args, WriteArgs):
+        after = args.content.encode("utf-8", "surrogatepass")
+        verb = "created" if before is None else "replaced"
+        return after, f"Wrote {len(after):,} bytes to {rel} ({verb})"
     if before is None:
         raise ToolFailure(f"{rel} does not exist; check the path with Glob")
     try:
@@ -242,10 +248,13 @@ def _plan_edit(args: EditArgs, ctx: CallContext) -> PlannedWrite:
         )
     new = text.replace(args.old_string, args.new_string, -1 if args.replace_all else 1)
     done = count if args.replace_all else 1
-    path = ctx.need_workspace().root / rel
-    return PlannedWrite(
-        path, rel, before, new.encode("utf-8"), f"Edited {rel}: {done} replacement(s)"
-    )
+    return new.encode("utf-8"), f"Edited {rel}: {done} replacement(s)"
+
+
+def _plan(args: WriteArgs | EditArgs, ctx: CallContext) -> PlannedWrite:
+    rel, before = _existing_bytes(ctx, args.path)
+    after, summary = planned_bytes(args, rel, before)
+    return PlannedWrite(ctx.need_workspace().root / rel, rel, before, after, summary)
 
 
 def _path_of(args: ReadArgs | WriteArgs | EditArgs | GlobArgs | GrepArgs) -> str:
@@ -296,14 +305,14 @@ def file_operations() -> list[Operation]:
             "Create or replace a file with the given content.",
             WriteArgs,
             write,
-            plan=_plan_write,
+            plan=_plan,
         ),
         _file_op(
             "Edit",
             "Replace an exact, unique string in a file (replace_all for every occurrence).",
             EditArgs,
             write,
-            plan=_plan_edit,
+            plan=_plan,
         ),
         _file_op(
             "Glob",

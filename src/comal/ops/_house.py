@@ -216,6 +216,7 @@ class House:
             self.judge.policy.limits.output_cap,
             judgment.approval is not None and judgment.approval.granted,
             self.host,
+            self.factory,
         )
         started = now()
         prepared: list[int] = []  # filled as soon as a preparation is durable, even on failure

@@ -34,6 +34,7 @@ from ._errors import OpsError
 from ._model import Actor, Decision, Effect, HostSettings, Surface
 from ._operation import Catalog, Operation, Registry
 from ._policy import Policy
+from ._preview import change_preview
 from ._sandbox import Sandbox
 from ._workspace import Workspace
 
@@ -180,8 +181,11 @@ class Judge:
             )
         approval: Approval | None = None
         if decision.action == "ask":
+            change = None
+            if self.approver is not None:  # shown to the human asked, so read only then
+                change = change_preview(args, self.workspace, located)
             decision, approval = self._ask(
-                call, actor, surface, op, args, digest, decision, effects
+                call, actor, surface, op, args, digest, decision, effects, change
             )
         return Judgment(
             call,
@@ -228,6 +232,7 @@ class Judge:
         digest: str,
         decision: Decision,
         effects: tuple[Effect, ...],
+        change: str | None,
     ) -> tuple[Decision, Approval | None]:
         if self.approver is None:
             return (
@@ -248,6 +253,7 @@ class Judge:
             decision.rule,
             decision.reason,
             effects,
+            change,
         )
         approval = self.approver.approve(request)
         who = f"{approval.by.kind} {approval.by.id}"

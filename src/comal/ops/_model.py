@@ -6,13 +6,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..ledger import LedgerBackend, Scope
 from ._errors import ToolFailure
 from ._sandbox import Sandbox
 from ._spool import DEFAULT_OUTPUT_CAP
 from ._workspace import Workspace
+
+if TYPE_CHECKING:
+    from ._house_factory import HouseFactory
 
 __all__ = [
     "READ_ONLY_EFFECTS",
@@ -192,6 +195,10 @@ class CallContext:
     # The host's controls for the human operations over the engine (the agent runtime's);
     # ``None`` on a house no host runs.
     host: object = None
+    # The factory of the house judging this call: an operation that runs calls of its own (a
+    # board item's check, finish_call's checks) runs them through a sibling house, judged and
+    # receipted like any other call.
+    factory: HouseFactory | None = None
 
     def need_workspace(self) -> Workspace:
         if self.workspace is None:

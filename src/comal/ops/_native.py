@@ -11,6 +11,7 @@ from ._controls import human_controls
 from ._errors import OperationDeclarationError
 from ._evidence_op import evidence_operation
 from ._files import file_operations
+from ._memory_search import memory_search_operation
 from ._operation import Operation, Registry
 from ._recall import recall_operations
 from ._session_search import session_search_operation
@@ -19,8 +20,14 @@ __all__ = ["default_registry", "native_operations"]
 
 
 def native_operations() -> list[Operation]:
-    """Read, Write, Edit, Glob, Grep, Bash, EvidenceRead and session_search."""
-    return [*file_operations(), bash_operation(), evidence_operation(), session_search_operation()]
+    """Read, Write, Edit, Glob, Grep, Bash, EvidenceRead, session_search and memory_search."""
+    return [
+        *file_operations(),
+        bash_operation(),
+        evidence_operation(),
+        session_search_operation(),
+        memory_search_operation(),
+    ]
 
 
 def default_registry(*, login: Callable[[str], str] | None = None) -> Registry:

@@ -69,7 +69,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from platformdirs import user_config_dir, user_data_dir
+from platformdirs import user_config_dir, user_data_dir, user_state_dir
 
 from ._mounts import EMPTY_ROOTS, Kind, Layout, layout, under
 from ._seccomp import SeccompUnavailable, build_filter
@@ -243,13 +243,15 @@ def _status(
 def default_protected_paths(
     ledger_path: str | Path | None = None, env: Mapping[str, str] | None = None
 ) -> tuple[Path, ...]:
-    """comal's own files: configuration and data directories, ``COMAL_CONFIG``,
-    ``COMAL_LEDGER`` and the given ledger file with its SQLite companions and its session
-    locks (``<ledger>.locks``)."""
+    """comal's own files: configuration, data and state directories (the state directory
+    holds the ledgers' sealing keys: a command that could read one could forge a seal),
+    ``COMAL_CONFIG``, ``COMAL_LEDGER`` and the given ledger file with its SQLite companions and
+    its session locks (``<ledger>.locks``)."""
     env = os.environ if env is None else env
     out = [
         Path(user_config_dir("comal", appauthor=False)),
         Path(user_data_dir("comal", appauthor=False)),
+        Path(user_state_dir("comal", appauthor=False)),
     ]
     for var in ("COMAL_CONFIG", "COMAL_LEDGER"):
         value = env.get(var)

@@ -50,11 +50,13 @@ from ._schemes import (
     ModelSpec,
     ProviderContext,
     ProviderScheme,
+    catalog_specs,
     check_model_spec,
     model_name_of,
     normalize_model_spec,
     provider_for,
     provider_schemes,
+    work_step_spec,
 )
 from ._spec import provider_from_spec
 from ._stops import normalize_stop
@@ -114,6 +116,7 @@ __all__ = [
     "ToolSpec",
     "anthropic_params",
     "call_model",
+    "catalog_specs",
     "check_model_spec",
     "model_name_of",
     "normalize_model_spec",
@@ -122,6 +125,7 @@ __all__ = [
     "provider_from_spec",
     "provider_schemes",
     "replay_events",
+    "work_step_spec",
 ]
 
 if TYPE_CHECKING:

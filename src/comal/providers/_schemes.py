@@ -40,6 +40,7 @@ __all__ = [
     "provider_for",
     "provider_schemes",
     "scheme_of",
+    "work_step_spec",
 ]
 
 
@@ -107,6 +108,11 @@ class ProviderScheme(ABC):
         errors; nothing is built or written."""
         self.parse(spec)
 
+    def work_step(self, spec: str, n: int) -> str:
+        """The spec work step ``n`` (1 for a session's first) of a session on ``spec`` runs
+        by default: the same model."""
+        return spec
+
     @abstractmethod
     def build(self, spec: str, ctx: ProviderContext) -> Provider:
         """The provider for ``spec``."""
@@ -117,6 +123,17 @@ def provider_schemes() -> Mapping[str, ProviderScheme]:
     from .. import plugins
 
     return plugins.provider_schemes()
+
+
+def catalog_specs() -> list[str]:
+    """The model specs a picker offers: every catalogued model (:func:`comal.tokens.
+    load_catalog`, the user's file included) whose provider is a registered scheme, as
+    ``scheme:model``, by scheme then name."""
+    from ..tokens import load_catalog
+
+    schemes = provider_schemes()
+    names = {(info.provider, info.name) for info, _ in load_catalog().values()}
+    return [f"{p}:{n}" for p, n in sorted(names) if p in schemes]
 
 
 def _find(spec: str) -> ProviderScheme | None:
@@ -160,6 +177,12 @@ def check_model_spec(spec: str, env: Mapping[str, str] | None = None) -> None:
     """Everything about ``spec`` that can fail before a request: the scheme, the spec's
     form, a key, a file (coded errors, nothing built)."""
     scheme_of(spec).check(spec, os.environ if env is None else env)
+
+
+def work_step_spec(spec: str, n: int) -> str:
+    """The spec work step ``n`` of a session on ``spec`` runs by default (its scheme says)."""
+    found = _find(spec)
+    return found.work_step(spec, n) if found is not None else spec
 
 
 def provider_for(spec: str, ctx: ProviderContext | None = None) -> Provider:

@@ -42,6 +42,13 @@ from ..tokens import count_messages
 from ._config import ServeConfig
 from ._guard import Guard
 from ._limits import BodyDeadline
+from ._models import (
+    CATALOG_HEADER,
+    catalog_model,
+    catalog_models,
+    models_protocol,
+    upstream_answered,
+)
 from ._proxy import Forward, ProxyService
 from ._upstream import PROXY_ROUTES, error_body, proxy_key_of
 from ._wire import Protocol, parse_request
@@ -234,6 +241,17 @@ def create_app(
             return _refuse("anthropic", 413, "request body over the proxy's limit")
         return await _count(proxy, led, raw, headers, request.url.query, tenant)
 
+    @app.get("/v1/models", include_in_schema=False)
+    @app.get("/v1/models/{model_id}", include_in_schema=False)
+    async def models(request: Request, model_id: str | None = None) -> Response:
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        protocol = models_protocol(headers)
+        try:
+            tenant = await anyio.to_thread.run_sync(gate.tenant, headers)
+        except AuthError as exc:
+            return _refuse(protocol, 401, exc.message)
+        return await _models(proxy, request, headers, protocol, tenant, model_id)
+
     from ._api import api_router
 
     app.include_router(api_router(gate))
@@ -283,6 +301,30 @@ async def _count(
     total += counter.count(request.tools_json) if request.tools else 0
     payload: dict[str, Any] = {"input_tokens": total}
     return JSONResponse(payload, headers={"x-comal-estimated": counter.name})
+
+
+async def _models(
+    proxy: ProxyService,
+    request: Request,
+    headers: dict[str, str],
+    protocol: Protocol,
+    tenant: Tenant,
+    model_id: str | None,
+) -> Response:
+    """The upstream's model list (or one model), else the catalog's (see :mod:`._models`)."""
+    path, query = request.url.path, request.url.query
+    forward = await proxy.passthrough(
+        protocol, path, query, b"", headers, tenant.consumed_header, method="GET"
+    )
+    if forward is not None and upstream_answered(forward.status):
+        return _send(forward)
+    marked = {CATALOG_HEADER: "catalog"}
+    if model_id is None:
+        return JSONResponse(catalog_models(protocol), headers=marked)
+    found = catalog_model(protocol, model_id)
+    if found is None:
+        return _refuse(protocol, 404, f"model {model_id!r} is not in comal's catalog")
+    return JSONResponse(found, headers=marked)
 
 
 def _open(config: ServeConfig) -> LedgerBackend:

@@ -45,6 +45,7 @@ def _request_body(request: ApprovalRequest, request_id: str) -> dict[str, Any]:
         "reason": request.reason,
         "effects": [e.as_dict() for e in request.effects],
         "describe": request.describe(),
+        "change": request.change,
     }
 
 

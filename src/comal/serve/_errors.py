@@ -11,6 +11,8 @@ from __future__ import annotations
 from ..errors import InputError, UserError
 
 __all__ = [
+    "AddressInUse",
+    "CannotListen",
     "HostNotAllowed",
     "JSONTooDeep",
     "KeyInURL",
@@ -19,6 +21,19 @@ __all__ = [
     "RequestTimeout",
     "ToolPairsBroken",
 ]
+
+
+class CannotListen(UserError):
+    """``comal serve`` cannot listen on the address it was given (no such local address, a
+    port the user may not take); said before the server starts, never as uvicorn's log."""
+
+    code = "CANNOT_LISTEN"
+
+
+class AddressInUse(CannotListen):
+    """Another process (often another ``comal serve``) already listens on the port."""
+
+    code = "ADDRESS_IN_USE"
 
 
 class RequestRefused(UserError):

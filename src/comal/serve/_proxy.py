@@ -122,12 +122,15 @@ class ProxyService(Relay):
         raw: bytes,
         headers: Mapping[str, str],
         consumed_header: str | None,
+        *,
+        method: str = "POST",
     ) -> Forward | None:
-        """Forward a request that holds no conversation turn (token counting) as it is."""
+        """Forward a request that holds no conversation turn (token counting, the model list)
+        as it is; ``None`` when the upstream cannot be reached."""
         url = upstream_url(self.config, protocol, path, query)
         sent = upstream_headers(self.config, protocol, headers, consumed_header)
         try:
-            response = await self.client.post(url, content=raw, headers=sent)
+            response = await self.client.request(method, url, content=raw or None, headers=sent)
         except httpx.HTTPError:
             return None
         kind = response.headers.get("content-type", "application/json")

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import errno
 import socket
 import threading
 import time
@@ -14,9 +15,10 @@ import uvicorn
 from fastapi import FastAPI
 
 from ._config import ServeConfig
+from ._errors import AddressInUse, CannotListen
 from ._limits import bounded_protocol
 
-__all__ = ["ServerThread", "free_port", "serve_forever", "uvicorn_config"]
+__all__ = ["ServerThread", "free_port", "listen_on", "serve_forever", "uvicorn_config"]
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -48,8 +50,45 @@ def uvicorn_config(
     )
 
 
-def serve_forever(app: FastAPI, host: str, port: int, *, log_level: str = "warning") -> None:
-    uvicorn.Server(uvicorn_config(app, host, port, log_level=log_level)).run()
+def listen_on(host: str, port: int) -> socket.socket:
+    """The server's socket, bound as uvicorn binds one, so a port another process holds is a
+    coded error before anything is printed, and nothing can take it between the check and
+    the start (uvicorn is handed this socket)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family=family)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        where = f"{host or '*'}:{port}"
+        if exc.errno == errno.EADDRINUSE:
+            raise AddressInUse(
+                f"{where} is already in use (another comal serve?); stop that process or pass "
+                "another --port"
+            ) from exc
+        why = exc.strerror or type(exc).__name__
+        raise CannotListen(
+            f"cannot listen on {where}: {why}; pass a --host this machine has and a --port "
+            "you may use (ports below 1024 need privileges)"
+        ) from exc
+    except BaseException:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+def serve_forever(
+    app: FastAPI,
+    host: str,
+    port: int,
+    *,
+    log_level: str = "warning",
+    sock: socket.socket | None = None,
+) -> None:
+    server = uvicorn.Server(uvicorn_config(app, host, port, log_level=log_level))
+    server.run(sockets=None if sock is None else [sock])
 
 
 class ServerThread:

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..bench import PriceTable, load_prices
 from ..ledger import Entry, LedgerBackend, Scope, SessionInfo
 from ..messages import message_to_dict
 from ..ops import receipts
+from ..tokens import session_cost
+from ..work import work_view
 from ._approvals import pending
 from ._record import INSTRUCTIONS_EVENT
 
@@ -27,48 +28,13 @@ __all__ = [
     "turns_view",
 ]
 
-_PRICES: dict[str, PriceTable] | None = None
-
-
-def _price(model: str | None, protocol: str | None) -> PriceTable | None:
-    global _PRICES
-    if _PRICES is None:
-        _PRICES = load_prices()
-    name = (model or "").lower()
-    if name.startswith("claude") or protocol == "anthropic":
-        return _PRICES.get("anthropic")
-    if name.startswith("gemini"):
-        return _PRICES.get("gemini")
-    if name or protocol:
-        return _PRICES.get("openai")
-    return None
-
-
 _Usage = list[tuple[str | None, str | None, dict[str, Any]]]
-
-
-def _cost(groups: _Usage) -> float | None:
-    """Measured input cost at list prices (the price tables the benchmarks use), from the
-    session's usage per model: one aggregate row each, whatever the session's length."""
-    total = 0.0
-    seen = False
-    for model, protocol, u in groups:
-        table = _price(model, protocol)
-        if table is None or u["new_input"] is None:
-            continue
-        seen = True
-        write = table.cache_write if table.cache_write is not None else table.input
-        total += (
-            u["new_input"] * table.input
-            + (u["cache_read"] or 0) * table.cache_read
-            + (u["cache_write"] or 0) * write
-        ) / table.per_tokens
-    return round(total, 6) if seen else None
+_FIELDS = ("new_input", "cache_read", "cache_write", "output", "reasoning")
 
 
 def _usage(groups: _Usage) -> dict[str, int | None]:
     out: dict[str, int | None] = {}
-    for name in ("new_input", "cache_read", "cache_write", "output", "reasoning"):
+    for name in _FIELDS:
         values = [u[name] for _, _, u in groups if u[name] is not None]
         out[name] = sum(values) if values else None
     return out
@@ -88,6 +54,8 @@ def find_session(led: LedgerBackend, tenant: str, session_id: str) -> SessionInf
 
 def _summary(led: LedgerBackend, info: SessionInfo) -> dict[str, Any]:
     groups = led.usage_by_model(info.scope)
+    # Priced as every surface prices it: a model without a list price makes the cost unknown.
+    cost = session_cost(groups)
     return {
         "id": info.id,
         "tenant": info.tenant,
@@ -103,7 +71,8 @@ def _summary(led: LedgerBackend, info: SessionInfo) -> dict[str, Any]:
         "model": info.meta.get("model") or _last_model(groups),
         "requests": info.requests,
         "usage": _usage(groups),
-        "cost_usd": _cost(groups),
+        "cost_usd": cost.usd,
+        "cost_unknown": list(cost.unknown),
         "checkpoints": len(led.checkpoints(info.scope)),
         "pending_approvals": len(pending(led, info.scope)) if info.status == "active" else 0,
     }
@@ -136,6 +105,8 @@ def session_view(led: LedgerBackend, info: SessionInfo) -> dict[str, Any]:
     out = _summary(led, info)
     out["meta"] = info.meta
     out["children"] = [c.id for c in led.children(info.scope)]
+    # BRD-2, WRK-1: the board, the tree of work steps (each with its child's own) and drafts.
+    out["work"] = work_view(led, info.scope)
     return out
 
 

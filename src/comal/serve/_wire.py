@@ -169,31 +169,17 @@ class ClientRequest:
         return canonical_json(list(self.tools)) if self.tools else ""
 
 
-def _system_message(content: object, where: str) -> Message:
-    """A ``role: "system"`` entry inside Anthropic ``messages`` (Claude Code sends them)."""
-    if isinstance(content, str):
-        return Message(Role.SYSTEM, (Text(content),))
-    if isinstance(content, list) and all(
-        isinstance(b, Mapping) and b.get("type") == "text" and isinstance(b.get("text"), str)
-        for b in content
-    ):
-        return Message(Role.SYSTEM, tuple(Text(b["text"]) for b in content))
-    raise InputError("a system message holds a string or text blocks", field=f"{where}.content")
-
-
 def _anthropic_items(conversation: Sequence[Any]) -> list[Item]:
     items = []
     for i, raw in enumerate(conversation):
         where = f"messages[{i}]"
         if not isinstance(raw, Mapping):
             raise InputError("expected an object", field=where)
-        if raw.get("role") == "system":
-            messages = [_system_message(raw.get("content"), where)]
-        else:
-            try:
-                messages = from_anthropic({"messages": [raw]})
-            except InputError as exc:
-                raise InputError(exc.reason, field=f"{where} ({exc.field})") from exc
+        try:
+            # Claude Code sends system messages inside the conversation (?beta=true).
+            messages = from_anthropic({"messages": [raw]}, inline_system=True)
+        except InputError as exc:
+            raise InputError(exc.reason, field=f"{where} ({exc.field})") from exc
         items.append(Item((raw,), tuple(strip_cache(m) for m in messages)))
     return items
 
@@ -351,22 +337,7 @@ def render_messages(protocol: Protocol, messages: Sequence[Message]) -> list[Any
         return list(to_openai_chat(messages))
     if protocol == "openai_responses":
         return list(to_openai_responses(messages))
-    out: list[Any] = []
-    run: list[Message] = []
-
-    def flush() -> None:
-        if run:
-            out.extend(to_anthropic(run)["messages"])
-            run.clear()
-
-    for msg in messages:
-        if msg.role in (Role.SYSTEM, Role.DEVELOPER):
-            flush()
-            out.append({"role": "system", "content": msg.text})
-        else:
-            run.append(msg)
-    flush()
-    return out
+    return list(to_anthropic(messages, inline_system=True)["messages"])
 
 
 def _merge_anthropic(values: list[tuple[Any, bool]]) -> list[Any]:

@@ -5,7 +5,9 @@ official SDK clients talk to it over real HTTP with nothing patched. Routes: ``P
 /v1/messages`` (Anthropic), ``POST /v1/chat/completions`` and ``POST /v1/responses`` (OpenAI);
 ``"stream": true`` in the body gets server-sent events. Each request takes the next script entry
 and renders it in the format of its route; error entries answer with that provider's real error
-shape. Every request is recorded, byte for byte, before it is answered.
+shape. ``GET /v1/models`` lists the ``models`` it was given (404 when none were, as for any
+route it does not have), in the Anthropic shape for a request with ``anthropic-version``, else
+OpenAI's. Every request is recorded, byte for byte, before it is answered.
 
 Like the real APIs it refuses a few malformed requests without consuming an entry: an Anthropic
 request without ``model``, ``max_tokens`` or ``messages``, or with more than four
@@ -103,6 +105,24 @@ class _Handler(BaseHTTPRequestHandler):
     def fake(self) -> FakeServer:
         return cast(_HTTPServer, self.server).fake
 
+    def do_GET(self) -> None:
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        self.fake._record(RecordedRequest("GET", self.path, headers, b""))
+        names = self.fake.models
+        if self.path.split("?", 1)[0] != "/v1/models" or not names:
+            self._json(404, {}, {"error": {"message": f"FakeServer has no route {self.path}"}})
+            return
+        if "anthropic-version" in headers:
+            data: list[dict[str, Any]] = [
+                {"type": "model", "id": n, "display_name": n, "created_at": "2025-01-01T00:00:00Z"}
+                for n in names
+            ]
+            page = {"data": data, "has_more": False, "first_id": names[0], "last_id": names[-1]}
+            self._json(200, {}, page)
+            return
+        data = [{"id": n, "object": "model", "created": 0, "owned_by": "fake"} for n in names]
+        self._json(200, {}, {"object": "list", "data": data})
+
     def do_POST(self) -> None:
         raw = self.rfile.read(int(self.headers.get("content-length") or 0))
         headers = {k.lower(): v for k, v in self.headers.items()}
@@ -192,11 +212,19 @@ class FakeServer:
     """A scripted Anthropic / OpenAI look-alike on ``127.0.0.1`` (use as a context manager).
 
     ``script`` is a sequence of entries or a script file (format in :mod:`comal.testing`);
-    ``chunk`` is the length of the pieces streamed strings are cut into. Point clients at
-    :attr:`anthropic_base_url` or :attr:`openai_base_url`; read :attr:`requests` afterwards.
+    ``chunk`` is the length of the pieces streamed strings are cut into; ``models`` the names
+    ``GET /v1/models`` lists. Point clients at :attr:`anthropic_base_url` or
+    :attr:`openai_base_url`; read :attr:`requests` afterwards.
     """
 
-    def __init__(self, script: Iterable[object] | str | Path = (), *, chunk: int = 5) -> None:
+    def __init__(
+        self,
+        script: Iterable[object] | str | Path = (),
+        *,
+        chunk: int = 5,
+        models: Iterable[str] = (),
+    ) -> None:
+        self.models = tuple(models)
         source = load_script(script) if isinstance(script, (str, Path)) else script
         self._entries: list[Entry] = [check_entry(e) for e in source]
         self._next = 0

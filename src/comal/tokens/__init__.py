@@ -12,7 +12,9 @@
 - :class:`Budget` is the budget algebra, its compaction threshold and the CONTEXT_OVERHEAD check
   (TOK-4, TOK-5).
 - :class:`PriceTable` and :func:`price_for` are the providers' prompt-cache prices, as data;
-  :func:`saved_vs_uncached` prices a request's measured usage against no caching (CCH-2).
+  :func:`saved_vs_uncached` prices a request's measured usage against no caching (CCH-2), and
+  :func:`prompt_cost` / :func:`session_cost` what it cost at list prices (unknown when a model
+  has no price).
 
 Names load on first use (PEP 562): the ledger needs usage, counting and pricing, and a command
 such as ``comal sessions`` should not pay for the window catalog and the budget to list a table.
@@ -54,12 +56,16 @@ if TYPE_CHECKING:
     )
     from ._pricing import (
         PRICES_FILE_ENV,
+        ModelCost,
         PriceTable,
+        SessionCost,
         load_price_catalog,
         load_prices,
         price_for,
+        prompt_cost,
         recorded_saving,
         saved_vs_uncached,
+        session_cost,
     )
     from ._tiktoken import TIKTOKEN_FILE_ENV, TiktokenCounter
     from ._usage import PROTOCOLS, Usage, normalize_usage
@@ -77,11 +83,13 @@ _LAZY = {
     "InputEstimate": "._anchor",
     "MESSAGE_OVERHEAD": "._counting",
     "MODELS_FILE_ENV": "._models",
+    "ModelCost": "._pricing",
     "ModelInfo": "._models",
     "PRICES_FILE_ENV": "._pricing",
     "PROTOCOLS": "._usage",
     "PriceTable": "._pricing",
     "REPLY_PRIMING": "._counting",
+    "SessionCost": "._pricing",
     "TIKTOKEN_FILE_ENV": "._tiktoken",
     "TOOL_CALL_OVERHEAD": "._counting",
     "TOOL_RESULT_OVERHEAD": "._counting",
@@ -101,9 +109,11 @@ _LAZY = {
     "lookup_model": "._models",
     "normalize_usage": "._usage",
     "price_for": "._pricing",
+    "prompt_cost": "._pricing",
     "recorded_saving": "._pricing",
     "resolve_window": "._models",
     "saved_vs_uncached": "._pricing",
+    "session_cost": "._pricing",
     "user_models_file": "._models",
 }
 
@@ -134,8 +144,10 @@ __all__ = [
     "ContentKind",
     "EstimatingCounter",
     "InputEstimate",
+    "ModelCost",
     "ModelInfo",
     "PriceTable",
+    "SessionCost",
     "TiktokenCounter",
     "TokenCounter",
     "Usage",
@@ -152,8 +164,10 @@ __all__ = [
     "lookup_model",
     "normalize_usage",
     "price_for",
+    "prompt_cost",
     "recorded_saving",
     "resolve_window",
     "saved_vs_uncached",
+    "session_cost",
     "user_models_file",
 ]

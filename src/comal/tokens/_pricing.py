@@ -11,6 +11,11 @@ same format whose entries add models or replace built-ins by name.
 positive when read discounts exceed write premiums, negative on a cold first turn that only
 wrote the cache (Anthropic), and ``None`` when the price or a count it needs is unknown: an
 unknown is never reported as a saving of 0.
+
+:func:`prompt_cost` prices measured usage at list prices, and :func:`session_cost` a session's
+usage per model with it: every surface that shows a cost (the dashboard, the HTTP API, the
+TUI's ``/cost``) calls these two, with :func:`price_for` finding the table. A model with no
+price makes the cost unknown (``None``, shown as such), never a guess at another model's rates.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from __future__ import annotations
 import functools
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -30,12 +35,16 @@ from ._usage import Usage
 
 __all__ = [
     "PRICES_FILE_ENV",
+    "ModelCost",
     "PriceTable",
+    "SessionCost",
     "load_price_catalog",
     "load_prices",
     "price_for",
+    "prompt_cost",
     "recorded_saving",
     "saved_vs_uncached",
+    "session_cost",
 ]
 
 PRICES_FILE_ENV = "COMAL_PRICES_FILE"
@@ -253,3 +262,75 @@ def recorded_saving(
     usage = Usage(new_input, cache_read, cache_write, None, None)
     ttl = meta.get("cache_ttl")
     return saved_vs_uncached(usage, price_for(model), ttl=ttl if ttl == "1h" else None)
+
+
+def prompt_cost(usage: Usage, table: PriceTable | None) -> float | None:
+    """Dollars of ``usage``'s prompt at ``table``'s list prices: uncached input at the input
+    rate, cache reads at the read rate, writes at the (5-minute) write rate.
+
+    ``None`` when the price or the uncached input is unknown. An unknown cache count is none
+    (every protocol puts its whole prompt into the known fields: :attr:`Usage.input_total`).
+    Base rates, for one request or a session's sums alike: a long-context rate or a 1-hour
+    write needs each request's own size and lifetime, which sums do not carry."""
+    if table is None or usage.new_input is None:
+        return None
+    base, read, write = table.rates(0)
+    paid = usage.new_input * base
+    paid += (usage.cache_read or 0) * read + (usage.cache_write or 0) * write
+    return round(paid / table.per_tokens, 8)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCost:
+    """One model's share of a session: its summed usage, requests and prompt cost (``None``
+    with the ``reason`` when it cannot be priced)."""
+
+    model: str | None
+    requests: int
+    usage: Usage
+    usd: float | None
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionCost:
+    """A session's prompt cost at list prices: ``usd`` is ``None`` when any model that was
+    called has no price or no measured input (``unknown`` says which and why)."""
+
+    models: tuple[ModelCost, ...]
+
+    @property
+    def unknown(self) -> tuple[str, ...]:
+        return tuple(m.reason for m in self.models if m.reason is not None)
+
+    @property
+    def usd(self) -> float | None:
+        if not self.models or self.unknown:
+            return None
+        return round(sum(m.usd or 0.0 for m in self.models), 6)
+
+
+def session_cost(
+    by_model: Iterable[tuple[str | None, str | None, Mapping[str, Any]]],
+    *,
+    env: Mapping[str, str] | None = None,
+) -> SessionCost:
+    """Price a session's usage per model — the ``(model, protocol, {"requests", <each Usage
+    field>})`` rows of ``LedgerBackend.usage_by_model`` — with :func:`price_for` and
+    :func:`prompt_cost`."""
+    names = Usage.__dataclass_fields__
+    out = []
+    for model, _, row in by_model:
+        usage = Usage(*(row.get(name) for name in names))
+        requests = int(row.get("requests") or 0)
+        table = price_for(model, env=env)
+        usd = prompt_cost(usage, table)
+        reason = None
+        if table is None:
+            reason = (
+                f"{model or 'an unnamed model'} has no list price (add it with {PRICES_FILE_ENV})"
+            )
+        elif usd is None:
+            reason = f"{model} reported no input usage"
+        out.append(ModelCost(model, requests, usage, usd, reason))
+    return SessionCost(tuple(out))

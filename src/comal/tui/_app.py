@@ -2,11 +2,16 @@
 
 Everything goes through the session's :class:`~comal.agent.Runtime` (the one agent factory):
 the agent runs in a worker thread and talks to the screen only through ``call_from_thread``;
-approvals block that worker until the human answers the dialog and are recorded by the house
-with the human actor (OPS-2); slash commands are the registry's human operations on surface
-"tui" (``/context``, ``/state``, ``/compact``, ``/model``, ``/effort``, ``/mode``, ``/name``),
-judged and receipted like any other (OPS-1). Text from the model or a tool is shown with its
-control and bidi characters escaped (:func:`comal.safe_text.safe`).
+approvals block that worker until the human answers the dialog (a Write or Edit shows the diff
+it would make, a shell call its command) and are recorded by the house with the human actor
+(OPS-2); slash commands are the registry's human operations on surface "tui" (``/context``,
+``/state``, ``/compact``, ``/cost``, ``/model``, ``/effort``, ``/mode``, ``/name``), judged and
+receipted like any other (OPS-1). ``/clear`` and ``/resume`` open another session through the
+same factory (:meth:`~comal.agent.Runtime.reopen`); ``/model`` alone picks from the model
+catalog, ``/resume`` alone from the sessions one may continue. The transcript shows what the
+person and the model said and what the model did, each once (:mod:`._transcript`), the model's
+text as it streams; text from the model or a tool is shown with its control and bidi
+characters escaped (:func:`comal.safe_text.safe`).
 """
 
 from __future__ import annotations
@@ -19,64 +24,29 @@ from rich.text import Text as RichText
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import ModalScreen
-from textual.widgets import Button, Collapsible, Footer, Input, Static
+from textual.containers import VerticalScroll
+from textual.widget import Widget
+from textual.widgets import Footer, Input, Static
 
-from ..agent import Runtime, context_report, render_report
+from ..agent import Runtime, context_report, render_report, resumable
 from ..errors import ComalError
-from ..ledger import Entry
 from ..ops import Actor, ApprovalRequest, CallbackApprover, Rule
-from ..safe_text import safe, safe_command
+from ..providers import StreamDone, StreamEvent, TextDelta, catalog_specs
+from ..safe_text import safe
+from ._screens import ALWAYS, DENY, ONCE, ApprovalScreen, PickerScreen
+from ._transcript import call_line, entry_widgets, note, output_widget, said
 
 __all__ = ["ApprovalScreen", "ComalApp"]
 
-# Approval answers: allow this call, allow calls like it for the rest of the session, deny.
-ONCE, ALWAYS, DENY = "once", "always", "deny"
-_OUTPUT_PREVIEW = 4_000
-
-
-class ApprovalScreen(ModalScreen[str]):
-    """Allow once (y), always for this session (a), or deny (n) one proposed call."""
-
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("y", f"answer('{ONCE}')", "allow once"),
-        Binding("a", f"answer('{ALWAYS}')", "always allow"),
-        Binding("n", f"answer('{DENY}')", "deny"),
-    ]
-    DEFAULT_CSS = """
-    ApprovalScreen { align: center middle; }
-    #dialog { width: 80%; height: auto; border: thick $warning; padding: 1 2; background: $panel; }
-    #buttons { height: auto; margin-top: 1; }
-    """
-
-    def __init__(self, request: ApprovalRequest, always: Rule | None) -> None:
-        super().__init__()
-        self.request = request
-        self.always = always
-
-    def compose(self) -> ComposeResult:
-        with Vertical(id="dialog"):
-            yield Static("Approve this call?", id="title")
-            # Exactly what will run, with anything a terminal would act on shown escaped.
-            yield Static(safe_command(self.request.describe()), id="request", markup=False)
-            if self.always is not None:
-                # The rule holds the call's subject (a path, a command): the model's text.
-                rule = safe(str(self.always))
-                yield Static(f"always: adds the rule allow {rule}", markup=False)
-            with Horizontal(id="buttons"):
-                yield Button("Allow once (y)", id=ONCE, variant="success")
-                if self.always is not None:
-                    yield Button("Always (a)", id=ALWAYS, variant="primary")
-                yield Button("Deny (n)", id=DENY, variant="error")
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        self.dismiss(event.button.id or DENY)
-
-    def action_answer(self, answer: str) -> None:
-        if answer == ALWAYS and self.always is None:
-            return
-        self.dismiss(answer)
+# How much of a continued session the transcript shows when it opens.
+_RESUME_TAIL = 12
+# The TUI's own commands, beside the registry's human operations.
+_OWN = {
+    "/clear": "Start a new session (this one stays in the ledger).",
+    "/resume": "Continue another session: pick one, or /resume ID.",
+    "/exit": "Leave comal (ctrl+q).",
+    "/help": "This list.",
+}
 
 
 class ComalApp(App[None]):
@@ -97,6 +67,14 @@ class ComalApp(App[None]):
         self.turn_note = ""
         # Approvals the worker waits on; answered "deny" if the app closes first.
         self._waiting: set[threading.Event] = set()
+        # The model's reply as it streams, and the last one streamed whole (not said twice).
+        self._stream: Static | None = None
+        self._stream_text = ""
+        self._streamed = ""
+        self._last_call = ""
+        self._tools: dict[str, str] = {}
+        # Runtimes /clear and /resume opened: this app closes them (its caller, the first).
+        self._opened: list[Runtime] = []
 
     # -- layout -------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -106,51 +84,39 @@ class ComalApp(App[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        rt = self.runtime
-        if rt.scope is None:
-            self.note("new session: the first prompt starts it")
-        else:
-            info = rt.ledger.session(rt.scope)
-            self.note(f"session {rt.scope.session} ({info.status if info else '?'})")
-            for entry in rt.ledger.tail(rt.scope, n=10):
-                self.show_entry(entry)
+        self.show_session()
         self.refresh_status()
         self.query_one(Input).focus()
 
+    def show_session(self) -> None:
+        rt = self.runtime
+        if rt.scope is None:
+            self.note("new session: the first prompt starts it")
+            return
+        info = rt.ledger.session(rt.scope)
+        title = f" · {info.title}" if info is not None and info.title else ""
+        self.note(f"session {rt.scope.session} ({info.status if info else '?'}){title}")
+        for entry in rt.ledger.tail(rt.scope, n=_RESUME_TAIL):
+            self.show(*entry_widgets(entry, self._tools))
+
     # -- the transcript -----------------------------------------------------------------------
-    def write(self, text: str, *, classes: str = "") -> None:
+    def show(self, *widgets: Widget) -> None:
         box = self.query_one("#transcript", VerticalScroll)
-        box.mount(Static(RichText(safe(text)), classes=classes))
+        box.mount_all(widgets)
         box.scroll_end(animate=False)
+
+    def write(self, text: str, *, classes: str = "") -> None:
+        self.show(Static(RichText(safe(text)), classes=classes))
 
     def note(self, text: str) -> None:
-        self.write(f"· {text}", classes="note")
-
-    def show_output(self, title: str, text: str) -> None:
-        """A tool's output, collapsed: its title says what it is; expand to read it."""
-        shown = text if len(text) <= _OUTPUT_PREVIEW else text[:_OUTPUT_PREVIEW] + "\n…"
-        box = self.query_one("#transcript", VerticalScroll)
-        box.mount(
-            Collapsible(Static(RichText(safe(shown))), title=safe(title)[:120], collapsed=True)
-        )
-        box.scroll_end(animate=False)
-
-    def show_entry(self, entry: Entry) -> None:
-        message = entry.message
-        result = message.tool_result
-        if result is not None:
-            lines = result.text.count("\n") + 1
-            self.show_output(f"{result.name or 'tool'} output ({lines} lines)", result.text)
-            return
-        if message.text:
-            self.write(f"{entry.role}: {message.text[:_OUTPUT_PREVIEW]}")
-        for call in message.tool_calls:
-            self.write(f"→ {call.name} {call.arguments[:300]}", classes="call")
+        self.show(note(text))
 
     def on_unmount(self) -> None:
         # Closing with a dialog open answers it "deny", so the worker thread can end.
         for event in list(self._waiting):
             event.set()
+        for runtime in self._opened:
+            runtime.close()
 
     # -- status line --------------------------------------------------------------------------
     def status_text(self) -> str:
@@ -167,7 +133,7 @@ class ComalApp(App[None]):
         mark = "" if report["measured"] else " ~"
         return (
             f"ctx {report['utilization']:.0%}{mark} · {report['input']:,}/{report['window']:,} "
-            f"tokens · {report['engine']} · {model} · {state}{self.turn_note}"
+            f"tokens · {report['engine']} · {model} · {state}{board_note(rt)}{self.turn_note}"
         )
 
     def refresh_status(self) -> None:
@@ -185,40 +151,77 @@ class ComalApp(App[None]):
         if self.busy:
             self.note("the agent is working; wait for its answer")
             return
-        self.write(f"you: {text}")
+        self.show(said("you", text))
         self.busy = True
+        self._streamed = ""
         self.refresh_status()
         self.run_agent(text)
 
     @work(thread=True, exclusive=True)
     def run_agent(self, prompt: str) -> None:
         approver = CallbackApprover(self._ask_human, by=Actor.user(self.runtime.user))
+        answer, problem = "", ""
         try:
-            result = self.runtime.run(prompt, approver=approver, say=self._say)
-            line = result.answer or f"(stopped: {result.status})"
+            result = self.runtime.run(
+                prompt, approver=approver, say=self._say, on_event=self._on_event
+            )
+            # Only a finished run's answer is this prompt's: otherwise it is an older one.
+            answer = result.answer or "" if result.status == "finished" else ""
+            if not answer:
+                problem = f"stopped: {result.status}"
             if result.error:
-                line += f" [{result.error['code']}] {result.error['message']}"
+                problem = f"[{result.error['code']}] {result.error['message']}"
         except ComalError as exc:
-            line = f"[{exc.code}] {exc}"
-        self.call_from_thread(self._finished, line)
+            problem = f"[{exc.code}] {exc}"
+        self.call_from_thread(self._finished, answer, problem)
 
-    def _finished(self, line: str) -> None:
-        self.write(f"comal: {line}")
+    def _finished(self, answer: str, problem: str) -> None:
+        self._end_stream()
+        if answer and answer.strip() != self._streamed.strip():
+            self.show(said("comal", answer))  # not streamed (or not as it ended)
+        if problem:
+            self.note(problem)
         self.busy = False
         self.turn_note = ""
         self.refresh_status()
+
+    # -- what the agent says while it works (from its thread) ---------------------------------
+    def _on_event(self, event: StreamEvent) -> None:
+        if isinstance(event, TextDelta):
+            self.call_from_thread(self._delta, event.text)
+        elif isinstance(event, StreamDone):
+            self.call_from_thread(self._end_stream)
+
+    def _delta(self, text: str) -> None:
+        self._stream_text += text
+        shown = RichText(safe(f"comal: {self._stream_text}"))
+        if self._stream is None:
+            self._stream = Static(shown)
+            self.show(self._stream)
+        else:
+            self._stream.update(shown)
+            self.query_one("#transcript", VerticalScroll).scroll_end(animate=False)
+
+    def _end_stream(self) -> None:
+        if self._stream is not None:
+            self._streamed = self._stream_text
+        self._stream, self._stream_text = None, ""
 
     def _say(self, kind: str, text: str) -> None:
         self.call_from_thread(self._said, kind, text)
 
     def _said(self, kind: str, text: str) -> None:
+        self._end_stream()
         if kind == "turn":
             self.turn_note = f" · {text}"
             self.refresh_status()  # the status bar follows each turn
-        elif kind == "result" and self.runtime.scope is not None:
-            tail = self.runtime.ledger.tail(self.runtime.scope, n=1)
-            if tail and tail[0].message.tool_result is not None:
-                self.show_entry(tail[0])
+        elif kind == "call":
+            name, _, arguments = text.partition(" ")
+            self._last_call = name
+            self.show(call_line(name, arguments))
+        elif kind == "output":
+            self.show(output_widget(self._last_call, text))
+        elif kind == "result":
             self.note(text)
         else:
             self.note(f"{kind}: {text}")
@@ -265,18 +268,33 @@ class ComalApp(App[None]):
         try:
             if name == "help":
                 self.help()
-            elif name in ("context", "state", "compact"):
+            elif name in ("exit", "quit"):
+                self.exit()
+            elif name == "clear":
+                self.switch(None)
+            elif name == "resume" and value:
+                self.switch(value)
+            elif name == "resume":
+                self.pick_session()
+            elif name == "model" and not value:
+                self.pick_model()
+            elif name in ("context", "state", "compact", "cost"):
                 self.human(name, {})
             elif name in ("model", "effort", "mode", "name"):
-                if not value:
-                    self.note(f"/{name} needs a value, e.g. /{name} {_EXAMPLE[name]}")
-                else:
-                    self.human(name, {name: value})
+                self.control(name, value)
             else:
                 self.note(f"unknown command /{name}; /help lists them")
         except ComalError as exc:
             self.note(f"[{exc.code}] {exc}")
         self.refresh_status()
+
+    def control(self, name: str, value: str) -> None:
+        if not value:
+            self.note(f"/{name} needs a value, e.g. /{name} {_EXAMPLE[name]}")
+            return
+        if name == "model":
+            self.runtime.check_model(value)  # a coded error now, not at the next prompt
+        self.human(name, {name: value})
 
     def human(self, name: str, args: dict[str, Any]) -> None:
         rt = self.runtime
@@ -289,11 +307,60 @@ class ComalApp(App[None]):
             table = Table("", "", title="context", show_header=False)
             for label, shown in render_report(report):
                 table.add_row(label, safe(shown))
-            box = self.query_one("#transcript", VerticalScroll)
-            box.mount(Static(table))
-            box.scroll_end(animate=False)
+            self.show(Static(table))
         else:
             self.write(outcome.result.text)
+
+    def switch(self, resume: str | None) -> None:
+        """``/clear`` (``None``) or ``/resume ID``: this app on another session."""
+        if self.busy:
+            self.note("the agent is working; wait for its answer, then switch")
+            return
+        runtime = self.runtime.reopen(resume)
+        self._opened.append(runtime)
+        self.runtime = runtime
+        self.turn_note, self._tools = "", {}
+        self.query_one("#transcript", VerticalScroll).remove_children()
+        self.show_session()
+        self.refresh_status()
+
+    def pick_session(self) -> None:
+        rt = self.runtime
+        choices = []
+        for info in resumable(rt.ledger, rt.config.tenant, rt.config.agent)[:50]:
+            when = info.created_at[:16].replace("T", " ")
+            title = (info.title or info.source or "")[:60]
+            label = f"{info.id[:8]}  {when}  {info.status:<8} {info.entries:>5} entries  {title}"
+            choices.append((info.id, label))
+        if not choices:
+            self.note("no other session to continue")
+            return
+        current = rt.scope.session if rt.scope is not None else None
+        self.push_screen(PickerScreen("continue a session", choices, current), self._picked_session)
+
+    def _picked_session(self, chosen: str | None) -> None:
+        if chosen is not None and (
+            self.runtime.scope is None or chosen != self.runtime.scope.session
+        ):
+            try:
+                self.switch(chosen)
+            except ComalError as exc:
+                self.note(f"[{exc.code}] {exc}")
+
+    def pick_model(self) -> None:
+        current = self.runtime.spec
+        specs = catalog_specs()
+        if current and current not in specs:
+            specs.insert(0, current)
+        choices = [(s, f"{s}  (now)" if s == current else s) for s in specs]
+        self.push_screen(
+            PickerScreen("model for the next turns", choices, current), self._picked_model
+        )
+
+    def _picked_model(self, chosen: str | None) -> None:
+        if chosen is None or chosen == self.runtime.spec:
+            return
+        self.slash(f"/model {chosen}")
 
     def help(self) -> None:
         lines = ["commands:"]
@@ -301,8 +368,28 @@ class ComalApp(App[None]):
             op = self.runtime.registry.get(op_name)
             if op is not None and op.audience == "human":
                 lines.append(f"  {slash:<10} {op.description}")
-        lines.append("  /help      this list")
+        lines += [f"  {slash:<10} {what}" for slash, what in _OWN.items()]
         self.write("\n".join(lines))
+
+
+def board_note(rt: Runtime) -> str:
+    """The board in the status line (BRD-2): how many items are verified, done, open; /state
+    shows it whole."""
+    from ..work import board_of
+
+    if rt.scope is None:
+        return ""
+    board = board_of(rt.ledger, rt.scope)
+    if not board.items:
+        return ""
+    counts = board.counts
+    done = counts.get("done", 0)
+    left = len(board.open_items)
+    return (
+        f" · board {counts.get('verified', 0)}/{len(board.items)} verified"
+        + (f", {done} done" if done else "")
+        + (f", {left} open" if left else "")
+    )
 
 
 def _literal(subject: str) -> str:

@@ -9,8 +9,9 @@ for one session:
 - the budget: the window, the output reserve and the engine's own threshold (TOK-4);
 - the view, read with the stand-ins the engine names, and ``assemble`` over it, with the
   session's engine cache (facts of stored entries reused turn after turn);
-- :meth:`commit`: what an assembly proposes — a checkpoint, and the OBS-2 events of the engine's
-  new actions — stored in one transaction, with whatever the caller stores beside it;
+- :meth:`commit`: what an assembly proposes — a checkpoint (after the memory flush of the entries
+  it stands for, MEM-1), and the OBS-2 events of the engine's new actions — stored in one
+  transaction, with whatever the caller stores beside it;
 - maintenance: :meth:`maintain` after a turn (inline, or under the session's lease in a sweep,
   on a background thread when the engine's configuration defers it), :meth:`compact` for
   ``/compact`` (forced, with the configured summarizer, wherever it was asked), :meth:`sweep`;
@@ -28,6 +29,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..compaction import (
+    CHECKPOINTED,
     Background,
     Compactor,
     SweepReport,
@@ -51,6 +53,7 @@ from ..context import (
     store_checkpoint,
 )
 from ..ledger import CheckpointRecord, LedgerBackend, Scope
+from ..memory import remember
 from ..messages import Message
 from ..providers import Provider
 from ..tokens import Budget, TokenCounter
@@ -190,8 +193,12 @@ class ContextSession:
             return None
         stored: CheckpointRecord | None = None
         with self.ledger.atomic():
-            if assembly.checkpoint_to_store is not None:
-                stored = store_checkpoint(self.ledger, self.scope, assembly.checkpoint_to_store)
+            proposal = assembly.checkpoint_to_store
+            if proposal is not None:
+                # Its entries' facts first, in its transaction: a crash leaves both or neither.
+                span = (proposal.first_seq, proposal.last_seq)
+                remember(self.ledger, self.scope, *span, CHECKPOINTED)
+                stored = store_checkpoint(self.ledger, self.scope, proposal)
             for body in events:
                 self.ledger.add_record(self.scope, "event", str(body["kind"]), body)
             if beside is not None:

@@ -68,7 +68,7 @@ class DagEngine:
     )
     config_type: type[BaseModel] = DagConfig
     bases: frozenset[Base] = frozenset({"summaries"})
-    model_tools: tuple[str, ...] = (*RECALL_TOOLS, "EvidenceRead")
+    model_tools: tuple[str, ...] = (*RECALL_TOOLS, "EvidenceRead", "memory_search")
     system_clause = SYSTEM_CLAUSE
 
     def threshold_ratio(self, config: BaseModel) -> float:

@@ -2,7 +2,8 @@
 
 The active memory is the pinned system entries, the summary frontier (each rendered honestly,
 :mod:`._present`), the latest user request a summary covers (sent verbatim: a user turn is never
-replaced by a summary), and every step after the frontier verbatim. A message too large
+replaced by a summary), the task's board as the summarized steps last showed it (BRD-2: kept in
+the summaries' meta), and every step after the frontier verbatim. A message too large
 for the window alone is bounded head + tail around an honest marker (DAG-5).
 
 When that is over the history capacity (compaction has not caught up: it is deferred, the
@@ -32,6 +33,7 @@ from .._assembly import (
     ProtectedTailOverflow,
     utilization,
 )
+from .._board import board_note
 from .._bound import bound_message, message_chars
 from .._render import EngineCache, message_tokens
 from .._view import View
@@ -103,6 +105,17 @@ def _carried(view: View) -> Entry | None:
     # Carried until the frontier changes, even once a newer request is in the entries: it
     # changes only when a compaction does, so it never breaks the cached prefix between two.
     return view.carried[-1] if view.carried else None
+
+
+def board_message(view: View) -> Message | None:
+    """BRD-2: the newest board the frontier's summaries stand over, restored beside them.
+    Like the carried request it changes only when the frontier does, so the cached prefix
+    holds between two compactions."""
+    boards = [s.meta["board"] for s in view.summaries if isinstance(s.meta.get("board"), dict)]
+    if not boards:
+        return None
+    newest = max(boards, key=lambda b: int(b["seq"]))
+    return Message(Role.USER, (Text(board_note(newest)),))
 
 
 def carried_message(entry: Entry) -> Message:
@@ -230,6 +243,8 @@ def assemble(
     carried = _carried(view)
     carried_msg = carried_message(carried) if carried is not None else None
     carried_tokens = message_tokens(counter, carried_msg) if carried_msg is not None else 0
+    board_msg = board_message(view)
+    carried_tokens += message_tokens(counter, board_msg) if board_msg is not None else 0
     shown = [presented(s, counter, cache) for s in view.summaries]
     steps = steps_of(view.entries, limits, counter, cache)
     base = pinned + carried_tokens + REPLY_PRIMING
@@ -270,6 +285,9 @@ def assemble(
         messages.append(carried_msg)
         ids.append(carried.id)
         actions.append(Carried(carried.id, carried.seq))
+    if board_msg is not None:
+        messages.append(board_msg)
+        ids.append(None)
     for step in kept_steps:
         messages += step.messages
         ids += [e.id for e in step.entries]

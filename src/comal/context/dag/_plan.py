@@ -23,7 +23,7 @@ from ...tokens import REPLY_PRIMING, Budget
 from .._engine import Job
 from .._render import EngineCache, message_tokens
 from .._view import View
-from ._assemble import _carried, carried_message
+from ._assemble import _carried, board_message, carried_message
 from ._config import DagConfig, DagLimits
 from ._jobs import Blocked, Condense, SummarizeLeaf
 from ._present import presented
@@ -73,6 +73,8 @@ def plan(
     cache = cache if cache is not None else EngineCache(64)
     carried = _carried(view)
     carried_tokens = message_tokens(counter, carried_message(carried)) if carried else 0
+    board = board_message(view)
+    carried_tokens += message_tokens(counter, board) if board is not None else 0
     fixed = sum(e.tokens for e in view.pinned) + carried_tokens + REPLY_PRIMING
     summaries = sum(presented(s, counter, cache)[1] for s in view.summaries)
     # Step boundaries from the ledger; a message over the single bound is sent bounded.

@@ -46,7 +46,7 @@ class LimitEngine:
     description = "verbatim while it fits, then exact references, then a deterministic checkpoint"
     config_type: type[BaseModel] = EngineConfig
     bases: frozenset[Base] = frozenset({"checkpoint"})
-    model_tools: tuple[str, ...] = ("EvidenceRead",)
+    model_tools: tuple[str, ...] = ("EvidenceRead", "memory_search")
     system_clause = ""
 
     def threshold_ratio(self, config: BaseModel) -> float:

@@ -317,7 +317,9 @@ def _report(
     )
     kinds = {type(a) for a in actions if not isinstance(a, Checkpointed)}
     stage = "verbatim"
-    if tail.proposal is not None:
+    # A checkpoint derived now or one that still stands in for older history: either way what
+    # is sent is not the whole history, and the stage says so (the proxy's x-comal-stage).
+    if tail.proposal is not None or tail.base is not None:
         stage = "checkpoint"
     elif Referenced in kinds:
         stage = "references"

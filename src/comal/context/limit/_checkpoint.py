@@ -1,7 +1,8 @@
 """Deriving a checkpoint deterministically, without a model (LIM-3).
 
 The checkpoint stands for whole steps ``first_seq..last_seq``: the user's requests in order
-(verbatim when short, an exact reference when long), the plan, files touched with their last
+(verbatim when short, an exact reference when long), the plan, the task's board as the newest
+board operation showed it (BRD-2), files touched with their last
 digests, commands with exit codes, the last errors, tool calls still open, and exact references
 to the newest outputs it replaces. It is rendered to fit the engine's checkpoint reserve by
 dropping the least useful items first, and the structured state goes into the checkpoint's meta
@@ -34,7 +35,7 @@ from ._workstate import WorkState
 __all__ = ["derive_checkpoint", "previous_state", "previous_streak"]
 
 # Trimmed first to last when the text is over its reserve; requests are the last to go.
-_TRIM_ORDER = ("refs", "commands", "files", "plan", "errors", "open", "prior", "requests")
+_TRIM_ORDER = ("refs", "commands", "files", "plan", "errors", "open", "prior", "board", "requests")
 _PRIOR_CHARS = 2_000
 _DIGEST_SHOWN = 16
 _HEADER = "Deterministic checkpoint derived by comal"
@@ -43,6 +44,7 @@ _FRAME = (
     _HEADER,
     "User requests, in order",
     "Plan (from",
+    "Board (from",
     "Files touched",
     "Commands run",
     "Last errors",
@@ -144,6 +146,12 @@ def _sections(state: WorkState, keep: dict[str, int]) -> list[list[str]]:
         if "text" in plan:
             lines.append(_quoted(plan["text"]))
         out.append(lines)
+    if state.board is not None and keep["board"]:
+        board = state.board
+        head = (
+            f"Board (from {one_line(board['tool'])} at seq {board['seq']}; BoardList shows it now):"
+        )
+        out.append([head, _quoted(board["text"])])
     out.append(_files(state, keep["files"]))
     commands = _newest(state.commands, keep["commands"])
     if commands:
@@ -207,6 +215,7 @@ def _fit(state: WorkState, counter: TokenCounter, max_tokens: int) -> tuple[Mess
         "open": len(state.open_calls),
         "refs": len(state.refs),
         "prior": 1,
+        "board": 1,
     }
     first, last = state.first_seq or 0, state.last_seq or 0
 

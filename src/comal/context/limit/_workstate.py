@@ -16,6 +16,7 @@ from typing import Any
 from ...evidence import line_count, message_text, utf16_len
 from ...ledger import Entry
 from ...messages import Role, ToolCall, sha256_hex, user_words
+from .._board import board_in
 from .._render import error_excerpt
 from ._config import EngineConfig
 
@@ -66,7 +67,8 @@ def _exit_code(text: str) -> int | None:
 
 @dataclass(slots=True)
 class WorkState:
-    """Requests, plan, files, commands, errors, open calls and evidence, as JSON-able values."""
+    """Requests, plan, board, files, commands, errors, open calls and evidence, as JSON-able
+    values."""
 
     first_seq: int | None = None
     last_seq: int | None = None
@@ -76,6 +78,9 @@ class WorkState:
     requests: list[dict[str, Any]] = field(default_factory=list)
     requests_total: int = 0
     plan: dict[str, Any] | None = None
+    # The newest board a board operation's result showed (BRD-2): ``{"seq", "entry", "tool",
+    # "text"}``.
+    board: dict[str, Any] | None = None
     files: dict[str, dict[str, Any]] = field(default_factory=dict)
     commands: list[dict[str, Any]] = field(default_factory=list)
     commands_total: int = 0
@@ -215,6 +220,7 @@ class WorkState:
         assert result is not None
         self.results += 1
         self.open_calls = [c for c in self.open_calls if c["id"] != result.call_id]
+        self.board = board_in(entry) or self.board
         text = result.text
         record = {
             "seq": entry.seq,

@@ -142,7 +142,7 @@ class PipelineEngine:
     )
     config_type: type[BaseModel] = PipelineConfig
     bases: frozenset[Base] = frozenset({"checkpoint"})
-    model_tools: tuple[str, ...] = ("EvidenceRead", "session_search")
+    model_tools: tuple[str, ...] = ("EvidenceRead", "session_search", "memory_search")
     system_clause = _SYSTEM_CLAUSE
 
     def threshold_ratio(self, config: BaseModel) -> float:

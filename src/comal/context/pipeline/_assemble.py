@@ -19,6 +19,7 @@ from ...ledger import Entry
 from ...messages import Role, Text, ToolCall
 from ...tokens import REPLY_PRIMING, Budget
 from .._assembly import Action, Assembly, Metrics, utilization
+from .._board import newest_board
 from .._render import EngineCache
 from .._view import View
 from ._config import PipelineConfig
@@ -306,7 +307,8 @@ def _restore_data(
     request = quote_request(quote, _REQUEST_QUOTE_CHARS) if quote is not None else None
     if request is None and stored is not None and stored.restore.request is not None:
         request = stored.restore.request
-    return RestoreData(tuple(newest[: ctx.config.restore_recent_files]), request, action)
+    board = newest_board(middle) or (stored.restore.board if stored is not None else None)
+    return RestoreData(tuple(newest[: ctx.config.restore_recent_files]), request, action, board)
 
 
 def _raw_under(view: View, budget: Budget, config: PipelineConfig) -> bool:

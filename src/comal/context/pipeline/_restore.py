@@ -1,8 +1,9 @@
 """Layer 9: the context re-injected after a summary (PIP-1): the workspace's instructions file
 (passed in as text by the caller; the engine reads no files), the files the summarized steps
 touched with the exact calls that read their content back, the request when the summary
-covers it, and a resume note. A pure function of the stored summary and the settings, so it is
-byte-identical on every turn until the next summary. Paths and the last action are the model's
+covers it, the task's board as the summarized steps last showed it (BRD-2), and a resume
+note. A pure function of the stored summary and the settings, so it is byte-identical on every
+turn until the next summary. Paths and the last action are the model's
 text: each is kept on its line (:func:`comal.safe_text.one_line`), so none can start a line
 that passes for comal's."""
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from ...messages import Message, Role, Text
 from ...safe_text import one_line
+from .._board import board_note
 from ._config import PipelineConfig
 from ._summary import StoredSummary
 
@@ -50,6 +52,8 @@ def restore_message(stored: StoredSummary, config: PipelineConfig) -> tuple[Mess
     if data.request is not None:
         q = data.request
         blocks.append(f"The current request (seq {q.seq}), quoted exactly:\n{q.text}")
+    if data.board is not None:
+        blocks.append(board_note(data.board))
     action = one_line(data.last_action)
     last = f" The last action before the summary: {action}." if action else ""
     blocks.append(

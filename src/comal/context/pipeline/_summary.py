@@ -105,18 +105,23 @@ class RequestQuote:
 @dataclass(frozen=True, slots=True)
 class RestoreData:
     """What layer 9 re-injects besides the instructions file: files and the quoted request,
-    plus the last action before the summary (for the resume note)."""
+    plus the last action before the summary (for the resume note) and the task's board as the
+    newest board operation before it showed it (BRD-2)."""
 
     files: tuple[FileRef, ...] = ()
     request: RequestQuote | None = None
     last_action: str = ""
+    board: Mapping[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "files": [f.as_dict() for f in self.files],
             "request": self.request.as_dict() if self.request else None,
             "last_action": self.last_action,
         }
+        if self.board is not None:
+            out["board"] = dict(self.board)
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RestoreData:
@@ -125,6 +130,7 @@ class RestoreData:
             tuple(FileRef.from_dict(f) for f in data.get("files", ())),
             RequestQuote.from_dict(request) if request else None,
             str(data.get("last_action", "")),
+            board if isinstance(board := data.get("board"), Mapping) else None,
         )
 
 

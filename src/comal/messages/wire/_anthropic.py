@@ -7,6 +7,10 @@ Normal form (round-trips exactly both ways):
   there is no system message. Anthropic has one system prompt: several leading system or developer
   messages are merged into it (and read back as one system message); a system or developer message
   after the conversation started cannot be sent and raises :class:`~comal.errors.UserError`.
+- With ``inline_system=True`` (both ways), the form Claude Code sends on ``/v1/messages?beta=true``:
+  every system message stays where it is, as a ``{"role": "system", "content": ...}`` entry of
+  ``messages`` (content in the same normal form as ``system``; text blocks only), and such entries
+  read back as system messages in place. A developer message reads back as a system message.
 - A ``user`` message with N ``tool_result`` blocks ↔ N canonical tool messages (one
   :class:`ToolResult` each) followed by one user message holding the remaining blocks, if any.
   Converting back merges a run of tool messages and a directly following user message into one
@@ -130,11 +134,12 @@ class AnthropicRequest(TypedDict, total=False):
 # -- canonical → wire ---------------------------------------------------------------------------
 
 
-def to_anthropic(messages: Sequence[Message]) -> AnthropicRequest:
-    """Canonical messages as the ``system`` and ``messages`` of a Messages API request."""
+def to_anthropic(messages: Sequence[Message], *, inline_system: bool = False) -> AnthropicRequest:
+    """Canonical messages as the ``system`` and ``messages`` of a Messages API request; with
+    ``inline_system`` every system message is a ``role: "system"`` entry where it stands."""
     n, i = len(messages), 0
     system: list[Part] | None = None
-    while i < n and messages[i].role in _SYSTEM_ROLES:
+    while i < n and messages[i].role in _SYSTEM_ROLES and not inline_system:
         system = [*(system or []), *messages[i].parts]
         i += 1
     out: list[AnthropicMessage] = []
@@ -154,6 +159,8 @@ def to_anthropic(messages: Sequence[Message]) -> AnthropicRequest:
             out.append(AnthropicMessage(role="user", content=_content(msg.parts, msg.role)))
         elif msg.role is Role.ASSISTANT:
             out.append(AnthropicMessage(role="assistant", content=_blocks(msg.parts, msg.role)))
+        elif inline_system:
+            out.append(AnthropicMessage(role="system", content=_content(msg.parts, Role.SYSTEM)))
         else:
             raise UserError(
                 f"message {i - 1} is a {msg.role.value} message after the conversation started, "
@@ -246,8 +253,9 @@ def _input_to_wire(arguments: str) -> dict[str, Any]:
 # -- wire → canonical ---------------------------------------------------------------------------
 
 
-def from_anthropic(request: Mapping[str, Any]) -> list[Message]:
-    """The ``system`` and ``messages`` of a Messages API request as canonical messages."""
+def from_anthropic(request: Mapping[str, Any], *, inline_system: bool = False) -> list[Message]:
+    """The ``system`` and ``messages`` of a Messages API request as canonical messages; with
+    ``inline_system`` a ``role: "system"`` entry of ``messages`` is a system message there."""
     request = _read.mapping(request, "request")
     out: list[Message] = []
     system = request.get("system")
@@ -263,6 +271,8 @@ def from_anthropic(request: Mapping[str, Any]) -> list[Message]:
             )
         elif role == "user":
             out.extend(_user_from_wire(_parts(msg.get("content"), f"{where}.content", role)))
+        elif role == "system" and inline_system:
+            out.append(Message(Role.SYSTEM, _system_from_wire(msg.get("content"), where)))
         else:
             _read.fail(f"{where}.role", f"unknown role {role!r}")
     return out
@@ -286,11 +296,12 @@ def _user_from_wire(parts: tuple[Part, ...]) -> list[Message]:
     return out
 
 
-def _system_from_wire(value: object) -> tuple[Part, ...]:
-    parts = _parts(value, "system", "system")
+def _system_from_wire(value: object, where: str = "") -> tuple[Part, ...]:
+    key = f"{where}.content" if where else "system"
+    parts = _parts(value, key, "system")
     for j, part in enumerate(parts):
         if not isinstance(part, Text):
-            _read.fail(f"system[{j}].type", "the system prompt holds text blocks only")
+            _read.fail(f"{key}[{j}].type", "a system message holds text blocks only")
     return parts
 
 

@@ -15,7 +15,8 @@ __all__ = ["ScriptScheme", "comal_providers"]
 
 
 class ScriptScheme(ProviderScheme):
-    """``script:PATH``: replies from a JSON-lines script, at the session's position."""
+    """``script:PATH``: replies from a JSON-lines script, at the session's position. A work
+    step ``n`` of a scripted session reads ``PATH.children/n.jsonl``."""
 
     scheme = "script"
     description = "replies from a JSON-lines script file, at the session's position in it"
@@ -33,6 +34,11 @@ class ScriptScheme(ProviderScheme):
 
     def model_name(self, spec: str) -> str:
         return "script"
+
+    def work_step(self, spec: str, n: int) -> str:
+        # A scripted coordinator's step n reads its own replies, beside the coordinator's.
+        path = Path(self.parse(spec).model)
+        return SCRIPT_PREFIX + str(path.with_name(path.name + ".children") / f"{n}.jsonl")
 
     def check(self, spec: str, env: Mapping[str, str]) -> None:
         load_script(self.parse(spec).model)

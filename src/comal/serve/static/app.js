@@ -26,7 +26,12 @@ function esc(value) {
 }
 const fmt = (n) => (n === null || n === undefined ? "–" : Number(n).toLocaleString("en-US"));
 const short = (id) => esc(String(id).slice(0, 8));
-const money = (v) => (v === null || v === undefined ? "–" : "$" + Number(v).toFixed(4));
+const money = (v) => (v === null || v === undefined ? "—" : "$" + Number(v).toFixed(4));
+// A session's prompt cost at list prices, or "—" saying why it is unknown (a model without a
+// price is never priced at another's rates).
+const cost = (s) => (s.cost_usd === null || s.cost_usd === undefined
+  ? `<span class="unknown" title="${esc((s.cost_unknown || []).join("; ") || "no measured usage")}">—</span>`
+  : money(s.cost_usd));
 
 async function api(path, options = {}) {
   const headers = { ...(options.headers || {}) };
@@ -69,7 +74,7 @@ async function sessionsView() {
       <td class="num">${fmt(s.entries)}</td><td class="num">${fmt(s.tokens)}</td>
       <td class="num">${fmt(s.requests)}</td>
       <td class="num">${fmt(s.usage.new_input)} / ${fmt(s.usage.cache_read)} / ${fmt(s.usage.output)}</td>
-      <td class="num">${money(s.cost_usd)}</td><td>${esc(s.engine)}</td>
+      <td class="num">${cost(s)}</td><td>${esc(s.engine)}</td>
       <td class="num">${fmt(s.checkpoints)}</td>
       <td class="muted">${esc(s.created_at.slice(0, 19).replace("T", " "))}</td>
     </tr>`).join("");
@@ -114,7 +119,9 @@ function turnsChart(sessionId, turns) {
     const x = pad + i * (bar + 4);
     const full = t.session_tokens ?? t.input_tokens ?? 0;
     const sent = t.input_tokens ?? (t.usage.new_input ?? 0) + (t.usage.cache_read ?? 0);
-    const color = t.checkpoint_new ? "var(--ckpt)" : t.referenced.length ? "var(--ref)" : "var(--sent)";
+    // A checkpoint derived at this turn or one still standing in for older history: either
+    // way the turn was not sent verbatim.
+    const color = t.checkpoint ? "var(--ckpt)" : t.referenced.length ? "var(--ref)" : "var(--sent)";
     parts.push(`<a href="#/s/${esc(sessionId)}/t/${t.turn}">
       <rect x="${x}" y="${y(full)}" width="${bar}" height="${height - 24 - y(full)}" fill="var(--full)"><title>turn ${t.turn}: full history ${fmt(full)}</title></rect>
       <rect class="sent" x="${x + bar * 0.2}" y="${y(sent)}" width="${bar * 0.6}" height="${height - 24 - y(sent)}" fill="${color}"><title>turn ${t.turn}: sent ${fmt(sent)} (${esc(t.stage || "")})</title></rect></a>`);
@@ -124,7 +131,7 @@ function turnsChart(sessionId, turns) {
   return `<div class="legend"><span><i style="background:var(--full)"></i>full history</span>
     <span><i style="background:var(--sent)"></i>sent verbatim</span>
     <span><i style="background:var(--ref)"></i>with references</span>
-    <span><i style="background:var(--ckpt)"></i>new checkpoint</span></div>
+    <span><i style="background:var(--ckpt)"></i>behind a checkpoint</span></div>
     <svg id="turns-chart" width="100%" viewBox="0 0 ${width} ${height}">${parts.join("")}</svg>`;
 }
 
@@ -170,7 +177,7 @@ async function sessionView(id) {
       <div class="stat"><b>${fmt(info.requests)}</b><span>requests</span></div>
       <div class="stat"><b>${fmt(info.usage.new_input)} / ${fmt(info.usage.cache_read)}</b><span>measured input / cached</span></div>
       <div class="stat"><b>${fmt(info.usage.output)}</b><span>measured output</span></div>
-      <div class="stat"><b>${money(info.cost_usd)}</b><span>input cost</span></div>
+      <div class="stat"><b>${cost(info)}</b><span>input cost</span></div>
       <div class="stat"><b>${fmt(info.checkpoints)}</b><span>checkpoints</span></div>
     </div>
     <h2>What the model saw, per turn</h2>

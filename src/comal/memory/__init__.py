@@ -1,0 +1,30 @@
+"""Memory across sessions (MEM-1, MEM-2): facts saved before anything is summarized, and found
+again by the same agent in any later session.
+
+- :func:`remember` is the memory flush: every stand-in that compresses entries (the dag's
+  summaries, the pipeline's summary, the limit engine's checkpoint) calls it over the entries it
+  stands for, in the transaction that stores it. Facts come from :func:`extract_facts`, the
+  deterministic extractor (commands with exit codes, decisions, preferences, dates, names,
+  paths, identifiers), plus a configured model summarizer's own (:class:`Extracted`).
+- :func:`memory_search` ranks one agent's memories and its past sessions' entries together; the
+  ``memory_search`` operation (:mod:`comal.ops`) and ``comal memory search`` both call it.
+
+The rows live in the ledger (``memories``, ``memory_flushes``; :mod:`comal.ledger`).
+"""
+
+from ._extract import KINDS, MAX_FACTS, extract_facts
+from ._remember import EXTRACTIVE, Extracted, remember, unremembered
+from ._search import Recalled, memory_search, render_recalled
+
+__all__ = [
+    "EXTRACTIVE",
+    "KINDS",
+    "MAX_FACTS",
+    "Extracted",
+    "Recalled",
+    "extract_facts",
+    "memory_search",
+    "remember",
+    "render_recalled",
+    "unremembered",
+]

@@ -1,0 +1,115 @@
+"""Child process for the long-work kill loop: forks real ``comal`` CLI runs the test kills.
+
+It imports comal once, prints ``ready`` and reads one JSON command per line on stdin:
+``{"argv", "env", "pause_at", "pause_on"}``. For each it forks a worker and prints ``spawned
+PID``; when a worker ends it prints ``exit PID CODE`` (``-SIGNAL`` for a killed one). Forking
+keeps dozens of kills within seconds where as many fresh interpreters would take minutes; the
+worker runs the command line
+itself, ``comal.cli.main(argv)`` — ``comal -p …`` or ``comal --resume ID -p`` — with ``env``
+set. Every phase of the agents (the coordinator's and its work steps', in their threads) and of
+their houses is counted; at the ``pause_at``-th the worker prints ``PID paused`` and sleeps, so
+the test kills it right there (``pause_on`` names the phase instead: ``"written aw1"``, its
+detail's start). Without either it runs on and the test kills it after a
+random delay (or lets it finish).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import threading
+import time
+from typing import Any
+
+from comal.agent import _runtime
+from comal.cli import main as comal_main
+
+
+def say(text: str) -> None:
+    # One short write per line: lines from threads and processes never interleave in the pipe.
+    os.write(1, (text + "\n").encode())
+
+
+def _probed(pause_at: int | None, pause_on: str | None) -> None:
+    """Give every agent and house of this process the counting probe."""
+    me = os.getpid()
+    lock = threading.Lock()
+    count = 0
+
+    def probe(phase: str, detail: str) -> None:
+        nonlocal count
+        with lock:
+            count += 1
+            now = count
+        if now == pause_at or (pause_on and f"{phase} {detail}".startswith(pause_on)):
+            say(f"{me} paused {phase} {detail}")
+            time.sleep(120)
+
+    run, houses = _runtime.Runtime.run, _runtime.Runtime.houses
+
+    def probed_run(self: Any, prompt: str | None, **kw: Any) -> Any:
+        kw["probe"] = probe
+        return run(self, prompt, **kw)
+
+    def probed_houses(self: Any, approver: Any = None) -> Any:
+        return houses(self, approver).but(probe=probe)
+
+    _runtime.Runtime.run = probed_run  # type: ignore[method-assign]
+    _runtime.Runtime.houses = probed_houses  # type: ignore[method-assign]
+
+
+def work(cmd: dict[str, Any]) -> int:
+    os.environ.update(cmd["env"])
+    _probed(cmd.get("pause_at"), cmd.get("pause_on"))
+    say(f"{os.getpid()} started")
+    # Its output is the test's to ignore: the ledger and the workspace are what it checks.
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 2)
+    try:
+        comal_main(cmd["argv"])
+    except SystemExit as exc:
+        return int(exc.code or 0) if not isinstance(exc.code, str) else 1
+    return 0
+
+
+def main() -> None:
+    say("ready")
+    sel = selectors.DefaultSelector()
+    sel.register(0, selectors.EVENT_READ)
+    buffer = b""
+    children: set[int] = set()
+    open_input = True
+    while open_input or children:
+        if open_input and sel.select(timeout=0.002):
+            chunk = os.read(0, 65536)
+            if not chunk:
+                open_input = False
+                sel.unregister(0)
+            buffer += chunk
+            while b"\n" in buffer:
+                line, buffer = buffer.split(b"\n", 1)
+                pid = os.fork()
+                if pid == 0:
+                    code = 0
+                    try:
+                        code = work(json.loads(line))
+                    except BaseException as exc:
+                        say(f"{os.getpid()} failed {type(exc).__name__}: {exc}")
+                        code = 1
+                    finally:
+                        os._exit(code)
+                children.add(pid)
+                say(f"spawned {pid}")
+        elif not open_input:
+            time.sleep(0.002)
+        for pid in list(children):
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                children.discard(pid)
+                code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+                say(f"exit {pid} {code}")
+
+
+if __name__ == "__main__":
+    main()
