@@ -32,13 +32,15 @@ from httpx_sse import EventSource
 from ..context import Engine
 from ..errors import ComalError, InputError
 from ..ledger import LedgerBackend
+from ..messages import sha256_hex
 from ..ops import Registry, default_registry
 from ._config import ServeConfig
 from ._engine import EngineAdapter
 from ._pairs import check_pairs
 from ._record import Call, Exchange, Recorder, read_reply
 from ._relay import Forward, Relay, _is_stream, _json, _ms
-from ._sessions import SessionRouter, client_key
+from ._replay import Stored, replay_body
+from ._sessions import Answered, SessionRouter, client_key
 from ._stream import accumulator
 from ._turn import Turn, build_turn, recall_tools
 from ._upstream import (
@@ -159,9 +161,10 @@ class ProxyService(Relay):
         agent = _agent_of(protocol, headers)
         meta = {"protocol": protocol, "engine": self.config.engine, "model": request.model}
         meta |= {"key_source": source}
+        digest = sha256_hex(raw)
         try:
             routed = await anyio.to_thread.run_sync(
-                self.router.route, tenant, agent, key, request.messages, meta
+                self.router.route, tenant, agent, key, request.messages, meta, digest
             )
         except ComalError as exc:
             return Forward(400, _NO_RETRY, error_body(protocol, 400, f"[{exc.code}] {exc}"))
@@ -172,6 +175,7 @@ class ProxyService(Relay):
             upstream_url(self.config, protocol, path, query),
             upstream_headers(self.config, protocol, headers, consumed_header),
             tenant,
+            digest=digest,
         )
         call.client_tools = {
             str(t.get("name") or (t.get("function") or {}).get("name"))
@@ -180,8 +184,27 @@ class ProxyService(Relay):
         }
         lock = self._locks.setdefault(call.scope.session, asyncio.Lock())
         async with lock:
+            # A retry (see _sessions): recognised when routed, or now, when it waited for the
+            # attempt it repeats to finish.
+            answer = routed.answered or await anyio.to_thread.run_sync(
+                self.router.answered, call.scope, len(request.messages), digest
+            )
+            if answer is not None:
+                return await self._replay(call, answer)
             await anyio.to_thread.run_sync(self.recorder.note_instructions, call)
             return await self._serve(call)
+
+    async def _replay(self, call: Call, answer: Answered) -> Forward:
+        """The stored reply, given again without an upstream call (:mod:`._replay`)."""
+        stored = Stored(answer.message, answer.record, answer.record.model or call.request.model)
+        options = call.request.body.get("stream_options")
+        usage = isinstance(options, dict) and bool(options.get("include_usage"))
+        stream = call.request.stream
+        body = replay_body(call.protocol, stored, stream=stream, include_usage=usage)
+        await anyio.to_thread.run_sync(self.recorder.replayed, call, answer)
+        headers = {**self._headers(call, None), "x-comal-replay": str(answer.entry)}
+        kind = "text/event-stream" if stream else "application/json"
+        return Forward(200, headers, body, kind)
 
     # -- one turn ---------------------------------------------------------------------------
     async def _turn(self, call: Call, *, allow_recall: bool) -> Turn | Forward:

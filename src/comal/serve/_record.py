@@ -22,7 +22,7 @@ from ..ledger import LedgerBackend, Scope, UsageInput
 from ..messages import Message, canonical_json, sha256_hex
 from ..ops import Actor, House, HouseFactory, Outcome
 from ..tokens import Usage, normalize_usage
-from ._sessions import RECALL_EVENT, Routed, SessionRouter
+from ._sessions import RECALL_EVENT, REPLAY_EVENT, REQUEST_DIGEST, Answered, Routed, SessionRouter
 from ._stream import Accumulator
 from ._turn import Turn
 from ._wire import ClientRequest, Protocol, Reply
@@ -73,6 +73,7 @@ class Call:
     headers: dict[str, str]
     tenant: str
     client_tools: set[str] = field(default_factory=set)
+    digest: str = ""  # sha256 of the request's bytes: a retry sends the same (see _sessions)
 
     @property
     def scope(self) -> Scope:
@@ -195,6 +196,7 @@ class Recorder:
                 meta = {**meta, "usage_raw": reply.usage}
         model = (reply.model if reply is not None else None) or call.request.model
         full = {"v": 1, "route": call.protocol, "stream": call.request.stream, **turn.meta, **meta}
+        full[REQUEST_DIGEST] = call.digest
         if reply is not None:
             full |= {"stop": reply.stop, "response_id": reply.response_id}
         return UsageInput(usage, model=model, protocol=call.protocol, meta=full)
@@ -227,6 +229,12 @@ class Recorder:
             return
         usage = self.usage(call, reply, turn, extra)
         self.router.record_reply(call.scope, reply.message, usage, shown=shown)
+
+    def replayed(self, call: Call, answer: Answered) -> None:
+        """A retried request was given the reply already stored (no upstream call)."""
+        body = {"v": 1, "entry": answer.entry, REQUEST_DIGEST: call.digest}
+        body |= {"route": call.protocol, "stream": call.request.stream}
+        self.ledger.add_record(call.scope, "event", REPLAY_EVENT, body)
 
     def interrupted(self, call: Call, acc: Accumulator, why: str) -> None:
         body = {"v": 1, "reason": why, "route": call.protocol, **acc.partial()}
