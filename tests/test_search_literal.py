@@ -153,6 +153,26 @@ def test_comal_search_reads_ordinary_strings_as_text(cli_ledger: str) -> None:
     assert {h["session"] for h in json.loads(result.stdout)} == {"s0", "s1"}
 
 
+def test_comal_search_takes_a_regex_when_asked(cli_ledger: str) -> None:
+    # covers: LED-5, LED-4
+    # --regex as before: the pattern's own syntax, the text's punctuation as written.
+    for pattern, session in ((r"django\.setup\(\)", "s0"), ("create-next-app@", "s1")):
+        result = _cli(cli_ledger, "--regex", "--", pattern)
+        assert result.exit_code == 0, (pattern, result.output)
+        assert [h["session"] for h in json.loads(result.stdout)] == [session], pattern
+    # A pattern's syntax means something only with --regex: as text, "dj.ngo" is two words.
+    assert [h["session"] for h in json.loads(_cli(cli_ledger, "--regex", "dj.ngo").stdout)] == [
+        "s0"
+    ]
+    assert json.loads(_cli(cli_ledger, "dj.ngo").stdout) == []
+    # What cannot run is a coded error, never a traceback; so is asking for two readings.
+    for args in (("--regex", "("), ("--regex", "--fts", "x")):
+        result = _cli(cli_ledger, *args)
+        assert result.exit_code != 0 and isinstance(result.exception, SystemExit), result.output
+        assert "Traceback" not in result.output
+        assert json.loads(result.stdout)["error"]["code"], result.stdout
+
+
 def _recall(led: LedgerBackend, scope: Scope, name: str, args: dict[str, Any]) -> Any:
     """The model's call, through a house: judged, run and receipted."""
     tool_call = ToolCall("c1", name, json.dumps(args))
@@ -176,9 +196,12 @@ def test_the_models_recall_tools_read_queries_as_text(any_ledger: LedgerBackend)
             hits = receipt.observations["hits"]
             if name == "session_search":
                 assert [h["seq"] for h in hits] == [k], (query, outcome.result.text)
-            elif args.get("mode") == "phrase":
+            else:
                 seqs = [getattr(any_ledger.entry(scope, h["id"]), "seq", None) for h in hits]
-                assert seqs == [k], (query, outcome.result.text)
+                if args.get("mode") == "phrase":
+                    assert seqs == [k], (query, outcome.result.text)
+                else:  # any of its words, ranked: the text holding them all comes first
+                    assert seqs[:1] == [k], (query, outcome.result.text)
     # The model has no FTS5 mode to pass syntax through.
     scope = _session(any_ledger, texts)
     outcome, receipt = _recall(any_ledger, scope, "ctx_search", {"query": "a*", "mode": "fts"})

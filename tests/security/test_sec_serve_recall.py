@@ -145,6 +145,84 @@ def test_a_tenants_request_is_answered_while_anothers_recall_runs(
         led.close()
 
 
+def _results(body: dict[str, Any]) -> list[str]:
+    """The recall call's results in an upstream request."""
+    return [
+        str(block.get("content"))
+        for m in body["messages"]
+        if isinstance(m.get("content"), list)
+        for block in m["content"]
+        if block.get("tool_use_id") == "toolu_recall"
+    ]
+
+
+# Statements that do not end by themselves: only the database's time bound ends them.
+_FOREVER = {
+    "sqlite": "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c)"
+    " SELECT count(*) FROM c",
+    "postgres": "SELECT pg_sleep(600)",
+}
+
+
+@pytest.mark.parametrize("engine", ["pipeline", "dag"])
+def test_a_recall_the_database_cuts_off_holds_no_other_tenant(
+    ledger_store: LedgerStore, monkeypatch: pytest.MonkeyPatch, engine: str
+) -> None:
+    # covers: SCL-2, DAG-7, PIP-1, LED-5
+    led = ledger_store.open()
+    tool = "session_search" if engine == "pipeline" else "ctx_search"
+    script = [*_turns(), _recall(tool, "marker-toolu_3"), {"content": "Hello A.", "usage": USAGE}]
+    script.append({"content": "Done.", "usage": USAGE})
+    # B's search runs a statement that would never end, in the database: SQLite's progress
+    # handler or PostgreSQL's statement_timeout must stop it at the recall's own bound
+    # (SEARCH_SECONDS), and the model must be told so with a code. What happens meanwhile is
+    # written down in order.
+    dialect = type(led._dialect)  # type: ignore[attr-defined]
+    order: list[str] = []
+    searching = threading.Event()
+
+    def runaway(self: Any, db: Any, *args: Any) -> Any:
+        order.append("B search starts")
+        searching.set()
+        try:
+            return db.execute(_FOREVER[ledger_store.backend]).fetchall()
+        finally:
+            order.append("B search ends")
+
+    monkeypatch.setattr(dialect, "ranked", runaway)
+    _, key_a = led.add_proxy_key("tenant-a")
+    _, key_b = led.add_proxy_key("tenant-b")
+    try:
+        with _serve(led, script, engine) as (fake, url):
+            a, b = Conversation(url, key_a, "a"), Conversation(url, key_b, "b")
+            for _ in range(TURNS):
+                b.turn()
+            answers: dict[str, str] = {}
+            recalling = threading.Thread(target=lambda: answers.update(b=b.turn()))
+            recalling.start()
+            assert searching.wait(30), "B's recall never reached its search"
+            answers["a"] = a.turn()  # one message, another tenant
+            order.append("A answered")
+            recalling.join(60)
+            assert answers == {"a": "Hello A.", "b": "Done."}
+            # A was answered while B's statement was still running in the database.
+            assert order == ["B search starts", "A answered", "B search ends"], order
+            # The model got the coded error in its tool result, and nothing else broke.
+            (result,) = _results(fake.requests[-1].body)
+            assert result.startswith("[LEDGER_TIMEOUT] the search ran past its 5 s bound"), result
+            fake.assert_complete()
+            a.close()
+            b.close()
+        (sb,) = led.sessions(tenant="tenant-b")
+        receipts = led.records(sb.scope, "receipt")
+        assert [(r.body["operation"], r.body["status"]) for r in receipts] == [(tool, "timeout")]
+        # The connections are whole: the next search on them runs as usual.
+        monkeypatch.undo()
+        assert led.search(sb.scope, "marker-toolu_3")
+    finally:
+        led.close()
+
+
 _PREFIXES = " OR ".join(f"{c}*" for c in (string.ascii_lowercase * 4)[:100])
 _WORDS = " ".join(f"w{i}" for i in range(150))
 
@@ -184,14 +262,7 @@ def test_an_expensive_recall_query_is_refused_with_a_code(
                 b.turn()
             b.close()
             # The model was told why, with the code, in the tool result it got next.
-            last = fake.requests[-1].body["messages"]
-            results = [
-                str(block.get("content"))
-                for m in last
-                if isinstance(m.get("content"), list)
-                for block in m["content"]
-                if block.get("tool_use_id") == "toolu_recall"
-            ]
+            results = _results(fake.requests[-1].body)
             assert len(results) == 1 and said in results[0], results
         # Refused before it ran: no full-text query reached the database.
         assert ran == []
