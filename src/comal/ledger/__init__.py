@@ -72,8 +72,8 @@ from ._errors import (
     LedgerSecretMissing,
     LedgerTimeout,
     LedgerUnavailable,
-    SearchTooBroad,
     MemorySearchTimeout,
+    SearchTooBroad,
     SessionHasChildren,
     SessionLocked,
 )

@@ -27,8 +27,8 @@ __all__ = [
     "LedgerSecretMissing",
     "LedgerTimeout",
     "LedgerUnavailable",
-    "SearchTooBroad",
     "MemorySearchTimeout",
+    "SearchTooBroad",
     "SessionHasChildren",
     "SessionLocked",
 ]

@@ -20,7 +20,7 @@ from ..errors import LedgerError, UserError
 from ..tokens import TokenCounter
 from ._db import Db
 from ._dialect import Dialect
-from ._errors import BadSearchQuery, MemorySearchTimeout
+from ._errors import BadSearchQuery, LedgerTimeout, MemorySearchTimeout
 from ._ledger import Store
 from ._locks import SessionLock, lock_path
 from ._migrate import statements
@@ -202,22 +202,23 @@ class SQLiteDialect(Dialect):
             f" JOIN {source} {alias} ON {alias}.id = {table}.rowid{joins}"
             f" WHERE {table} MATCH ? AND {scoped} ORDER BY rank LIMIT ?"
         )
-        deadline = time.monotonic() + budget_s
-        # Checked every thousand virtual-machine steps: a runaway match stops near its budget.
-        db.raw.set_progress_handler(lambda: time.monotonic() > deadline, 1_000)
+        # The ledger's one time bound (Db.bounded: the progress handler stops a runaway match
+        # near its budget), so a bound the caller set already is never lifted by this one.
         try:
-            rows = db.execute(sql, (query, tenant, agent, exclude, limit)).fetchall()
-        except sqlite3.OperationalError as exc:
-            if "interrupted" in str(exc):
-                raise MemorySearchTimeout(
-                    f"the search ran past its {budget_s:g} s budget and was stopped; search "
-                    "fewer or rarer words"
-                ) from None
-            raise UserError(f"bad full-text query {query!r}: {exc}") from exc
-        except UnicodeEncodeError as exc:
-            raise UserError(f"bad full-text query {query!r}: {exc}") from exc
-        finally:
-            db.raw.set_progress_handler(None, 0)
+            with db.bounded(budget_s), db.reading() as c:
+                try:
+                    rows = c.execute(sql, (query, tenant, agent, exclude, limit)).fetchall()
+                except sqlite3.OperationalError as exc:
+                    if exc.sqlite_errorname == "SQLITE_INTERRUPT":
+                        raise  # the bound: LedgerTimeout, from reading()
+                    raise UserError(f"bad full-text query {query!r}: {exc}") from exc
+                except UnicodeEncodeError as exc:
+                    raise UserError(f"bad full-text query {query!r}: {exc}") from exc
+        except LedgerTimeout:
+            raise MemorySearchTimeout(
+                f"the search ran past its {budget_s:g} s budget and was stopped; search "
+                "fewer or rarer words"
+            ) from None
         return [(int(r[0]), -float(r[1])) for r in rows]  # bm25 is lower-is-better
 
     def forget_text(self, db: Db, session: str) -> None:
