@@ -68,6 +68,7 @@ class Talk:
     name: str
     history: list[dict[str, Any]] = field(default_factory=list)
     turns: int = 0
+    result_lines: int = 1  # how long each tool result is (long ones the engine stands in for)
 
     def __post_init__(self) -> None:
         if not self.history:
@@ -121,6 +122,9 @@ class Talk:
         return Reply(response.output_text, calls, response)
 
     # -- the reply taken into the history -------------------------------------------------------
+    def _output(self, call: str) -> str:
+        return "\n".join(f"result of {call}, line {n}" for n in range(self.result_lines))
+
     def accept(self, reply: Reply) -> None:
         self.turns += 1
         if self.protocol == "anthropic":
@@ -128,7 +132,7 @@ class Talk:
             self.history.append({"role": "assistant", "content": content})
             if reply.calls:
                 results = [
-                    {"type": "tool_result", "tool_use_id": c, "content": f"result of {c}"}
+                    {"type": "tool_result", "tool_use_id": c, "content": self._output(c)}
                     for c in reply.calls
                 ]
                 self.history.append({"role": "user", "content": results})
@@ -137,14 +141,12 @@ class Talk:
             message = {k: v for k, v in message.items() if k in ("role", "content", "tool_calls")}
             self.history.append(message)
             for c in reply.calls:
-                self.history.append(
-                    {"role": "tool", "tool_call_id": c, "content": f"result of {c}"}
-                )
+                self.history.append({"role": "tool", "tool_call_id": c, "content": self._output(c)})
         else:
             for item in reply.raw.output:
                 self.history.append(item.model_dump(exclude_none=True))
             for c in reply.calls:
-                output = {"type": "function_call_output", "call_id": c, "output": f"result of {c}"}
+                output = {"type": "function_call_output", "call_id": c, "output": self._output(c)}
                 self.history.append(output)
         if not reply.calls:
             self.history.append({"role": "user", "content": f"{self.name}: go on ({self.turns})"})

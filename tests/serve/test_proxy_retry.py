@@ -81,6 +81,41 @@ def test_an_identical_retry_gets_the_stored_reply_once(
         assert report.ok, report.faults
 
 
+@pytest.mark.parametrize(("protocol", "stream"), [("openai_chat", False), ("anthropic", True)])
+def test_a_retry_after_recall_gets_the_reply_the_client_was_to_see(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, protocol: str, stream: bool
+) -> None:
+    # The turn whose reply is lost ran a recall round inside the proxy first (whole, or
+    # spliced into one stream): the retry gets the final reply, no round runs again.
+    turns = 20
+    script = [script_entry(k, tool=True) for k in range(turns)]
+    recall = {"type": "tool_use", "id": "call_ev", "name": "EvidenceRead", "input": {"entry": 3}}
+    script.append({"content": [recall], "usage": {"input_tokens": 10, "output_tokens": 2}})
+    script.append(script_entry(turns, tool=False))
+    _drop_after_record(monkeypatch, {turns + 1})
+    with proxy(tmp_path, script, context_window=6_000) as px:
+        talk = Talk(client_for(protocol, px.url), protocol, stream, "recall", result_lines=60)
+        px.clients.append(talk.client)
+        failures = 0
+        while talk.turns <= turns:
+            try:
+                reply = talk.send()
+            except BROKEN:
+                failures += 1
+                assert failures <= 3
+                continue
+            talk.accept(reply)
+        assert failures >= 1 and reply.text == f"reply-{turns}" and not reply.calls
+        px.fake.assert_complete()  # the retry called nothing upstream
+        (info,) = px.ledger.sessions()
+        receipts = px.ledger.records(info.scope, "receipt")
+        assert [r.body["operation"] for r in receipts] == ["EvidenceRead"]
+        stored = [said(e.message) for e in px.ledger.entries(info.scope) if e.role == "assistant"]
+        assert stored.count(f"reply-{turns}") == 1
+        assert len(px.ledger.records(info.scope, "event", kinds=(REPLAY_EVENT,))) == 1
+        assert verify(px.ledger).ok
+
+
 def test_the_sdks_own_retry_is_recognised(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The SDK retries a 500 by itself, with the same body: the client never sees the failure.
     script = [script_entry(k, tool=False) for k in range(2)]

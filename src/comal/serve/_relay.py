@@ -229,10 +229,11 @@ class Relay:
                     # Stored before the client sees the end (as the plain relay does).
                     meta: dict[str, Any] = {"first_byte_ms": first, "rounds": splice.rounds}
                     tail = splice.finish()
+                    # As in _events: once recording starts, the reply is not "interrupted".
+                    recorded = True
                     await anyio.to_thread.run_sync(
                         self.recorder.record, call, turn, exchange, meta, splice.shown()
                     )
-                    recorded = True
                     yield tail
                     return
                 splice.drop()
