@@ -95,6 +95,7 @@ from ._model import (
     Scope,
     SearchHit,
     SessionInfo,
+    SessionPage,
     SummaryRecord,
     VerifyReport,
 )
@@ -166,6 +167,7 @@ __all__ = [
     "SessionInfo",
     "SessionLock",
     "SessionLocked",
+    "SessionPage",
     "StepInput",
     "SummaryConflict",
     "SummaryInput",

@@ -52,6 +52,7 @@ from ..messages import (
     Message,
     Role,
     canonical_json,
+    first_words,
     group_messages,
     message_from_dict,
     message_to_dict,
@@ -336,8 +337,15 @@ class SessionRouter:
         info = {**meta, "client_key": key}
         if parent is not None:
             info |= {"branch_of": parent, "fork_at": best_len}
+        # Titled by what the client's user asked, so `comal sessions` says more than "proxy".
         scope = self.ledger.create_session(
-            tenant, agent, session_id=session_id, parent=parent, source="proxy", meta=info
+            tenant,
+            agent,
+            session_id=session_id,
+            parent=parent,
+            title=first_words(messages),
+            source="proxy",
+            meta=info,
         )
         family.next += 1
         family.members.append(scope)
