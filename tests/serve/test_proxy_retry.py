@@ -12,6 +12,7 @@ goes on in the same session.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ import pytest
 from comal.ledger import verify
 from comal.serve import REPLAY_EVENT
 from comal.serve._record import Recorder
+from comal.serve._sessions import SessionRouter
 
 from ._conversations import BROKEN, FORMATS, Talk, client_for, said, script_entry
 from ._support import proxy
@@ -114,6 +116,55 @@ def test_a_retry_after_recall_gets_the_reply_the_client_was_to_see(
         assert stored.count(f"reply-{turns}") == 1
         assert len(px.ledger.records(info.scope, "event", kinds=(REPLAY_EVENT,))) == 1
         assert verify(px.ledger).ok
+
+
+def test_a_retry_sent_while_the_first_attempt_runs_waits_for_its_reply(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The client gave up on a slow reply and sent the request again while the proxy was still
+    # on it: the second attempt waits for the session's turn and gets the reply the first
+    # stored; upstream is asked once.
+    original = Recorder.record
+    holding, release = threading.Event(), threading.Event()
+
+    def record(self: Recorder, *args: Any, **kwargs: Any) -> None:
+        holding.set()
+        assert release.wait(30)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Recorder, "record", record)
+    route, routes, routed_twice = SessionRouter.route, [], threading.Event()
+
+    def counted(self: SessionRouter, *args: Any) -> Any:
+        routed = route(self, *args)
+        routes.append(routed)
+        if len(routes) == 2:
+            routed_twice.set()
+        return routed
+
+    monkeypatch.setattr(SessionRouter, "route", counted)
+    with proxy(tmp_path, [script_entry(0, tool=False)]) as px:
+        talk = Talk(client_for("anthropic", px.url), "anthropic", False, "twice")
+        px.clients.append(talk.client)
+        got: dict[str, str] = {}
+        first = threading.Thread(target=lambda: got.update(first=talk.send().text))
+        first.start()
+        assert holding.wait(30)
+        second = threading.Thread(target=lambda: got.update(second=talk.send().text))
+        second.start()
+        # The second attempt is routed (as a continuation: the reply is not stored yet), then
+        # waits behind the first.
+        assert routed_twice.wait(30)
+        assert routes[1].answered is None and routes[1].scope == routes[0].scope
+        assert second.is_alive() and not got
+        release.set()
+        first.join(30)
+        second.join(30)
+        assert got == {"first": "reply-0", "second": "reply-0"}
+        assert len(px.fake.requests) == 1
+        (info,) = px.ledger.sessions()
+        assert [e.role for e in px.ledger.entries(info.scope)] == ["user", "assistant"]
+        assert len(px.ledger.records(info.scope, "event", kinds=(REPLAY_EVENT,))) == 1
 
 
 def test_the_sdks_own_retry_is_recognised(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -185,10 +185,12 @@ class ProxyService(Relay):
         lock = self._locks.setdefault(call.scope.session, asyncio.Lock())
         async with lock:
             # A retry (see _sessions): recognised when routed, or now, when it waited for the
-            # attempt it repeats to finish.
-            answer = routed.answered or await anyio.to_thread.run_sync(
-                self.router.answered, call.scope, len(request.messages), digest
-            )
+            # attempt it repeats to finish (a request that added to its session is a first one).
+            answer = routed.answered
+            if answer is None and not routed.appended and not routed.created:
+                answer = await anyio.to_thread.run_sync(
+                    self.router.answered, call.scope, len(request.messages), digest
+                )
             if answer is not None:
                 return await self._replay(call, answer)
             await anyio.to_thread.run_sync(self.recorder.note_instructions, call)
