@@ -14,7 +14,7 @@ replies stored in its session exactly once and in order (nothing stored twice, n
 the client never got), every kill between recorded and delivered answered by a recognised
 retry, and ``comal verify`` clean.
 
-# covers: LED-1, LED-2, LED-3
+# covers: LED-1, LED-3, INT-2
 """
 
 from __future__ import annotations
