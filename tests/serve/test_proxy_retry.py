@@ -184,6 +184,27 @@ def test_the_sdks_own_retry_is_recognised(tmp_path: Path, monkeypatch: pytest.Mo
         assert len(px.fake.requests) == 2
 
 
+@pytest.mark.parametrize(
+    ("protocol", "stream"),
+    [("anthropic", True), ("openai_chat", True), ("openai_responses", False)],
+)
+def test_a_request_whose_reply_was_delivered_is_asked_anew(
+    tmp_path: Path, protocol: str, stream: bool
+) -> None:
+    # The client had the reply (a client sampling one prompt twice): the same bytes again go
+    # upstream, as a rewind of the session, as before.
+    script = [script_entry(k, tool=False) for k in range(2)]
+    with proxy(tmp_path, script) as px:
+        talk = Talk(client_for(protocol, px.url), protocol, stream, "twice")
+        px.clients.append(talk.client)
+        assert [talk.send().text, talk.send().text] == ["reply-0", "reply-1"]
+        assert len(px.fake.requests) == 2
+        sessions = px.ledger.sessions()
+        assert len(sessions) == 2 and sum(1 for s in sessions if s.parent is not None) == 1
+        for info in sessions:
+            assert px.ledger.records(info.scope, "event", kinds=(REPLAY_EVENT,)) == []
+
+
 def test_a_changed_request_is_not_a_retry(tmp_path: Path) -> None:
     # The same history with another option is a new request: upstream answers it, and it is a
     # rewind (a child session), as before.

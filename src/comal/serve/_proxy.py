@@ -192,9 +192,17 @@ class ProxyService(Relay):
                     self.router.answered, call.scope, len(request.messages), digest
                 )
             if answer is not None:
-                return await self._replay(call, answer)
-            await anyio.to_thread.run_sync(self.recorder.note_instructions, call)
-            return await self._serve(call)
+                forward = await self._replay(call, answer)
+            else:
+                await anyio.to_thread.run_sync(self.recorder.note_instructions, call)
+                forward = await self._serve(call)
+        forward.sent = lambda: self._sent(call)
+        return forward
+
+    def _sent(self, call: Call) -> None:
+        # Read when the body went out: a stream's reply is recorded while it is relayed.
+        if call.reply_entry is not None:
+            self.router.delivered(call.scope, call.reply_entry)
 
     async def _replay(self, call: Call, answer: Answered) -> Forward:
         """The stored reply, given again without an upstream call (:mod:`._replay`)."""
@@ -204,6 +212,7 @@ class ProxyService(Relay):
         stream = call.request.stream
         body = replay_body(call.protocol, stored, stream=stream, include_usage=usage)
         await anyio.to_thread.run_sync(self.recorder.replayed, call, answer)
+        call.reply_entry = answer.entry
         headers = {**self._headers(call, None), "x-comal-replay": str(answer.entry)}
         kind = "text/event-stream" if stream else "application/json"
         return Forward(200, headers, body, kind)

@@ -74,6 +74,7 @@ class Call:
     tenant: str
     client_tools: set[str] = field(default_factory=set)
     digest: str = ""  # sha256 of the request's bytes: a retry sends the same (see _sessions)
+    reply_entry: int | None = None  # the reply the client gets (stored, or given again)
 
     @property
     def scope(self) -> Scope:
@@ -228,7 +229,8 @@ class Recorder:
             self.request_record(call, turn, None, reply, extra)
             return
         usage = self.usage(call, reply, turn, extra)
-        self.router.record_reply(call.scope, reply.message, usage, shown=shown)
+        entry = self.router.record_reply(call.scope, reply.message, usage, shown=shown)
+        call.reply_entry = entry.id
 
     def replayed(self, call: Call, answer: Answered) -> None:
         """A retried request was given the reply already stored (no upstream call)."""

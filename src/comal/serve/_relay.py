@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -37,12 +37,14 @@ __all__ = ["Forward", "Relay"]
 
 @dataclass
 class Forward:
-    """A response for the client: ``body`` is bytes, or an async iterator for a stream."""
+    """A response for the client: ``body`` is bytes, or an async iterator for a stream.
+    ``sent`` is called once the whole body went out (not when the client left first)."""
 
     status: int
     headers: dict[str, str]
     body: bytes | AsyncIterator[bytes]
     media_type: str = "application/json"
+    sent: Callable[[], None] | None = None
 
 
 class Relay:

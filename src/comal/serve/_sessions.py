@@ -20,11 +20,13 @@ Its history is then the session's projection but for the one reply stored last, 
 a rewind would copy the whole history into a child session and store the reply twice. So the
 reply's request record keeps the digest of the request's bytes, and a request that is the
 projection less its last entry, whose record names that entry and this very digest, is the
-same request again (:meth:`SessionRouter.answered`): it is routed to the session, nothing is
-appended, and the stored reply is given back without calling upstream (:mod:`._replay`), as
-:data:`REPLAY_EVENT` records. The same check runs again once the request holds its session's
-turn, for a retry that arrived while the first attempt was still running. A request that
-differs in any byte (another model, another option) is a new request: a rewind, as before.
+same request again: it is routed to the session, nothing is appended, and the stored reply is
+given back without calling upstream (:mod:`._replay`), as :data:`REPLAY_EVENT` records. Unless
+this process sent that reply whole (:meth:`SessionRouter.delivered`): then the client had it,
+and the same bytes again are asked anew (a client sampling one prompt twice), a rewind as
+before. A check at the session's turn (:meth:`SessionRouter.answered`) catches a retry that
+arrived while the first attempt was still running. A request that differs in any byte
+(another model, another option) is a new request.
 
 **Shared ledgers.** Several ``comal serve`` processes may write one ledger. The decision "what
 is new since this session's last request" is made inside the write transaction that appends it
@@ -196,6 +198,8 @@ class SessionRouter:
         self._lock = threading.RLock()
         self._families: dict[tuple[str, str], _Family] = {}
         self._known: dict[str, _Known] = {}
+        # Per session, the reply entry this process last sent whole to its client.
+        self._delivered: dict[str, int] = {}
 
     def hold(self) -> threading.RLock:
         """The router's lock, for writers that must take it before the ledger's (one order
@@ -328,7 +332,7 @@ class SessionRouter:
             stitched = frozenset(best.stitched)
             return Routed(best.scope, tuple(best.ids[: len(keys)]), added, False, None, stitched)
         if best is not None and best_len == len(keys) > 0:
-            answer = self._answered(best, len(keys), digest)
+            answer = self._answered(best, len(keys), digest, waited=False)
             if answer is not None:  # a retry: the session holds its reply already
                 ids, stitched = tuple(best.ids[: len(keys)]), frozenset(best.stitched)
                 return Routed(best.scope, ids, 0, False, None, stitched, answer)
@@ -356,15 +360,25 @@ class SessionRouter:
 
     # -- retries ----------------------------------------------------------------------------
     def answered(self, scope: Scope, count: int, digest: str | None) -> Answered | None:
-        """The reply stored for the request of ``count`` messages routed to ``scope`` whose
-        bytes hash to ``digest``, when the session holds one (see the module docstring)."""
+        """For a request routed to ``scope`` as a continuation, once it holds the session's
+        turn: the reply an identical attempt stored meanwhile (it came while that attempt ran;
+        see the module docstring)."""
         with self._lock:
-            return self._answered(self.known(scope), count, digest)
+            return self._answered(self.known(scope), count, digest, waited=True)
 
-    def _answered(self, known: _Known, count: int, digest: str | None) -> Answered | None:
+    def delivered(self, scope: Scope, entry_id: int) -> None:
+        """The reply ``entry_id`` went out whole: the same request again is a new one (no lock:
+        called on the event loop, one dict item set)."""
+        self._delivered[scope.session] = entry_id
+
+    def _answered(
+        self, known: _Known, count: int, digest: str | None, *, waited: bool
+    ) -> Answered | None:
         if not digest or count < 1 or len(known.keys) != count + 1:
             return None
         entry_id = known.ids[-1]
+        if not waited and self._delivered.get(known.scope.session) == entry_id:
+            return None  # the client had it: sent again, the request is asked anew
         record = self.ledger.last_request(known.scope, measured=False)
         if record is None or record.entry_id != entry_id:
             return None
