@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from importlib import resources
@@ -36,6 +36,7 @@ from fastapi.responses import (
     Response,
     StreamingResponse,
 )
+from starlette.background import BackgroundTask
 
 from ..errors import InputError
 from ..ledger import LedgerBackend, open_ledger
@@ -148,13 +149,28 @@ def _refuse(protocol: Protocol, status: int, message: str) -> Response:
 
 
 def _send(forward: Forward) -> Response:
+    sent = forward.sent
     if isinstance(forward.body, bytes):
+        # A background task runs once the body was sent (never for a client that left).
         return Response(
-            forward.body, forward.status, headers=forward.headers, media_type=forward.media_type
+            forward.body,
+            forward.status,
+            headers=forward.headers,
+            media_type=forward.media_type,
+            background=BackgroundTask(sent) if sent is not None else None,
         )
+    body = forward.body if sent is None else _then(forward.body, sent)
     return StreamingResponse(
-        forward.body, forward.status, headers=forward.headers, media_type=forward.media_type
+        body, forward.status, headers=forward.headers, media_type=forward.media_type
     )
+
+
+async def _then(body: AsyncIterator[bytes], sent: Callable[[], None]) -> AsyncIterator[bytes]:
+    """``body``, then ``sent()`` once its last chunk went out (each ``yield`` returns only
+    when the chunk was handed to the connection)."""
+    async for chunk in body:
+        yield chunk
+    sent()
 
 
 def create_app(
