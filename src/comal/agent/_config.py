@@ -23,6 +23,7 @@ change nothing::
     agents:                        # per-agent settings, by agent name
       reviewer: {engine: limit, engine_settings: {target_ratio: 0.5}, max_turns: 20}
     plugins: [comal_wordcount]     # operator-only: modules enabled as plugins (docs/plugins.md)
+    plugin_settings: {chrome: {origins: ["http://127.0.0.1:8000"]}}   # operator-only
     work: {parallel: 2, budget: {tokens: 500000}}   # operator-only: work steps, task budget
     serve: {allowed_hosts: [comal.internal]}   # operator-only: comal serve's guards and limits
 
@@ -35,7 +36,7 @@ Precedence: defaults < file < environment (``COMAL_MODEL``, ``COMAL_MODE``, ``CO
 ``COMAL_TENANT``; ``COMAL_CONTEXT_WINDOW`` joins the window minimum) < command-line flags.
 
 Operator-only settings (:data:`OPERATOR_ONLY`: windows, output reserve and escalation,
-engine and its settings, caps and limits, the sandbox, the cache, MCP servers, plugins, serve, work steps
+engine and its settings, caps and limits, the sandbox, the cache, MCP servers, plugins and their settings, serve, work steps
 and the task's budget) come only from these sources, which the model cannot reach: the
 configuration is read once when the process starts into frozen values, no operation in the
 model's catalog changes any of them, and the policy denies the model's Write/Edit of the
@@ -97,6 +98,7 @@ OPERATOR_ONLY = frozenset(
         "cache",
         "mcp_servers",
         "plugins",
+        "plugin_settings",
         "serve",
         "work",
     }
@@ -292,6 +294,12 @@ class Config(_Strict):
         max_length=100,
         description="Python modules enabled as plugins when the configuration is loaded, after "
         "the installed entry points (operator-only; see docs/plugins.md).",
+    )
+    plugin_settings: dict[ModuleName, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Each plugin's own settings, by the section it reads (chrome: the browser "
+        "plugin's origins, targets and tests; see docs/browser.md). The plugin checks them "
+        "with its own ranges (operator-only).",
     )
     work: WorkConfig = Field(default_factory=WorkConfig)
 

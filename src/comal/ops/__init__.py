@@ -18,7 +18,9 @@ pattern rules are advisory; the sandbox is the enforcement.
 After a crash, :func:`reconcile` turns preparations without receipts into
 ``postcondition_observed``, ``not_applied`` (a native write proven not to have landed: the call
 is pending again) or ``uncertain`` receipts, and :func:`may_retry` says whether a call may be
-repeated automatically (never when uncertain).
+repeated automatically (never when uncertain). An operation with effects may declare an
+``intent`` (recorded in its preparation) and a recovery adapter that observes it afresh
+(:class:`RecoveryAdapter`, PLG-2); without one its started calls stay ``uncertain``.
 """
 
 from typing import TYPE_CHECKING, Any
@@ -73,11 +75,14 @@ from ._operation import (
     LARGE_CAP,
     Catalog,
     CatalogFormat,
+    FinishGate,
     Handler,
+    Intent,
     Operation,
     Planner,
     Registry,
 )
+from ._recovery import Observed, RecoveryAdapter, RecoveryContext
 from ._policy import Limits, Policy, Rule
 from ._receipt import RECEIPT_SCHEMA, OutputInfo, Receipt, RetryVerdict, may_retry, receipts
 from ._reconcile import Reconciled, ReconcileReport, reconcile
@@ -147,6 +152,8 @@ __all__ = [
     "HouseFactory",
     "Invocation",
     "Judge",
+    "FinishGate",
+    "Intent",
     "Judgment",
     "Limits",
     "McpLimits",
@@ -158,6 +165,7 @@ __all__ = [
     "McpToolRefused",
     "MemoryCapExceeded",
     "Mode",
+    "Observed",
     "NotRegularFile",
     "Operation",
     "OperationDeclarationError",
@@ -175,6 +183,8 @@ __all__ = [
     "ReconcileReport",
     "Reconciled",
     "RegexUnsupported",
+    "RecoveryAdapter",
+    "RecoveryContext",
     "Registry",
     "RetryVerdict",
     "Rule",
