@@ -329,7 +329,9 @@ class Coordinator:
         if gates:
             # A plugin's task (a browser's tests) is not done: nothing else runs until it is.
             lines = ["[finish] NOT finished:", *(f"- {why}" for why in gates)]
-            return self._finished(origin, "\n".join(lines), {"passed": False, "gates": gates}, [], [])
+            return self._finished(
+                origin, "\n".join(lines), {"passed": False, "gates": gates}, [], []
+            )
         checks = run_checks(a.house, a.settings.checks, a.run_id)
         for c in checks:
             a.say("result", f"check `{c.command}`: {c.status}")

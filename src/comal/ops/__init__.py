@@ -82,10 +82,10 @@ from ._operation import (
     Planner,
     Registry,
 )
-from ._recovery import Observed, RecoveryAdapter, RecoveryContext
 from ._policy import Limits, Policy, Rule
 from ._receipt import RECEIPT_SCHEMA, OutputInfo, Receipt, RetryVerdict, may_retry, receipts
 from ._reconcile import Reconciled, ReconcileReport, reconcile
+from ._recovery import Observed, RecoveryAdapter, RecoveryContext
 from ._sandbox import (
     DEFAULT_MEMORY_CAP,
     Sandbox,
@@ -144,16 +144,16 @@ __all__ = [
     "Effect",
     "EffectKind",
     "EvidenceReadInput",
+    "FinishGate",
     "GlobArgs",
     "GrepArgs",
     "Handler",
     "HostSettings",
     "House",
     "HouseFactory",
+    "Intent",
     "Invocation",
     "Judge",
-    "FinishGate",
-    "Intent",
     "Judgment",
     "Limits",
     "McpLimits",
@@ -165,8 +165,8 @@ __all__ = [
     "McpToolRefused",
     "MemoryCapExceeded",
     "Mode",
-    "Observed",
     "NotRegularFile",
+    "Observed",
     "Operation",
     "OperationDeclarationError",
     "OperationTimeout",
@@ -182,9 +182,9 @@ __all__ = [
     "Receipt",
     "ReconcileReport",
     "Reconciled",
-    "RegexUnsupported",
     "RecoveryAdapter",
     "RecoveryContext",
+    "RegexUnsupported",
     "Registry",
     "RetryVerdict",
     "Rule",

@@ -31,8 +31,8 @@ from ..messages import Message, Role, ToolCall, ToolResult, sha256_hex
 from ._errors import OpsError, WorkspaceEscape
 from ._model import Actor, Effect, Status, now
 from ._operation import Operation, Registry
-from ._recovery import RecoveryContext
 from ._receipt import Receipt, disposition_for, receipts
+from ._recovery import RecoveryContext
 from ._workspace import Workspace
 
 __all__ = ["ReconcileReport", "Reconciled", "reconcile"]
@@ -108,8 +108,10 @@ def _observe_intent(
     body = prep.body
     intent = body.get("intent")
     if op is None or op.recover is None or not isinstance(intent, dict):
-        why = "has no postcondition adapter" if op is None or op.recover is None else (
-            "started without a recorded intent"
+        why = (
+            "has no postcondition adapter"
+            if op is None or op.recover is None
+            else ("started without a recorded intent")
         )
         return "uncertain", {"effects": "unknown", "reason": f"{body['operation']} {why}; its "
                              "effects are unknown"}  # fmt: skip

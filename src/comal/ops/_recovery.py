@@ -26,7 +26,7 @@ from typing import Any, Literal
 from ..ledger import LedgerBackend, Scope
 from ._workspace import Workspace
 
-__all__ = ["Observed", "RecoveryAdapter", "RecoveryContext", "Recovery"]
+__all__ = ["Observed", "Recovery", "RecoveryAdapter", "RecoveryContext"]
 
 Recovery = Literal["postcondition_observed", "not_applied", "uncertain"]
 
