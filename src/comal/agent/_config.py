@@ -38,10 +38,10 @@ Precedence: defaults < file < environment (``COMAL_MODEL``, ``COMAL_MODE``, ``CO
 Operator-only settings (:data:`OPERATOR_ONLY`: windows, output reserve and escalation,
 engine and its settings, caps and limits, the sandbox, the cache, MCP servers, plugins and
 their settings, serve, work steps and the task's budget) come only from these sources, which
-the model cannot reach: the configuration is read once when the process starts into frozen values, no operation in the
-model's catalog changes any of them, and the policy denies the model's Write/Edit of the
-configuration file and shell commands naming its directory, while the OS sandbox masks the
-file from Bash (CFG-2).
+the model cannot reach: the configuration is read once when the process starts into frozen
+values, no operation in the model's catalog changes any of them, and the policy denies the
+model's Write/Edit of the configuration file and shell commands naming its directory, while
+the OS sandbox masks the file from Bash (CFG-2).
 """
 
 from __future__ import annotations
