@@ -44,6 +44,12 @@ def observe_deploy(url: str, timeout: float = 5.0) -> str | None:
 def deploy(artifact: Artifact, target: DeployTarget, timeout: float) -> str | None:
     """Put the release in place and wait until the target answers with it; its digest."""
     root = Path(target.dir)
+    current = root / "current"
+    if current.exists() and not current.is_symlink():
+        raise TargetError(
+            f"{current} is not a link: the deploy target swaps a link to each release; move "
+            "what is there away"
+        )
     release = root / "releases" / artifact.digest.removeprefix("sha256:")
     for name, data in artifact.files:
         path = release / name
@@ -54,7 +60,7 @@ def deploy(artifact: Artifact, target: DeployTarget, timeout: float) -> str | No
     if link.is_symlink():
         link.unlink()
     link.symlink_to(release.relative_to(root))
-    os.replace(link, root / "current")
+    os.replace(link, current)
     deadline = time.monotonic() + timeout
     seen = None
     while time.monotonic() < deadline:
