@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,11 +18,20 @@ from comal.cli import _common
 from comal.cli._agent import run_prompt
 from comal.ledger import open_ledger
 from comal.ops import receipts
+from comal.plugins import reset_plugins
 
 pytest.importorskip("playwright")
 pytestmark = pytest.mark.skipif(
     not Path("/usr/bin/chromium").exists(), reason="Debian's chromium is not installed"
 )
+
+
+@pytest.fixture(autouse=True)
+def _fresh_plugins() -> Iterator[None]:
+    # The plugin manager is the process's: each test enables what its configuration names.
+    reset_plugins()
+    yield
+    reset_plugins()
 
 
 @pytest.fixture
@@ -73,3 +83,65 @@ def test_open_fill_click_deploy_publish_finish(
         assert (w.deploy_dir / "current" / "index.html").read_text() == "<h1>Hello</h1>\n"
         assert by_op["ChromeFinish"].status == "ok"
         assert w.evil_counts.hits == []
+
+
+# covers: WEB-1, LIM-6
+def test_origins_hold_for_direct_redirect_iframe_popup_and_fetch(
+    tmp_path: Path, db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with world(tmp_path) as w:
+        script = [
+            reply(tool("direct", "ChromeOpen", url=f"{w.evil}/direct")),
+            reply(tool("redir", "ChromeOpen", url=f"{w.site}/redir")),
+            reply(tool("redirok", "ChromeOpen", url=f"{w.site}/redir-ok")),
+            reply(tool("chain", "ChromeOpen", url=f"{w.site}/redir-page")),
+            reply(tool("frame", "ChromeOpen", url=f"{w.site}/frame")),
+            reply(tool("fetch", "ChromeOpen", url=f"{w.site}/fetcher")),
+            reply(tool("snap", "ChromeSnapshot")),
+            reply(tool("popup", "ChromeOpen", url=f"{w.site}/popup")),
+            reply(tool("pop", "ChromeClick", selector="#pop")),
+            reply(text("Looked."), tool("fin", "ChromeFinish")),
+            reply(text("Done.")),
+        ]
+        code, found, results = run(w, tmp_path, script, monkeypatch)
+        by_call = {r.call_id: r for r in found}
+        assert code == 0, results
+        # Nothing ever reached the other origin, whatever the way the page tried.
+        assert w.evil_counts.hits == []
+        assert by_call["direct"].status == "error"
+        assert by_call["direct"].observations["error"] == "CHROME_ORIGIN"
+        assert by_call["redir"].status == "error" and "redirect" in results["redir"]
+        assert by_call["redirok"].observations["final_url"] == f"{w.site}/page"
+        refused = {
+            call: [r["url"] for r in by_call[call].observations["refused"]]
+            for call in ("chain", "frame", "fetch", "pop")
+        }
+        assert refused["chain"] == [f"{w.evil}/img"]
+        assert f"{w.evil}/framed" in refused["frame"]
+        assert f"{w.evil}/data" in refused["fetch"]
+        assert f"{w.evil}/popped" in refused["pop"]
+        # LIM-6: the screenshot is evidence by digest; the text says its pixels were not seen.
+        snap = results["snap"]
+        assert "refused" in snap and "its pixels are not in this result" in snap
+        assert by_call["snap"].observations["screenshot"].startswith("sha256:")
+
+
+# covers: PLG-1
+def test_the_model_cannot_reach_the_plugin_or_its_settings(
+    tmp_path: Path, db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with world(tmp_path) as w:
+        # Without the operator's plugins: the model's catalog has no browser at all.
+        config = {"plugin_settings": {}}
+        monkeypatch.setenv("COMAL_CONFIG", str(write_json(tmp_path / "c.json", config)))
+        script = [reply(tool("o", "ChromeOpen", url=f"{w.site}/start")), reply(text("no."))]
+        path = write_script(tmp_path / "t.jsonl", script)
+        flags = Flags(model=f"script:{path}", mode="trusted", workspace=workspace(tmp_path))
+        run_prompt("go", flags, resume=None, as_json=True)
+        led = open_ledger(_common.STATE.ledger_path)
+        try:
+            scope = led.sessions()[-1].scope
+            (r,) = receipts(led, scope)
+        finally:
+            led.close()
+        assert r.status == "denied" and w.site_counts.hits == []
