@@ -1,9 +1,9 @@
 """The long-work kill driver, with the browser plugin's recovery reads made a pause point.
 
 Everything is ``_work_kill_driver``'s (fork a worker per command, count the phases of every
-agent and house, pause at one); besides, with ``CHROME_PAUSE_RECOVER=1`` in a command's env, a
-worker says ``PID paused recover`` and sleeps at its first read of a publish target during
-reconciliation, so the test kills it in the middle of ChromeRecover's reads.
+agent and house, pause at one); besides, with ``CHROME_PAUSE_RECOVER=before`` (or ``after``)
+in a command's env, a worker says ``PID paused recover`` and sleeps before (after) its first read of a publish
+target during reconciliation, so the test kills it in the middle of ChromeRecover's reads.
 """
 
 from __future__ import annotations
@@ -19,10 +19,15 @@ _reads = _recover._publish_reads
 
 
 def _paused_reads(intent: Any) -> Any:
-    if os.environ.get("CHROME_PAUSE_RECOVER") == "1":
+    where = os.environ.get("CHROME_PAUSE_RECOVER")
+    if where == "before":
         driver.say(f"{os.getpid()} paused recover")
         time.sleep(120)
-    return _reads(intent)
+    seen = _reads(intent)
+    if where == "after":
+        driver.say(f"{os.getpid()} paused recover")
+        time.sleep(120)
+    return seen
 
 
 _recover._publish_reads = _paused_reads

@@ -4,9 +4,8 @@ that counts publishes (WEB-1, PLG-1, LIM-6)."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest

@@ -13,7 +13,6 @@ tests passed. A second loop kills workers in the middle of the recovery reads th
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import signal
@@ -92,66 +91,75 @@ def _final(w: World, led: LedgerBackend, scope: Scope, digest: str) -> dict[str,
     return {r.status for r in found if r.operation in ("ChromePublish", "ChromeDeploy")}  # type: ignore[return-value]
 
 
-def _loop(tmp: Path, rng: random.Random, *, recover: bool) -> dict[str, Any]:
+def _setup(tmp: Path, tenant: str, w: World, db: Path) -> tuple[str, dict[str, str], list[str]]:
+    """The run's workspace (its own page text, so its own digest), env and flags."""
+    from comal.chrome._artifact import build_artifact
+    from comal.ops import Workspace
+
+    ws = workspace(tmp / tenant)
+    (ws / "dist" / "index.html").write_text(f"<h1>Hello {tenant}</h1>\n")
+    digest = build_artifact(Workspace(ws), "dist").digest
+    config = w.settings() | {"allow": ["ChromePublish"]}
+    env = {
+        "COMAL_LEDGER": str(db),
+        "COMAL_CONFIG": str(write_json(tmp / tenant / "config.json", config)),
+        "COMAL_TENANT": tenant,
+    }
+    script = write_script(tmp / tenant / "task.jsonl", task_script(w.site))
+    flags = ["--model", f"script:{script}", "--mode", "trusted", "--workspace", str(ws), "--json"]
+    return digest, env, flags
+
+
+def _argv(led: LedgerBackend, tenant: str, flags: list[str]) -> list[str]:
+    scope = _scope(led, tenant)
+    if scope is None:
+        return ["-p", "Do the browser task.", *flags]
+    return ["--resume", scope.session, "-p", *flags]
+
+
+def _worker(zygote: Zygote, cmd: dict[str, Any]) -> tuple[str, str]:
+    """Run one worker; kill it where it paused. (the event it reported, its exit code)"""
+    pid = zygote.spawn(cmd)
+    event, code = zygote.until(pid, "paused", timeout=180)
+    if event != "exit":
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        _, code = zygote.until(pid)
+    time.sleep(0.2)  # the killed worker's browser goes with it
+    return (code if event == "paused" else event), code
+
+
+def _loop(tmp: Path, rng: random.Random) -> dict[str, Any]:
     db = tmp / "ledger.db"
     led = open_ledger(db)
     zygote = ChromeZygote(tmp / "driver.err")
     kills, runs, statuses = 0, 0, set()
-    forced = [] if recover else list(FORCED)
+    forced = list(FORCED)
     try:
         while kills < MIN_KILLS:
             assert runs < MAX_RUNS, f"too few kills land: {kills}"
             tenant = f"run{runs}"
             with world(tmp / tenant) as w:
-                ws = workspace(tmp / tenant)
-                (ws / "dist" / "index.html").write_text(f"<h1>Hello {tenant}</h1>\n")
-                from comal.chrome._artifact import build_artifact
-                from comal.ops import Workspace
-
-                digest = build_artifact(Workspace(ws), "dist").digest
-                config = w.settings() | {"allow": ["ChromePublish"]}
-                env = {
-                    "COMAL_LEDGER": str(db),
-                    "COMAL_CONFIG": str(write_json(tmp / tenant / "config.json", config)),
-                    "COMAL_TENANT": tenant,
-                }
-                script = write_script(tmp / tenant / "task.jsonl", task_script(w.site))
-                flags = ["--model", f"script:{script}", "--mode", "trusted"]
-                flags += ["--workspace", str(ws), "--json"]
+                digest, env, flags = _setup(tmp, tenant, w, db)
                 for attempt in range(60):
                     assert attempt < 59, "the run never finished"
-                    scope = _scope(led, tenant)
-                    argv = ["-p", "Do the browser task.", *flags] if scope is None else [
-                        "--resume", scope.session, "-p", *flags]  # fmt: skip
-                    cmd: dict[str, Any] = {"argv": argv, "env": dict(env)}
-                    published = bool(w.target.publishes)
-                    if recover and scope is not None and rng.random() < 0.7:
-                        cmd["env"]["CHROME_PAUSE_RECOVER"] = "1"
-                    elif forced and runs == 0:
+                    cmd: dict[str, Any] = {"argv": _argv(led, tenant, flags), "env": env}
+                    if forced and runs == 0:
                         cmd["pause_on"] = forced.pop(0)
                     elif rng.random() < 0.95:
                         cmd["pause_at"] = rng.randint(1, PAUSE_MAX)
-                    pid = zygote.spawn(cmd)
-                    event, code = zygote.until(pid, "paused", timeout=180)
-                    if event != "exit":
-                        try:
-                            os.kill(pid, signal.SIGKILL)
-                        except ProcessLookupError:
-                            pass
-                        _, code = zygote.until(pid)
-                    time.sleep(0.2)  # the killed worker's browser goes with it
+                    _, code = _worker(zygote, cmd)
                     scope = _scope(led, tenant)
                     _invariants(w, led, scope, digest)
                     if code == f"-{signal.SIGKILL}":
                         kills += 1
-                        if recover and "paused recover" in event + code:
-                            pass
                         continue
                     assert code == "0", (code, cmd)
                     assert scope is not None
                     if led.session(scope).status == "finished":  # type: ignore[union-attr]
                         break
-                    del published
                 assert scope is not None
                 statuses |= _final(w, led, scope, digest)
                 runs += 1
@@ -163,8 +171,54 @@ def _loop(tmp: Path, rng: random.Random, *, recover: bool) -> dict[str, Any]:
 
 def test_sigkill_anywhere_in_the_browser_task_publishes_exactly_once(tmp_path: Path) -> None:
     # covers: WEB-2, WEB-3, RES-3, RES-4, PLG-2
-    seen = _loop(tmp_path, random.Random(20261202), recover=False)
+    seen = _loop(tmp_path, random.Random(20261202))
     print("kills:", seen)
     assert seen["kills"] >= MIN_KILLS
     # Both recovery paths of the intent were taken: proven not sent, and observed sent.
     assert {"postcondition_observed", "not_applied"} <= seen["statuses"], seen
+
+
+def test_sigkill_during_the_recovery_reads_repeats_only_those_reads(tmp_path: Path) -> None:
+    # covers: WEB-2, WEB-3, PLG-2
+    rng = random.Random(20261203)
+    db = tmp_path / "ledger.db"
+    led = open_ledger(db)
+    zygote = ChromeZygote(tmp_path / "driver.err")
+    recover_kills, runs = 0, 0
+    try:
+        while recover_kills < MIN_KILLS:
+            assert runs < MAX_RUNS
+            tenant = f"run{runs}"
+            with world(tmp_path / tenant) as w:
+                digest, env, flags = _setup(tmp_path, tenant, w, db)
+                # An orphan publish: its intent durable, sent or not.
+                where = rng.choice(["prepared publish1", "executed publish1"])
+                cmd: dict[str, Any] = {"argv": _argv(led, tenant, flags), "env": env}
+                _worker(zygote, cmd | {"pause_on": where})
+                sent = len(w.target.publishes)
+                assert sent == (1 if where.startswith("executed") else 0)
+                # Then killed again and again in the middle of the reads that reconcile it.
+                for _ in range(rng.randint(3, 6)):
+                    reads = w.target.reads
+                    when = rng.choice(["before", "after"])
+                    pause = env | {"CHROME_PAUSE_RECOVER": when}
+                    event, code = _worker(zygote, {"argv": _argv(led, tenant, flags), "env": pause})
+                    assert code == f"-{signal.SIGKILL}", (event, code)
+                    recover_kills += 1
+                    scope = _scope(led, tenant)
+                    assert scope is not None
+                    # Nothing but the known read happened: no publish, no receipt for it yet.
+                    assert len(w.target.publishes) == sent
+                    assert w.target.reads == reads + (when == "after")
+                    assert not [r for r in receipts(led, scope) if r.operation == "ChromePublish"]
+                    _invariants(w, led, scope, digest)
+                _, code = _worker(zygote, {"argv": _argv(led, tenant, flags), "env": env})
+                assert code == "0"
+                scope = _scope(led, tenant)
+                assert scope is not None
+                _final(w, led, scope, digest)
+                runs += 1
+    finally:
+        zygote.close()
+        led.close()
+    print("recover kills:", recover_kills, "runs:", runs)
