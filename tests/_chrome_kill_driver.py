@@ -2,8 +2,9 @@
 
 Everything is ``_work_kill_driver``'s (fork a worker per command, count the phases of every
 agent and house, pause at one); besides, with ``CHROME_PAUSE_RECOVER=before`` (or ``after``)
-in a command's env, a worker says ``PID paused recover`` and sleeps before (after) its first read of a publish
-target during reconciliation, so the test kills it in the middle of ChromeRecover's reads.
+in a command's env, a worker says ``PID paused recover`` and sleeps before (after) its first
+read of a publish target during reconciliation, so the test kills it in the middle of the
+recovery reads.
 """
 
 from __future__ import annotations
