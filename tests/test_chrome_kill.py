@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from _agent_support import reply, text, tool
 from _chrome_support import World, task_script, workspace, world, write_json, write_script
 from comal.ledger import LedgerBackend, Scope, open_ledger
 from comal.ops import receipts
@@ -222,3 +223,60 @@ def test_sigkill_during_the_recovery_reads_repeats_only_those_reads(tmp_path: Pa
         zygote.close()
         led.close()
     print("recover kills:", recover_kills, "runs:", runs)
+
+
+def test_another_publisher_first_leaves_the_orphan_publish_blocked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # covers: WEB-2, RES-4, PLG-2
+    db = tmp_path / "ledger.db"
+    led = open_ledger(db)
+    zygote = ChromeZygote(tmp_path / "driver.err")
+    try:
+        with world(tmp_path / "t") as w:
+            digest, env, flags = _setup(tmp_path, "t", w, db)
+            script = tmp_path / "t" / "task.jsonl"
+            steps = task_script(w.site)
+            # After the resume the model insists, then gives up and says so.
+            steps[5:] = [
+                reply(tool("publish2", "ChromePublish")),
+                reply(text("The publish is blocked; a human has to look at the target.")),
+                reply(text("Still blocked.")),
+                reply(text("Still blocked.")),
+            ]
+            write_script(script, steps)
+            _worker(zygote, {"argv": _argv(led, tenant="t", flags=flags), "env": env,
+                             "pause_on": "prepared publish1"})  # fmt: skip
+            assert w.target.publishes == []
+            # Another publisher gets there first.
+            w.target.body = b"someone else's bytes"
+            _worker(zygote, {"argv": _argv(led, "t", flags), "env": env})
+            scope = _scope(led, "t")
+            assert scope is not None
+            found = {r.call_id: r for r in receipts(led, scope)}
+            first = found["publish1"]
+            assert first.status == "uncertain" and first.disposition == "basket"
+            assert "another publisher" in first.observations["reason"]
+            assert found["publish2"].status == "error"
+            assert found["publish2"].observations["error"] == "CHROME_PUBLISH_BLOCKED"
+            results = {
+                e.message.tool_result.call_id: e.message.tool_result.text
+                for e in led.entries(scope)
+                if e.message.tool_result is not None
+            }
+            assert "stays blocked" in str(results["publish1"])
+            assert w.target.publishes == []  # nothing of ours went out
+            assert led.session(scope).status != "finished"  # type: ignore[union-attr]
+            # A human can: the operator publishes from the command line, judged and receipted.
+            from typer.testing import CliRunner
+
+            from comal.cli import app
+
+            for key, value in env.items():
+                monkeypatch.setenv(key, value)
+            out = CliRunner().invoke(app, ["call", scope.session, "ChromePublish", "{}", "--json"])
+            assert out.exit_code == 0, out.output
+            assert w.target.publishes == [digest]
+    finally:
+        zygote.close()
+        led.close()

@@ -177,7 +177,20 @@ def recover_operation(effects: tuple[Effect, ...]) -> Operation:
     )
 
 
+def _blocked_targets(ledger: LedgerBackend, scope: Scope) -> list[str]:
+    targets: list[dict[str, Any]] = []
+    for r in receipts_of(ledger, scope):
+        target = _target_of(r.observations)
+        if r.operation == "ChromePublish" and isinstance(target, dict) and target not in targets:
+            targets.append(target)
+    return [why for t in targets if (why := blocked_publish(ledger, scope, t)) is not None]
+
+
 def finish_gate(ledger: LedgerBackend, scope: Scope) -> str | None:
+    blocked = _blocked_targets(ledger, scope)
+    if blocked:
+        # A publish nobody can account for is not a finished task; a human resolves it.
+        return f"a publish is blocked ({blocked[0]}); a human must resolve it first"
     last_change = max(
         (
             r.record_id or 0
