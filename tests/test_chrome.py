@@ -144,3 +144,77 @@ def test_the_model_cannot_reach_the_plugin_or_its_settings(
         finally:
             led.close()
         assert r.status == "denied" and w.site_counts.hits == []
+
+
+# covers: WEB-1, WEB-2, PLG-2
+def test_publish_to_a_git_remote_and_observe_its_identity(
+    tmp_path: Path, db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import subprocess
+
+    from comal.chrome._recover import recover_publish
+    from comal.ops import RecoveryContext
+
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
+    with world(tmp_path) as w:
+        script = [
+            reply(tool("pub", "ChromePublish")),
+            reply(tool("pub2", "ChromePublish")),  # the same files again: a second commit
+            reply(text("Published."), tool("fin", "ChromeFinish")),
+            reply(text("Done.")),
+        ]
+        publish = {"kind": "git", "remote": str(remote), "ref": "refs/heads/site"}
+        code, found, results = run(w, tmp_path, script, monkeypatch, chrome={"publish": publish})
+        assert code == 0, results
+        head = subprocess.run(
+            ["git", "-C", str(remote), "rev-parse", "refs/heads/site"],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()  # fmt: skip
+        by_call = {r.call_id: r for r in found}
+        assert by_call["pub2"].observations["identity"] == head
+        assert by_call["pub"].observations["identity"] != head  # the first is its parent
+        shown = subprocess.run(
+            ["git", "-C", str(remote), "show", f"{head}:index.html"],
+            capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+        assert shown == "<h1>Hello</h1>\n"
+        # A fresh observation of the recorded intent finds the intended commit.
+        led = open_ledger(db)
+        try:
+            scope = led.sessions()[-1].scope
+            prep = next(p for p in led.records(scope, "preparation") if p.body["call_id"] == "pub2")
+            ctx = RecoveryContext(led, scope, None, "pub2", prep.id, prep.body)
+            seen = recover_publish(prep.body["intent"], ctx)
+        finally:
+            led.close()
+        assert seen.status == "postcondition_observed"
+
+
+# covers: WEB-1, WEB-3
+def test_the_task_is_not_finished_until_chromefinish_tests_pass(
+    tmp_path: Path, db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with world(tmp_path) as w:
+        script = [
+            reply(tool("open", "ChromeOpen", url=f"{w.site}/start")),
+            reply(tool("click", "ChromeClick", selector="#go")),
+            reply(text("Clicked, done.")),  # no ChromeFinish: the house's finish refuses
+            reply(tool("fin", "ChromeFinish")),  # the task's test fails
+            reply(text("Cannot finish.")),
+        ]
+        code, found, results = run(
+            w, tmp_path, script, monkeypatch, chrome={"tests": ["test -f missing.txt"]}
+        )
+        assert code != 0 or found
+        finishes = [r for r in found if r.operation == "finish_call"]
+        assert finishes and finishes[0].status == "error"
+        assert "call ChromeFinish" in str(finishes[0].observations.get("gates"))
+        fin = next(r for r in found if r.call_id == "fin")
+        assert fin.status == "error" and "tests failed" in results["fin"]
+        led = open_ledger(db)
+        try:
+            info = led.session(led.sessions()[-1].scope)
+        finally:
+            led.close()
+        assert info is not None and info.status != "finished"
