@@ -44,7 +44,8 @@ def run(
     w: World, tmp: Path, script: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch, **cfg: Any
 ) -> tuple[int, list[Any], dict[str, str]]:
     ws = tmp / "ws" if (tmp / "ws").exists() else workspace(tmp)
-    config = w.settings(**cfg.pop("chrome", {})) | {"allow": ["ChromePublish"]} | cfg
+    allow = cfg.pop("allow", ["ChromePublish"])
+    config = w.settings(**cfg.pop("chrome", {})) | {"allow": allow} | cfg
     monkeypatch.setenv("COMAL_CONFIG", str(write_json(tmp / "config.json", config)))
     path = write_script(tmp / "task.jsonl", script)
     flags = Flags(model=f"script:{path}", mode="trusted", workspace=ws)
@@ -218,3 +219,15 @@ def test_the_task_is_not_finished_until_chromefinish_tests_pass(
         finally:
             led.close()
         assert info is not None and info.status != "finished"
+
+
+# covers: WEB-1, PLG-1
+def test_publish_is_asked_even_in_trusted_mode_unless_a_rule_names_it(
+    tmp_path: Path, db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with world(tmp_path) as w:
+        script = [reply(tool("pub", "ChromePublish")), reply(text("Not published."))]
+        code, found, results = run(w, tmp_path, script, monkeypatch, allow=[])
+        (pub,) = [r for r in found if r.call_id == "pub"]
+        assert pub.status == "denied" and pub.judgment["rule"] == "operation:ChromePublish"
+        assert w.target.publishes == [] and w.target.reads == 0

@@ -287,7 +287,7 @@ def chrome_operations() -> list[Operation]:
             "Publish the build output to the configured remote target (asked by default); "
             "its receipt carries the target's identity.",
             NoArgs, _publish, effects=(Effect("publish"),), intent=_publish_intent,
-            recover=recover_publish,
+            recover=recover_publish, asks=True,
         ),
         recover_operation(reads),
         finish_operation(finish_gate),

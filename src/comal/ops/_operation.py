@@ -107,7 +107,8 @@ class Operation:
     (:class:`~comal.ops.RecoveryAdapter`); without one the call stays ``uncertain``.
     ``finish_gate`` says what keeps a session from finishing (``finish_call`` refuses while it
     answers a reason); ``closes`` marks an operation whose passing result closes the session,
-    as ``finish_call``'s does.
+    as ``finish_call``'s does. ``asks``: a human approves each call unless an allow rule names
+    the operation, in every mode (a publish that cannot be taken back).
     """
 
     name: str
@@ -129,6 +130,7 @@ class Operation:
     recover: RecoveryAdapter | None = None
     finish_gate: FinishGate | None = None
     closes: bool = False
+    asks: bool = False
     parameters: dict[str, Any] = field(init=False, repr=False, compare=False)
     contract: str = field(init=False, repr=False, compare=False)
 

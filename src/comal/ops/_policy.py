@@ -26,8 +26,8 @@ where none is usable.
 
 Precedence: a matching deny rule wins, then the read-only mode's ceiling, then ask, then allow,
 then the mode's default (read-only: reads only; ask: reads allowed, mutations asked; trusted:
-everything allowed, but an operation with a ``publish`` effect is asked in every mode unless
-an allow rule names it). Deny beats allow whatever the order the rules were written in.
+everything allowed, but an operation declared ``asks`` — a publish — is asked in every mode
+unless an allow rule names it). Deny beats allow whatever the order the rules were written in.
 """
 
 from __future__ import annotations
@@ -282,11 +282,11 @@ class Policy:
         allow = next((r for r in matching if r.action == "allow"), None)
         if allow is not None:
             return Decision.allow(str(allow))
-        if any(e.kind == "publish" for e in op.effects):
-            # What leaves for a remote target cannot be taken back: only a rule naming the
-            # operation allows it without asking, whatever the mode.
+        if op.asks:
+            # What it does cannot be taken back (a publish): only a rule naming the operation
+            # allows it without asking, whatever the mode.
             return Decision.ask(
-                "effect:publish", f"{op.name} publishes to a remote target; a human approves it"
+                f"operation:{op.name}", f"{op.name} is asked unless a rule allows it by name"
             )
         if op.read_only or mode == "trusted":
             return Decision.allow(f"mode:{mode}")
