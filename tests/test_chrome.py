@@ -227,7 +227,7 @@ def test_publish_is_asked_even_in_trusted_mode_unless_a_rule_names_it(
 ) -> None:
     with world(tmp_path) as w:
         script = [reply(tool("pub", "ChromePublish")), reply(text("Not published."))]
-        code, found, results = run(w, tmp_path, script, monkeypatch, allow=[])
+        _, found, _ = run(w, tmp_path, script, monkeypatch, allow=[])
         (pub,) = [r for r in found if r.call_id == "pub"]
         assert pub.status == "denied" and pub.judgment["rule"] == "operation:ChromePublish"
         assert w.target.publishes == [] and w.target.reads == 0
