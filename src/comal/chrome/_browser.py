@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ._errors import ChromeUnavailable
+from ..ops import OperationTimeout
+from ._errors import ChromeUnavailable, PageError
 from ._origins import Interceptor, Origins
 
 __all__ = ["BrowserHost", "Tab", "browser_host"]
@@ -105,9 +106,23 @@ class BrowserHost:
                 pass
 
     def call(self, fn: Callable[[], T], timeout: float) -> T:
+        """Run ``fn`` on the browser thread. Playwright's own errors (no such element, a
+        navigation that failed) are the page's answer, said as :class:`PageError`."""
         done: Future[T] = Future()
         self._jobs.put((fn, done))
-        return done.result(timeout=timeout + 5)
+        try:
+            return done.result(timeout=timeout + 5)
+        except TimeoutError as exc:
+            if type(exc).__module__.startswith("playwright"):
+                raise PageError(_first_line(exc)) from exc
+            raise OperationTimeout(
+                f"the browser did not answer within {timeout:g} s; the action may still be "
+                "under way"
+            ) from exc
+        except Exception as exc:
+            if type(exc).__module__.startswith("playwright"):
+                raise PageError(_first_line(exc)) from exc
+            raise
 
     def close(self) -> None:
         if self._thread.is_alive():
@@ -132,11 +147,16 @@ class BrowserHost:
         return tab
 
 
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return (text[0] if text else type(exc).__name__) + "; check the selector or the page"
+
+
 def _socket(ws: Any, origins: Origins, interceptor: Interceptor) -> None:
     if origins.allows(str(ws.url)):
         ws.connect_to_server()
         return
-    interceptor._refuse(str(ws.url), "websocket to an origin not allowed")
+    interceptor.refuse(str(ws.url), "websocket to an origin not allowed")
     ws.close()
 
 

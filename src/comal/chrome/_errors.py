@@ -21,6 +21,7 @@ __all__ = [
     "ChromeUnavailable",
     "NoPage",
     "OriginRefused",
+    "PageError",
     "PublishBlocked",
     "TargetError",
 ]
@@ -44,6 +45,10 @@ class OriginRefused(ChromeError):
 
 class NoPage(ChromeError):
     code = "CHROME_NO_PAGE"
+
+
+class PageError(ChromeError):
+    code = "CHROME_PAGE"
 
 
 class BuildMissing(ChromeError):

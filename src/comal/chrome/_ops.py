@@ -13,13 +13,23 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..errors import ComalError
+from ..messages import sha256_hex
 from ..ops import CallContext, Effect, Operation, ToolOutput
 from ._artifact import build_artifact
 from ._browser import Tab, browser_host
 from ._deploy import deploy
 from ._errors import NoPage, OriginRefused, PublishBlocked, TargetError
 from ._page import Snap, click, fill, open_url, snap
-from ._recover import blocked_publish, last_opened, recover_deploy, recover_publish
+from ._recover import (
+    blocked_publish,
+    finish_gate,
+    finish_operation,
+    last_opened,
+    recover_deploy,
+    recover_operation,
+    recover_publish,
+)
 from ._settings import SECTION, ChromeSettings, settings_from
 from ._targets import Seen, target_for
 
@@ -95,8 +105,9 @@ def _open(args: OpenArgs, ctx: CallContext) -> ToolOutput:
     seen: dict[str, Any] = {"url": args.url, "final_url": page.url, "status": status}
     seen["snapshot"] = page.digest
     seen["refused"] = _refusals(refused)
-    if status is None or page.url in {r.url for r in refused} or (status == 403 and refused):
-        why = "; ".join(f"{r.url}: {r.why}" for r in refused) or "no response"
+    stopped = [r for r in refused if r.page]
+    if status is None or stopped:
+        why = "; ".join(f"{r.url}: {r.why}" for r in stopped or refused) or "no response"
         raise OriginRefused(f"{args.url} was not opened: {why}")
     lines = [f"opened {page.url} ({status}) title {page.title!r}", f"snapshot {page.digest}"]
     lines += [f"refused {r.url}: {r.why}" for r in refused]
@@ -105,8 +116,6 @@ def _open(args: OpenArgs, ctx: CallContext) -> ToolOutput:
 
 def _store(ctx: CallContext, page: Snap) -> tuple[int, str | None]:
     png = page.png or b""
-    from ..messages import sha256_hex
-
     shot = "sha256:" + sha256_hex(png) if png else None
     body = {
         "v": 1, "call_id": ctx.call_id, "url": page.url, "title": page.title,
@@ -213,13 +222,13 @@ def _publish_intent(args: NoArgs, ctx: CallContext) -> dict[str, Any]:
     # The snapshot of the page as it was when publishing was decided (WEB-2).
     try:
         host = browser_host(st.executable)
-        tab = _tab(ctx, st)
-        if str(host.call(lambda: tab.page.url, st.timeout)) != "about:blank":
-            page = host.call(lambda: snap(tab, st.timeout * 1000, pixels=True), st.timeout)
-            record, _ = _store(ctx, page)
-            intent["snapshot"] = {"digest": page.digest, "evidence": record, "url": page.url}
-    except Exception as exc:  # no page to show is not a reason not to publish
-        intent["snapshot"] = {"missing": str(exc)[:200]}
+        tab, restored = _on_page(ctx, st)
+        page = host.call(lambda: snap(tab, st.timeout * 1000, pixels=True), st.timeout)
+        record, _ = _store(ctx, page)
+        shot: dict[str, Any] = {"digest": page.digest, "evidence": record, "url": page.url}
+        intent["snapshot"] = shot | restored
+    except ComalError as exc:  # no page to show (none opened) is no reason not to publish
+        intent["snapshot"] = {"missing": f"[{exc.code}] {exc}"[:300]}
     return intent
 
 
@@ -247,9 +256,6 @@ def _publish(args: NoArgs, ctx: CallContext) -> ToolOutput:
 
 
 def chrome_operations() -> list[Operation]:
-    from ._recover import finish_gate, finish_operation, recover_operation
-
-    reads = (Effect("read"), Effect("network"))
     return [
         Operation(
             "ChromeOpen",
@@ -289,6 +295,6 @@ def chrome_operations() -> list[Operation]:
             NoArgs, _publish, effects=(Effect("publish"),), intent=_publish_intent,
             recover=recover_publish, asks=True,
         ),
-        recover_operation(reads),
+        recover_operation(),
         finish_operation(finish_gate),
     ]  # fmt: skip

@@ -78,9 +78,11 @@ class Origins:
 class Refusal:
     url: str
     why: str
+    # The page's own navigation (its main frame), not a sub-resource, frame or popup.
+    page: bool = False
 
-    def as_dict(self) -> dict[str, str]:
-        return {"url": self.url, "why": self.why}
+    def as_dict(self) -> dict[str, Any]:
+        return {"url": self.url, "why": self.why, "page": self.page}
 
 
 @dataclass
@@ -97,9 +99,9 @@ class Interceptor:
             out, self.refused = self.refused, []
         return out
 
-    def _refuse(self, url: str, why: str) -> None:
+    def refuse(self, url: str, why: str, request: Any = None) -> None:
         with self._lock:
-            self.refused.append(Refusal(url, why))
+            self.refused.append(Refusal(url, why, _main_navigation(request)))
 
     def route(self, route: Any) -> None:
         request = route.request
@@ -108,7 +110,7 @@ class Interceptor:
             route.continue_()
             return
         if not self.origins.allows(url):
-            self._refuse(url, f"{request.resource_type} to an origin not allowed")
+            self.refuse(url, f"{request.resource_type} to an origin not allowed", request)
             route.abort("blockedbyclient")
             return
         self.requests += 1
@@ -127,7 +129,7 @@ class Interceptor:
                 return
             nxt = urljoin(hop, location)
             if not self.origins.allows(nxt):
-                self._refuse(nxt, f"redirect from {hop} to an origin not allowed")
+                self.refuse(nxt, f"redirect from {hop} to an origin not allowed", request)
                 route.fulfill(
                     status=403,
                     content_type="text/plain",
@@ -141,8 +143,18 @@ class Interceptor:
             if response.status == 303 or (response.status in (301, 302) and method == "POST"):
                 method = "GET"
             hop = nxt
-        self._refuse(hop, f"more than {_MAX_HOPS} redirects")
+        self.refuse(hop, f"more than {_MAX_HOPS} redirects", request)
         route.abort("blockedbyclient")
+
+
+def _main_navigation(request: Any) -> bool:
+    if request is None or not request.is_navigation_request():
+        return False
+    try:
+        frame = request.frame
+        return bool(frame.parent_frame is None and frame.page.main_frame == frame)
+    except Exception:  # a popup's first request has no page yet: not this page's navigation
+        return False
 
 
 def _renavigate(url: str) -> str:

@@ -166,7 +166,7 @@ def _recover(args: _NoArgs, ctx: CallContext) -> ToolOutput:
     return ToolOutput(text, observations={"reads": reads})
 
 
-def recover_operation(effects: tuple[Effect, ...]) -> Operation:
+def recover_operation() -> Operation:
     return Operation(
         "ChromeRecover",
         "Read again, without changing anything, what this session's deploys and publishes "
