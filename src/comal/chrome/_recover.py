@@ -215,7 +215,7 @@ def finish_gate(ledger: LedgerBackend, scope: Scope) -> str | None:
 
 
 def _finish(args: _NoArgs, ctx: CallContext) -> ToolOutput:
-    from ..agent._session import run_checks  # the checks' one runner, as finish_call's
+    from ..agent import run_checks  # the checks' one runner, as finish_call's
     from ._ops import settings_of
 
     st = settings_of(ctx)

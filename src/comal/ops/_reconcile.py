@@ -11,6 +11,11 @@ own. A different content, a read that is denied (outside the workspace) or fails
 preparation without a write adapter (shell, MCP: kind ``start``) stays ``uncertain``, which
 blocks automatic insistence (:func:`~comal.ops.may_retry` says no, with the reason).
 
+A started call whose operation declares a recovery adapter (PLG-2: a plugin's publish, say) and
+recorded its intent in the preparation is decided the same way by that adapter's fresh
+observation (:mod:`._recovery`): the same three statuses, with the adapter's reason and, when
+it gives one, the text the model reads. An adapter that fails leaves the call ``uncertain``.
+
 Calls still open in the ledger get a result telling the model the same thing, appended to their
 step when it is the session's latest. In a session imported from another harness (its
 ``source`` is set), an open call to an operation with effects has no preparation at all: it may
