@@ -57,6 +57,8 @@ def _site_handler(counts: Counts, evil: str) -> type[http.server.BaseHTTPRequest
         "/download": "<title>Get</title><a id=dl href='/file.txt' download='../../evil.txt'>"
         "get</a>",
         "/file.txt": "report",
+        "/socket": "<title>Socket</title><h1 id=h>waiting</h1><script>const s=new WebSocket("
+        f"'{evil.replace('http', 'ws')}/sock');s.onclose=()=>h.textContent='closed'</script>",
     }
     redirects = {"/redir": f"{evil}/x", "/redir-ok": "/page", "/img-redir": f"{evil}/img"}
 

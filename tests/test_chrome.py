@@ -99,6 +99,7 @@ def test_origins_hold_for_direct_redirect_iframe_popup_and_fetch(
             reply(tool("frame", "ChromeOpen", url=f"{w.site}/frame")),
             reply(tool("fetch", "ChromeOpen", url=f"{w.site}/fetcher")),
             reply(tool("snap", "ChromeSnapshot")),
+            reply(tool("socket", "ChromeOpen", url=f"{w.site}/socket")),
             reply(tool("popup", "ChromeOpen", url=f"{w.site}/popup")),
             reply(tool("pop", "ChromeClick", selector="#pop")),
             reply(text("Looked."), tool("fin", "ChromeFinish")),
@@ -115,12 +116,13 @@ def test_origins_hold_for_direct_redirect_iframe_popup_and_fetch(
         assert by_call["redirok"].observations["final_url"] == f"{w.site}/page"
         refused = {
             call: [r["url"] for r in by_call[call].observations["refused"]]
-            for call in ("chain", "frame", "fetch", "pop")
+            for call in ("chain", "frame", "fetch", "pop", "socket")
         }
         assert refused["chain"] == [f"{w.evil}/img"]
         assert f"{w.evil}/framed" in refused["frame"]
         assert f"{w.evil}/data" in refused["fetch"]
         assert f"{w.evil}/popped" in refused["pop"]
+        assert f"{w.evil.replace('http', 'ws')}/sock" in refused["socket"]
         # LIM-6: the screenshot is evidence by digest; the text says its pixels were not seen.
         snap = results["snap"]
         assert "refused" in snap and "its pixels are not in this result" in snap
