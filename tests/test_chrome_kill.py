@@ -199,6 +199,9 @@ def test_sigkill_during_the_recovery_reads_repeats_only_those_reads(tmp_path: Pa
                 sent = len(w.target.publishes)
                 assert sent == (1 if where.startswith("executed") else 0)
                 # Then killed again and again in the middle of the reads that reconcile it.
+                scope = _scope(led, tenant)
+                assert scope is not None
+                turns = len(led.entries(scope))
                 for _ in range(rng.randint(3, 6)):
                     reads = w.target.reads
                     when = rng.choice(["before", "after"])
@@ -206,12 +209,12 @@ def test_sigkill_during_the_recovery_reads_repeats_only_those_reads(tmp_path: Pa
                     event, code = _worker(zygote, {"argv": _argv(led, tenant, flags), "env": pause})
                     assert code == f"-{signal.SIGKILL}", (event, code)
                     recover_kills += 1
-                    scope = _scope(led, tenant)
-                    assert scope is not None
                     # Nothing but the known read happened: no publish, no receipt for it yet.
                     assert len(w.target.publishes) == sent
                     assert w.target.reads == reads + (when == "after")
                     assert not [r for r in receipts(led, scope) if r.operation == "ChromePublish"]
+                    # Reconciled before any model call: the conversation did not move.
+                    assert len(led.entries(scope)) == turns
                     _invariants(w, led, scope, digest)
                 _, code = _worker(zygote, {"argv": _argv(led, tenant, flags), "env": env})
                 assert code == "0"
