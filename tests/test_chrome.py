@@ -264,10 +264,32 @@ def test_recover_reads_downloads_and_coded_errors(
         finally:
             led.close()
         assert prep.body["intent"]["snapshot"]["url"] == f"{w.site}/start"
-        # A malformed section is a coded error naming the key, at the first call.
-        bad = run(w, tmp_path, [reply(tool("o2", "ChromeOpen", url=w.site)), reply(text("x"))],
-                  monkeypatch, chrome={"origins": ["ftp://nowhere"]})  # fmt: skip
-        assert bad[1][0].observations["error"] == "CHROME_CONFIG"
+
+
+# covers: PLG-1
+def test_the_settings_section_is_checked_when_the_configuration_is_read(tmp_path: Path) -> None:
+    from comal.agent import load_config
+    from comal.errors import InputError
+
+    cases = [
+        ({"chrome": {"origins": ["ftp://nowhere"]}}, "plugin_settings.chrome.origins"),
+        ({"chrome": {"deploy": {"url": "http://x/", "dir": "rel"}}},
+         "plugin_settings.chrome.deploy.dir"),
+        ({"chrome": {"colour": "red"}}, "plugin_settings.chrome.colour"),
+        ({"chorme": {}}, "plugin_settings.chorme"),
+    ]  # fmt: skip
+    for section, field in cases:
+        path = write_json(
+            tmp_path / "c.json", {"plugins": ["comal.chrome"], "plugin_settings": section}
+        )
+        with pytest.raises(InputError) as caught:
+            load_config(path)
+        assert caught.value.field == field, (section, caught.value)
+    # Without the plugin enabled, nothing reads the section: refused too.
+    reset_plugins()
+    path = write_json(tmp_path / "c.json", {"plugin_settings": {"chrome": {}}})
+    with pytest.raises(InputError, match="no enabled plugin reads"):
+        load_config(path)
 
 
 # covers: WEB-1

@@ -208,8 +208,8 @@ class Config(Strict):
     plugin_settings: dict[ModuleName, dict[str, Any]] = Field(
         default_factory=dict,
         description="Each plugin's own settings, by the section it reads (chrome: the browser "
-        "plugin's origins, targets and tests; see docs/browser.md). The plugin checks them "
-        "with its own ranges (operator-only).",
+        "plugin's origins, targets and tests; see docs/browser.md), checked with that "
+        "plugin's model when the configuration is read (operator-only).",
     )
     work: WorkConfig = Field(default_factory=WorkConfig)
 
@@ -218,6 +218,35 @@ class Config(Strict):
     def _engine(cls, value: str) -> str:
         known_engine(value)
         return value
+
+    @model_validator(mode="after")
+    def _plugin_settings_valid(self) -> Config:
+        # Each section belongs to an enabled plugin and is checked with its model now, so a
+        # typo or a bad value is refused when the file is read, not at the first call.
+        if not self.plugin_settings:
+            return self
+        from ..plugins import settings_sections
+
+        sections = settings_sections()
+        for section, values in self.plugin_settings.items():
+            spec = sections.get(section)
+            if spec is None:
+                known = ", ".join(sorted(sections)) or "none"
+                raise InputError(
+                    f"no enabled plugin reads plugin_settings.{section} (sections read: "
+                    f"{known}); enable its plugin under plugins: or fix the name",
+                    field=f"plugin_settings.{section}",
+                )
+            try:
+                spec.model.model_validate(values)
+            except ValidationError as exc:
+                err = exc.errors()[0]
+                key = ".".join(str(p) for p in err["loc"])
+                raise InputError(
+                    f"invalid plugin setting: {err['msg']}; fix the value",
+                    field=f"plugin_settings.{section}" + (f".{key}" if key else ""),
+                ) from exc
+        return self
 
     @model_validator(mode="after")
     def _engines_valid(self) -> Config:

@@ -27,7 +27,7 @@ from ._errors import (
     PublishBlocked,
     TargetError,
 )
-from ._hooks import comal_operations
+from ._hooks import comal_operations, comal_settings
 from ._settings import ChromeSettings, DeployTarget, PublishTarget
 
 __all__ = [
@@ -43,4 +43,5 @@ __all__ = [
     "PublishTarget",
     "TargetError",
     "comal_operations",
+    "comal_settings",
 ]

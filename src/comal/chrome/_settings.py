@@ -12,7 +12,8 @@ configuration (operator-only: the model has no operation that reads or changes t
         tests: ["test -s dist/index.html"]   # ChromeFinish runs these, as the operator
 
 The deploy target's origin is always allowed besides ``origins``; nothing else widens where
-the browser may go.
+the browser may go. The section is checked with :class:`ChromeSettings` when the configuration
+is loaded (the plugin's ``comal_settings`` hook), and again by each call.
 """
 
 from __future__ import annotations
@@ -21,7 +22,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from ._errors import ChromeConfigError
 from ._origins import Origins, origin_of
@@ -41,6 +49,13 @@ class DeployTarget(_Strict):
 
     url: str = Field(pattern=r"^https?://", max_length=2_000)
     dir: str = Field(min_length=1, max_length=4_000)
+
+    @field_validator("dir")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if not Path(value).is_absolute():
+            raise ValueError("the deploy directory must be an absolute path")
+        return value
 
 
 class PublishTarget(_Strict):
@@ -71,14 +86,16 @@ class ChromeSettings(_Strict):
     tests: list[str] = Field(default_factory=list, max_length=50)
     timeout: float = Field(default=30.0, gt=0, le=600)
 
-    @model_validator(mode="after")
-    def _origins_parse(self) -> ChromeSettings:
-        for origin in self.origins or ():
+    @field_validator("origins")
+    @classmethod
+    def _origins_parse(cls, value: list[str] | None) -> list[str] | None:
+        for origin in value or ():
             if origin != "loopback":
-                origin_of(origin)
-        if self.deploy is not None and not Path(self.deploy.dir).is_absolute():
-            raise ValueError("deploy.dir must be an absolute path")
-        return self
+                try:
+                    origin_of(origin)
+                except ChromeConfigError as exc:  # said by pydantic, with the key's path
+                    raise ValueError(str(exc)) from None
+        return value
 
     def allowed(self) -> Origins:
         """Where the browser may go: the operator's origins (default: loopback) and the
