@@ -231,7 +231,10 @@ def task_script(site: str) -> list[dict[str, Any]]:
         reply(tool("click1", "ChromeClick", selector="#go")),
         reply(tool("deploy1", "ChromeDeploy")),
         reply(tool("publish1", "ChromePublish")),
-        reply(text("Deployed and published."), tool("finish1", "ChromeFinish")),
+        reply(
+            text("Deployed and published."),
+            tool("finish1", "ChromeFinish", checks=["test -s dist/app.js"]),
+        ),
         reply(text("Done.")),
     ]
 

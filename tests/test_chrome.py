@@ -83,6 +83,9 @@ def test_open_fill_click_deploy_publish_finish(
         assert by_op["ChromeDeploy"].observations["postcondition"] is True
         assert (w.deploy_dir / "current" / "index.html").read_text() == "<h1>Hello</h1>\n"
         assert by_op["ChromeFinish"].status == "ok"
+        # The operator's test ran as the operator, the task's own check as the model's call.
+        bash = {r.call_id: r.actor.kind for r in found if r.operation == "Bash"}
+        assert bash == {"check-finish1-0": "operator", "check-finish1-task-0": "user"}
         assert w.evil_counts.hits == []
 
 

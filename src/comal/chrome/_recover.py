@@ -18,12 +18,14 @@ made (a click, fill, deploy or publish) has no passing ``ChromeFinish`` after it
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..ledger import LedgerBackend, Scope
+from ..messages import ToolCall
 from ..ops import CallContext, Effect, FinishGate, Observed, Operation, RecoveryContext, ToolOutput
 from ..ops import receipts as receipts_of
 from ..work import WorkHost
@@ -214,21 +216,55 @@ def finish_gate(ledger: LedgerBackend, scope: Scope) -> str | None:
     )
 
 
-def _finish(args: _NoArgs, ctx: CallContext) -> ToolOutput:
+class FinishArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    checks: list[Annotated[str, Field(min_length=1, max_length=2_000)]] = Field(
+        default_factory=list,
+        max_length=20,
+        description="Commands the task names as its own tests (run as your shell calls, judged "
+        "like them), after the operator's.",
+    )
+
+
+def _task_checks(args: FinishArgs, ctx: CallContext) -> list[dict[str, Any]]:
+    """The task's own checks: the model's commands, judged for its actor under the session's
+    policy (a deny rule, the sandbox), receipted apart."""
+    assert ctx.factory is not None
+    house = ctx.factory.house(ctx.scope)
+    out: list[dict[str, Any]] = []
+    for i, command in enumerate(args.checks):
+        args_text = json.dumps({"command": command})
+        call = ToolCall(f"check-{ctx.call_id}-task-{i}", "Bash", args_text)
+        outcome = house.run(call, ctx.actor, surface="model")
+        receipt = house.record(outcome, append_result=False)
+        out.append({"command": command, "status": receipt.status, "receipt": receipt.record_id,
+                    "output": outcome.result.text})  # fmt: skip
+    return out
+
+
+def _finish(args: FinishArgs, ctx: CallContext) -> ToolOutput:
     from ..agent import run_checks  # the checks' one runner, as finish_call's
     from ._ops import settings_of
 
     st = settings_of(ctx)
     assert ctx.factory is not None
     checks = run_checks(ctx.factory.house(ctx.scope), tuple(st.tests), ctx.call_id)
-    lines = [f"test `{c.command}`: {c.status}" for c in checks]
-    passed = all(c.passed for c in checks)
-    listed = [{"command": c.command, "status": c.status, "receipt": c.receipt} for c in checks]
+    ran: list[dict[str, Any]] = [
+        {"command": c.command, "status": c.status, "receipt": c.receipt, "output": c.output}
+        for c in checks
+    ]
+    ran += _task_checks(args, ctx)
+    lines = [f"test `{c['command']}`: {c['status']}" for c in ran]
+    passed = all(c["status"] == "ok" for c in ran)
+    listed = [{k: c[k] for k in ("command", "status", "receipt")} for c in ran]
     body = {"v": 1, "call_id": ctx.call_id, "passed": passed, "tests": listed}
     ctx.ledger.add_record(ctx.scope, "event", TESTS_EVENT, body)
     if not passed:
-        failed = [c for c in checks if not c.passed]
-        lines += ["[ChromeFinish] NOT finished: the task's tests failed", failed[0].output[-2000:]]
+        failed = next(c for c in ran if c["status"] != "ok")
+        lines += [
+            "[ChromeFinish] NOT finished: the task's tests failed",
+            str(failed["output"])[-2000:],
+        ]
         return ToolOutput("\n".join(lines), is_error=True, observations={"tests": listed})
     host = ctx.host
     agent = host.work_agent(ctx.scope) if isinstance(host, WorkHost) else None
@@ -237,16 +273,17 @@ def _finish(args: _NoArgs, ctx: CallContext) -> ToolOutput:
         return ToolOutput("\n".join(lines), observations={"tests": listed})
     closed = agent.finish_call(ctx)
     text = "\n".join([*lines, closed.text])
-    return ToolOutput(text, is_error=closed.is_error, observations={"tests": listed} | dict(
-        closed.observations))  # fmt: skip
+    seen = {"tests": listed} | dict(closed.observations)
+    return ToolOutput(text, is_error=closed.is_error, observations=seen)
 
 
 def finish_operation(gate: FinishGate) -> Operation:
     return Operation(
         "ChromeFinish",
-        "Close the browser task: runs the task's tests, then finish_call's checks; the task is "
-        "finished only when all pass. Call it alone, with your final answer in the same reply.",
-        _NoArgs,
+        "Close the browser task: runs the task's tests (the operator's, then the checks you "
+        "name), then finish_call's checks; the task is finished only when all pass. Call it "
+        "alone, with your final answer in the same reply.",
+        FinishArgs,
         _finish,
         effects=(Effect("read"),),
         surfaces=frozenset({"model", "api"}),
