@@ -1,7 +1,9 @@
 """The HTTP API (JSON; the schema is served at ``/openapi.json``, browsable in the dashboard).
 
 Handlers authenticate the caller (:class:`~comal.serve._app.Gate`), then call the views in
-:mod:`comal.serve._views` or :func:`comal.serve._approvals.answer` in a worker thread. Errors
+:mod:`comal.serve._views` in a worker thread; an approval is answered by the ``approve``
+operation, judged and receipted (:meth:`~comal.serve._web_sessions.WebSessions.approve`), and
+needs the CSRF token as every state-changing route does. Errors
 are ``{"error": {"code", "message"}}`` with a fitting status.
 """
 
@@ -22,7 +24,6 @@ from sse_starlette.sse import EventSourceResponse
 from ..errors import UserError
 from ..ledger import LedgerBackend, SessionInfo
 from ..ops import Actor
-from ._approvals import answer
 from ._views import (
     entries_view,
     find_session,
@@ -198,29 +199,25 @@ def api_router(gate: Gate) -> APIRouter:
 
     @router.post(
         "/approvals/{session_id}/{request_id}",
-        summary="Answer a pending approval as the authenticated human",
+        summary="Answer a pending approval as the authenticated human (the approve operation)",
     )
     @handled
     async def answer_approval(
         request: Request, session_id: str, request_id: str, body: Answer
     ) -> dict[str, Any]:
+        from ._web_api import check_csrf
+
         tenant, info = await session_of(request, session_id)
+        check_csrf({k.lower(): v for k, v in request.headers.items()}, request.app.state.csrf)
         by = _human(tenant)
-        try:
-            return await run(
-                lambda: answer(
-                    led(request),
-                    info.scope,
-                    request_id,
-                    granted=body.granted,
-                    by=by,
-                    reason=body.reason,
-                )
-            )
-        except LookupError as exc:
-            raise ApiError(404, "NOT_FOUND", f"no pending approval {request_id}") from exc
-        except UserError as exc:
-            raise ApiError(409, exc.code, str(exc)) from exc
+        args = {"request": request_id, "granted": body.granted, "reason": body.reason}
+        outcome = await run(lambda: request.app.state.web.approve(info, args, by))
+        observed = outcome.receipt.observations
+        if outcome.result.is_error:
+            code = str(observed.get("code") or "OPERATION_FAILED")
+            raise ApiError(409, code, str(observed.get("message") or outcome.result.text))
+        found: dict[str, Any] = dict(observed["answer"])
+        return found
 
     @router.get("/events", summary="Live changes (server-sent events: sessions, approvals)")
     async def events(request: Request, interval: float = 0.5) -> Any:

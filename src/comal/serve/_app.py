@@ -19,6 +19,7 @@ at ``/openapi.json``, browsable in the dashboard).
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -168,12 +169,16 @@ def create_app(
     led: LedgerBackend = ledger if ledger is not None else _open(config)
     proxy = service if service is not None else ProxyService(config, led)
     gate = Gate(config, led)
+    from ._web_sessions import WebSessions
+
+    web = WebSessions(config, led)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         try:
             yield
         finally:
+            await anyio.to_thread.run_sync(web.close)
             await proxy.aclose()
             if owned:
                 led.close()
@@ -200,6 +205,7 @@ def create_app(
     app.state.ledger = led
     app.state.proxy = proxy
     app.state.gate = gate
+    app.state.web = web
 
     async def proxied(request: Request, protocol: Protocol) -> Response:
         headers = {k.lower(): v for k, v in request.headers.items()}
@@ -253,8 +259,11 @@ def create_app(
         return await _models(proxy, request, headers, protocol, tenant, model_id)
 
     from ._api import api_router
+    from ._web_api import web_router
 
     app.include_router(api_router(gate))
+    app.state.csrf = secrets.token_urlsafe(32)
+    app.include_router(web_router(gate, web, app.state.csrf))
     if config.dashboard:
         static = resources.files("comal.serve").joinpath("static")
 
