@@ -251,16 +251,20 @@ def check_turn(
     by_id = {e.id: e for e in view.entries}
     results = [e for e in view.entries if e.message.tool_result is not None]
     covered = [(x.first_seq, x.last_seq) for x in a.actions if isinstance(x, Checkpointed)]
-    # The K newest results and every error are sent as stored (unless too big to send at all),
-    # or, when they alone overflow the target, the older of them are covered by this turn's
-    # checkpoint (checked below to read back exactly); they are never referenced one by one.
+    # The K newest results and every error are sent as stored (unless too big to send at all).
+    # When the K newest alone hold the history over the threshold, the older of them may be
+    # referenced (never the newest step's, never an error) or covered by this turn's checkpoint
+    # (checked below to read back exactly).
+    newest_step = max(e.seq for e in view.entries if e.message.tool_result is None)
     for e in results[-cfg.keep_recent_results :]:
         if any(lo <= e.seq <= hi for lo, hi in covered):
             assert e.id not in sent
             continue
         assert e.id in sent
+        if e.id in referenced:
+            assert e.seq < newest_step and not e.message.tool_result.is_error  # type: ignore[union-attr]
+            continue
         assert e.id in bounded or e.id in masked or sent[e.id] == e.message
-        assert e.id not in referenced
     for e in results:
         result = e.message.tool_result
         if result is not None and result.is_error and e.id in sent:

@@ -18,6 +18,7 @@ from comal.context import (
     EngineState,
     Limits,
     ProtectedTailOverflow,
+    Referenced,
     View,
     assemble,
     store_checkpoint,
@@ -70,9 +71,12 @@ def test_protected_tail_larger_than_target_is_bounded_then_stopped_lossless_claw
     # covers: LIM-4, LIM-5, LIM-2
     ledger, scope = new_ledger(tmp_path / "639.db")
     # Sized against a 60 % target: five protected results of 40 % of it overflow the threshold.
-    # With the yield off, the protected results may only be bounded, never checkpointed.
+    # With both yields off, the protected results may only be bounded: never referenced, never
+    # checkpointed.
     bud = budget(16_000)
-    cfg = config(target_ratio=0.6, yield_protected_to_checkpoint=False)
+    cfg = config(
+        target_ratio=0.6, yield_protected_to_checkpoint=False, yield_protected_to_references=False
+    )
     limits = Limits.of(bud, cfg)
     bounded_turns: list[int] = []
     state: EngineState | None = None
@@ -99,7 +103,9 @@ def test_protected_tail_larger_than_target_yields_to_a_checkpoint_lossless_claw_
 ) -> None:
     # covers: LIM-3, LIM-4, LIM-5
     ledger, scope = new_ledger(tmp_path / "639y.db")
-    bud, cfg = budget(16_000), config(target_ratio=0.6)  # the yield is on by default
+    # The checkpoint's yield (on by default) alone: references may not take protected results.
+    bud = budget(16_000)
+    cfg = config(target_ratio=0.6, yield_protected_to_references=False)
     limits = Limits.of(bud, cfg)
     state: EngineState | None = None
     covered_protected = 0
@@ -123,6 +129,45 @@ def test_protected_tail_larger_than_target_yields_to_a_checkpoint_lossless_claw_
                         assert out.text.startswith(page.text)
     assert covered_protected > 0
     assert ledger.latest_checkpoint(scope) is not None
+
+
+def test_protected_results_over_the_threshold_are_referenced_not_checkpointed_every_turn(
+    tmp_path: Path,
+) -> None:
+    # covers: LIM-2, LIM-3, LIM-4
+    # Issue 19 item 16: at a small window each new output pushed the five protected results
+    # over the threshold and a new checkpoint was derived on 7 calls of 8, rewriting the cached
+    # prefix from its start every turn. Now the older protected results are referenced, oldest
+    # first and sticky: only the end of the prefix changes, and the newest step stays whole.
+    ledger, scope = new_ledger(tmp_path / "refs.db")
+    bud, cfg = budget(16_000), config(target_ratio=0.6)
+    limits = Limits.of(bud, cfg)
+    state: EngineState | None = None
+    referenced_before: set[int] = set()
+    checkpoints = 0
+    for n in range(12):
+        _tool_step(ledger, scope, n, "Read", _sized(limits.target * 2 // 5, n))
+        view, result = _turn(ledger, scope, bud, cfg, state)
+        state = result.next_state
+        assert result.history_tokens <= limits.threshold
+        assert open_calls(result.messages) == [] and orphan_results(result.messages) == []
+        checkpoints += result.checkpoint_to_store is not None
+        if result.checkpoint_to_store is not None:
+            referenced_before = set()
+            continue
+        refs = {a.entry_id: a.ref for a in result.actions if isinstance(a, Referenced)}
+        sent = dict(zip(result.entry_ids, result.messages, strict=True))
+        newest = view.entries[-1]
+        assert sent[newest.id] == newest.message  # the newest step is sent whole
+        assert referenced_before <= set(refs)  # sticky: referenced until a checkpoint
+        by_id = {e.id: e for e in view.entries}
+        for eid, ref in refs.items():
+            assert eid not in {e.id for e in view.entries[-2:]}  # never the newest step's
+            assert ref.digest == by_id[eid].output_digest  # names the exact stored bytes
+            page = read_evidence(ledger, scope, eid, expected_digest=ref.digest, limit=8000)
+            assert by_id[eid].message.tool_result.text.startswith(page.text)  # type: ignore[union-attr]
+        referenced_before = set(refs)
+    assert checkpoints <= 1  # was one a turn once the five protected results filled the target
 
 
 def _check_bounded(ledger: SQLiteLedger, scope: Scope, view: View, result: Assembly) -> None:
@@ -185,11 +230,13 @@ def test_never_converging_compaction_stops_with_pressure_loop_268(tmp_path: Path
     # covers: LIM-5
     ledger, scope = new_ledger(tmp_path / "268.db")
     bud = budget(16_000)
-    # With the yield off a checkpoint cannot cover protected outputs, so nothing converges.
+    # With the yields off neither a reference nor a checkpoint may take protected outputs, so
+    # nothing converges.
     cfg = config(
         keep_recent_results=10,
         never_reference_tools=frozenset({"Grep"}),
         yield_protected_to_checkpoint=False,
+        yield_protected_to_references=False,
     )
     limits = Limits.of(bud, cfg)
     # Ten protected outputs sit just under the threshold; each new one pushes it over, and a

@@ -41,6 +41,11 @@ class EngineConfig(BaseModel):
     # When the protected results alone overflow the target, let a checkpoint cover the older
     # of them (exact references stay) instead of bounding them and stopping the run.
     yield_protected_to_checkpoint: bool = True
+    # When the protected results alone hold the history over the threshold (a small window,
+    # large outputs), reference the older of them first, oldest first, never the newest step:
+    # that rewrites only the end of the prefix, where a new checkpoint every turn would rewrite
+    # it from the start and defeat the prompt cache (an 8k window checkpointed 7 calls of 8).
+    yield_protected_to_references: bool = True
     never_reference_tools: ToolNames = frozenset({"EvidenceRead"})
     min_reference_tokens: int = Field(
         default=200, ge=0, description="Only larger results are referenced."

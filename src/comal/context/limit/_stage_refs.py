@@ -10,7 +10,9 @@ frontiers only ever move forward:
 - the *reference frontier*: whenever the history up to entry ``j`` is over the threshold, it
   advances over the oldest entries, referencing each eligible tool result it passes (never an
   error, a never-reference tool, a result at most ``min_reference_tokens``, one of the K newest
-  results, or anything in the newest step), until the history is at or under the target;
+  results, or anything in the newest step), until the history is at or under the target; when
+  only the K newest results are left and the history is still over the threshold, it goes on
+  over them too (``yield_protected_to_references``), never into the newest step;
 - the *image frontier*: whenever images take more than their reserve, it advances over the
   oldest entries outside the newest step, replacing their media by notes.
 
@@ -202,17 +204,41 @@ def replay(
             continue
         protected = results[max(len(results) - keep, 0)] if results else newest
         bound = min(newest, protected)
-        while total > limits.target and ref_at < bound:
-            old = items[ref_at]
-            ref_at += 1
-            if not old.referable:
-                continue
-            _, before = old.current(counter, preview)
-            _, after, _ = old.ref(counter, preview)
-            if after >= before:
-                continue  # a reference must save tokens, or the result stays as it is
-            total += after - before
-            if old.form is Form.VERBATIM:
-                images -= old.image_tokens
-            old.form, old.decided_at = Form.REFERENCE, seq
+        total, images, ref_at = _advance(items, bound, total, images, ref_at, limits, counter,
+                                         preview, seq)  # fmt: skip
+        if total > limits.threshold and config.yield_protected_to_references:
+            # Still over with only the K newest results left: they go too, oldest first, down
+            # to the target; the newest step stays. The frontier only moves forward, so a later
+            # turn's replay passes through this same state (sticky).
+            total, images, ref_at = _advance(items, newest, total, images, ref_at, limits,
+                                             counter, preview, seq)  # fmt: skip
     return Replay(total, images, ref_at, media_at)
+
+
+def _advance(
+    items: list[Item],
+    bound: int,
+    total: int,
+    images: int,
+    ref_at: int,
+    limits: Limits,
+    counter: TokenCounter,
+    preview: int,
+    seq: int,
+) -> tuple[int, int, int]:
+    """Move the reference frontier over ``items[ref_at:bound]`` until the history is at or
+    under the target, referencing each eligible result it passes."""
+    while total > limits.target and ref_at < bound:
+        old = items[ref_at]
+        ref_at += 1
+        if not old.referable:
+            continue
+        _, before = old.current(counter, preview)
+        _, after, _ = old.ref(counter, preview)
+        if after >= before:
+            continue  # a reference must save tokens, or the result stays as it is
+        total += after - before
+        if old.form is Form.VERBATIM:
+            images -= old.image_tokens
+        old.form, old.decided_at = Form.REFERENCE, seq
+    return total, images, ref_at
