@@ -21,6 +21,7 @@ from psycopg import sql
 from ..errors import LedgerError
 from ..messages import load_json, message_from_json, sha256_hex
 from ..tokens import TokenCounter
+from ._bodies import unpack
 from ._db import Db
 from ._dialect import insert_many, lock_key
 from ._errors import LedgerBadTarget, LedgerReadOnly, MemorySearchTimeout
@@ -219,8 +220,9 @@ def _sound_rows(table: str, extra: str | None, *, page: bool = False) -> str:
 def _texts(rows: Sequence[tuple[Any, ...]], table: str) -> list[tuple[int, str]]:
     """(id, text) of sound (id, digest, body) rows; damaged ones are verify's to report."""
     out: list[tuple[int, str]] = []
-    for row_id, digest, body in rows:
-        if sha256_hex(body) != digest:
+    for row_id, digest, stored in rows:
+        body = unpack(stored)
+        if not isinstance(body, str) or sha256_hex(body) != digest:
             continue
         try:
             if table == "entries_fts":

@@ -355,6 +355,12 @@ CREATE TRIGGER memories_fts_forget AFTER DELETE ON memories BEGIN
 END;
 """
 
+# Large entry and record bodies at rest as zstd frames on SQLite (see _bodies.py); digests and
+# seals stay over the text, and older rows stay text. No column changes: the version it takes
+# is what matters, since a comal from before cannot read a frame and must refuse the file.
+# PostgreSQL's TOAST compresses large text already; the row says which codec a ledger uses.
+_BODY_CODEC = "INSERT INTO ledger_meta (name, value) VALUES ('body_codec', '{codec}');\n"
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_initial", _INITIAL, _INITIAL_SQLITE, _INITIAL_POSTGRES),
     Migration("0002_proxy_keys", KEYS_DDL),
@@ -373,6 +379,12 @@ MIGRATIONS: tuple[Migration, ...] = (
         _MEMORIES,
         _MEMORIES_SQLITE,
         _pg_text_index("memories_fts", "memory_id", "memories"),
+    ),
+    Migration(
+        "0008_compressed_bodies",
+        "",
+        _BODY_CODEC.format(codec="zstd"),
+        _BODY_CODEC.format(codec="toast"),
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)

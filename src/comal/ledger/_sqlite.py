@@ -44,6 +44,7 @@ class SQLiteDialect(Dialect):
     for_update = ""
     budget_index = " INDEXED BY entries_budget"
     lazy_cursor = True
+    packs_bodies = True
     errors = (sqlite3.Error, UnicodeDecodeError)
     types: ClassVar[Mapping[str, str]] = {
         "pk": "INTEGER PRIMARY KEY",

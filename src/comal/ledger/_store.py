@@ -13,6 +13,7 @@ from typing import Any, Self
 from ..errors import UserError
 from ..messages import Message
 from ..tokens import TokenCounter, Usage, default_counter
+from ._bodies import pack
 from ._db import Db, Tracer
 from ._model import Entry, Scope, log
 from ._rows import COLUMNS, damaged_index, whole
@@ -127,6 +128,12 @@ class StoreBase:
         It yields the connection: ``execute(sql, params)`` runs a statement in it (``?``
         placeholders, or the backend's own) and returns the driver's cursor."""
         return self._db.atomic()
+
+    def _stored(self, text: str) -> str | bytes:
+        """What a row holds for the body ``text``: compressed where the backend packs."""
+        if not self._dialect.packs_bodies:
+            return text
+        return pack(text, text.encode("utf-8", "surrogatepass"))
 
     def _reading(self) -> AbstractContextManager[Db]:
         return self._db.reading()
