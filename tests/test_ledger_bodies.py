@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 from _pg_support import LedgerStore
 from comal.ledger import LedgerRowDamaged, SQLiteLedger, open_ledger, verify
 from comal.ledger._bodies import PACK_MIN, pack, unpack
-from comal.ledger._sqlite import SQLiteDialect
 from comal.messages import Message, ToolCall, message_to_json, sha256_hex
 
 _LOG = "\n".join(f"2025-01-01 12:00:{i % 60:02d} INFO worker {i} done in {i * 7} ms" for i in
@@ -93,13 +92,11 @@ def test_sqlite_stores_large_bodies_as_frames(tmp_path: Path) -> None:
     assert rec == ("blob",) and codec == ("zstd",)
 
 
-def test_bodies_written_as_text_still_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bodies_written_as_text_still_read(tmp_path: Path) -> None:
     # covers: LED-4
     path = tmp_path / "l.db"
-    with monkeypatch.context() as m:  # a ledger written before bodies were packed
-        m.setattr(SQLiteDialect, "packs_bodies", False)
-        with open_ledger(path) as led:
-            _fill(led)
+    with SQLiteLedger(path, compress=False) as led:  # bodies as comal wrote them before 0008
+        _fill(led)
     with open_ledger(path) as led:
         scope = led.sessions()[0].scope
         call = ToolCall("c2", "Bash", '{"command": "cat log"}')

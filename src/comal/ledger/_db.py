@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from typing import Any
 
 from ._dialect import Dialect
@@ -34,6 +34,8 @@ class Db:
         self.lock = threading.RLock()
         self.depth = 0
         self._tracers: list[Tracer] = []
+        # Taken around every outermost write transaction when set (see _locks.WriterGate).
+        self.gate: Callable[[], AbstractContextManager[None]] | None = None
         self._rewrite = dialect.placeholder != "?"  # every append runs through here
 
     def execute(self, sql: str, args: Params = ()) -> Any:
@@ -64,8 +66,10 @@ class Db:
     @contextmanager
     def atomic(self) -> Iterator[Db]:
         """One write transaction; nested calls become savepoints (all or nothing together)."""
-        with self.lock:
+        with self.lock, ExitStack() as gated:
             depth = self.depth
+            if depth == 0 and self.gate is not None:
+                gated.enter_context(self.gate())
             begin, end = (
                 (self.dialect.begin, "COMMIT")
                 if depth == 0

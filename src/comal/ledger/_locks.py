@@ -22,6 +22,7 @@ import json
 import os
 import socket
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,11 +37,60 @@ try:
 except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["PgSessionLock", "SessionLock", "lock_path", "process_start"]
+__all__ = ["PgSessionLock", "SessionLock", "WriterGate", "lock_path", "process_start"]
 
 
 def lock_path(ledger_path: str | Path, session: str) -> Path:
     return Path(f"{ledger_path}.locks") / f"{session}.lock"
+
+
+class WriterGate:
+    """Writers of one SQLite file take turns at a blocking ``flock`` before ``BEGIN IMMEDIATE``.
+
+    SQLite's own wait for its write lock is a busy handler that sleeps in growing steps (up to
+    100 ms) and retries, so with several writer processes the lock sits free while they sleep:
+    eight writers got a fifth of one writer's steps/s, with a p99 of 300 ms. A process blocked
+    in ``flock`` is woken the moment the holder lets go (or dies: the kernel drops its lock),
+    so writers queue instead of polling. ``BEGIN IMMEDIATE`` still takes SQLite's lock after,
+    for any writer that does not take the gate.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+        self._usable = fcntl is not None
+
+    @classmethod
+    def beside(cls, ledger_path: str | Path) -> WriterGate:
+        return cls(Path(f"{ledger_path}.locks") / ".writers")
+
+    def _open(self) -> int | None:
+        """The lock file, made at the first write (a ledger opened to read makes nothing); where
+        it cannot be made (a read-only place, no ``flock``) writers rely on SQLite alone."""
+        if self._fd is None and self._usable:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError:
+                self._usable = False
+        return self._fd
+
+    @contextlib.contextmanager
+    def __call__(self) -> Iterator[None]:
+        fd = self._open()
+        if fd is None:
+            yield
+            return
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
 
 
 def process_start(pid: int) -> str | None:

@@ -240,8 +240,7 @@ class Sessions(StoreBase):
         step_seq = next_seq if join_step is None else join_step
         created = step.created_at or now()
         check_text(created_at=created)
-        packs = self._dialect.packs_bodies
-        prepared = [prepare(self.counter, m, packs=packs) for m in step.messages]
+        prepared = [prepare(self.counter, m, packs=self._packs) for m in step.messages]
         rows = []
         for k, p in enumerate(prepared):
             check_text(call_id=p.call_id)

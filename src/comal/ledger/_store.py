@@ -94,6 +94,7 @@ class StoreBase:
             raise
         self._db = db
         self._dialect = db.dialect
+        self._packs = db.dialect.packs_bodies  # see _bodies; off only to compare sizes
         self._sealer = sealer
         self._counter = counter
         self._cache = EntryCache()
@@ -131,7 +132,7 @@ class StoreBase:
 
     def _stored(self, text: str) -> str | bytes:
         """What a row holds for the body ``text``: compressed where the backend packs."""
-        if not self._dialect.packs_bodies:
+        if not self._packs:
             return text
         return pack(text, text.encode("utf-8", "surrogatepass"))
 
