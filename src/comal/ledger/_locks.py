@@ -21,6 +21,7 @@ import contextlib
 import json
 import os
 import socket
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -44,21 +45,26 @@ def lock_path(ledger_path: str | Path, session: str) -> Path:
     return Path(f"{ledger_path}.locks") / f"{session}.lock"
 
 
+# (lock file, thread) pairs holding a gate now: one process may open a ledger twice.
+_GATES_HELD: set[tuple[tuple[int, int], int]] = set()
+
+
 class WriterGate:
-    """Writers of one SQLite file take turns at a blocking ``flock`` before ``BEGIN IMMEDIATE``.
+    """Writers of one SQLite file take turns at an ``flock`` before ``BEGIN IMMEDIATE``.
 
     SQLite's own wait for its write lock is a busy handler that sleeps in growing steps (up to
     100 ms) and retries, so with several writer processes the lock sits free while they sleep:
-    eight writers got a fifth of one writer's steps/s, with a p99 of 300 ms. A process blocked
-    in ``flock`` is woken the moment the holder lets go (or dies: the kernel drops its lock),
-    so writers queue instead of polling. ``BEGIN IMMEDIATE`` still takes SQLite's lock after,
-    for any writer that does not take the gate.
+    eight writers got a fifth of one writer's steps/s, with a p99 of 300 ms. Writers blocked in
+    ``flock`` are woken the moment the holder lets go, and the kernel drops the lock of a
+    process that dies. ``BEGIN IMMEDIATE`` still takes SQLite's lock after, for any writer
+    that does not take the gate.
     """
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._fd: int | None = None
         self._usable = fcntl is not None
+        self._ident: tuple[int, int] = (0, 0)  # the lock file's (device, inode)
 
     @classmethod
     def beside(cls, ledger_path: str | Path) -> WriterGate:
@@ -71,6 +77,8 @@ class WriterGate:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+                st = os.fstat(self._fd)
+                self._ident = (st.st_dev, st.st_ino)
             except OSError:
                 self._usable = False
         return self._fd
@@ -78,13 +86,18 @@ class WriterGate:
     @contextlib.contextmanager
     def __call__(self) -> Iterator[None]:
         fd = self._open()
-        if fd is None:
+        me = (self._ident, threading.get_ident())
+        if fd is None or me in _GATES_HELD:
+            # This thread already writes this file through another ledger object: waiting for
+            # itself would never end, so SQLite's own wait decides (and times out) as before.
             yield
             return
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        fcntl.flock(fd, fcntl.LOCK_EX)  # queued: woken the moment the holder lets go
+        _GATES_HELD.add(me)
         try:
             yield
         finally:
+            _GATES_HELD.discard(me)
             fcntl.flock(fd, fcntl.LOCK_UN)
 
     def close(self) -> None:
