@@ -76,7 +76,7 @@ from ._errors import (
 )
 from ._keys import KEY_PREFIX as PROXY_KEY_PREFIX
 from ._keys import ProxyKey
-from ._locks import PgSessionLock, SessionLock
+from ._locks import SessionLock
 from ._memories import MemoryInput, Remembered
 from ._model import (
     CheckpointRecord,
@@ -95,6 +95,7 @@ from ._model import (
     SummaryRecord,
     VerifyReport,
 )
+from ._pg_lock import PgSessionLock
 from ._reads import RecallHit
 from ._schema import MIGRATIONS, SCHEMA_VERSION, Migration
 from ._seal import Secret

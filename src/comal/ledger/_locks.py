@@ -1,5 +1,6 @@
-"""One process per session (RES-2): a lock file beside an SQLite ledger, an advisory lock in a
-PostgreSQL one; :meth:`session_lock` of each backend hands out the right one.
+"""One process per session (RES-2): a lock file beside an SQLite ledger, an advisory lock and a
+lease row in a PostgreSQL one (``_pg_lock``); :meth:`session_lock` of each backend hands out the
+right one.
 
 The lock is ``<ledger>.locks/<session>.lock``. Its holder writes ``{pid, host, started,
 proc_start, session}`` into it. On POSIX the file is also ``flock``-ed: the kernel drops that lock
@@ -30,7 +31,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-from ._dialect import lock_key
 from ._errors import SessionLocked
 
 try:
@@ -38,7 +38,7 @@ try:
 except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["PgSessionLock", "SessionLock", "WriterGate", "lock_path", "process_start"]
+__all__ = ["SessionLock", "WriterGate", "lock_path", "process_start"]
 
 
 def lock_path(ledger_path: str | Path, session: str) -> Path:
@@ -262,49 +262,3 @@ def _write(fd: int, holder: dict[str, Any]) -> None:
     os.ftruncate(fd, 0)
     os.pwrite(fd, data, 0)
     os.fsync(fd)
-
-
-class PgSessionLock(_Scoped):
-    """The session lock of a PostgreSQL ledger (RES-2): a session-level advisory lock held on a
-    connection of its own. The server drops it the instant that connection ends, however the
-    process died, so (like ``flock``) there is never a stale holder to clear; it holds across
-    machines sharing the database. The key is derived from the ledger's schema and the session.
-    """
-
-    def __init__(self, url: str, session: str, *, namespace: str = "") -> None:
-        self.url = url
-        self.session = session
-        self.key = lock_key(f"comal:{namespace}:{session}")
-        self.stale: dict[str, Any] | None = None
-        self._conn: Any = None
-
-    def acquire(self) -> dict[str, Any] | None:
-        import psycopg
-
-        conn = psycopg.connect(self.url, autocommit=True)
-        try:
-            row = conn.execute("SELECT pg_try_advisory_lock(%s)", (self.key,)).fetchone()
-        except BaseException:
-            conn.close()
-            raise
-        if not row or not row[0]:
-            conn.close()
-            raise SessionLocked(
-                f"session {self.session} is in use by another process (PostgreSQL advisory lock "
-                f"{self.key}); wait for it to finish or stop that process, then resume",
-                holder={"advisory_lock": self.key},
-            )
-        self._conn = conn
-        return None
-
-    def release(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is None:
-            return
-        with contextlib.suppress(Exception):
-            conn.execute("SELECT pg_advisory_unlock(%s)", (self.key,))
-        conn.close()
-
-    @property
-    def held(self) -> bool:
-        return self._conn is not None
