@@ -15,7 +15,7 @@ sandbox:
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev,bench]'
+	$(BIN)/pip install -q -e '.[dev,bench,langchain,pydantic-ai,openai-agents]'
 	touch $(STAMP)
 
 # The real agent CLIs the proxy tests drive (tests skip, saying so, when they are missing).
@@ -42,8 +42,8 @@ demo: $(STAMP)
 	$(BIN)/python -m comal.demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench examples
+	$(BIN)/ruff format --check src tests bench examples
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

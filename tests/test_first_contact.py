@@ -83,7 +83,8 @@ def test_bench_strategies_come_from_the_registry() -> None:
     assert [n for n in names if n.startswith("comal-")] == [f"comal-{e}" for e in engine_names()]
     shown = " ".join(runner.invoke(app, ["bench", "compare", "--help"]).stdout.split())
     for form in ("full", "comal-limit", "comal-dag", "comal-pipeline", "masking-N",
-                 "langchain-trim", "langchain-context-editing"):  # fmt: skip
+                 "langchain-trim", "langchain-context-editing",
+                 "langchain-summarization"):  # fmt: skip
         assert form in shown, form
 
 

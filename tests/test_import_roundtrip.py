@@ -62,7 +62,8 @@ def test_whole_corpus_imports_exports_and_verifies(tmp_path: Path) -> None:
     report = json.loads(runner.invoke(app, ["--ledger", str(db), "verify", "--json"]).stdout)
     assert report["ok"] and report["faults"] == []
 
-    sessions = json.loads(runner.invoke(app, ["--ledger", str(db), "sessions", "--json"]).stdout)
+    listed = runner.invoke(app, ["--ledger", str(db), "sessions", "--all", "--json"])
+    sessions = json.loads(listed.stdout)
     assert {s["session"] for s in sessions} == set(expected)
     assert all(s["source"] for s in sessions)
 

@@ -46,7 +46,11 @@ Packages add leaves where they raise them, each also under the class a caller al
   ``ScriptEnded`` (UserError), ``ScriptExhausted``;
 - ``comal.plugins``: ``PluginError`` → ``PluginLoadError``, ``PluginHookError``,
   ``PluginConflict`` (UserError), each naming the plugin;
+- ``comal.integrations``: ``IntegrationUnavailable`` (a framework's extra is not installed) and
+  ``IntegrationInput`` (an option or a framework value an adapter cannot use) (UserError);
 - ``comal.cli``: ``OutputPathError`` (UserError), a file or folder a command cannot write;
+  ``ListingError`` (UserError, ``SESSIONS_OPTION``), a ``comal sessions`` page or time it cannot
+  read;
 - ``comal.serve``: ``RequestRefused`` (UserError) → ``HostNotAllowed``, ``OriginNotAllowed``,
   ``KeyInURL``, ``RequestTimeout``, each with its HTTP status; ``JSONTooDeep``,
   ``ToolPairsBroken`` (InputError); ``CannotListen`` → ``AddressInUse`` (UserError), an address

@@ -187,7 +187,9 @@ def _assistant_texts(protocol: Protocol, body: dict[str, Any]) -> list[str]:
 @pytest.mark.parametrize("protocol", ["anthropic", "openai_responses", "openai_chat"])
 def test_a_streamed_turn_continues_across_a_recall(tmp_path: Path, protocol: Protocol) -> None:
     turn_of, result_of, _ = DRIVERS[protocol]
-    with proxy(tmp_path, _script(), context_window=6_000) as px:
+    # Room for the recall tools the proxy adds (memory_search joined them) and the recall step
+    # itself: the next request must still carry that step verbatim, not behind a checkpoint.
+    with proxy(tmp_path, _script(), context_window=6_400) as px:
         messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
         seen: list[str] = []
         spliced: dict[str, Any] | None = None

@@ -35,8 +35,8 @@ Precedence: defaults < file < environment (``COMAL_MODEL``, ``COMAL_MODE``, ``CO
 ``COMAL_TENANT``; ``COMAL_CONTEXT_WINDOW`` joins the window minimum) < command-line flags.
 
 Operator-only settings (:data:`OPERATOR_ONLY`: windows, output reserve and escalation,
-engine and its settings, caps and limits, the sandbox, the cache, MCP servers, plugins, serve, work steps
-and the task's budget) come only from these sources, which the model cannot reach: the
+engine and its settings, caps and limits, the sandbox, the cache, MCP servers, plugins, serve,
+work steps and the task's budget) come only from these sources, which the model cannot reach: the
 configuration is read once when the process starts into frozen values, no operation in the
 model's catalog changes any of them, and the policy denies the model's Write/Edit of the
 configuration file and shell commands naming its directory, while the OS sandbox masks the
@@ -54,20 +54,29 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from platformdirs import user_config_dir
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from .._config_file import CONFIG_ENV, ConfigNotFound, named_config
-from ..context import engine_config, engine_names, get_engine
+from ..context import engine_config, get_engine
 from ..errors import InputError
 from ..ops import McpServerConfig, Mode, Policy, Rule, Workspace
 from ..ops._mcp_config import SERVER_NAME
 from ..tokens import resolve_window
 from ._cache import CacheConfig
 from ._config_doc import allowed
+from ._config_parts import (
+    AgentProfile,
+    Command,
+    ModuleName,
+    OutputEscalation,
+    RuleText,
+    SpendConfig,
+    Strict,
+    known_engine,
+)
 from ._config_work import WorkConfig
 from ._serve_settings import ServeSettings
 from ._settings import DEFAULT_SYSTEM, AgentSettings
-from ._spend import SpendCaps
 
 __all__ = [
     "CONFIG_ENV",
@@ -105,107 +114,8 @@ ENV_KEYS = {"COMAL_MODEL": "model", "COMAL_MODE": "mode", "COMAL_MAX_TURNS": "ma
 _ENV_TENANT = "COMAL_TENANT"
 _SUFFIXES = (".yaml", ".yml", ".toml", ".json")
 
-Command = Annotated[str, Field(min_length=1, max_length=10_000)]
-RuleText = Annotated[str, Field(min_length=1, max_length=2_000)]
-ModuleName = Annotated[str, Field(pattern=r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$", max_length=200)]
 
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class SpendConfig(_Strict):
-    """TOK-6 caps in tokens."""
-
-    execution: int = Field(
-        default=2_000_000, ge=1_000, le=10**11, description="Tokens one run may spend."
-    )
-    hour: int = Field(
-        default=10_000_000, ge=1_000, le=10**12, description="Tokens per rolling hour."
-    )
-    day: int = Field(
-        default=100_000_000, ge=1_000, le=10**13, description="Tokens per rolling day."
-    )
-
-    def caps(self) -> SpendCaps:
-        return SpendCaps(self.execution, self.hour, self.day)
-
-
-class OutputEscalation(_Strict):
-    """MEM-3: after a compaction, the next request may ask for more output."""
-
-    enabled: bool = Field(
-        default=True,
-        description="Raise the max output of the first request after a compaction (within the "
-        "window's room and the model's output limit).",
-    )
-    max_tokens: int = Field(
-        default=32_768,
-        ge=4_096,
-        le=128_000,
-        description="The most output tokens an escalated request asks for.",
-    )
-
-    def ceiling(self) -> int | None:
-        return self.max_tokens if self.enabled else None
-
-
-def _known_engine(value: str | None) -> str | None:
-    if value is not None and value not in engine_names():
-        raise ValueError(f"unknown engine {value!r}; this comal has: {', '.join(engine_names())}")
-    return value
-
-
-class AgentProfile(_Strict):
-    """Per-agent settings (CFG-1), applied over the top-level ones for that agent name."""
-
-    engine: str | None = Field(
-        default=None,
-        min_length=1,
-        max_length=40,
-        description="The context engine of this agent (operator-only); null: the top-level one.",
-    )
-    engine_settings: dict[str, Any] = Field(
-        default_factory=dict,
-        description="Settings of this agent's engine (operator-only), over the top-level "
-        "engine_settings when it runs the top-level engine.",
-    )
-    system_prompt: str | None = Field(
-        default=None, max_length=200_000, description="Replaces the top-level system_prompt."
-    )
-    max_turns: int | None = Field(
-        default=None, ge=1, le=10_000, description="Replaces the top-level max_turns."
-    )
-    checks: list[Command] | None = Field(
-        default=None, max_length=100, description="Replaces the top-level checks."
-    )
-    cache: dict[str, Any] = Field(
-        default_factory=dict,
-        description="Prompt-cache settings of this agent (operator-only), merged over the "
-        "top-level cache section key by key.",
-    )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _legacy_engine(cls, data: Any) -> Any:
-        # Before engine choice per agent, ``engine`` held the agent's engine settings.
-        if isinstance(data, Mapping) and isinstance(data.get("engine"), Mapping):
-            if "engine_settings" in data:
-                raise ValueError(
-                    "engine is a mapping of settings and engine_settings is given too; "
-                    "put the settings in engine_settings and name the engine in engine"
-                )
-            settings = dict(data["engine"])
-            data = {k: v for k, v in data.items() if k != "engine"} | {"engine_settings": settings}
-        return data
-
-    @field_validator("engine")
-    @classmethod
-    def _engine(cls, value: str | None) -> str | None:
-        return _known_engine(value)
-
-
-class Config(_Strict):
+class Config(Strict):
     model: str | None = Field(
         default=None,
         min_length=1,
@@ -298,7 +208,7 @@ class Config(_Strict):
     @field_validator("engine")
     @classmethod
     def _engine(cls, value: str) -> str:
-        _known_engine(value)
+        known_engine(value)
         return value
 
     @model_validator(mode="after")

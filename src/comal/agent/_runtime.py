@@ -57,7 +57,6 @@ from ..providers import (
     SDKProvider,
     check_model_spec,
     model_name_of,
-    normalize_model_spec,
     provider_for,
 )
 from ..tokens import default_counter
@@ -66,6 +65,7 @@ from ._agent import Agent, Clock, Preamble, intention, utc_now
 from ._catalog import ensure_tool_search
 from ._children import SpecModels
 from ._config import Config, load_config, settings_from_config
+from ._flags import Flags, SessionNotHeld, normalize_spec
 from ._houses import house_factory
 from ._human import HUMAN_OPERATIONS
 from ._lock import PgSessionLock, SessionLock
@@ -79,49 +79,9 @@ from ._settings import AgentSettings
 __all__ = ["Flags", "Runtime", "SessionNotHeld"]
 
 
-class SessionNotHeld(UserError):
-    code = "SESSION_NOT_HELD"
-
-
 RULE_EVENT = "rule_added"
 # A model name for sessions whose model is unknown (an import): windows resolve to the default.
 UNKNOWN_MODEL = "unknown"
-
-
-@dataclass(frozen=True, slots=True)
-class Flags:
-    """What a surface was given; ``None`` and empty mean "not given" (the environment, the
-    configuration file and the defaults decide, in that order)."""
-
-    model: str | None = None
-    context_window: int | None = None
-    engine: str | None = None
-    mode: str | None = None
-    effort: str | None = None
-    allow: tuple[str, ...] = ()
-    deny: tuple[str, ...] = ()
-    workspace: Path | None = None
-    system: str | None = None
-    max_turns: int | None = None
-    tenant: str | None = None
-
-    def overrides(self, config: Config) -> dict[str, Any]:
-        return {
-            "mode": self.mode or None,
-            "max_turns": self.max_turns or None,
-            "engine": self.engine or None,
-            "effort": self.effort or None,
-            "system_prompt": self.system or None,
-            "tenant": self.tenant or None,
-            "allow": [*config.allow, *self.allow],
-            "deny": [*config.deny, *self.deny],
-        }
-
-
-def normalize_spec(spec: str) -> str:
-    """The spec as the session stores it, in its scheme's form (a script path absolute, so a
-    resume from elsewhere finds it)."""
-    return normalize_model_spec(spec)
 
 
 def _user() -> str:

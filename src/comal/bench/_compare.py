@@ -22,12 +22,14 @@ from typing import Any
 from ..errors import UserError
 from ..messages import Message, Role
 from ..tokens import Budget, TokenCounter, default_counter
+from ._context_editing import context_editing_available
 from ._corpus import find_transcripts, load_sessions, scratch_ledger
 from ._cost import PROVIDERS, CostMeter, Pricer, PriceTable, load_prices
 from ._integrity import PairLedger
 from ._langchain import langchain_available
 from ._retention import classify_retention, retention_counts
 from ._strategies import (
+    FRAMEWORKS_UNRUN,
     OPENHANDS_UNAVAILABLE,
     Session,
     Strategy,
@@ -321,11 +323,14 @@ def run_compare(
     started = time.perf_counter()
     counter = counter or default_counter()
     tables = load_prices()
-    notes = [f"openhands-*: not run. {OPENHANDS_UNAVAILABLE}"]
+    notes = [f"openhands-*: not run. {OPENHANDS_UNAVAILABLE}", *FRAMEWORKS_UNRUN]
     names = list(default_strategies() if strategies is None else strategies)
     if strategies is None and not langchain_available():
         names.remove("langchain-trim")
         notes.append("langchain-trim: not run, langchain-core is not installed (comal[bench])")
+    if strategies is None and not context_editing_available():
+        names.remove("langchain-summarization")
+        notes.append("langchain-summarization: not run, langchain is not installed (comal[bench])")
     made = [make_strategy(name, counter) for name in names]
     files = find_transcripts(paths)
     if not files:

@@ -16,6 +16,10 @@ prices, checks and times what each one yields in the same way.
 - ``langchain-trim``: ``langchain_core.messages.trim_messages`` (see :mod:`._langchain`).
 - ``langchain-context-editing``: LangChain v1's ``ContextEditingMiddleware`` with its
   documented defaults (see :mod:`._context_editing`).
+- ``langchain-summarization``: LangChain v1's ``SummarizationMiddleware`` with its documented
+  defaults and a fake summarizer (see :mod:`._summarization`).
+
+The OpenAI Agents SDK's compaction and pydantic-ai have no row: see :data:`FRAMEWORKS_UNRUN`.
 """
 
 from __future__ import annotations
@@ -50,9 +54,15 @@ __all__ = [
 
 def default_strategies() -> tuple[str, ...]:
     """What ``comal bench compare`` runs when none are named: no management, comal under every
-    engine of the registry (a plugin's too), observation masking and LangChain's trim. The
-    context-editing middleware runs when named."""
-    return ("full", *(f"comal-{e}" for e in engine_names()), "masking-5", "langchain-trim")
+    engine of the registry (a plugin's too), observation masking, LangChain's trim and its
+    summarization middleware. The context-editing middleware runs when named."""
+    return (
+        "full",
+        *(f"comal-{e}" for e in engine_names()),
+        "masking-5",
+        "langchain-trim",
+        "langchain-summarization",
+    )
 
 
 # Why no openhands-* strategy runs: said once, shown by the CLI and written into the docs.
@@ -63,6 +73,22 @@ OPENHANDS_UNAVAILABLE = (
     "legacy openhands-ai package (also Python >= 3.12). Observation masking is measured by "
     "masking-N instead."
 )
+
+
+# The frameworks comal integrates with whose own strategy has no row: said once, shown by the
+# CLI and written into the docs.
+AGENTS_COMPACTION_UNAVAILABLE = (
+    "openai-agents-compaction cannot run offline: the Agents SDK's "
+    "OpenAIResponsesCompactionSession has OpenAI's servers compact the history "
+    "(responses.compact returns an encrypted compaction item that only OpenAI reads), so no "
+    "local run measures it; a fake server answering that endpoint would measure the fake. Its "
+    "other sessions (SQLiteSession and the like) keep every item: that is the full row."
+)
+PYDANTIC_AI_UNAVAILABLE = (
+    "pydantic-ai has no row: it ships no context strategy of its own (history processors and "
+    "capabilities are written by the user), so the agent sends the whole history: the full row."
+)
+FRAMEWORKS_UNRUN = (AGENTS_COMPACTION_UNAVAILABLE, PYDANTIC_AI_UNAVAILABLE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,10 +253,18 @@ def make_strategy(name: str, counter: TokenCounter) -> Strategy:
         from ._context_editing import ContextEditing
 
         return ContextEditing(name)
+    if name.split(":")[0] == "langchain-summarization":
+        from ._summarization import LangchainSummarization
+
+        return LangchainSummarization(name)
     if name.startswith("openhands"):
         raise UserError(f"{name}: {OPENHANDS_UNAVAILABLE}")
+    if name.startswith(("openai-agents", "agents-")):
+        raise UserError(f"{name}: {AGENTS_COMPACTION_UNAVAILABLE}")
+    if name.startswith(("pydantic-ai", "pydantic_ai")):
+        raise UserError(f"{name}: {PYDANTIC_AI_UNAVAILABLE}")
     engines = ", ".join(f"comal-{e}" for e in engine_names())
     raise UserError(
         f"unknown strategy {name!r}; choose from full, {engines}, masking-N, langchain-trim, "
-        "langchain-context-editing"
+        "langchain-context-editing, langchain-summarization"
     )

@@ -309,9 +309,10 @@ def compare_bench(
         typer.Option(
             help="Comma-separated, from: full; comal-ENGINE for each engine of the registry "
             "(comal-limit, comal-dag, comal-pipeline, and any a plugin adds), optionally "
-            "comal-ENGINE:SETTING=VALUE; masking-N; langchain-trim; langchain-context-editing. "
-            "Default: full, every comal-ENGINE, masking-5 and langchain-trim (the langchain "
-            "ones need the bench extra)."
+            "comal-ENGINE:SETTING=VALUE; masking-N; langchain-trim; langchain-context-editing; "
+            "langchain-summarization[:trigger=F]. Default: full, every comal-ENGINE, masking-5, "
+            "langchain-trim and langchain-summarization (the langchain ones need the bench "
+            "extra)."
         ),
     ] = None,
     out_dir: Annotated[

@@ -41,13 +41,16 @@ EngineOpt = Annotated[
 ]
 
 
+LEDGER_HELP = (
+    "Ledger: a file path, a sqlite:////abs/path or file:///abs/path URL, or a postgresql:// URL"
+)
+
 LedgerOpt = Annotated[
     str | None,
     typer.Option(
         "--ledger",
         envvar="COMAL_LEDGER",
-        help="Ledger: a file path or a postgresql:// URL (default: ledger.db in the per-user "
-        "data directory).",
+        help=f"{LEDGER_HELP} (default: ledger.db in the per-user data directory).",
     ),
 ]
 

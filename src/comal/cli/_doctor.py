@@ -40,7 +40,9 @@ def checks() -> list[dict[str, Any]]:
 
     def ledger_check() -> str:
         with ledger() as led:
-            return f"{describe_target(target)}: {len(led.sessions())} session(s)"
+            # A count, not a read of every session (a large ledger's doctor stays quick).
+            count = led.session_page(limit=0).total
+            return f"{describe_target(target)}: {count} session(s)"
 
     def config_check() -> str:
         config = load_config()

@@ -9,7 +9,10 @@ import typer
 from ..safe_text import safe
 from ._common import JsonOpt, coded_errors, emit_json, ledger, out
 
-app = typer.Typer(help="Memories across sessions: facts saved before summaries, searched.")
+app = typer.Typer(
+    help="Memories across sessions: facts saved before summaries, searched.\n\n"
+    'Example: comal memory search "deploy target" --session 3f2a'
+)
 
 
 @app.command("search")

@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from ._common import STATE
+from ._common import LEDGER_HELP, STATE
 
 agent_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
@@ -116,9 +116,7 @@ def agent(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable result.")] = False,
     ledger: Annotated[
         str | None,
-        typer.Option(
-            "--ledger", envvar="COMAL_LEDGER", help="Ledger: a file path or a postgresql:// URL."
-        ),
+        typer.Option("--ledger", envvar="COMAL_LEDGER", help=f"{LEDGER_HELP}."),
     ] = None,
 ) -> None:
     """Run the agent: headless with -p, or the interactive TUI without it.

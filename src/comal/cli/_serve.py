@@ -13,7 +13,7 @@ import typer
 from rich.table import Table
 
 from ..errors import UserError
-from ._common import JsonOpt, coded_errors, emit_json, err, ledger, ledger_target, out
+from ._common import LEDGER_HELP, JsonOpt, coded_errors, emit_json, err, ledger, ledger_target, out
 
 app = typer.Typer()
 keys_app = typer.Typer(
@@ -48,7 +48,7 @@ def serve(
     ] = False,
     ledger_file: Annotated[
         str | None,
-        typer.Option("--ledger", help="Ledger: a file path or a postgresql:// URL."),
+        typer.Option("--ledger", help=f"{LEDGER_HELP}."),
     ] = None,
     config_file: Annotated[
         Path | None,

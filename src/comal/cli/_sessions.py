@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from ..messages import Message
 from ..errors import UserError
 from ..safe_text import encodable, safe
-from ._common import JsonOpt, coded_errors, emit_json, ledger, out
+from ._common import JsonOpt, coded_errors, emit_json, err, ledger, out
 
 app = typer.Typer()
 
@@ -45,38 +45,56 @@ def _session_dict(s: SessionInfo, saved: float | None = None) -> dict[str, Any]:
 def sessions(
     tenant: Annotated[str | None, typer.Option(help="Only this tenant.")] = None,
     agent: Annotated[str | None, typer.Option(help="Only this agent.")] = None,
+    limit: Annotated[
+        int | None, typer.Option(help="Sessions a page (default 20).", min=1, show_default=False)
+    ] = None,
+    page: Annotated[
+        int | None, typer.Option(help="Which page (1: the newest).", min=1, show_default=False)
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(help="Only sessions started since: 2025-01-31, 2025-01-31T12:00Z, 12h, 7d."),
+    ] = None,
+    every: Annotated[bool, typer.Option("--all", help="Every session, unpaged.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """List sessions: id, tenant/agent, entries, tokens, what prompt caching saved against
-    no caching at list prices (savedVsUncached; — when unknown), started, status. A work
-    step's child session is listed under its parent (└).
+    """List sessions newest first, a page at a time (20; --limit, --page, --since, --all): id,
+    started (UTC), agent, tokens, status, title; on a wide terminal also tenant, entries and
+    what prompt caching saved against no caching at list prices (savedVsUncached; — when
+    unknown). A work step's child session is listed under its parent (└). What the page left
+    out is said below it (on stderr with --json).
 
-    Example: comal sessions --tenant local --json
+    Example: comal sessions --since 7d --limit 50
     """
+    from ._listing import hint, listing, table, width
     from ._tree import in_tree_order
 
-    with coded_errors(as_json), ledger() as led:
-        rows = led.sessions(tenant=tenant, agent=agent)
+    with coded_errors(as_json):
+        chosen = listing(limit, page, every, since)
+        with ledger() as led:
+            found = led.session_page(
+                tenant=tenant,
+                agent=agent,
+                since=chosen.since,
+                limit=chosen.limit,
+                offset=chosen.offset,
+            )
+    rows = found.sessions
     # CCH-2: what prompt caching saved at list prices, priced once per request when recorded.
     saved = {s.id: None if s.saved_usd is None else round(s.saved_usd, 6) for s in rows}
+    said = hint(found, chosen)
     if as_json:
         emit_json([_session_dict(s, saved[s.id]) for s in rows])
+        if said:
+            err.print(escape(said), style="dim")
         return
-    table = Table(
-        "session", "tenant/agent", "entries", "tokens", "saved", "started", "status", "title"
-    )
-    for s, depth in in_tree_order(rows):
-        table.add_row(
-            ("  " * (depth - 1) + "└ " if depth else "") + s.id,
-            escape(safe(f"{s.tenant}/{s.agent}")),
-            str(s.entries),
-            f"{s.tokens:,}",
-            "—" if saved[s.id] is None else f"${saved[s.id]:,.4f}",
-            s.created_at[:19].replace("T", " "),
-            s.status,
-            escape(safe((s.title or s.source or "")[:48])),
-        )
-    out.print(table)
+    if not found.total:
+        out.print("no sessions" + (" started since then" if since else ""))
+        return
+    columns = width()
+    out.print(table(in_tree_order(rows), saved, columns), width=columns)
+    if said:
+        out.print(escape(said), style="dim", width=columns)
 
 
 def _preview(msg: Message, width: int = 160) -> str:

@@ -43,6 +43,7 @@ class _Entry:
     usage: dict[str, Any] | None = None
     model: str | None = None
     raw: dict[str, Any] | None = None
+    stamp: str | None = None  # the record's own time, kept after raw is dropped
 
 
 def _entry(rec: Any, at: Any) -> _Entry:
@@ -57,6 +58,8 @@ def _entry(rec: Any, at: Any) -> _Entry:
     e = _Entry(
         at, kind, opt(d, "uuid", str), opt(d, "parentUuid", str), bool(d.get("isSidechain")), raw=d
     )
+    stamp = d.get("timestamp")
+    e.stamp = stamp if isinstance(stamp, str) else None
     if kind not in ("user", "assistant"):
         return e
     msg = as_dict(message, "message")
@@ -201,18 +204,26 @@ def _sessions(
     out: list[ImportedSession] = []
     if len(b) or not side:
         out.append(b.finish(source=str(path), format=fmt, key=key, title=title, meta=meta))
-    task_calls = _task_prompts(out[0].messages) if out else {}
+    task_calls = _task_calls(out[0].messages) if out else {}
     for root, chain in side:
         cb, cmodels = _build(faults, chain)
         child_meta: dict[str, Any] = {"sidechain_root": root, "models": dict(cmodels)}
+        # A sub-agent started when its own first record was written, not when it was imported.
+        started = next((e.stamp for e in chain if e.stamp), meta.get("started_at"))
+        if started is not None:
+            child_meta["started_at"] = started
+        title = None
         first_user = chain[0].parts if chain and chain[0].role is Role.USER else None
         if first_user and isinstance(first_user[0], Text) and first_user[0].text in task_calls:
-            child_meta["parent_call_id"] = task_calls[first_user[0].text]
+            call_id, description = task_calls[first_user[0].text]
+            child_meta["parent_call_id"] = call_id
+            title = f"sub-agent: {description}" if description else None
         out.append(
             cb.finish(
                 source=str(path),
                 format=fmt,
                 key=f"{key}/sidechain/{root}",
+                title=title,
                 meta=child_meta,
                 parent_key=key,
             )
@@ -220,13 +231,18 @@ def _sessions(
     return out
 
 
-def _task_prompts(messages: tuple[Message, ...]) -> dict[str, str]:
-    """``Task`` calls by prompt, to link each sub-agent session to the call that started it."""
-    out: dict[str, str] = {}
+def _task_calls(messages: tuple[Message, ...]) -> dict[str, tuple[str, str | None]]:
+    """``Task`` calls by prompt: the call's id and description, to link each sub-agent session
+    to the call that started it and name it as the call did."""
+    out: dict[str, tuple[str, str | None]] = {}
     for m in messages:
         for part in m.parts:
             if isinstance(part, ToolCall) and part.name == "Task":
-                prompt = json.loads(part.arguments).get("prompt")
+                args = json.loads(part.arguments)
+                if not isinstance(args, dict):
+                    continue
+                prompt, description = args.get("prompt"), args.get("description")
                 if isinstance(prompt, str):
-                    out[prompt] = part.id
+                    text = description.strip() if isinstance(description, str) else ""
+                    out[prompt] = (part.id, text.splitlines()[0][:120] if text else None)
     return out

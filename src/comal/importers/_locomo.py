@@ -11,6 +11,7 @@ about the dialogue, not part of it, and are not imported.
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,34 @@ from ._fields import as_dict, opt, req
 from ._jsonio import JsonDoc, read_json, records
 
 _SESSION = re.compile(r"session_(\d+)")
+# LoCoMo writes "1:56 pm on 8 May, 2023", with no zone: taken as UTC, as every zoneless time is.
+_DATE = re.compile(
+    r"\s*(\d{1,2}):(\d{2})\s*([ap])\.?m\.?\s+on\s+(\d{1,2})\s+([a-z]+),?\s+(\d{4})\s*",
+    re.IGNORECASE,
+)
+_MONTHS = {
+    m: n
+    for n, m in enumerate(
+        ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), 1
+    )
+}
+
+
+def _when(text: object) -> str | None:
+    """The ISO time a session's ``date_time`` names, or None when it names none."""
+    match = _DATE.fullmatch(text) if isinstance(text, str) else None
+    if match is None:
+        return None
+    hour, minute, half, day, month, year = match.groups()
+    number = _MONTHS.get(month[:3].lower())
+    if number is None or not 1 <= int(hour) <= 12:
+        return None
+    hour24 = int(hour) % 12 + (12 if half.lower() == "p" else 0)
+    try:
+        when = datetime(int(year), number, int(day), hour24, int(minute))
+    except ValueError:
+        return None  # 31 February: keep the import's own time rather than guess
+    return when.isoformat()
 
 
 def load(path: Path, faults: Faults) -> list[ImportedSession]:
@@ -77,6 +106,9 @@ def _conversation(path: Path, faults: Faults, doc: JsonDoc, n: int) -> list[Impo
         }
         if media:
             meta["media"] = media
+        started = _when(date)
+        if started is not None:
+            meta["started_at"] = started  # the dialogue's own date, not the import's
         title = f"{a} and {b_name}, session {num}" + (f" ({date})" if isinstance(date, str) else "")
         out.append(
             b.finish(

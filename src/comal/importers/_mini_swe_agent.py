@@ -15,6 +15,7 @@ the ``user`` message after it is the error feedback, kept as a user message.
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,24 @@ def _usage(msg: dict[str, Any]) -> tuple[dict[str, Any], str | None] | None:
         return None
     usage = opt(response, "usage", dict, "extra.response")
     return (usage, opt(response, "model", str, "extra.response")) if usage else None
+
+
+def _created(msg: dict[str, Any]) -> str | None:
+    """When the provider answered this message (``extra.response.created``, else
+    ``extra.timestamp``: Unix seconds), as an ISO time; None when neither is a time."""
+    extra = msg.get("extra")
+    if not isinstance(extra, dict):
+        return None
+    response = extra.get("response")
+    stamps = [response.get("created") if isinstance(response, dict) else None]
+    stamps.append(extra.get("timestamp"))
+    for stamp in stamps:
+        if isinstance(stamp, int | float) and not isinstance(stamp, bool):
+            try:
+                return datetime.fromtimestamp(stamp, UTC).isoformat()
+            except (OverflowError, OSError, ValueError):
+                continue
+    return None
 
 
 def _one(path: Path, faults: Faults, doc: JsonDoc, n: int) -> ImportedSession:
@@ -99,6 +118,10 @@ def _one(path: Path, faults: Faults, doc: JsonDoc, n: int) -> ImportedSession:
                         pending = f"pos-{i}"
                         calls = [ToolCall(pending, "bash", json_text({"command": found[0]}))]
                 usage = _usage(msg)
+                if "started_at" not in meta:
+                    started = _created(msg)
+                    if started is not None:
+                        meta["started_at"] = started  # the run's first model reply
                 index = b.add(Role.ASSISTANT, [*parts, *calls], at=at)
                 if usage is not None:
                     b.usage(index, "openai_chat", *usage)

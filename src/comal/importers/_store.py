@@ -10,7 +10,7 @@ from datetime import datetime
 from pathlib import Path
 
 from ..ledger import LedgerBackend, Scope, StepInput, UsageInput
-from ..messages import group_messages
+from ..messages import first_words, group_messages
 from ..tokens import normalize_usage
 from ._base import ImportedSession
 
@@ -108,7 +108,7 @@ def store(
                 agent or imp.format,
                 session_id=sid,
                 parent=ids.get(imp.parent_key) if imp.parent_key else None,
-                title=imp.title,
+                title=title_of(imp),
                 source=str(imp.source),
                 meta=meta,
                 created_at=_started(imp),
@@ -129,6 +129,17 @@ def store(
                 )
             )
     return results
+
+
+def title_of(imp: ImportedSession, width: int = 80) -> str | None:
+    """The transcript's own title; else its task (``instance_id``); else the first line the
+    user wrote. A listing shows titles, and a file path names a file, not what was done in it."""
+    if imp.title:
+        return imp.title
+    task = imp.meta.get("instance_id")
+    if isinstance(task, str) and task.strip():
+        return task.strip()[:width]
+    return first_words(imp.messages, width)
 
 
 def _started(imp: ImportedSession) -> str | None:

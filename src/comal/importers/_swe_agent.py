@@ -122,18 +122,37 @@ def _one(path: Path, faults: Faults, doc: JsonDoc, n: int) -> ImportedSession:
         meta["model"] = model
     if isinstance(value.get("environment"), str):
         meta["environment"] = value["environment"]
+    task = _task(value.get("replay_config"))
     key = path.name.removesuffix(".traj") if n == 0 else f"{path.stem}#{n}"
-    return b.finish(source=str(path), format="swe-agent", key=key, meta=meta)
+    # Every SWE-agent run opens with the same template, so its first words name no task; the
+    # problem statement's id does, and else the file, which SWE-agent names after the task.
+    title = task or path.name.removesuffix(".traj")
+    return b.finish(source=str(path), format="swe-agent", key=key, title=title, meta=meta)
 
 
-def _model(config: Any) -> str | None:
-    """The model name from ``replay_config`` (a JSON string in current files)."""
+def _config(config: Any) -> dict[str, Any]:
+    """``replay_config`` as an object (a JSON string in current files); empty when it is none."""
     if isinstance(config, str):
         try:
             config = json.loads(config)
         except ValueError:
-            return None
-    agent = config.get("agent") if isinstance(config, dict) else None
+            return {}
+    return config if isinstance(config, dict) else {}
+
+
+def _task(config: Any) -> str | None:
+    """The problem statement's id in ``replay_config`` (``marshmallow-code__marshmallow-1867``)."""
+    problem = _config(config).get("problem_statement")
+    task = problem.get("id") if isinstance(problem, dict) else None
+    if not isinstance(task, str):
+        return None
+    return task.strip()[:200] or None
+
+
+def _model(config: Any) -> str | None:
+    """The model name from ``replay_config`` (a JSON string in current files)."""
+    config = _config(config)
+    agent = config.get("agent")
     model = agent.get("model") if isinstance(agent, dict) else None
     name = model.get("name") if isinstance(model, dict) else None
     return name if isinstance(name, str) else None

@@ -92,6 +92,7 @@ from ._model import (
     Scope,
     SearchHit,
     SessionInfo,
+    SessionPage,
     SummaryRecord,
     VerifyReport,
 )
@@ -154,6 +155,7 @@ __all__ = [
     "SessionInfo",
     "SessionLock",
     "SessionLocked",
+    "SessionPage",
     "StepInput",
     "SummaryConflict",
     "SummaryInput",

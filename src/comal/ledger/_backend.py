@@ -26,6 +26,7 @@ from ._model import (
     Scope,
     SearchHit,
     SessionInfo,
+    SessionPage,
     SummaryRecord,
 )
 from ._pg_lock import PgSessionLock
@@ -70,6 +71,16 @@ class LedgerBackend(Protocol):
     def sessions(
         self, *, tenant: str | None = None, agent: str | None = None
     ) -> list[SessionInfo]: ...
+    # Newest first, one page: only the page's rows are read (comal sessions).
+    def session_page(
+        self,
+        *,
+        tenant: str | None = None,
+        agent: str | None = None,
+        since: str | datetime | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> SessionPage: ...
     def resolve(self, session_prefix: str) -> Scope: ...
     def children(self, scope: Scope) -> list[SessionInfo]: ...
     def set_status(self, scope: Scope, status: str) -> None: ...

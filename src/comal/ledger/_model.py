@@ -69,6 +69,21 @@ class SessionInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class SessionPage:
+    """One page of the session listing, newest first: ``sessions`` from ``offset`` on, and
+    ``total``, every session the filters match (so a surface can say how many it left out)."""
+
+    sessions: list[SessionInfo]
+    total: int
+    offset: int = 0
+
+    @property
+    def remaining(self) -> int:
+        """Sessions after this page."""
+        return max(0, self.total - self.offset - len(self.sessions))
+
+
+@dataclass(frozen=True, slots=True)
 class EntryHead:
     """The small columns of an entry: enough to budget without reading bodies."""
 

@@ -17,7 +17,7 @@ from ..messages import Message, canonical_json, group_messages
 from ._common import check_step_shape, prepare, usage_anchor
 from ._db import Db
 from ._dialect import insert_many
-from ._model import STATUSES, Entry, Scope, SessionInfo
+from ._model import STATUSES, Entry, Scope, SessionInfo, SessionPage
 from ._rows import (
     COLUMNS,
     HEAD,
@@ -128,6 +128,49 @@ class Sessions(StoreBase):
                 where.append(f"{column} = ?")
                 args.append(value)
         return self._session_query(" AND ".join(where), args)
+
+    def session_page(
+        self,
+        *,
+        tenant: str | None = None,
+        agent: str | None = None,
+        since: str | datetime | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> SessionPage:
+        """Sessions newest first (started at ``since`` or later), ``limit`` of them from
+        ``offset`` (None: all), with how many match in all.
+
+        Only the page's rows are read and checked: a listing costs the same for ten sessions
+        or a hundred thousand (the count reads no row's body).
+        """
+        check_int(limit=limit, offset=offset)
+        if (limit is not None and limit < 0) or offset < 0:
+            raise UserError(f"limit and offset are 0 or more, not {limit!r} and {offset!r}")
+        where, args = ["1 = 1"], []
+        for column, value in (("tenant", tenant), ("agent", agent)):
+            if value is not None:
+                if not storable(value):
+                    return SessionPage([], 0, offset)
+                where.append(f"{column} = ?")
+                args.append(value)
+        if since is not None:
+            start = utc_text(since)
+            if start is None:
+                raise UserError(f"since {since!r} is not an ISO time such as 2025-01-31T12:00Z")
+            where.append("created_at >= ?")  # fixed-width UTC text: text order is time order
+            args.append(start)
+        clause = " AND ".join(where)
+        page = f"{clause} ORDER BY created_at DESC, id DESC"
+        page += "" if limit is None else f" LIMIT {int(limit)}"
+        page += f" OFFSET {int(offset)}" if offset else ""
+        with self._reading() as c:
+            total = c.execute(f"SELECT COUNT(*) FROM sessions WHERE {clause}", tuple(args))
+            count = int(total.fetchone()[0])
+            rows = c.execute(
+                f"SELECT {COLUMNS['sessions']} FROM sessions WHERE {page}", tuple(args)
+            ).fetchall()
+        return SessionPage([session_from_row(self._sealer, r) for r in rows], count, offset)
 
     def _session_query(self, where: str, args: Sequence[Any]) -> list[SessionInfo]:
         rows = self._select("sessions", where, args, "created_at, id")

@@ -20,7 +20,7 @@ from ..errors import LedgerError, UserError
 from ..tokens import TokenCounter
 from ._db import Db
 from ._dialect import Dialect
-from ._errors import MemorySearchTimeout
+from ._errors import LedgerBadTarget, MemorySearchTimeout
 from ._ledger import Store
 from ._locks import SessionLock, WriterGate, lock_path
 from ._migrate import statements
@@ -30,7 +30,7 @@ from ._seal import Keying, Secret
 from ._sqlite_fts import entry_text, forget_session, indexed_texts, rebuild, search_check, upto
 from ._sqlite_fts import fts_text as _fts_text
 from ._sqlite_open import open_sqlite, translate
-from ._target import describe_target
+from ._target import parse_target
 
 __all__ = ["SQLiteLedger", "Synchronous"]
 
@@ -283,9 +283,16 @@ class SQLiteLedger(Store):
         compressed (both read the same; it is there to measure what compression saves)."""
         if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise UserError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
-        self.path = str(path)
+        parsed = parse_target(path)  # a sqlite: or mysql:// URL must not become a folder
+        if parsed.kind != "sqlite":
+            raise LedgerBadTarget(
+                parsed.described,
+                "a PostgreSQL URL, not an SQLite ledger file",
+                "open it with open_ledger (or PostgresLedger)",
+            )
+        self.path = parsed.value
         memory = self.path == ":memory:"
-        target = describe_target(self.path)
+        target = parsed.described
         keying = Keying("sqlite", target, secret, memory)
         db = open_sqlite(self.path, SQLITE, create=create, target=target, keying=keying)
         db.raw.execute(f"PRAGMA synchronous = {synchronous}")  # cannot fail: a fixed word

@@ -35,6 +35,7 @@ from ._parts import (
 from ._preamble import (
     PREAMBLE_CLOSE,
     PREAMBLE_OPEN,
+    first_words,
     is_preamble,
     preamble_lines,
     preamble_text,
@@ -64,6 +65,7 @@ __all__ = [
     "ToolCall",
     "ToolResult",
     "canonical_json",
+    "first_words",
     "group_messages",
     "is_preamble",
     "load_json",

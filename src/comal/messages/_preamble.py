@@ -10,13 +10,15 @@ with :func:`preamble_text`, so both sides keep to one spelling.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Iterable, Sequence
 
-from ._parts import Message, Text
+from ._parts import Message, Role, Text
 
 __all__ = [
     "PREAMBLE_CLOSE",
     "PREAMBLE_OPEN",
+    "first_words",
     "is_preamble",
     "preamble_lines",
     "preamble_text",
@@ -57,3 +59,35 @@ def preamble_lines(message: Message) -> tuple[str, ...]:
         return ()
     first = next(p.text for p in message.parts if isinstance(p, Text))
     return tuple(first.split("\n")[1:-1])
+
+
+_OPENING = re.compile(r"<([A-Za-z][\w.:-]*)[^>]*>")
+
+
+def first_words(messages: Iterable[Message], width: int = 80) -> str | None:
+    """What a session is about, for a listing's title: the first line a user wrote, outside
+    tagged blocks (a preamble, ``<system-reminder>``, ``<command-name>``), its spaces collapsed
+    and cut to ``width`` with ``…``; None when no user wrote a line."""
+    for message in messages:
+        if message.role is Role.USER:
+            line = _untagged_line(user_words(message)[0])
+            if line:
+                return line if len(line) <= width else line[: width - 1] + "…"
+    return None
+
+
+def _untagged_line(text: str) -> str | None:
+    inside: str | None = None
+    for raw in text.splitlines():
+        line = " ".join(raw.split())
+        if inside is not None:
+            inside = None if f"</{inside}>" in line else inside
+            continue
+        opening = _OPENING.match(line)
+        if opening is not None:
+            name = opening.group(1)
+            inside = None if f"</{name}>" in line or line.endswith("/>") else name
+            continue
+        if line and not line.startswith("<"):
+            return line
+    return None

@@ -36,7 +36,7 @@ from typing import Any
 
 from ..errors import UserError
 from ..ledger import Entry, LedgerBackend, Scope, UsageInput
-from ..messages import Message, Role, canonical_json, group_messages, sha256_hex
+from ..messages import Message, Role, canonical_json, first_words, group_messages, sha256_hex
 from ._wire import ClientRequest, message_key
 
 __all__ = ["RECALL_EVENT", "SHOWN_EVENT", "Routed", "SessionRouter", "client_key"]
@@ -277,8 +277,15 @@ class SessionRouter:
         info = {**meta, "client_key": key}
         if parent is not None:
             info |= {"branch_of": parent, "fork_at": best_len}
+        # Titled by what the client's user asked, so `comal sessions` says more than "proxy".
         scope = self.ledger.create_session(
-            tenant, agent, session_id=session_id, parent=parent, source="proxy", meta=info
+            tenant,
+            agent,
+            session_id=session_id,
+            parent=parent,
+            title=first_words(messages),
+            source="proxy",
+            meta=info,
         )
         family.next += 1
         family.members.append(scope)
