@@ -15,12 +15,23 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, ExitStack, contextmanager
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Protocol
 
 from ._dialect import Dialect
 
 Params = Sequence[Any] | Mapping[str, Any]
+
+
+class Gate(Protocol):
+    """Writers' turn-taking around a whole write transaction (SQLite: ``_locks.WriterGate``)."""
+
+    def enter(self) -> bool:
+        """Wait for the turn; False when not taken (then :meth:`leave` is not called)."""
+
+    def leave(self) -> None: ...
+
+
 Tracer = Callable[[str, Params], None]
 
 
@@ -35,7 +46,7 @@ class Db:
         self.depth = 0
         self._tracers: list[Tracer] = []
         # Taken around every outermost write transaction when set (see _locks.WriterGate).
-        self.gate: Callable[[], AbstractContextManager[None]] | None = None
+        self.gate: Gate | None = None
         self._rewrite = dialect.placeholder != "?"  # every append runs through here
 
     def execute(self, sql: str, args: Params = ()) -> Any:
@@ -66,34 +77,41 @@ class Db:
     @contextmanager
     def atomic(self) -> Iterator[Db]:
         """One write transaction; nested calls become savepoints (all or nothing together)."""
-        with self.lock, ExitStack() as gated:
+        with self.lock:
             depth = self.depth
-            if depth == 0 and self.gate is not None:
-                gated.enter_context(self.gate())
-            begin, end = (
-                (self.dialect.begin, "COMMIT")
-                if depth == 0
-                else (f"SAVEPOINT sp{depth}", f"RELEASE sp{depth}")
-            )
+            gate = self.gate if depth == 0 else None
+            gated = gate is not None and gate.enter()
             try:
-                self.execute(begin)
-            except self.dialect.errors as exc:
-                raise self.dialect.translate(exc, self.target, "starting a write") from exc
-            self.depth += 1
-            try:
-                yield self
-            except BaseException as exc:
-                self._undo(depth)
-                if isinstance(exc, self.dialect.errors):
-                    raise self.dialect.translate(exc, self.target, "writing") from exc
-                raise
+                yield from self._transaction(depth)
             finally:
-                self.depth -= 1
-            try:
-                self.execute(end)
-            except self.dialect.errors as exc:
-                self._undo(depth)
-                raise self.dialect.translate(exc, self.target, "committing") from exc
+                if gated and gate is not None:
+                    gate.leave()
+
+    def _transaction(self, depth: int) -> Iterator[Db]:
+        begin, end = (
+            (self.dialect.begin, "COMMIT")
+            if depth == 0
+            else (f"SAVEPOINT sp{depth}", f"RELEASE sp{depth}")
+        )
+        try:
+            self.execute(begin)
+        except self.dialect.errors as exc:
+            raise self.dialect.translate(exc, self.target, "starting a write") from exc
+        self.depth += 1
+        try:
+            yield self
+        except BaseException as exc:
+            self._undo(depth)
+            if isinstance(exc, self.dialect.errors):
+                raise self.dialect.translate(exc, self.target, "writing") from exc
+            raise
+        finally:
+            self.depth -= 1
+        try:
+            self.execute(end)
+        except self.dialect.errors as exc:
+            self._undo(depth)
+            raise self.dialect.translate(exc, self.target, "committing") from exc
 
     def _undo(self, depth: int) -> None:
         # SQLite rolls back by itself after some errors (a full disk) and a broken PostgreSQL

@@ -24,7 +24,6 @@ import os
 import socket
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -83,22 +82,22 @@ class WriterGate:
                 self._usable = False
         return self._fd
 
-    @contextlib.contextmanager
-    def __call__(self) -> Iterator[None]:
+    def enter(self) -> bool:
+        """Wait for this process's turn to write; False when the gate is not taken (no lock
+        file, or this thread already writes the file through another ledger object: waiting
+        for itself would never end, so SQLite's own wait decides and times out as before)."""
         fd = self._open()
         me = (self._ident, threading.get_ident())
         if fd is None or me in _GATES_HELD:
-            # This thread already writes this file through another ledger object: waiting for
-            # itself would never end, so SQLite's own wait decides (and times out) as before.
-            yield
-            return
+            return False
         fcntl.flock(fd, fcntl.LOCK_EX)  # queued: woken the moment the holder lets go
         _GATES_HELD.add(me)
-        try:
-            yield
-        finally:
-            _GATES_HELD.discard(me)
-            fcntl.flock(fd, fcntl.LOCK_UN)
+        return True
+
+    def leave(self) -> None:
+        _GATES_HELD.discard((self._ident, threading.get_ident()))
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
 
     def close(self) -> None:
         fd, self._fd = self._fd, None
