@@ -98,6 +98,10 @@ def ledger_bench(
             | {"writers": [r.as_dict() for r in rows], "sizes": [r.as_dict() for r in sizes]}
         )
         return
+    _print_ledger(result, rows, sizes)
+
+
+def _print_ledger(result: Any, rows: list[Any], sizes: list[Any]) -> None:
     table = Table(
         "measure", "value", title=f"ledger: {result.entries:,} entries, {result.steps:,} steps"
     )
