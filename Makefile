@@ -15,7 +15,7 @@ sandbox:
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev,bench,langchain,pydantic-ai,openai-agents]'
+	$(BIN)/pip install -q -e '.[dev,bench,chrome,langchain,pydantic-ai,openai-agents]'
 	touch $(STAMP)
 
 # The real agent CLIs the proxy tests drive (tests skip, saying so, when they are missing).

@@ -93,7 +93,7 @@ def test_search_covers_summaries_and_messages(any_ledger: LedgerBackend) -> None
     both = led.recall_search(scope, "zebra", limit=50)
     assert {h.kind for h in both} == {"entry", "summary"}
     assert led.search_summaries(scope, "tokenizer")[0].kind == "summary"
-    assert led.recall_search(scope, r"out \d+ zebra", regex=True, limit=3)[0].kind == "entry"
+    assert led.recall_search(scope, r"out \d+ zebra", mode="regex", limit=3)[0].kind == "entry"
     other = led.create_session("tenant", "other")
     assert led.recall_search(other, "zebra") == []  # session-local
 

@@ -20,6 +20,7 @@ import pytest
 from _pg_support import fresh_schema, pg_dsn, url_with_schema
 from comal.errors import LedgerError, UserError
 from comal.ledger import (
+    BadSearchQuery,
     InvalidIdentifier,
     PostgresLedger,
     Scope,
@@ -159,16 +160,21 @@ def test_full_text_queries_match_what_sqlite_matches(tmp_path: Path, pg: Postgre
     # covers: LED-5, LED-4
     with open_ledger(tmp_path / "l.db") as sqlite:
         found: dict[str, list[set[int]]] = {}
+        literal: dict[str, list[set[int]]] = {}
         for led in (sqlite, pg):
             scope = led.create_session("t", "a", session_id="s")
             for doc in _DOCS:
                 led.append(scope, [Message.user(doc)])
             for q in _QUERIES:
-                found.setdefault(q, []).append({h.seq for h in led.search(scope, q)})
+                found.setdefault(q, []).append({h.seq for h in led.search(scope, q, fts=True)})
             for q in _BAD_QUERIES:
-                with pytest.raises(UserError, match="full-text query"):
-                    led.search(scope, q)
+                with pytest.raises(BadSearchQuery, match="full-text query"):
+                    led.search(scope, q, fts=True)
+            # Read as text (the default), every query, syntax or not, is words to find.
+            for q in [*_QUERIES, *_BAD_QUERIES]:
+                literal.setdefault(q, []).append({h.seq for h in led.search(scope, q)})
     assert {q: v[1] for q, v in found.items()} == {q: v[0] for q, v in found.items()}
+    assert {q: v[1] for q, v in literal.items()} == {q: v[0] for q, v in literal.items()}
     assert fts_query("NEAR(a b)") == "('a' & 'b')"
 
 
@@ -212,7 +218,8 @@ def test_search_reaches_past_a_tsvectors_limits(pg: PostgresLedger) -> None:
     pg.append(scope, _step(0, huge + " needle"))
     pg.append(scope, [Message.user("ПРИВЕТ \x00 мир \udc80 parse_header")])
     assert [h.seq for h in pg.search(scope, "needle")] == [1]
-    assert [h.seq for h in pg.search(scope, '"w199998 w199999 needle"')] == [1]
+    assert [h.seq for h in pg.search(scope, '"w199998 w199999 needle"', fts=True)] == [1]
+    assert [h.seq for h in pg.search(scope, "w199998 w199999 needle")] == [1]
     assert [h.seq for h in pg.search(scope, "привет")] == [2]
     assert [h.seq for h in pg.search(scope, "parse_header")] == [2]
     assert pg.search(scope, r"w19999\d needle", regex=True)[0].seq == 1

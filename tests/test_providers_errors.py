@@ -224,6 +224,8 @@ PROVIDERS_API = {
     "normalize_model_spec", "provider_for", "provider_schemes",
     # what a work step of a session on a spec runs by default (WRK-1)
     "work_step_spec",
+    # the models a picker offers (the TUI's /model, the web page)
+    "catalog_specs",
 }  # fmt: skip
 
 TESTING_API = {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,8 @@ from textual.widgets import Collapsible, Static
 from comal.agent import Config, Flags, Runtime
 from comal.ledger import open_ledger
 from comal.ops import receipts
-from comal.testing import ScriptedProvider
+from comal.providers import ModelRequest
+from comal.testing import FunctionProvider, ScriptedProvider
 from comal.tui import ApprovalScreen, ComalApp
 
 
@@ -147,3 +149,52 @@ def test_hostile_text_is_escaped_on_screen(runtime: Any) -> None:
     shown = "\n".join(seen)
     assert "\x1b" not in shown and "\u202e" not in shown
     assert "\\x1b[2J" in shown and "\\u202e" in shown
+
+
+def test_escape_interrupts_between_calls_and_the_next_prompt_continues(tmp_path: Path) -> None:
+    # covers: SRF-2
+    # The model's first reply is held until Escape was pressed: the Read it asks for still runs
+    # and is receipted, and the loop stops before the next model call instead of asking it.
+    pressed = threading.Event()
+
+    def model(req: ModelRequest) -> dict[str, Any]:
+        if len(provider.calls) == 1:
+            assert pressed.wait(30), "Escape never reached the app"
+            read = {"type": "tool_use", "id": "toolu_r", "name": "Read",
+                    "input": {"path": "notes.txt"}}  # fmt: skip
+            return {"content": [read], "stop_reason": "tool_use"}
+        return {"content": [{"type": "text", "text": "read it"}], "stop_reason": "end_turn"}
+
+    provider = FunctionProvider(model)
+    (tmp_path / "notes.txt").write_text("hello\n")
+    led = open_ledger(tmp_path / "tui.db")
+    flags = Flags(model="anthropic:claude-sonnet-4-6", context_window=32_000, workspace=tmp_path)
+    rt = Runtime.open(led, flags, config=Config(mode="trusted", agent="tui"), provider=provider)
+    app = ComalApp(rt)
+
+    async def drive() -> None:
+        async with app.run_test() as pilot:
+            await pilot.click("Input")
+            await pilot.press(*"read the notes", "enter")
+            await _until(pilot, lambda: len(provider.calls) == 1)
+            await pilot.press("escape")
+            pressed.set()
+            await _until(pilot, lambda: not app.busy)
+            seen.extend(_texts(app))
+            assert len(provider.calls) == 1  # stopped before asking the model again
+            await pilot.press(*"go on", "enter")
+            await _until(pilot, lambda: not app.busy)
+
+    seen: list[str] = []
+    try:
+        asyncio.run(drive())
+        shown = "\n".join(seen)
+        assert "interrupting" in shown and "[INTERRUPTED]" in shown
+        assert rt.scope is not None
+        (read,) = [r for r in receipts(led, rt.scope) if r.operation == "Read"]
+        assert read.status == "ok"  # the call that was running finished and was recorded
+        assert len(provider.calls) == 2  # the next prompt continued the same session
+        assert led.session(rt.scope).status == "finished"
+    finally:
+        rt.close()
+        led.close()

@@ -126,7 +126,7 @@ def test_regex_search_reads_text_with_lone_surrogates(tmp_path: Path) -> None:
         s.ledger.append(s.scope, [Message.user("bad \udc80 byte, then needle")])
         hits = s.ledger.search(s.scope, r"byte, then ne+dle", regex=True)
         assert [h.seq for h in hits] == [2]
-        recalled = s.ledger.recall_search(s.scope, r"ne+dle", regex=True, summaries=False)
+        recalled = s.ledger.recall_search(s.scope, r"ne+dle", mode="regex", summaries=False)
         assert [h.seq for h in recalled] == [2]
     finally:
         s.close()

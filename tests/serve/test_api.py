@@ -93,12 +93,15 @@ def test_a_pending_ask_is_answered_over_http_by_the_authenticated_human(tmp_path
             assert ask["operation"] == "Bash" and ask["arguments"]["command"] == "echo approved"
             url = f"{px.url}/api/approvals/{ask['session']}/{ask['id']}"
             # A body cannot name who approves (OPS-2).
-            forged = httpx.post(url, json={"granted": True, "by": {"kind": "user", "id": "root"}})
-            assert forged.status_code == 422
-            done = httpx.post(url, json={"granted": True, "reason": "looks safe"})
+            token = {"x-comal-csrf": httpx.get(px.url + "/api/web").json()["csrf"]}
+            forged = {"granted": True, "by": {"kind": "user", "id": "root"}}
+            assert httpx.post(url, json=forged, headers=token).status_code == 422
+            # A state-changing route needs the server's token (CSRF).
+            assert httpx.post(url, json={"granted": True}).status_code == 403
+            done = httpx.post(url, json={"granted": True, "reason": "looks safe"}, headers=token)
             assert done.status_code == 200, done.text
             assert done.json()["by"]["id"].startswith("local:")
-            again = httpx.post(url, json={"granted": False})
+            again = httpx.post(url, json={"granted": False}, headers=token)
             assert again.status_code == 409
             # The stream may open before the agent asks: its first change can be empty.
             seen: list[list[str]] = []
@@ -113,9 +116,15 @@ def test_a_pending_ask_is_answered_over_http_by_the_authenticated_human(tmp_path
         assert result["answer"] == "The command ran."
         sid = agent.scope.session
         receipts = httpx.get(f"{px.url}/api/sessions/{sid}/receipts").json()["receipts"]
-        (receipt,) = receipts
+        (receipt,) = [r for r in receipts if r["operation"] == "Bash"]
         assert receipt["status"] == "ok"
         approval = receipt["judgment"]["approval"]
         assert approval["granted"] is True and approval["by"]["id"].startswith("local:")
         answers = px.ledger.records(agent.scope, "event", kinds=(APPROVAL_ANSWER,))
         assert len(answers) == 1
+        # The answer is the approve operation's, judged and receipted on the api surface.
+        # (the second answer, refused as already given, has its receipt too)
+        first, again_r = px.ledger.records(agent.scope, "receipt", kinds=("approve",))
+        assert first.body["surface"] == "api" and first.body["status"] == "ok"
+        assert first.body["actor"]["id"].startswith("local:")
+        assert again_r.body["observations"]["code"] == "APPROVAL_NOT_PENDING"

@@ -13,6 +13,7 @@ def test_serve_exports() -> None:
             "INSTRUCTIONS_EVENT",
             "INTERRUPTED_EVENT",
             "RECALL_EVENT",
+            "REPLAY_EVENT",
             "Forward",
             "LedgerApprover",
             "ProxyService",

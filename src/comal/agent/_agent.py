@@ -328,7 +328,10 @@ class Agent:
             return False
         for entry in self.ledger.entries(self.scope, start_seq=step):
             result = entry.message.tool_result
-            if result is not None and result.name == FINISH and not result.is_error:
+            if result is None or result.is_error:
+                continue
+            op = self.house.registry.get(result.name or "")
+            if result.name == FINISH or (op is not None and op.closes):
                 return True
         return False
 

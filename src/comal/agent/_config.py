@@ -23,6 +23,7 @@ change nothing::
     agents:                        # per-agent settings, by agent name
       reviewer: {engine: limit, engine_settings: {target_ratio: 0.5}, max_turns: 20}
     plugins: [comal_wordcount]     # operator-only: modules enabled as plugins (docs/plugins.md)
+    plugin_settings: {chrome: {origins: ["http://127.0.0.1:8000"]}}   # operator-only
     work: {parallel: 2, budget: {tokens: 500000}}   # operator-only: work steps, task budget
     serve: {allowed_hosts: [comal.internal]}   # operator-only: comal serve's guards and limits
 
@@ -35,12 +36,12 @@ Precedence: defaults < file < environment (``COMAL_MODEL``, ``COMAL_MODE``, ``CO
 ``COMAL_TENANT``; ``COMAL_CONTEXT_WINDOW`` joins the window minimum) < command-line flags.
 
 Operator-only settings (:data:`OPERATOR_ONLY`: windows, output reserve and escalation,
-engine and its settings, caps and limits, the sandbox, the cache, MCP servers, plugins, serve,
-work steps and the task's budget) come only from these sources, which the model cannot reach: the
-configuration is read once when the process starts into frozen values, no operation in the
-model's catalog changes any of them, and the policy denies the model's Write/Edit of the
-configuration file and shell commands naming its directory, while the OS sandbox masks the
-file from Bash (CFG-2).
+engine and its settings, caps and limits, the sandbox, the cache, MCP servers, plugins and
+their settings, serve, work steps and the task's budget) come only from these sources, which
+the model cannot reach: the configuration is read once when the process starts into frozen
+values, no operation in the model's catalog changes any of them, and the policy denies the
+model's Write/Edit of the configuration file and shell commands naming its directory, while
+the OS sandbox masks the file from Bash (CFG-2).
 """
 
 from __future__ import annotations
@@ -106,6 +107,7 @@ OPERATOR_ONLY = frozenset(
         "cache",
         "mcp_servers",
         "plugins",
+        "plugin_settings",
         "serve",
         "work",
     }
@@ -203,6 +205,12 @@ class Config(Strict):
         description="Python modules enabled as plugins when the configuration is loaded, after "
         "the installed entry points (operator-only; see docs/plugins.md).",
     )
+    plugin_settings: dict[ModuleName, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Each plugin's own settings, by the section it reads (chrome: the browser "
+        "plugin's origins, targets and tests; see docs/browser.md), checked with that "
+        "plugin's model when the configuration is read (operator-only).",
+    )
     work: WorkConfig = Field(default_factory=WorkConfig)
 
     @field_validator("engine")
@@ -210,6 +218,35 @@ class Config(Strict):
     def _engine(cls, value: str) -> str:
         known_engine(value)
         return value
+
+    @model_validator(mode="after")
+    def _plugin_settings_valid(self) -> Config:
+        # Each section belongs to an enabled plugin and is checked with its model now, so a
+        # typo or a bad value is refused when the file is read, not at the first call.
+        if not self.plugin_settings:
+            return self
+        from ..plugins import settings_sections
+
+        sections = settings_sections()
+        for section, values in self.plugin_settings.items():
+            spec = sections.get(section)
+            if spec is None:
+                known = ", ".join(sorted(sections)) or "none"
+                raise InputError(
+                    f"no enabled plugin reads plugin_settings.{section} (sections read: "
+                    f"{known}); enable its plugin under plugins: or fix the name",
+                    field=f"plugin_settings.{section}",
+                )
+            try:
+                spec.model.model_validate(values)
+            except ValidationError as exc:
+                err = exc.errors()[0]
+                key = ".".join(str(p) for p in err["loc"])
+                raise InputError(
+                    f"invalid plugin setting: {err['msg']}; fix the value",
+                    field=f"plugin_settings.{section}" + (f".{key}" if key else ""),
+                ) from exc
+        return self
 
     @model_validator(mode="after")
     def _engines_valid(self) -> Config:

@@ -322,6 +322,16 @@ class Coordinator:
             lines.append("Collect them with WorkStepWait, then call finish_call again.")
             seen = {"passed": False, "waiting": [s.delegation.n for s in waiting]}
             return self._finished(origin, "\n".join(lines), seen, [], [])
+        gates = [
+            why for op in a.house.registry
+            if op.finish_gate is not None and (why := op.finish_gate(self.ledger, self.scope))
+        ]  # fmt: skip
+        if gates:
+            # A plugin's task (a browser's tests) is not done: nothing else runs until it is.
+            lines = ["[finish] NOT finished:", *(f"- {why}" for why in gates)]
+            return self._finished(
+                origin, "\n".join(lines), {"passed": False, "gates": gates}, [], []
+            )
         checks = run_checks(a.house, a.settings.checks, a.run_id)
         for c in checks:
             a.say("result", f"check `{c.command}`: {c.status}")
@@ -361,7 +371,8 @@ class Coordinator:
         nothing to verify — no configured checks, no board, no work steps — it passes without
         a call, as a session that never used them always closed."""
         a = self.agent
-        if not (a.settings.checks or board_of(self.ledger, self.scope).items):
+        gated = any(op.finish_gate is not None for op in a.house.registry)
+        if not (a.settings.checks or gated or board_of(self.ledger, self.scope).items):
             if not delegations(self.ledger, self.scope):
                 # Nothing to verify: it passes, and leaves no receipt (nothing was checked).
                 return True, "[finish] nothing to check: no configured checks, no board"

@@ -50,4 +50,5 @@ def house_factory(
         probe=probe,
         guard=guard,
         host=host,
+        plugin_settings=config.plugin_settings,
     )

@@ -246,7 +246,7 @@ def raise_for(outcome: Outcome) -> None:
     raise HumanOperationFailed(str(code) if code else "OPERATION_FAILED", message)
 
 
-def _coded(handler: Callable[[_NoArgs, CallContext], ToolOutput]) -> Handler:
+def _coded(handler: Callable[[Any, CallContext], ToolOutput]) -> Handler:
     """A handler whose coded errors become an error result carrying the code (a receipt is
     still written), instead of an exception the house would report as a crash."""
 

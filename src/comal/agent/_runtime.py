@@ -28,7 +28,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from ..context import get_engine
 from ..errors import ComalError, UserError
@@ -75,6 +75,7 @@ from ._propose import Probe, Proposer, Say
 from ._result import RunResult
 from ._session import lock_session
 from ._settings import AgentSettings
+from ._steering import STEERING_OPERATIONS
 
 __all__ = ["Flags", "Runtime", "SessionNotHeld"]
 
@@ -117,6 +118,7 @@ class Runtime:
     def __post_init__(self) -> None:
         self.registry = default_registry()
         self.registry.add_all(HUMAN_OPERATIONS)
+        self.registry.add_all(STEERING_OPERATIONS)
         self.registry.add_all(work_operations())
         ensure_tool_search(self.registry)
         self.mcp = McpServers(self.config.mcp_servers)
@@ -134,7 +136,7 @@ class Runtime:
         need_model: bool = True,
         provider: Provider | None = None,
         clock: Clock | None = None,
-    ) -> Runtime:
+    ) -> Self:
         """The runtime for session ``resume`` (a unique id prefix), the tenant's latest session
         (``latest``: ``comal -c``), or a new one created with its first prompt. With
         ``need_model`` (running the agent) a missing model, an unknown provider or a missing

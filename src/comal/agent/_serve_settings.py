@@ -1,7 +1,9 @@
 """``serve``: the configuration file's section for ``comal serve`` (operator-only, CFG-2).
 
 Who may reach the server besides its own names (the DNS-rebinding and cross-origin guards'
-allow-lists) and how long a client may take over a request. The command line's
+allow-lists), how long a client may take over a request, and where the web interface may run
+agents: the workspaces it may start sessions in and the models it may use (none listed: the
+web interface starts no session). The command line's
 ``--allow-host`` / ``--allow-origin`` add to the lists; nothing a client sends changes them.
 """
 
@@ -34,6 +36,18 @@ class ServeSettings(BaseModel):
         max_length=100,
         description="Browser origins (scheme://host[:port]) whose pages may call the server "
         "besides its own dashboard, e.g. https://ops.example.",
+    )
+    workspaces: list[Annotated[str, Field(min_length=1, max_length=4_096)]] = Field(
+        default_factory=list,
+        max_length=100,
+        description="Directories (absolute) the web interface may start agent sessions in, "
+        "each with everything under it; none: the web interface starts no session.",
+    )
+    models: list[Annotated[str, Field(min_length=1, max_length=500)]] = Field(
+        default_factory=list,
+        max_length=100,
+        description="Model specs (provider:model) the web interface may start a session with "
+        "or switch to, besides the configuration's model.",
     )
     header_timeout: float = Field(
         default=10.0,

@@ -192,9 +192,11 @@ def reconcile_cmd(
 
     Example: comal reconcile 3f2a --workspace ~/src/project --json
     """
+    from ..agent import load_config
     from ..ops import Workspace, default_registry, reconcile
 
     with coded_errors(as_json), ledger() as led:
+        load_config()  # its plugins: their recovery adapters observe what their calls meant
         report = reconcile(
             led, led.resolve(session), workspace=Workspace(workspace), registry=default_registry()
         )

@@ -300,15 +300,27 @@ def _hit_dict(scope: Scope, hit: SearchHit) -> dict[str, Any]:
 
 @app.command()
 def search(
-    query: Annotated[str, typer.Argument(help="Words to find (full text), or a --regex.")],
+    query: Annotated[
+        str, typer.Argument(help="Text to find, as written (or --fts syntax, or a --regex).")
+    ],
     session: Annotated[
         str | None, typer.Option(help="Only this session (a unique prefix is enough).")
     ] = None,
-    regex: Annotated[bool, typer.Option("--regex", help="QUERY is a regular expression.")] = False,
-    limit: Annotated[int, typer.Option(help="At most this many hits.", min=1)] = 20,
+    fts: Annotated[
+        bool,
+        typer.Option(
+            "--fts", help='QUERY is FTS5 syntax: AND, OR, NOT, "phrases", prefix*, NEAR().'
+        ),
+    ] = False,
+    regex: Annotated[
+        bool, typer.Option("--regex", help="QUERY is a regular expression (RE2).")
+    ] = False,
+    limit: Annotated[int, typer.Option(help="At most this many hits.", min=1, max=1000)] = 20,
     as_json: JsonOpt = False,
 ) -> None:
-    """Search the ledger's messages and tool outputs (full text, or --regex).
+    """Search the ledger's messages and tool outputs for text, as written: its words in order,
+    punctuation only separating them (`django.setup()`, `create-next-app`). --fts reads the query
+    as FTS5 syntax, --regex as a regular expression.
 
     Example: comal search "ModuleNotFoundError" --session 3f2a
     """
@@ -316,9 +328,12 @@ def search(
     with coded_errors(as_json), ledger() as led:
         if not query.strip():
             raise UserError("give something to search for")
+        if fts and regex:
+            raise UserError("--fts and --regex read the query differently: give one of them")
         scopes = [led.resolve(session)] if session else [s.scope for s in led.sessions()]
         for scope in scopes:
-            for hit in led.search(scope, query, regex=regex, limit=limit - len(hits)):
+            found = led.search(scope, query, regex=regex, fts=fts, limit=limit - len(hits))
+            for hit in found:
                 hits.append((scope, hit))
             if len(hits) >= limit:
                 break

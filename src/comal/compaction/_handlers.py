@@ -101,8 +101,9 @@ def _rehearse_store(r: Rehearsal, job: StoreCheckpoint) -> object:
 def _pipeline(run: JobRun, job: PipelineSummarize) -> object:
     entries = run.ledger.entries(run.scope, start_seq=job.source_first, end_seq=job.last_seq)
     span = (job.source_first, job.last_seq)
-    extra = model_facts(run.ledger, run.scope, *span, run.summarizer(), entries=entries)
     proposal = summarize_pipeline(job, entries, run.counter, run.summarizer())
+    # The facts call follows the summary: a summary that fails compresses nothing to remember.
+    extra = model_facts(run.ledger, run.scope, *span, run.summarizer(), entries=entries)
     meta = proposal.meta
     body = {"level": meta.get("level"), "summarizer": meta.get("summarizer")}
     return _store_checkpoint(run, proposal, PIPELINE_SUMMARIZED, body, span, entries, extra)
@@ -153,13 +154,15 @@ def _leaf(run: JobRun, job: SummarizeLeaf) -> object:
     entries = ledger.entries(scope, start_seq=job.first_seq, end_seq=job.last_seq)
     request, sources = leaf_request(job, entries, _earlier(run, job.first_seq))
     span = f"{job.first_seq}..{job.last_seq}"
-    extra = None
-    if not job.oversize:  # a step over the summarizer's window is not sent to it at all
-        extra = model_facts(ledger, scope, job.first_seq, job.last_seq, run.summarizer(),
-                            entries=entries, guard=_guard(run))  # fmt: skip
     run.probe("summarizing", span)
     made = make_text(request, _summarizer(run), run.counter, _guard(run), oversize=job.oversize)
     run.probe("summarized", span)
+    # After the summary, so a failing model costs one call, not two; a step over the
+    # summarizer's window is not sent to it at all.
+    extra = None
+    if not job.oversize:
+        extra = model_facts(ledger, scope, job.first_seq, job.last_seq, run.summarizer(),
+                            entries=entries, guard=_guard(run))  # fmt: skip
     draft = leaf_input(job, entries, sources, made)
     body = {"first_seq": job.first_seq, "last_seq": job.last_seq}
     return _store_summary(run, draft, SUMMARIZED, body, entries, extra)
@@ -171,12 +174,12 @@ def _condense(run: JobRun, job: Condense) -> object | None:
     if len(found) != len(job.children):
         return None  # another process condensed them first
     request, sources = condense_request(job, found, _earlier(run, job.first_seq))
-    # Its leaves remembered their entries; only a ledger older than memories has any left.
-    extra = model_facts(run.ledger, run.scope, job.first_seq, job.last_seq, run.summarizer(),
-                        guard=_guard(run))  # fmt: skip
     run.probe("summarizing", f"condense {job.children}")
     made = make_text(request, _summarizer(run), run.counter, _guard(run))
     run.probe("summarized", f"condense {job.children}")
+    # Its leaves remembered their entries; only a ledger older than memories has any left.
+    extra = model_facts(run.ledger, run.scope, job.first_seq, job.last_seq, run.summarizer(),
+                        guard=_guard(run))  # fmt: skip
     draft = condensed_input(job, found, sources, made)
     body = {"children": list(job.children), "depth": job.depth}
     return _store_summary(run, draft, CONDENSED, body, None, extra)

@@ -58,6 +58,7 @@ from ..tokens import TokenCounter
 from ._backend import LedgerBackend
 from ._coordination import BreakerRow, LeaseInfo
 from ._errors import (
+    BadSearchQuery,
     InvalidIdentifier,
     LedgerBadTarget,
     LedgerBusy,
@@ -69,8 +70,10 @@ from ._errors import (
     LedgerReadOnly,
     LedgerRowDamaged,
     LedgerSecretMissing,
+    LedgerTimeout,
     LedgerUnavailable,
     MemorySearchTimeout,
+    SearchTooBroad,
     SessionHasChildren,
     SessionLocked,
 )
@@ -97,7 +100,8 @@ from ._model import (
     VerifyReport,
 )
 from ._pg_lock import PgSessionLock
-from ._reads import RecallHit
+from ._query import MAX_HITS, MAX_PHRASE_WORDS, MAX_PREFIXES, MAX_TERMS, MAX_WORDS
+from ._reads import RecallHit, RecallMode
 from ._schema import MIGRATIONS, SCHEMA_VERSION, Migration
 from ._seal import Secret
 from ._sqlite import SQLiteLedger, Synchronous
@@ -110,9 +114,15 @@ if TYPE_CHECKING:
     from ._verify import verify
 
 __all__ = [
+    "MAX_HITS",
+    "MAX_PHRASE_WORDS",
+    "MAX_PREFIXES",
+    "MAX_TERMS",
+    "MAX_WORDS",
     "MIGRATIONS",
     "PROXY_KEY_PREFIX",
     "SCHEMA_VERSION",
+    "BadSearchQuery",
     "BreakerRow",
     "CheckpointRecord",
     "Deletion",
@@ -134,6 +144,7 @@ __all__ = [
     "LedgerRowDamaged",
     "LedgerSecretMissing",
     "LedgerTarget",
+    "LedgerTimeout",
     "LedgerUnavailable",
     "MemoryFlush",
     "MemoryInput",
@@ -144,6 +155,7 @@ __all__ = [
     "PostgresLedger",
     "ProxyKey",
     "RecallHit",
+    "RecallMode",
     "Record",
     "RecordTable",
     "Remembered",
@@ -151,6 +163,7 @@ __all__ = [
     "SQLiteLedger",
     "Scope",
     "SearchHit",
+    "SearchTooBroad",
     "SessionHasChildren",
     "SessionInfo",
     "SessionLock",

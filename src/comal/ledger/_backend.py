@@ -30,7 +30,7 @@ from ._model import (
     SummaryRecord,
 )
 from ._pg_lock import PgSessionLock
-from ._reads import RecallHit
+from ._reads import RecallHit, RecallMode
 from ._store import StepInput, UsageInput
 from ._summaries import SummaryInput
 
@@ -48,6 +48,8 @@ class LedgerBackend(Protocol):
     def close(self) -> None: ...
     # Every SQL statement and its parameters go to the callback while installed.
     def trace(self, callback: Callable[[str, Any], None]) -> AbstractContextManager[None]: ...
+    # This thread's statements end by the deadline, cut off by the database (LedgerTimeout).
+    def bounded(self, seconds: float) -> AbstractContextManager[None]: ...
     # Coordination: writers of a name take turns for the rest of the current atomic();
     # one process per session (RES-2), SessionLocked otherwise.
     def exclusive(self, name: str) -> None: ...
@@ -112,8 +114,9 @@ class LedgerBackend(Protocol):
     ) -> list[Entry]: ...
     def entry(self, scope: Scope, entry_id: int) -> Entry | None: ...
     def entry_by_call(self, scope: Scope, call_id: str) -> Entry | None: ...
+    # Literal words in order by default; fts: FTS5 syntax; regex: RE2 (see _query's limits).
     def search(
-        self, scope: Scope, query: str, *, regex: bool = False, limit: int = 50
+        self, scope: Scope, query: str, *, regex: bool = False, fts: bool = False, limit: int = 50
     ) -> list[SearchHit]: ...
     def requests(self, scope: Scope) -> list[RequestRecord]: ...
     def last_request(self, scope: Scope, *, measured: bool = True) -> RequestRecord | None: ...
@@ -144,18 +147,17 @@ class LedgerBackend(Protocol):
     def summary(self, scope: Scope, summary_id: int) -> SummaryRecord | None: ...
     def summary_parent(self, scope: Scope, summary_id: int) -> int | None: ...
     def search_summaries(
-        self, scope: Scope, query: str, *, regex: bool = False, limit: int = 50
+        self, scope: Scope, query: str, *, regex: bool = False, fts: bool = False, limit: int = 50
     ) -> list[RecallHit]: ...
     def recall_search(
         self,
         scope: Scope,
         query: str,
         *,
-        regex: bool = False,
+        mode: RecallMode = "words",
         limit: int = 10,
         entries: bool = True,
         summaries: bool = True,
-        any_word: bool = True,
     ) -> list[RecallHit]: ...
     # Memories across sessions (ledger/_memories.py): written in a stand-in's transaction,
     # searched by (tenant, agent).

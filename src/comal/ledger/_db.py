@@ -8,17 +8,26 @@ connection in autocommit mode, on both backends: ``atomic()`` opens one (SQLite'
 half way through a step), a nested ``atomic()`` becomes a savepoint, and a statement outside any
 commits on its own, so none can leave a transaction open that swallows the next ``atomic()``.
 A driver error leaves as a coded :class:`~comal.errors.LedgerError`.
+
+**Time bounds.** Within :meth:`Db.bounded`, every statement the thread runs is cut off by the
+database itself once the deadline passes (SQLite's progress handler, PostgreSQL's
+``statement_timeout``), and leaves as :class:`~comal.ledger.LedgerTimeout`. The bound is installed
+while the thread holds the connection's lock and removed when it lets go, so another thread's
+statements on the shared connection are never cut short by it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol
 
 from ._dialect import Dialect
+from ._errors import LedgerTimeout
 
 Params = Sequence[Any] | Mapping[str, Any]
 
@@ -48,8 +57,16 @@ class Db:
         # Taken around every outermost write transaction when set (see _locks.WriterGate).
         self.gate: Gate | None = None
         self._rewrite = dialect.placeholder != "?"  # every append runs through here
+        self._local = threading.local()  # this thread's deadline (time.monotonic), if bounded
+        self._armed: float | None = None  # the deadline installed on the connection (lock held)
 
     def execute(self, sql: str, args: Params = ()) -> Any:
+        if self._armed is not None and time.monotonic() > self._armed:
+            # PostgreSQL's timeout counts per statement: the block's total is checked here.
+            raise self.overdue()
+        return self._send(sql, args)
+
+    def _send(self, sql: str, args: Params = ()) -> Any:
         if self._rewrite:
             sql = self.dialect.q(sql)
         for tracer in self._tracers:
@@ -74,10 +91,61 @@ class Db:
             with self.lock:
                 self._tracers.remove(callback)
 
+    # -- time bounds ------------------------------------------------------------------------------
+    @contextmanager
+    def bounded(self, seconds: float) -> Iterator[None]:
+        """Within: this thread's statements end by ``seconds`` from now (nested bounds keep the
+        earliest deadline); past it, :class:`LedgerTimeout`."""
+        if not isinstance(seconds, int | float) or math.isnan(seconds) or seconds < 0:
+            raise ValueError(f"a time bound is a number of seconds >= 0, not {seconds!r}")
+        previous: float | None = getattr(self._local, "deadline", None)
+        deadline = time.monotonic() + seconds
+        self._local.deadline = deadline if previous is None else min(previous, deadline)
+        try:
+            yield
+        finally:
+            self._local.deadline = previous
+
+    def check_deadline(self) -> None:
+        """Raise :class:`LedgerTimeout` when this thread's bound has passed (for work done in
+        Python between statements, such as a regex over the rows read)."""
+        deadline: float | None = getattr(self._local, "deadline", None)
+        if deadline is not None and time.monotonic() > deadline:
+            raise self.overdue()
+
+    def overdue(self) -> LedgerTimeout:
+        return LedgerTimeout(
+            self.target,
+            "the query ran past the time bound it was given",
+            "narrow it (more specific words, a phrase, a smaller limit) and try again",
+        )
+
+    @contextmanager
+    def _held(self) -> Iterator[None]:
+        """The connection's lock, with this thread's bound installed on the connection while it
+        is held (once, however deeply the lock nests)."""
+        with self.lock:
+            deadline: float | None = getattr(self._local, "deadline", None)
+            if deadline is None or self._armed is not None:
+                yield
+                return
+            if time.monotonic() > deadline:
+                raise self.overdue()
+            try:
+                self.dialect.arm(self, deadline)
+            except self.dialect.errors as exc:
+                raise self.dialect.translate(exc, self.target, "bounding a query") from exc
+            self._armed = deadline
+            try:
+                yield
+            finally:
+                self._armed = None
+                self.dialect.disarm(self)
+
     @contextmanager
     def atomic(self) -> Iterator[Db]:
         """One write transaction; nested calls become savepoints (all or nothing together)."""
-        with self.lock:
+        with self._held():
             depth = self.depth
             gate = self.gate if depth == 0 else None
             gated = gate is not None and gate.enter()
@@ -108,7 +176,7 @@ class Db:
         finally:
             self.depth -= 1
         try:
-            self.execute(end)
+            self._send(end)  # a transaction is ended whatever the time bound says
         except self.dialect.errors as exc:
             self._undo(depth)
             raise self.dialect.translate(exc, self.target, "committing") from exc
@@ -118,15 +186,15 @@ class Db:
         # connection cannot roll back at all: then there is nothing left to undo here.
         with contextlib.suppress(*self.dialect.errors):
             if depth > 0:
-                self.execute(f"ROLLBACK TO sp{depth}")
-                self.execute(f"RELEASE sp{depth}")
+                self._send(f"ROLLBACK TO sp{depth}")
+                self._send(f"RELEASE sp{depth}")
             elif self.dialect.in_transaction(self.raw):
-                self.execute("ROLLBACK")
+                self._send("ROLLBACK")
 
     @contextmanager
     def reading(self) -> Iterator[Db]:
         """The connection for reads, under the lock; driver errors leave coded."""
-        with self.lock:
+        with self._held():
             try:
                 yield self
             except self.dialect.errors as exc:
@@ -134,7 +202,7 @@ class Db:
 
     @contextmanager
     def lenient(self) -> Iterator[None]:
-        with self.lock, self.dialect.lenient(self.raw):
+        with self._held(), self.dialect.lenient(self.raw):
             yield
 
     def close(self) -> None:

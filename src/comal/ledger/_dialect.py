@@ -88,6 +88,16 @@ class Dialect(ABC):
     def exclusive(self, db: Db, name: str) -> None:
         """Serialize writers of ``name`` until the current transaction ends."""
 
+    # -- time bounds (Db.bounded) --------------------------------------------------------------
+    @abstractmethod
+    def arm(self, db: Db, deadline: float) -> None:
+        """Have the database cut off statements once ``time.monotonic()`` passes ``deadline``
+        (the connection's lock is held until :meth:`disarm`)."""
+
+    @abstractmethod
+    def disarm(self, db: Db) -> None:
+        """Take the bound :meth:`arm` installed off the connection; never raises."""
+
     # -- full-text search (LED-5) --------------------------------------------------------------
     @abstractmethod
     def index_text(

@@ -13,6 +13,7 @@ from typing import Any
 from ..errors import LedgerError, LedgerIntegrityError, UserError
 
 __all__ = [
+    "BadSearchQuery",
     "InvalidIdentifier",
     "LedgerBadTarget",
     "LedgerBusy",
@@ -24,8 +25,10 @@ __all__ = [
     "LedgerReadOnly",
     "LedgerRowDamaged",
     "LedgerSecretMissing",
+    "LedgerTimeout",
     "LedgerUnavailable",
     "MemorySearchTimeout",
+    "SearchTooBroad",
     "SessionHasChildren",
     "SessionLocked",
 ]
@@ -90,6 +93,14 @@ class LedgerSecretMissing(_AtTarget, LedgerError):
     code = "LEDGER_SECRET_MISSING"
 
 
+class LedgerTimeout(_AtTarget, LedgerError):
+    """A statement ran past the time bound its caller set (``ledger.bounded(seconds)``): the
+    database cut it off (SQLite's progress handler, PostgreSQL's ``statement_timeout``) and
+    nothing it would have written was kept."""
+
+    code = "LEDGER_TIMEOUT"
+
+
 class LedgerBadTarget(_AtTarget, UserError):
     """A ledger target that cannot be parsed (a malformed ``postgresql://`` URL)."""
 
@@ -130,6 +141,19 @@ class InvalidIdentifier(UserError):
     """A tenant, agent or session id that is empty, blank, padded or holds control characters."""
 
     code = "LEDGER_BAD_ID"
+
+
+class BadSearchQuery(UserError):
+    """A full-text query (``fts=True``) that is not valid FTS5 syntax."""
+
+    code = "SEARCH_SYNTAX"
+
+
+class SearchTooBroad(UserError):
+    """A search refused before it ran: more words, phrases or prefixes than a query may hold,
+    whose cost would grow with them (see ``comal.ledger`` search limits)."""
+
+    code = "SEARCH_TOO_BROAD"
 
 
 class SessionHasChildren(UserError):

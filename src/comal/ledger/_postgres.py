@@ -12,10 +12,12 @@ the session lock, search vectors written with each entry and summary (``_postgre
 
 from __future__ import annotations
 
+import contextlib
+import math
+import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from psycopg import errors as pg_errors
 from psycopg import sql
 
 from ..errors import LedgerError
@@ -24,7 +26,7 @@ from ..tokens import TokenCounter
 from ._bodies import unpack
 from ._db import Db
 from ._dialect import insert_many, lock_key
-from ._errors import LedgerBadTarget, LedgerReadOnly, MemorySearchTimeout
+from ._errors import LedgerBadTarget, LedgerReadOnly, LedgerTimeout, MemorySearchTimeout
 from ._ledger import Store
 from ._model import Scope
 from ._pg_lock import DEFAULT_TTL_S, PgSessionLock
@@ -49,6 +51,17 @@ class PostgresDialect(PgDialectBase):
         # The key serve derived when it took this lock itself: processes of either version
         # exclude each other.
         db.execute("SELECT pg_advisory_xact_lock(?)", (lock_key(f"comal:serve:{name}"),))
+
+    def arm(self, db: Db, deadline: float) -> None:
+        # Per statement, from what is left now (Db.execute checks the block's total); inside a
+        # transaction the setting also goes with its rollback.
+        ms = max(1, math.ceil((deadline - time.monotonic()) * 1000))
+        db.raw.execute(f"SET statement_timeout = {ms}")
+
+    def disarm(self, db: Db) -> None:
+        # In a transaction the cancelled statement aborted, this fails: its rollback undoes it.
+        with contextlib.suppress(*self.errors):
+            db.raw.execute("SET statement_timeout TO DEFAULT")
 
     def index_text(
         self, db: Db, table: str, session: str, texts: Iterable[tuple[int, str]]
@@ -107,18 +120,16 @@ class PostgresDialect(PgDialectBase):
             f" AND f.tsv @@ %(q)s::tsquery GROUP BY f.{ref} ORDER BY r DESC, f.{ref} LIMIT %(n)s"
         )
         args = {"t": tenant, "a": agent, "x": exclude, "q": tsquery, "n": limit}
-        # The budget holds for this statement only: SET LOCAL inside its own (sub)transaction,
-        # set back before it ends.
-        with db.atomic() as c:
-            c.execute(f"SET LOCAL statement_timeout = {max(1, int(budget_s * 1000))}")
-            try:
+        # The ledger's one time bound (Db.bounded: statement_timeout while it holds), inside
+        # its own (sub)transaction, which a cancelled statement rolls back alone.
+        try:
+            with db.bounded(budget_s), db.atomic() as c:
                 rows = c.execute(sql, args).fetchall()
-            except pg_errors.QueryCanceled:
-                raise MemorySearchTimeout(
-                    f"the search ran past its {budget_s:g} s budget and was stopped; search "
-                    "fewer or rarer words"
-                ) from None
-            c.execute("SET LOCAL statement_timeout TO DEFAULT")
+        except LedgerTimeout:
+            raise MemorySearchTimeout(
+                f"the search ran past its {budget_s:g} s budget and was stopped; search "
+                "fewer or rarer words"
+            ) from None
         return [(int(r[0]), float(r[1])) for r in rows]
 
     def forget_text(self, db: Db, session: str) -> None:

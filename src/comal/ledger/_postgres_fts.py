@@ -8,7 +8,7 @@ import re
 import unicodedata
 from typing import NoReturn
 
-from ..errors import UserError
+from ._errors import BadSearchQuery
 
 _SEPARATORS = re.compile(r"[\W_]+")
 # A tsvector caps lexemes at 2046 bytes, its size at 1 MB, positions at 16383 and 256 positions
@@ -66,7 +66,7 @@ def search_vectors(text: str) -> list[str]:
 
 # Outside quotes FTS5 accepts barewords (ASCII letters, digits, underscore, any non-ASCII) and
 # a few operators; anything else is a syntax error there, so it is one here too.
-_TOKEN = re.compile(
+TOKEN = re.compile(
     r'\s*(?:(?P<string>"(?:[^"]|"")*")|(?P<word>[A-Za-z0-9_\x1a\x80-\U0010ffff]+)|(?P<op>[()*+,]))'
 )
 _KEYWORDS = {"AND", "OR", "NOT"}
@@ -88,7 +88,7 @@ class _Parser:
         self.tokens: list[tuple[str, str]] = []
         pos = 0
         while pos < len(query):
-            m = _TOKEN.match(query, pos)
+            m = TOKEN.match(query, pos)
             if m is None or m.lastgroup is None:
                 if not query[pos:].strip():
                     break
@@ -98,7 +98,9 @@ class _Parser:
         self.pos = 0
 
     def _fail(self, why: str) -> NoReturn:
-        raise UserError(f"bad full-text query {self.query!r}: {why}")
+        raise BadSearchQuery(
+            f"bad full-text query {self.query!r}: {why}; fix it, or search without --fts"
+        )
 
     def _peek(self, kind: str, text: str | None = None) -> bool:
         if self.pos >= len(self.tokens):

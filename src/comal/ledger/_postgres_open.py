@@ -26,6 +26,7 @@ from ._errors import (
     LedgerCorrupt,
     LedgerNotFound,
     LedgerReadOnly,
+    LedgerTimeout,
     LedgerUnavailable,
 )
 from ._migrate import migrate, pending
@@ -71,6 +72,12 @@ def translate(exc: BaseException, target: str, password: str | None, doing: str)
             target,
             f"cannot write while {doing} ({text})",
             "grant the ledger's role write access to its schema and tables, or use one that has it",
+        )
+    if isinstance(exc, pg_errors.QueryCanceled):  # statement_timeout: Db.bounded's bound
+        return LedgerTimeout(
+            target,
+            f"the query ran past the time bound it was given while {doing}",
+            "narrow it (more specific words, a phrase, a smaller limit) and try again",
         )
     if state in ("XX001", "XX002"):
         return LedgerCorrupt(

@@ -7,22 +7,24 @@ pages and stops at the budget: its cost follows the tail, not the session.
 
 Full-text search ranks with the backend's engine (FTS5's BM25, PostgreSQL's ``ts_rank``) over
 the same words; regexes run on RE2 in Python over the texts (:mod:`comal._regex`: patterns come
-from users and models), so a pattern means the same on both backends.
+from users and models), so a pattern means the same on both backends. What a query's text means
+(literal by default) and the limits checked before it runs are in :mod:`._query`; a search's
+time is bounded by ``bounded()``, which its Python scans check as they go.
 """
 
 from __future__ import annotations
 
 import itertools
-import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from .._regex import PatternError, compile_linear, searchable
 from ..errors import UserError
 from ._common import found_at, heads_of, hit, in_order, regex_hits, snippet, tail_start, words
 from ._db import Db
 from ._model import Entry, EntryHead, Scope, SearchHit
+from ._query import MAX_HITS, TextMode, match_query
 from ._rows import COLUMNS, entry_from_row
 from ._store import StoreBase
 from ._summaries import summary_rows
@@ -30,6 +32,7 @@ from ._text import check_int, storable
 
 _ENTRY_COLS = COLUMNS["entries"]
 _PAGE = 500
+RecallMode = Literal["words", "phrase", "fts", "regex"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,13 +48,6 @@ class RecallHit:
     snippet: str
     score: float
     depth: int | None = None
-
-
-def plain_words_query(query: str) -> str | None:
-    """An FTS5 query matching any of the words of ``query`` (ranked by BM25), or None when it
-    has none: natural-language questions must not need every word to match."""
-    found = re.findall(r"\w+", query.lower())
-    return " OR ".join(f'"{w}"' for w in dict.fromkeys(found)) if found else None
 
 
 class Reads(StoreBase):
@@ -180,48 +176,82 @@ class Reads(StoreBase):
         return rows[0] if rows else None
 
     def search(
-        self, scope: Scope, query: str, *, regex: bool = False, limit: int = 50
+        self,
+        scope: Scope,
+        query: str,
+        *,
+        regex: bool = False,
+        fts: bool = False,
+        limit: int = 50,
     ) -> list[SearchHit]:
-        """Full-text (FTS5 query syntax) or regex search over a session's messages (LED-5)."""
+        """A session's messages that hold ``query`` (LED-5): literal words in order by default
+        (see :mod:`._query`), FTS5 syntax with ``fts``, a regex (RE2) with ``regex``; at most
+        ``limit`` (and :data:`MAX_HITS`) hits."""
         check_int(limit=limit)
-        if not self._visible(scope):
+        if regex and fts:
+            raise UserError("a search is full-text (fts) or a regex, not both: choose one")
+        limit = min(limit, MAX_HITS)
+        if limit < 1 or not self._visible(scope):
             return []
         if regex:
-            return regex_hits(self.iter_entries(scope), query, limit)
+            return regex_hits(self._scanned(scope), query, limit)
+        match = match_query(query, "fts" if fts else "phrase")
+        if match is None:
+            return []
         with self._reading() as c:
-            ids = [i for i, _ in self._dialect.ranked(c, "entries_fts", scope, query, limit)]
+            ids = [i for i, _ in self._dialect.ranked(c, "entries_fts", scope, match, limit)]
             found = self._load(ids)
         query_words = words(query)
         return [hit(found[i], query_words) for i in ids if i in found]
 
+    def _scanned(self, scope: Scope) -> Iterator[Entry]:
+        """The session's entries for a scan in Python, each checked against the time bound."""
+        for e in self.iter_entries(scope):
+            self._db.check_deadline()
+            yield e
+
     # -- the recall tools' search (ctx_search) -------------------------------------------------
     def search_summaries(
-        self, scope: Scope, query: str, *, regex: bool = False, limit: int = 50
+        self,
+        scope: Scope,
+        query: str,
+        *,
+        regex: bool = False,
+        fts: bool = False,
+        limit: int = 50,
     ) -> list[RecallHit]:
-        """Full-text (FTS5 syntax) or regex search over the session's summaries."""
-        return self.recall_search(scope, query, regex=regex, limit=limit, entries=False)
+        """The session's summaries that hold ``query``: literal words in order by default, FTS5
+        syntax with ``fts``, a regex with ``regex``."""
+        if regex and fts:
+            raise UserError("a search is full-text (fts) or a regex, not both: choose one")
+        mode: RecallMode = "regex" if regex else "fts" if fts else "phrase"
+        return self.recall_search(scope, query, mode=mode, limit=limit, entries=False)
 
     def recall_search(
         self,
         scope: Scope,
         query: str,
         *,
-        regex: bool = False,
+        mode: RecallMode = "words",
         limit: int = 10,
         entries: bool = True,
         summaries: bool = True,
-        any_word: bool = True,
     ) -> list[RecallHit]:
         """Ranked hits over the session's messages and summaries (``ctx_search``).
 
-        With ``any_word`` (the default) the query's words are matched, any of them, whatever
-        punctuation it holds; otherwise it is an FTS5 query passed through; ``regex`` ranks by
-        the number of matches."""
-        if not self._visible(scope):
+        ``mode``: ``words`` (the default), any of the query's words, whatever punctuation it
+        holds; ``phrase``, its words in order; ``fts``, FTS5 syntax (see :mod:`._query`);
+        ``regex`` (RE2), ranked by the number of matches."""
+        check_int(limit=limit)
+        limit = min(limit, MAX_HITS)
+        if mode not in ("words", "phrase", "fts", "regex"):
+            raise UserError(f"mode is words, phrase, fts or regex, not {mode!r}")
+        if limit < 1 or not self._visible(scope):
             return []
-        if regex:
+        if mode == "regex":
             return self._regex_recall(scope, query, limit, entries, summaries)
-        match = plain_words_query(query) if any_word else query
+        text_mode: TextMode = mode
+        match = match_query(query, text_mode)
         if match is None:
             return []
         qwords = words(query)
@@ -265,7 +295,7 @@ class Reads(StoreBase):
         except PatternError as exc:
             raise UserError(str(exc)) from None
         hits: list[RecallHit] = []
-        for e in self.iter_entries(scope) if entries else ():
+        for e in self._scanned(scope) if entries else ():
             found = tuple(m.start() for m in compiled.finditer(searchable(e.message.text)))
             if found:
                 snip = hit(e, None, found).snippet
@@ -274,6 +304,7 @@ class Reads(StoreBase):
             with self._reading() as c:
                 every = summary_rows(c, self._sealer, "s.session_id = ?", (scope.session,))
             for s in every:
+                self._db.check_deadline()
                 found = tuple(m.start() for m in compiled.finditer(searchable(s.text)))
                 if found:
                     snip, score = snippet(s.text, found), float(len(found))

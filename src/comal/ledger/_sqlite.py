@@ -20,7 +20,7 @@ from ..errors import LedgerError, UserError
 from ..tokens import TokenCounter
 from ._db import Db
 from ._dialect import Dialect
-from ._errors import LedgerBadTarget, MemorySearchTimeout
+from ._errors import BadSearchQuery, LedgerBadTarget, LedgerTimeout, MemorySearchTimeout
 from ._ledger import Store
 from ._locks import SessionLock, WriterGate, lock_path
 from ._migrate import statements
@@ -35,6 +35,7 @@ from ._target import parse_target
 __all__ = ["SQLiteLedger", "Synchronous"]
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
+_FIX = "fix it, or search without --fts"
 
 
 class SQLiteDialect(Dialect):
@@ -93,6 +94,14 @@ class SQLiteDialect(Dialect):
     def exclusive(self, db: Db, name: str) -> None:
         """Nothing: the transaction holds the database's only write lock from its start."""
 
+    def arm(self, db: Db, deadline: float) -> None:
+        # Called every thousand virtual-machine steps, FTS5's own reads included: a runaway
+        # MATCH ends within microseconds of the deadline with SQLITE_INTERRUPT.
+        db.raw.set_progress_handler(lambda: int(time.monotonic() > deadline), 1000)
+
+    def disarm(self, db: Db) -> None:
+        db.raw.set_progress_handler(None, 0)
+
     def session_tables(self, db: Db) -> list[str]:
         return [
             r[0]
@@ -147,14 +156,25 @@ class SQLiteDialect(Dialect):
         if table == "entries_fts":
             self.catch_up(db)
         source = {"entries_fts": "entries", "summaries_text_fts": "summaries"}[table]
+        # The index holds every session. Handed "rowid IN (the session's ids)", FTS5 runs the
+        # whole MATCH once per id (a 150-word query over 2,000 entries took 8 s); the range of
+        # the session's ids is one scan, ranked inside FTS5, and the unary + keeps the exact
+        # filter away from FTS5, applied to the rows it yields.
+        ids = f"(SELECT {{}}(id) FROM {source} WHERE session_id = ?)"
         try:
             rows = db.execute(
-                f"SELECT rowid, bm25({table}) FROM {table} WHERE {table} MATCH ? AND rowid IN"
-                f" (SELECT id FROM {source} WHERE session_id = ?) ORDER BY rank LIMIT ?",
-                (query, scope.session, limit),
+                f"SELECT rowid, bm25({table}) FROM {table} WHERE {table} MATCH ?"
+                f" AND rowid BETWEEN {ids.format('min')} AND {ids.format('max')}"
+                f" AND +rowid IN (SELECT id FROM {source} WHERE session_id = ?)"
+                " ORDER BY rank LIMIT ?",
+                (query, scope.session, scope.session, scope.session, limit),
             ).fetchall()
-        except (sqlite3.OperationalError, UnicodeEncodeError) as exc:
-            raise UserError(f"bad full-text query {query!r}: {exc}") from exc
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorname == "SQLITE_INTERRUPT":
+                raise  # the time bound (Db.bounded), not the query: translated by the caller
+            raise BadSearchQuery(f"bad full-text query {query!r}: {exc}; {_FIX}") from exc
+        except UnicodeEncodeError as exc:
+            raise BadSearchQuery(f"bad full-text query {query!r}: {exc}; {_FIX}") from exc
         return [(int(r[0]), -float(r[1])) for r in rows]  # bm25 is lower-is-better
 
     def ranked_agent(
@@ -183,22 +203,23 @@ class SQLiteDialect(Dialect):
             f" JOIN {source} {alias} ON {alias}.id = {table}.rowid{joins}"
             f" WHERE {table} MATCH ? AND {scoped} ORDER BY rank LIMIT ?"
         )
-        deadline = time.monotonic() + budget_s
-        # Checked every thousand virtual-machine steps: a runaway match stops near its budget.
-        db.raw.set_progress_handler(lambda: time.monotonic() > deadline, 1_000)
+        # The ledger's one time bound (Db.bounded: the progress handler stops a runaway match
+        # near its budget), so a bound the caller set already is never lifted by this one.
         try:
-            rows = db.execute(sql, (query, tenant, agent, exclude, limit)).fetchall()
-        except sqlite3.OperationalError as exc:
-            if "interrupted" in str(exc):
-                raise MemorySearchTimeout(
-                    f"the search ran past its {budget_s:g} s budget and was stopped; search "
-                    "fewer or rarer words"
-                ) from None
-            raise UserError(f"bad full-text query {query!r}: {exc}") from exc
-        except UnicodeEncodeError as exc:
-            raise UserError(f"bad full-text query {query!r}: {exc}") from exc
-        finally:
-            db.raw.set_progress_handler(None, 0)
+            with db.bounded(budget_s), db.reading() as c:
+                try:
+                    rows = c.execute(sql, (query, tenant, agent, exclude, limit)).fetchall()
+                except sqlite3.OperationalError as exc:
+                    if exc.sqlite_errorname == "SQLITE_INTERRUPT":
+                        raise  # the bound: LedgerTimeout, from reading()
+                    raise UserError(f"bad full-text query {query!r}: {exc}") from exc
+                except UnicodeEncodeError as exc:
+                    raise UserError(f"bad full-text query {query!r}: {exc}") from exc
+        except LedgerTimeout:
+            raise MemorySearchTimeout(
+                f"the search ran past its {budget_s:g} s budget and was stopped; search "
+                "fewer or rarer words"
+            ) from None
         return [(int(r[0]), -float(r[1])) for r in rows]  # bm25 is lower-is-better
 
     def forget_text(self, db: Db, session: str) -> None:

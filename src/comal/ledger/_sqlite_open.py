@@ -25,6 +25,7 @@ from ._errors import (
     LedgerNotADatabase,
     LedgerNotFound,
     LedgerReadOnly,
+    LedgerTimeout,
     LedgerUnavailable,
 )
 from ._migrate import migrate, pending
@@ -49,6 +50,12 @@ def translate(exc: sqlite3.Error | UnicodeDecodeError, target: str, doing: str) 
             target,
             f"the database file is damaged (SQLite named something not in UTF-8) while {doing}",
             "run `comal verify` to see where, and restore the ledger from a backup",
+        )
+    if name == "SQLITE_INTERRUPT":  # only the progress handler of Db.bounded interrupts
+        return LedgerTimeout(
+            target,
+            f"the query ran past the time bound it was given while {doing}",
+            "narrow it (more specific words, a phrase, a smaller limit) and try again",
         )
     if name.startswith("SQLITE_READONLY") or "readonly" in text:
         why = (

@@ -136,6 +136,14 @@ class StoreBase:
             return text
         return pack(text, text.encode("utf-8", "surrogatepass"))
 
+    def bounded(self, seconds: float) -> AbstractContextManager[None]:
+        """Within: every statement this thread runs on the ledger ends by ``seconds`` from now,
+        cut off by the database itself (SQLite's progress handler, PostgreSQL's
+        ``statement_timeout``), and a search's work between statements is checked too; past
+        the deadline, :class:`~comal.ledger.LedgerTimeout`. Bounds nest (the earliest wins);
+        other threads sharing the connection are not affected."""
+        return self._db.bounded(seconds)
+
     def _reading(self) -> AbstractContextManager[Db]:
         return self._db.reading()
 

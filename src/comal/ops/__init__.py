@@ -18,7 +18,9 @@ pattern rules are advisory; the sandbox is the enforcement.
 After a crash, :func:`reconcile` turns preparations without receipts into
 ``postcondition_observed``, ``not_applied`` (a native write proven not to have landed: the call
 is pending again) or ``uncertain`` receipts, and :func:`may_retry` says whether a call may be
-repeated automatically (never when uncertain).
+repeated automatically (never when uncertain). An operation with effects may declare an
+``intent`` (recorded in its preparation) and a recovery adapter that observes it afresh
+(:class:`RecoveryAdapter`, PLG-2); without one its started calls stay ``uncertain``.
 """
 
 from typing import TYPE_CHECKING, Any
@@ -73,7 +75,9 @@ from ._operation import (
     LARGE_CAP,
     Catalog,
     CatalogFormat,
+    FinishGate,
     Handler,
+    Intent,
     Operation,
     Planner,
     Registry,
@@ -81,6 +85,7 @@ from ._operation import (
 from ._policy import Limits, Policy, Rule
 from ._receipt import RECEIPT_SCHEMA, OutputInfo, Receipt, RetryVerdict, may_retry, receipts
 from ._reconcile import Reconciled, ReconcileReport, reconcile
+from ._recovery import Observed, RecoveryAdapter, RecoveryContext
 from ._sandbox import (
     DEFAULT_MEMORY_CAP,
     Sandbox,
@@ -139,12 +144,14 @@ __all__ = [
     "Effect",
     "EffectKind",
     "EvidenceReadInput",
+    "FinishGate",
     "GlobArgs",
     "GrepArgs",
     "Handler",
     "HostSettings",
     "House",
     "HouseFactory",
+    "Intent",
     "Invocation",
     "Judge",
     "Judgment",
@@ -159,6 +166,7 @@ __all__ = [
     "MemoryCapExceeded",
     "Mode",
     "NotRegularFile",
+    "Observed",
     "Operation",
     "OperationDeclarationError",
     "OperationTimeout",
@@ -174,6 +182,8 @@ __all__ = [
     "Receipt",
     "ReconcileReport",
     "Reconciled",
+    "RecoveryAdapter",
+    "RecoveryContext",
     "RegexUnsupported",
     "Registry",
     "RetryVerdict",

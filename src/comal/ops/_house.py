@@ -29,7 +29,7 @@ A ``probe(phase, call_id)`` callback, when given, is called at ``judged``, ``pre
 from __future__ import annotations
 
 import errno
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -104,12 +104,13 @@ class House:
         bwrap: str | None = None,
         guard: Callable[[], None] | None = None,
         host: object = None,
+        plugin_settings: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         policy = policy if policy is not None else Policy()
         self._made = HouseFactory(
             ledger, registry, policy, workspace=workspace, approver=approver, settings=settings,
             probe=probe, protected_paths=tuple(protected_paths), bwrap=bwrap, guard=guard,
-            host=host,
+            host=host, plugin_settings=dict(plugin_settings or {}),
         )  # fmt: skip
         # The host's human controls (``/context``, ``/compact``) reach their handlers here.
         self.host = host
@@ -229,7 +230,12 @@ class House:
             else:
                 assert op.handler is not None
                 if not op.read_only:
-                    prepared.append(self._prepare(op, "start", judgment, {}, join_step))
+                    extra: dict[str, Any] = {}
+                    if op.intent is not None:
+                        # Computed by reading only: nothing has an effect before it is durable.
+                        extra["intent"] = dict(op.intent(args, ctx))
+                        ctx = replace(ctx, intent=extra["intent"])
+                    prepared.append(self._prepare(op, "start", judgment, extra, join_step))
                 output = op.handler(args, ctx)
         except OperationTimeout as exc:
             output = ToolOutput(str(exc), is_error=True, timed_out=True, observations=_failure(exc))

@@ -3,8 +3,8 @@ session, so every house of a surface is built alike (see :class:`HouseFactory`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +41,9 @@ class HouseFactory:
     bwrap: str | None = None
     guard: Callable[[], None] | None = None
     host: object = None
+    # Each plugin's operator settings by section (``plugin_settings:``), read by its handlers
+    # through ``CallContext.factory``; the model has no way to change them.
+    plugin_settings: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def house(self, scope: Scope) -> House:
         from ._house import House  # the house module builds its own factory from this one
@@ -49,7 +52,7 @@ class HouseFactory:
             self.ledger, scope, self.registry, self.policy, workspace=self.workspace,
             approver=self.approver, settings=self.settings, probe=self.probe,
             protected_paths=self.protected_paths, bwrap=self.bwrap, guard=self.guard,
-            host=self.host,
+            host=self.host, plugin_settings=self.plugin_settings,
         )  # fmt: skip
 
     def but(self, **changes: Any) -> HouseFactory:

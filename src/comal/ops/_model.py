@@ -199,6 +199,9 @@ class CallContext:
     # board item's check, finish_call's checks) runs them through a sibling house, judged and
     # receipted like any other call.
     factory: HouseFactory | None = None
+    # The intent recorded in this call's durable preparation (PLG-2), when its operation
+    # declares one: the handler acts on exactly what was recorded.
+    intent: Mapping[str, Any] | None = None
 
     def need_workspace(self) -> Workspace:
         if self.workspace is None:

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from ..ledger import LedgerBackend, Scope
 from ..messages import canonical_json, sha256_hex
 from ._errors import OperationDeclarationError, OpsError
 from ._model import (
@@ -32,6 +33,7 @@ from ._model import (
     Surface,
     ToolOutput,
 )
+from ._recovery import RecoveryAdapter
 from ._workspace import Workspace
 
 __all__ = [
@@ -40,7 +42,9 @@ __all__ = [
     "LARGE_CAP",
     "Catalog",
     "CatalogFormat",
+    "FinishGate",
     "Handler",
+    "Intent",
     "Operation",
     "Planner",
     "Registry",
@@ -54,6 +58,11 @@ HARD_CAP = 100_000
 
 Handler = Callable[[Any, CallContext], ToolOutput]
 Planner = Callable[[Any, CallContext], PlannedWrite]
+# PLG-2: what a call means to do, computed (reading only) before its durable preparation and
+# recorded in it, so that a fresh observation after a crash can prove what it did.
+Intent = Callable[[Any, CallContext], Mapping[str, Any]]
+# The seam of a finish: what still keeps a session from finishing, or ``None``.
+FinishGate = Callable[[LedgerBackend, Scope], str | None]
 SubjectKind = Literal["path", "command", "text"]
 CatalogFormat = Literal["anthropic", "openai"]
 
@@ -90,6 +99,16 @@ class Operation:
     ``schema`` overrides the published JSON Schema (MCP tools publish the server's own).
     ``sandboxed`` says the handler starts processes that must run in the OS sandbox: without a
     usable one, the judge refuses calls no human approved (``sandbox:unavailable``).
+
+    Recovery (PLG-2): ``intent`` computes, before anything with effects runs, what the call
+    means to do; the house records it in the call's durable preparation and hands it to the
+    handler (:attr:`CallContext.intent`). ``recover`` is the adapter that, after a crash, turns
+    such a preparation without a receipt into a status by a fresh observation
+    (:class:`~comal.ops.RecoveryAdapter`); without one the call stays ``uncertain``.
+    ``finish_gate`` says what keeps a session from finishing (``finish_call`` refuses while it
+    answers a reason); ``closes`` marks an operation whose passing result closes the session,
+    as ``finish_call``'s does. ``asks``: a human approves each call unless an allow rule names
+    the operation, in every mode (a publish that cannot be taken back).
     """
 
     name: str
@@ -107,6 +126,11 @@ class Operation:
     inline_cap: int = DEFAULT_CAP
     schema: Mapping[str, Any] | None = None
     sandboxed: bool = False
+    intent: Intent | None = None
+    recover: RecoveryAdapter | None = None
+    finish_gate: FinishGate | None = None
+    closes: bool = False
+    asks: bool = False
     parameters: dict[str, Any] = field(init=False, repr=False, compare=False)
     contract: str = field(init=False, repr=False, compare=False)
 
@@ -126,6 +150,8 @@ class Operation:
             problems.append("a model-audience operation must be on the model surface")
         if not 0 < self.inline_cap <= HARD_CAP:
             problems.append(f"inline_cap must be in 1..{HARD_CAP}")
+        if self.intent is not None and (self.handler is None or self.read_only):
+            problems.append("an intent is recorded only for a handler with effects")
         if self.version < 1 or not self.effects:
             problems.append("version must be >= 1 and effects non-empty")
         if problems:

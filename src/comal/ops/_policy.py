@@ -26,7 +26,8 @@ where none is usable.
 
 Precedence: a matching deny rule wins, then the read-only mode's ceiling, then ask, then allow,
 then the mode's default (read-only: reads only; ask: reads allowed, mutations asked; trusted:
-everything allowed). Deny beats allow whatever the order the rules were written in.
+everything allowed, but an operation declared ``asks`` — a publish — is asked in every mode
+unless an allow rule names it). Deny beats allow whatever the order the rules were written in.
 """
 
 from __future__ import annotations
@@ -281,6 +282,12 @@ class Policy:
         allow = next((r for r in matching if r.action == "allow"), None)
         if allow is not None:
             return Decision.allow(str(allow))
+        if op.asks:
+            # What it does cannot be taken back (a publish): only a rule naming the operation
+            # allows it without asking, whatever the mode.
+            return Decision.ask(
+                f"operation:{op.name}", f"{op.name} is asked unless a rule allows it by name"
+            )
         if op.read_only or mode == "trusted":
             return Decision.allow(f"mode:{mode}")
         return Decision.ask("mode:ask", f"{op.name} changes the world and the mode asks for writes")

@@ -5,6 +5,14 @@ session-local: they read the calling session only, never its children or another
 are not on the ``api`` surface (never exported). The model is offered them only while the dag
 engine runs (``model_catalog`` hides them under any other engine).
 
+``ctx_search`` reads its query as text, never as syntax: ``words`` (any of them, ranked) or
+``phrase`` (these words in this order), or a regex (RE2). The model gets no FTS5 mode: what it
+searches for is text it read (``create-next-app``, ``django.setup()``), which FTS5 would read as
+operators and column names, and prefix and OR expansions are where a query's cost runs away.
+Every search is bounded before it runs (the ledger's word limits) and while it runs
+(:data:`SEARCH_SECONDS`, cut off by the database): over either, the tool answers with a coded
+error and the model narrows the query.
+
 ``ctx_expand`` returns a summary's sources (its entries for a leaf, its children for a condensed
 node, rendered as the summarizer read them) or one entry, paged like EvidenceRead: offsets in
 UTF-16 units, pages of at most 8,000 units that never cut a surrogate pair, the exact
@@ -15,17 +23,21 @@ summary row recorded (else the ledger is damaged) and to ``expected_digest`` whe
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..ledger import LedgerBackend, Scope, SummaryRecord
+from ..errors import ComalError
+from ..ledger import LedgerBackend, LedgerTimeout, Scope, SummaryRecord
 from ..messages import sha256_hex
-from ._errors import ToolFailure
+from ._errors import OperationTimeout, ToolFailure
 from ._model import CallContext, Effect, Surface, ToolOutput
 from ._operation import LARGE_CAP, Operation
 
 __all__ = [
+    "SEARCH_SECONDS",
     "CtxExpandInput",
     "CtxInspectInput",
     "CtxSearchInput",
@@ -35,15 +47,39 @@ __all__ = [
 
 _MAX_PAGE = 8_000
 _SURFACES: frozenset[Surface] = frozenset({"model", "cli", "tui"})
+# What one recall search may take, less where the operator's timeout for the operation is shorter:
+# the plain queries take milliseconds; a search is cut off long before it could stall a turn.
+SEARCH_SECONDS = 5.0
+
+
+@contextmanager
+def bounded_search(ctx: CallContext, narrow: str) -> Iterator[None]:
+    """The call's ledger work bounded in time (:data:`SEARCH_SECONDS`); a refused or stopped
+    search leaves as the tool's error, with its code and ``narrow`` (what to do instead)."""
+    seconds = min(ctx.timeout, SEARCH_SECONDS) if ctx.timeout > 0 else SEARCH_SECONDS
+    try:
+        with ctx.ledger.bounded(seconds):
+            yield
+    except ToolFailure:
+        raise
+    except LedgerTimeout as exc:
+        raise OperationTimeout(
+            f"[{exc.code}] the search ran past its {seconds:g} s bound and was stopped; {narrow}"
+        ) from exc
+    except ComalError as exc:
+        raise ToolFailure(f"[{exc.code}] {exc}; {narrow}") from exc
 
 
 class CtxSearchInput(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    query: str = Field(..., min_length=1, max_length=1_000, description="Words, FTS5 or regex.")
-    mode: Literal["words", "fts", "regex"] = Field(
+    query: str = Field(
+        ..., min_length=1, max_length=1_000, description="Text to find (as written), or a regex."
+    )
+    mode: Literal["words", "phrase", "regex"] = Field(
         "words",
-        description="words: any of the words, ranked (BM25); fts: FTS5 syntax; regex: Python re.",
+        description="words: any of the query's words, ranked (BM25); phrase: its words in this "
+        "order; regex: a regular expression (RE2). Punctuation only separates words.",
     )
     kind: Literal["all", "messages", "summaries"] = Field("all", description="What to search.")
     limit: int = Field(10, ge=1, le=50, description="Most results.")
@@ -101,18 +137,18 @@ def expand_text(ledger: LedgerBackend, scope: Scope, summary: SummaryRecord) -> 
 
 
 def _search(args: CtxSearchInput, ctx: CallContext) -> ToolOutput:
-    try:
+    narrow = "search fewer, more distinctive words (or a phrase), or fix the regex"
+    with bounded_search(ctx, narrow):
         hits = ctx.ledger.recall_search(
             ctx.scope,
             args.query,
-            regex=args.mode == "regex",
+            mode=args.mode,
             limit=args.limit,
             entries=args.kind != "summaries",
             summaries=args.kind != "messages",
-            any_word=args.mode == "words",
         )
-    except Exception as exc:  # a bad FTS or regex query, said as the tool's error
-        raise ToolFailure(f"{exc}; fix the query or use mode=words") from exc
+    # The message proposing this very call names the words it searches for; it is no hit.
+    hits = [h for h in hits if h.kind != "entry" or not _proposes(ctx, h.id)]
     if not hits:
         return ToolOutput(f"[ctx_search: no match for {args.query!r} in this session]")
     lines = [f"[ctx_search: {len(hits)} results for {args.query!r}, best first]"]
@@ -126,6 +162,11 @@ def _search(args: CtxSearchInput, ctx: CallContext) -> ToolOutput:
         lines.append(f"{n}. {where}, score {h.score:.3f}: {h.snippet} — {call}")
     seen = {"hits": [{"kind": h.kind, "id": h.id} for h in hits]}
     return ToolOutput("\n".join(lines), observations=seen)
+
+
+def _proposes(ctx: CallContext, entry_id: int) -> bool:
+    entry = ctx.ledger.entry(ctx.scope, entry_id)
+    return entry is not None and any(c.id == ctx.call_id for c in entry.message.tool_calls)
 
 
 def _inspect(args: CtxInspectInput, ctx: CallContext) -> ToolOutput:
@@ -199,9 +240,9 @@ def recall_operations() -> list[Operation]:
     return [
         Operation(
             "ctx_search",
-            "Search this session's messages and summaries (full text ranked by BM25, FTS5 "
-            "syntax, or a regex); each result names the entry or summary and the ctx_expand "
-            "call that returns it exactly.",
+            "Search this session's messages and summaries for text (any of its words ranked by "
+            "BM25, or an exact phrase) or a regex; each result names the entry or summary and "
+            "the ctx_expand call that returns it exactly.",
             CtxSearchInput,
             _search,
             effects=(Effect("read"),),

@@ -11,6 +11,11 @@ own. A different content, a read that is denied (outside the workspace) or fails
 preparation without a write adapter (shell, MCP: kind ``start``) stays ``uncertain``, which
 blocks automatic insistence (:func:`~comal.ops.may_retry` says no, with the reason).
 
+A started call whose operation declares a recovery adapter (PLG-2: a plugin's publish, say) and
+recorded its intent in the preparation is decided the same way by that adapter's fresh
+observation (:mod:`._recovery`): the same three statuses, with the adapter's reason and, when
+it gives one, the text the model reads. An adapter that fails leaves the call ``uncertain``.
+
 Calls still open in the ledger get a result telling the model the same thing, appended to their
 step when it is the session's latest. In a session imported from another harness (its
 ``source`` is set), an open call to an operation with effects has no preparation at all: it may
@@ -30,8 +35,9 @@ from ..ledger import LedgerBackend, Record, Scope
 from ..messages import Message, Role, ToolCall, ToolResult, sha256_hex
 from ._errors import OpsError, WorkspaceEscape
 from ._model import Actor, Effect, Status, now
-from ._operation import Registry
+from ._operation import Operation, Registry
 from ._receipt import Receipt, disposition_for, receipts
+from ._recovery import RecoveryContext
 from ._workspace import Workspace
 
 __all__ = ["ReconcileReport", "Reconciled", "reconcile"]
@@ -95,7 +101,47 @@ def _observe_write(
     return "uncertain", seen | {"postcondition": False, "reason": why}
 
 
+def _observe_intent(
+    ledger: LedgerBackend,
+    scope: Scope,
+    workspace: Workspace | None,
+    op: Operation | None,
+    prep: Record,
+) -> tuple[Status, dict[str, Any]]:
+    """A started call: its operation's recovery adapter observes what its recorded intent
+    meant (PLG-2); without an adapter, or an intent, its effects stay unknown."""
+    body = prep.body
+    intent = body.get("intent")
+    if op is None or op.recover is None or not isinstance(intent, dict):
+        why = (
+            "has no postcondition adapter"
+            if op is None or op.recover is None
+            else ("started without a recorded intent")
+        )
+        return "uncertain", {"effects": "unknown", "reason": f"{body['operation']} {why}; its "
+                             "effects are unknown"}  # fmt: skip
+    ctx = RecoveryContext(ledger, scope, workspace, str(body["call_id"]), prep.id, body)
+    try:
+        seen = op.recover(intent, ctx)
+    except Exception as exc:  # an observation that failed proves nothing, whatever it was
+        why = f"the observation failed: {getattr(exc, 'code', type(exc).__name__)}: {exc}"
+        return "uncertain", {"reason": why, "intent": intent}
+    out = {"intent": intent, **dict(seen.observations)}
+    if seen.text is not None:
+        out["text"] = seen.text
+    if seen.status != "postcondition_observed":
+        out.setdefault("reason", "the observation does not match the intent")
+    return seen.status, out
+
+
 def _result_text(status: Status, operation: str, seen: dict[str, Any]) -> str:
+    if isinstance(seen.get("text"), str):
+        return str(seen["text"])
+    if status == "postcondition_observed" and "path" not in seen:
+        return (
+            f"[postcondition_observed after an interruption: a fresh observation shows what "
+            f"{operation} meant to do. It does not say the original handler returned.]"
+        )
     if status == "postcondition_observed":
         return (
             f"[postcondition_observed after an interruption: {seen['path']} has the intended "
@@ -135,12 +181,8 @@ def _work(
         if prep.kind == "write":
             status, seen = _observe_write(body, workspace)
         else:
-            status = "uncertain"
-            seen = {
-                "effects": "unknown",
-                "reason": f"{body['operation']} has no postcondition adapter; its effects are "
-                "unknown",
-            }
+            op = registry.get(body["operation"]) if registry is not None else None
+            status, seen = _observe_intent(ledger, scope, workspace, op, prep)
         todo.append((body["call_id"], body["operation"], status, seen, prep, body))
     prepared_calls = {p.body.get("call_id") for p in all_preps if p.id not in not_applied_preps}
     info = ledger.session(scope)

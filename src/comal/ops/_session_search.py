@@ -1,31 +1,35 @@
 """The ``session_search`` operation: the pipeline engine's recall tool (PIP-1, LED-5).
 
-It searches the raw session in the ledger, not the assembled context: full-text (FTS5 words;
-a query FTS5 cannot parse is searched again as one exact phrase) or a Python regular expression
-(``regex=true``). Every hit names the entry, its seq and role, a snippet, and the exact
-``EvidenceRead`` call that returns the whole field it matched in, digest-checked, so whatever a
-placeholder or a summary left out comes back byte for byte. Only this session is searched (the
-ledger's reads are scoped, LED-2). The model is offered it only while the pipeline engine runs
-(the agent's catalog hides it otherwise); like every operation it is judged and receipted.
+It searches the raw session in the ledger, not the assembled context: the query's words in
+order, as written (a literal phrase: ``create-next-app`` or ``django.setup()`` are words to find,
+never FTS5 syntax, which the model is not given), or a regular expression (RE2, ``regex=true``).
+Like ``ctx_search`` it is bounded before it runs (the ledger's word limits) and while it runs
+(``SEARCH_SECONDS``, cut off by the database), and says so with a coded error.
+
+Every hit names the entry, its seq and role, a snippet, and the exact ``EvidenceRead`` call that
+returns the whole field it matched in, digest-checked, so whatever a placeholder or a summary left
+out comes back byte for byte. Only this session is searched (the ledger's reads are scoped, LED-2).
+The model is offered it only while the pipeline engine runs (the agent's catalog hides it
+otherwise); like every operation it is judged and receipted.
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..errors import ComalError
 from ..ledger import Entry, SearchHit
 from ..messages import Text, sha256_hex
-from ._errors import ToolFailure
 from ._model import CallContext, Effect, ToolOutput
 from ._operation import LARGE_CAP, Operation
+from ._recall import bounded_search
 
 __all__ = ["SessionSearchInput", "session_search_operation"]
 
 _DESCRIPTION = (
     "Search this session's full history in the ledger (everything ever said, called or "
     "returned, including what the context now shows only as a placeholder or a summary). "
-    "query is words to find (full-text), or a Python regular expression with regex=true. Each "
+    "query is the text to find as written: a word, a name or a phrase (its words in this order; "
+    "punctuation only separates words), or a regular expression (RE2) with regex=true. Each "
     "hit gives entry, seq, role, a snippet and the exact EvidenceRead call for the whole text."
 )
 
@@ -33,13 +37,9 @@ _DESCRIPTION = (
 class SessionSearchInput(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    query: str = Field(min_length=1, max_length=1_000, description="Words, or a regex.")
-    regex: bool = Field(False, description="Treat query as a Python regular expression.")
+    query: str = Field(min_length=1, max_length=1_000, description="Text to find, or a regex.")
+    regex: bool = Field(False, description="Treat query as a regular expression (RE2).")
     limit: int = Field(10, ge=1, le=50, description="At most this many hits.")
-
-
-def _phrase(query: str) -> str:
-    return '"' + query.replace('"', '""') + '"'
 
 
 def _field(entry: Entry) -> tuple[str, str]:
@@ -57,15 +57,13 @@ def _field(entry: Entry) -> tuple[str, str]:
 
 
 def _search(args: SessionSearchInput, ctx: CallContext) -> list[SearchHit]:
-    try:
+    narrow = (
+        "fix the pattern, or search text with regex=false"
+        if args.regex
+        else "search a shorter, more distinctive phrase"
+    )
+    with bounded_search(ctx, narrow):
         return ctx.ledger.search(ctx.scope, args.query, regex=args.regex, limit=args.limit)
-    except ComalError as exc:
-        if args.regex:
-            raise ToolFailure(f"{exc}; fix the pattern or search words with regex=false") from exc
-    try:
-        return ctx.ledger.search(ctx.scope, _phrase(args.query), limit=args.limit)
-    except ComalError as exc:
-        raise ToolFailure(f"{exc}; search plain words") from exc
 
 
 def _session_search(args: SessionSearchInput, ctx: CallContext) -> ToolOutput:

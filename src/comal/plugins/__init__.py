@@ -14,7 +14,8 @@ plugins add to the one registry of each, through pluggy hooks (project ``comal``
         return [EchoScheme()]
 
 The hooks are :func:`~._specs.comal_operations`, :func:`~._specs.comal_providers`,
-:func:`~._specs.comal_engines` and :func:`~._specs.comal_job_handlers` (:mod:`._specs`).
+:func:`~._specs.comal_engines`, :func:`~._specs.comal_job_handlers` and
+:func:`~._specs.comal_settings` (:mod:`._specs`).
 The built-in providers, the ``script:`` model and the three engines are plugins of this seam
 too. A plugin is enabled by the operator only — an installed entry point of the group
 ``comal.plugins``, or a module named under ``plugins:`` in the configuration; the model has no
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from .._lazy import lazy_exports
 from ._errors import PluginConflict, PluginError, PluginHookError, PluginLoadError
+from ._settings import PluginSettings
 
 if TYPE_CHECKING:
     from ._manager import (
@@ -42,6 +44,7 @@ if TYPE_CHECKING:
         plugin_infos,
         provider_schemes,
         reset_plugins,
+        settings_sections,
     )
     from ._specs import PROJECT, hookimpl, hookspec
 
@@ -53,6 +56,7 @@ __all__ = [
     "PluginHookError",
     "PluginInfo",
     "PluginLoadError",
+    "PluginSettings",
     "enable_plugins",
     "engines",
     "hookimpl",
@@ -62,6 +66,7 @@ __all__ = [
     "plugin_infos",
     "provider_schemes",
     "reset_plugins",
+    "settings_sections",
 ]
 
 # Importing pluggy and reading entry points waits for the first registry that needs them.
@@ -75,6 +80,7 @@ _LAZY = {
     "plugin_infos": "._manager",
     "provider_schemes": "._manager",
     "reset_plugins": "._manager",
+    "settings_sections": "._manager",
     "PROJECT": "._specs",
     "hookimpl": "._specs",
     "hookspec": "._specs",

@@ -43,6 +43,7 @@ __all__ = [
     "plugin_infos",
     "provider_schemes",
     "reset_plugins",
+    "settings_sections",
 ]
 
 Source = Literal["builtin", "entry point", "config"]
@@ -80,6 +81,10 @@ _KINDS: Final = (
         "comal_job_handlers", "job_handlers", "job handler", None,
         ("comal.compaction", "JobHandler"),
     ),
+    _Kind(
+        "comal_settings", "settings", "settings section", "section",
+        ("comal.plugins", "PluginSettings"),
+    ),
 )  # fmt: skip
 
 
@@ -95,6 +100,7 @@ class PluginInfo:
     providers: tuple[Any, ...] = ()
     engines: tuple[Any, ...] = ()
     job_handlers: tuple[Any, ...] = ()
+    settings: tuple[Any, ...] = ()
 
     def registers(self) -> dict[str, list[str]]:
         """What it registers, by kind, as names (a job handler by its ``kind`` or type)."""
@@ -355,3 +361,8 @@ def engines() -> Mapping[str, Any]:
 def job_handlers() -> tuple[Any, ...]:
     """Every plugin's maintenance job handlers, flattened in plugin order."""
     return current().flat("job_handlers")
+
+
+def settings_sections() -> Mapping[str, Any]:
+    """The configuration sections plugins read (``plugin_settings.<section>``), by section."""
+    return current().keyed("settings", "section")

@@ -32,6 +32,7 @@ __all__ = [
     "comal_job_handlers",
     "comal_operations",
     "comal_providers",
+    "comal_settings",
     "hookimpl",
     "hookspec",
 ]
@@ -70,4 +71,18 @@ def comal_job_handlers() -> Iterable[Any]:
     raise NotImplementedError
 
 
-HOOKS: Final = ("comal_operations", "comal_providers", "comal_engines", "comal_job_handlers")
+@hookspec
+def comal_settings() -> Iterable[Any]:
+    """Settings sections (:class:`comal.plugins.PluginSettings`): the part of the configuration's
+    ``plugin_settings`` the plugin reads, checked with its model when the configuration is
+    loaded; a section another plugin reads is refused."""
+    raise NotImplementedError
+
+
+HOOKS: Final = (
+    "comal_operations",
+    "comal_providers",
+    "comal_engines",
+    "comal_job_handlers",
+    "comal_settings",
+)

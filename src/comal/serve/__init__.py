@@ -9,8 +9,9 @@
   cross-origin browser requests and keys in URLs, and :mod:`._limits` bounds slow and idle
   clients; errors a client gets have stable codes (:mod:`._errors`).
 - Event kinds the proxy writes: :data:`INSTRUCTIONS_EVENT` (a session's system prompt and tools
-  when they change), :data:`INTERRUPTED_EVENT` (a reply that did not finish), and
-  :data:`RECALL_EVENT` (the entries of the proxy's own EvidenceRead steps).
+  when they change), :data:`INTERRUPTED_EVENT` (a reply that did not finish),
+  :data:`RECALL_EVENT` (the entries of the proxy's own recall steps), and :data:`REPLAY_EVENT`
+  (a client's retry given the reply already stored, without an upstream call).
 """
 
 from ._app import Tenant, create_app
@@ -18,7 +19,7 @@ from ._approvals import APPROVAL_ANSWER, APPROVAL_REQUEST, LedgerApprover
 from ._config import ServeConfig
 from ._proxy import Forward, ProxyService
 from ._record import INSTRUCTIONS_EVENT, INTERRUPTED_EVENT
-from ._sessions import RECALL_EVENT
+from ._sessions import RECALL_EVENT, REPLAY_EVENT
 
 __all__ = [
     "APPROVAL_ANSWER",
@@ -26,6 +27,7 @@ __all__ = [
     "INSTRUCTIONS_EVENT",
     "INTERRUPTED_EVENT",
     "RECALL_EVENT",
+    "REPLAY_EVENT",
     "Forward",
     "LedgerApprover",
     "ProxyService",

@@ -1,13 +1,16 @@
 """The HTTP API (JSON; the schema is served at ``/openapi.json``, browsable in the dashboard).
 
 Handlers authenticate the caller (:class:`~comal.serve._app.Gate`), then call the views in
-:mod:`comal.serve._views` or :func:`comal.serve._approvals.answer` in a worker thread. Errors
+:mod:`comal.serve._views` in a worker thread; an approval is answered by the ``approve``
+operation, judged and receipted (:meth:`~comal.serve._web_sessions.WebSessions.approve`), and
+needs the CSRF token as every state-changing route does. Errors
 are ``{"error": {"code", "message"}}`` with a fitting status.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import getpass
 import json
 from collections.abc import AsyncIterator, Callable
@@ -22,7 +25,6 @@ from sse_starlette.sse import EventSourceResponse
 from ..errors import UserError
 from ..ledger import LedgerBackend, SessionInfo
 from ..ops import Actor
-from ._approvals import answer
 from ._views import (
     entries_view,
     find_session,
@@ -64,6 +66,34 @@ def _error(status: int, code: str, message: str) -> JSONResponse:
     return JSONResponse({"error": {"code": code, "message": message}}, status)
 
 
+# Coded errors whose HTTP status is not 400.
+STATUS = {
+    "NOT_FOUND": 404,
+    "WORKSPACE_NOT_ALLOWED": 403,
+    "MODEL_NOT_ALLOWED": 403,
+    "AGENT_BUSY": 409,
+    "SESSION_LOCKED": 409,
+    "APPROVAL_NOT_PENDING": 409,
+    "ALWAYS_NOT_OFFERED": 409,
+}
+
+
+def handled(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Every route's coded errors in the API's JSON shape (FastAPI reads the wrapped
+    signature)."""
+
+    @functools.wraps(fn)
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await fn(*args, **kwargs)
+        except ApiError as exc:
+            return _error(exc.status, exc.code, exc.message)
+        except UserError as exc:  # a human operation's failure too (HumanOperationFailed)
+            return _error(STATUS.get(exc.code, 400), exc.code, str(exc))
+
+    return wrapper
+
+
 def _human(tenant: Tenant) -> Actor:
     """The host-bound identity of an API caller (never read from the request body)."""
     if tenant.key_id is None:
@@ -100,21 +130,6 @@ def api_router(gate: Gate) -> APIRouter:
         if info is None:
             raise ApiError(404, "NOT_FOUND", f"no session {session_id} for this tenant")
         return tenant, info
-
-    def handled(fn: Callable[..., Any]) -> Callable[..., Any]:
-        # FastAPI reads the signature; errors become the API's JSON shape.
-        import functools
-
-        @functools.wraps(fn)
-        async def wrapper(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return await fn(*args, **kwargs)
-            except ApiError as exc:
-                return _error(exc.status, exc.code, exc.message)
-            except UserError as exc:
-                return _error(400, exc.code, str(exc))
-
-        return wrapper
 
     @router.get("/sessions", summary="List sessions (newest first)")
     @handled
@@ -198,29 +213,25 @@ def api_router(gate: Gate) -> APIRouter:
 
     @router.post(
         "/approvals/{session_id}/{request_id}",
-        summary="Answer a pending approval as the authenticated human",
+        summary="Answer a pending approval as the authenticated human (the approve operation)",
     )
     @handled
     async def answer_approval(
         request: Request, session_id: str, request_id: str, body: Answer
     ) -> dict[str, Any]:
+        from ._web_api import check_csrf
+
         tenant, info = await session_of(request, session_id)
+        check_csrf({k.lower(): v for k, v in request.headers.items()}, request.app.state.csrf)
         by = _human(tenant)
-        try:
-            return await run(
-                lambda: answer(
-                    led(request),
-                    info.scope,
-                    request_id,
-                    granted=body.granted,
-                    by=by,
-                    reason=body.reason,
-                )
-            )
-        except LookupError as exc:
-            raise ApiError(404, "NOT_FOUND", f"no pending approval {request_id}") from exc
-        except UserError as exc:
-            raise ApiError(409, exc.code, str(exc)) from exc
+        args = {"request": request_id, "granted": body.granted, "reason": body.reason}
+        outcome = await run(lambda: request.app.state.web.approve(info, args, by))
+        observed = outcome.receipt.observations
+        if outcome.result.is_error:
+            code = str(observed.get("code") or "OPERATION_FAILED")
+            raise ApiError(409, code, str(observed.get("message") or outcome.result.text))
+        found: dict[str, Any] = dict(observed["answer"])
+        return found
 
     @router.get("/events", summary="Live changes (server-sent events: sessions, approvals)")
     async def events(request: Request, interval: float = 0.5) -> Any:

@@ -19,8 +19,9 @@ at ``/openapi.json``, browsable in the dashboard).
 
 from __future__ import annotations
 
+import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from importlib import resources
@@ -35,6 +36,7 @@ from fastapi.responses import (
     Response,
     StreamingResponse,
 )
+from starlette.background import BackgroundTask
 
 from ..errors import InputError
 from ..ledger import LedgerBackend, open_ledger
@@ -147,13 +149,28 @@ def _refuse(protocol: Protocol, status: int, message: str) -> Response:
 
 
 def _send(forward: Forward) -> Response:
+    sent = forward.sent
     if isinstance(forward.body, bytes):
+        # A background task runs once the body was sent (never for a client that left).
         return Response(
-            forward.body, forward.status, headers=forward.headers, media_type=forward.media_type
+            forward.body,
+            forward.status,
+            headers=forward.headers,
+            media_type=forward.media_type,
+            background=BackgroundTask(sent) if sent is not None else None,
         )
+    body = forward.body if sent is None else _then(forward.body, sent)
     return StreamingResponse(
-        forward.body, forward.status, headers=forward.headers, media_type=forward.media_type
+        body, forward.status, headers=forward.headers, media_type=forward.media_type
     )
+
+
+async def _then(body: AsyncIterator[bytes], sent: Callable[[], None]) -> AsyncIterator[bytes]:
+    """``body``, then ``sent()`` once its last chunk went out (each ``yield`` returns only
+    when the chunk was handed to the connection)."""
+    async for chunk in body:
+        yield chunk
+    sent()
 
 
 def create_app(
@@ -168,12 +185,16 @@ def create_app(
     led: LedgerBackend = ledger if ledger is not None else _open(config)
     proxy = service if service is not None else ProxyService(config, led)
     gate = Gate(config, led)
+    from ._web_sessions import WebSessions
+
+    web = WebSessions(config, led)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         try:
             yield
         finally:
+            await anyio.to_thread.run_sync(web.close)
             await proxy.aclose()
             if owned:
                 led.close()
@@ -200,6 +221,7 @@ def create_app(
     app.state.ledger = led
     app.state.proxy = proxy
     app.state.gate = gate
+    app.state.web = web
 
     async def proxied(request: Request, protocol: Protocol) -> Response:
         headers = {k.lower(): v for k, v in request.headers.items()}
@@ -253,8 +275,11 @@ def create_app(
         return await _models(proxy, request, headers, protocol, tenant, model_id)
 
     from ._api import api_router
+    from ._web_api import web_router
 
     app.include_router(api_router(gate))
+    app.state.csrf = secrets.token_urlsafe(32)
+    app.include_router(web_router(gate, web, app.state.csrf))
     if config.dashboard:
         static = resources.files("comal.serve").joinpath("static")
 

@@ -7,13 +7,14 @@ engine assembles what goes upstream (:mod:`._turn`); the reply is recorded as a 
 normalized usage (TOK-1), and the request record keeps what was sent (the assembly's stage,
 actions, tokens and metrics). Ledger work runs in worker threads (the ledger is synchronous).
 
-Recall: when the engine stands in for part of the history (references, a checkpoint,
-summaries, evicted or rewritten messages), its recall tools (``Engine.model_tools``: EvidenceRead,
-the dag's ``ctx_*``, the pipeline's ``session_search``) are added upstream beside the client's.
-When the model calls one, the proxy runs the call through the house (judged, receipted),
-appends it as a recall step the client never sees, and asks again, at most ``max_recalls``
-times per client request, so the client never sees a call to a tool it did not declare. A
-whole reply is read whole; a stream is streamed on across the rounds (:mod:`._relay`,
+Recall: when the engine stands in for part of the history (references, a checkpoint, summaries,
+evicted or rewritten messages), its recall tools (``Engine.model_tools``: EvidenceRead, the dag's
+``ctx_*``, the pipeline's ``session_search``) are added upstream beside the client's. When the
+model calls one, the proxy runs the call through the house (judged, receipted; on a ledger
+connection of its own and outside the router's lock, so another tenant's request never waits for
+it, :mod:`._record`), appends it as a recall step the client never sees, and asks again, at most
+``max_recalls`` times per client request, so the client never sees a call to a tool it did not
+declare. A whole reply is read whole; a stream is streamed on across the rounds (:mod:`._relay`,
 :mod:`._splice`). Streams without recall are relayed event by event, byte for byte.
 """
 
@@ -31,13 +32,15 @@ from httpx_sse import EventSource
 from ..context import Engine
 from ..errors import ComalError, InputError
 from ..ledger import LedgerBackend
+from ..messages import sha256_hex
 from ..ops import Registry, default_registry
 from ._config import ServeConfig
 from ._engine import EngineAdapter
 from ._pairs import check_pairs
 from ._record import Call, Exchange, Recorder, read_reply
 from ._relay import Forward, Relay, _is_stream, _json, _ms
-from ._sessions import SessionRouter, client_key
+from ._replay import Stored, replay_body
+from ._sessions import Answered, SessionRouter, client_key
 from ._stream import accumulator
 from ._turn import Turn, build_turn, recall_tools
 from ._upstream import (
@@ -111,6 +114,7 @@ class ProxyService(Relay):
 
     async def aclose(self) -> None:
         await self.client.aclose()
+        self.recorder.recall_ledgers.close()
 
     async def passthrough(
         self,
@@ -157,9 +161,10 @@ class ProxyService(Relay):
         agent = _agent_of(protocol, headers)
         meta = {"protocol": protocol, "engine": self.config.engine, "model": request.model}
         meta |= {"key_source": source}
+        digest = sha256_hex(raw)
         try:
             routed = await anyio.to_thread.run_sync(
-                self.router.route, tenant, agent, key, request.messages, meta
+                self.router.route, tenant, agent, key, request.messages, meta, digest
             )
         except ComalError as exc:
             return Forward(400, _NO_RETRY, error_body(protocol, 400, f"[{exc.code}] {exc}"))
@@ -170,6 +175,7 @@ class ProxyService(Relay):
             upstream_url(self.config, protocol, path, query),
             upstream_headers(self.config, protocol, headers, consumed_header),
             tenant,
+            digest=digest,
         )
         call.client_tools = {
             str(t.get("name") or (t.get("function") or {}).get("name"))
@@ -178,8 +184,38 @@ class ProxyService(Relay):
         }
         lock = self._locks.setdefault(call.scope.session, asyncio.Lock())
         async with lock:
-            await anyio.to_thread.run_sync(self.recorder.note_instructions, call)
-            return await self._serve(call)
+            # A retry (see _sessions): recognised when routed, or now, when it waited for the
+            # attempt it repeats to finish (a request that added to its session is a first one).
+            answer = routed.answered
+            if answer is None and not routed.appended and not routed.created:
+                answer = await anyio.to_thread.run_sync(
+                    self.router.answered, call.scope, len(request.messages), digest
+                )
+            if answer is not None:
+                forward = await self._replay(call, answer)
+            else:
+                await anyio.to_thread.run_sync(self.recorder.note_instructions, call)
+                forward = await self._serve(call)
+        forward.sent = lambda: self._sent(call)
+        return forward
+
+    def _sent(self, call: Call) -> None:
+        # Read when the body went out: a stream's reply is recorded while it is relayed.
+        if call.reply_entry is not None:
+            self.router.delivered(call.scope, call.reply_entry)
+
+    async def _replay(self, call: Call, answer: Answered) -> Forward:
+        """The stored reply, given again without an upstream call (:mod:`._replay`)."""
+        stored = Stored(answer.message, answer.record, answer.record.model or call.request.model)
+        options = call.request.body.get("stream_options")
+        usage = isinstance(options, dict) and bool(options.get("include_usage"))
+        stream = call.request.stream
+        body = replay_body(call.protocol, stored, stream=stream, include_usage=usage)
+        await anyio.to_thread.run_sync(self.recorder.replayed, call, answer)
+        call.reply_entry = answer.entry
+        headers = {**self._headers(call, None), "x-comal-replay": str(answer.entry)}
+        kind = "text/event-stream" if stream else "application/json"
+        return Forward(200, headers, body, kind)
 
     # -- one turn ---------------------------------------------------------------------------
     async def _turn(self, call: Call, *, allow_recall: bool) -> Turn | Forward:

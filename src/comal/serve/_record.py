@@ -1,19 +1,28 @@
 """Recording what the proxy saw: replies as steps, requests with their usage, interruptions,
 recall steps, and the instructions of each session. Everything here runs in a worker thread
-(the ledger is synchronous)."""
+(the ledger is synchronous).
+
+A recall call runs before its step is recorded, on a ledger connection of its own
+(:class:`RecallLedgers`) and outside the router's lock: the ledger's one connection and the
+router's lock serve every tenant, and a search, however long its time bound lets it run, must
+hold neither while another tenant's request waits. Only the step (the reply, the results, the
+receipts) is then written, in one short transaction under the router's lock."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ..errors import ComalError, InputError
 from ..ledger import LedgerBackend, Scope, UsageInput
 from ..messages import Message, canonical_json, sha256_hex
-from ..ops import Actor, House, HouseFactory
+from ..ops import Actor, House, HouseFactory, Outcome
 from ..tokens import Usage, normalize_usage
-from ._sessions import RECALL_EVENT, Routed, SessionRouter
+from ._sessions import RECALL_EVENT, REPLAY_EVENT, REQUEST_DIGEST, Answered, Routed, SessionRouter
 from ._stream import Accumulator
 from ._turn import Turn
 from ._wire import ClientRequest, Protocol, Reply
@@ -23,6 +32,7 @@ __all__ = [
     "INTERRUPTED_EVENT",
     "Call",
     "Exchange",
+    "RecallLedgers",
     "Recorder",
     "read_reply",
 ]
@@ -63,10 +73,80 @@ class Call:
     headers: dict[str, str]
     tenant: str
     client_tools: set[str] = field(default_factory=set)
+    digest: str = ""  # sha256 of the request's bytes: a retry sends the same (see _sessions)
+    reply_entry: int | None = None  # the reply the client gets (stored, or given again)
 
     @property
     def scope(self) -> Scope:
         return self.routed.scope
+
+
+def _reopen(ledger: LedgerBackend) -> LedgerBackend | None:
+    """A second connection to ``ledger`` (None where there is no second one: an in-memory
+    ledger is private to its connection)."""
+    from ..ledger import PostgresLedger, SQLiteLedger, open_ledger
+
+    if isinstance(ledger, SQLiteLedger) and ledger.path != ":memory:":
+        return open_ledger(Path(ledger.path), create=False, counter=ledger.counter)
+    if isinstance(ledger, PostgresLedger):
+        return PostgresLedger(
+            ledger.url, schema=ledger.schema, create=False, counter=ledger.counter
+        )
+    return None
+
+
+class RecallLedgers:
+    """Ledger connections for recall calls, opened as needed (at most ``most`` at once; a
+    recall beyond waits for one) and kept for the next; the ledger itself where no second
+    connection can be opened."""
+
+    def __init__(self, ledger: LedgerBackend, most: int = 4) -> None:
+        self._ledger = ledger
+        self._most = most
+        self._free: list[LedgerBackend] = []
+        self._open = 0
+        self._closed = False
+        self._turn = threading.Condition()
+
+    @contextmanager
+    def lease(self) -> Iterator[LedgerBackend]:
+        with self._turn:
+            while not self._free and self._open >= self._most:
+                self._turn.wait()
+            found = self._free.pop() if self._free else None
+            if found is None:
+                self._open += 1
+        try:
+            led = found if found is not None else _reopen(self._ledger)
+        except BaseException:
+            self._give_back(None)
+            raise
+        if led is None:
+            self._give_back(None)
+            yield self._ledger
+            return
+        try:
+            yield led
+        finally:
+            self._give_back(led)
+
+    def _give_back(self, led: LedgerBackend | None) -> None:
+        with self._turn:
+            if led is None or self._closed:
+                self._open -= 1
+                if led is not None:
+                    led.close()
+            else:
+                self._free.append(led)
+            self._turn.notify()
+
+    def close(self) -> None:
+        with self._turn:
+            self._closed = True
+            for led in self._free:
+                led.close()
+            self._open -= len(self._free)
+            self._free.clear()
 
 
 class Recorder:
@@ -76,6 +156,7 @@ class Recorder:
         self.ledger = ledger
         self.router = router
         self.houses = houses
+        self.recall_ledgers = RecallLedgers(ledger)
         self._instructions: dict[str, tuple[int | None, str]] = {}
 
     def note_instructions(self, call: Call) -> None:
@@ -116,6 +197,7 @@ class Recorder:
                 meta = {**meta, "usage_raw": reply.usage}
         model = (reply.model if reply is not None else None) or call.request.model
         full = {"v": 1, "route": call.protocol, "stream": call.request.stream, **turn.meta, **meta}
+        full[REQUEST_DIGEST] = call.digest
         if reply is not None:
             full |= {"stop": reply.stop, "response_id": reply.response_id}
         return UsageInput(usage, model=model, protocol=call.protocol, meta=full)
@@ -147,7 +229,14 @@ class Recorder:
             self.request_record(call, turn, None, reply, extra)
             return
         usage = self.usage(call, reply, turn, extra)
-        self.router.record_reply(call.scope, reply.message, usage, shown=shown)
+        entry = self.router.record_reply(call.scope, reply.message, usage, shown=shown)
+        call.reply_entry = entry.id
+
+    def replayed(self, call: Call, answer: Answered) -> None:
+        """A retried request was given the reply already stored (no upstream call)."""
+        body = {"v": 1, "entry": answer.entry, REQUEST_DIGEST: call.digest}
+        body |= {"route": call.protocol, "stream": call.request.stream}
+        self.ledger.add_record(call.scope, "event", REPLAY_EVENT, body)
 
     def interrupted(self, call: Call, acc: Accumulator, why: str) -> None:
         body = {"v": 1, "reason": why, "route": call.protocol, **acc.partial()}
@@ -157,16 +246,28 @@ class Recorder:
             self.ledger.record_request(call.scope, None, usage)
 
     def recall(self, call: Call, turn: Turn, exchange: Exchange) -> None:
-        """Run the reply's calls of offered recall tools through the house as a step of their
-        own; the other calls beside them get an error result (they were not run)."""
+        """Run the reply's calls of offered recall tools through the house, then record them
+        as a step of their own; the other calls beside them get an error result (they were not
+        run)."""
         reply = exchange.reply
         assert reply is not None and reply.message is not None
+        message = reply.message
         usage = self.usage(call, reply, turn, {"recall": True, "latency_ms": exchange.latency_ms})
-        house = self.houses.house(call.scope)
         actor = Actor.user(f"proxy:{call.tenant}")
+        # Read-only calls, judged and run now; their step does not exist yet, so a search does
+        # not find the call that asked for it.
+        with self.recall_ledgers.lease() as reader:
+            runner = self.houses.but(ledger=reader).house(call.scope)
+            catalog = runner.catalog("model")
+            outcomes = {
+                c.id: runner.run(c, actor, offered=catalog)
+                for c in message.tool_calls
+                if c.name in turn.offered
+            }
+        house = self.houses.house(call.scope)
         with self.router.hold():
             try:
-                self._recall_step(call, reply.message, usage, house, actor, turn.offered)
+                self._recall_step(call, message, usage, house, outcomes)
             except BaseException:
                 # The step rolled back: the cached projection must not keep what it noted.
                 self.router.forget(call.scope)
@@ -178,15 +279,13 @@ class Recorder:
         message: Message,
         usage: UsageInput,
         house: House,
-        actor: Actor,
-        offered: frozenset[str],
+        outcomes: dict[str, Outcome],
     ) -> None:
-        catalog = house.catalog("model")
         with self.ledger.atomic():
             entry = self.router.record_reply(call.scope, message, usage, internal=True)
             for c in message.tool_calls:
-                if c.name in offered:
-                    house.record(house.run(c, actor, offered=catalog), join_step=entry.step)
+                if c.id in outcomes:
+                    house.record(outcomes[c.id], join_step=entry.step)
                 else:
                     text = (
                         f"[comal: {c.name} was not run: this reply also called a recall tool, so "

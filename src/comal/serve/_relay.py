@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -37,12 +37,14 @@ __all__ = ["Forward", "Relay"]
 
 @dataclass
 class Forward:
-    """A response for the client: ``body`` is bytes, or an async iterator for a stream."""
+    """A response for the client: ``body`` is bytes, or an async iterator for a stream.
+    ``sent`` is called once the whole body went out (not when the client left first)."""
 
     status: int
     headers: dict[str, str]
     body: bytes | AsyncIterator[bytes]
     media_type: str = "application/json"
+    sent: Callable[[], None] | None = None
 
 
 class Relay:
@@ -229,10 +231,11 @@ class Relay:
                     # Stored before the client sees the end (as the plain relay does).
                     meta: dict[str, Any] = {"first_byte_ms": first, "rounds": splice.rounds}
                     tail = splice.finish()
+                    # As in _events: once recording starts, the reply is not "interrupted".
+                    recorded = True
                     await anyio.to_thread.run_sync(
                         self.recorder.record, call, turn, exchange, meta, splice.shown()
                     )
-                    recorded = True
                     yield tail
                     return
                 splice.drop()

@@ -14,6 +14,20 @@ diverges inside it (an edited or rewound history) a child session is started (LE
 link) holding the request's history, and the parent is never touched; when nothing is shared
 the request starts a new session of the family.
 
+**Retries.** A client that got no answer (its connection broke, the proxy was killed after the
+reply was stored but before it was delivered) sends the same request again, byte for byte.
+Its history is then the session's projection but for the one reply stored last, which read as
+a rewind would copy the whole history into a child session and store the reply twice. So the
+reply's request record keeps the digest of the request's bytes, and a request that is the
+projection less its last entry, whose record names that entry and this very digest, is the
+same request again: it is routed to the session, nothing is appended, and the stored reply is
+given back without calling upstream (:mod:`._replay`), as :data:`REPLAY_EVENT` records. Unless
+this process sent that reply whole (:meth:`SessionRouter.delivered`): then the client had it,
+and the same bytes again are asked anew (a client sampling one prompt twice), a rewind as
+before. A check at the session's turn (:meth:`SessionRouter.answered`) catches a retry that
+arrived while the first attempt was still running. A request that differs in any byte
+(another model, another option) is a new request.
+
 **Shared ledgers.** Several ``comal serve`` processes may write one ledger. The decision "what
 is new since this session's last request" is made inside the write transaction that appends it
 (SQLite's ``BEGIN IMMEDIATE`` holds the database's write lock; PostgreSQL takes a
@@ -35,16 +49,39 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import UserError
-from ..ledger import Entry, LedgerBackend, Scope, UsageInput
-from ..messages import Message, Role, canonical_json, first_words, group_messages, sha256_hex
+from ..ledger import Entry, LedgerBackend, RequestRecord, Scope, UsageInput
+from ..messages import (
+    Message,
+    Role,
+    canonical_json,
+    first_words,
+    group_messages,
+    message_from_dict,
+    message_to_dict,
+    sha256_hex,
+)
 from ._wire import ClientRequest, message_key
 
-__all__ = ["RECALL_EVENT", "SHOWN_EVENT", "Routed", "SessionRouter", "client_key"]
+__all__ = [
+    "RECALL_EVENT",
+    "REPLAY_EVENT",
+    "REQUEST_DIGEST",
+    "SHOWN_EVENT",
+    "Answered",
+    "Routed",
+    "SessionRouter",
+    "client_key",
+]
 
 RECALL_EVENT = "proxy_recall"  # entries the proxy added itself (recall steps), not the client's
 # A reply the client holds in another shape than stored: a stream continued after recall shows
-# the parts of every round as one message; ``key`` is that message's, ``entry`` the last round's.
+# the parts of every round as one message; ``key`` is that message's, ``entry`` the last round's,
+# ``message`` the message itself (what a retry of the request is given again).
 SHOWN_EVENT = "proxy_shown"
+# A retried request answered with the reply already stored (``entry``), without an upstream call.
+REPLAY_EVENT = "proxy_replayed"
+# The request-record meta key holding the sha256 of the client request's bytes.
+REQUEST_DIGEST = "request_sha256"
 _UUID = re.compile(r"session_([0-9a-fA-F-]{36})")
 _NAMESPACE = uuid.UUID("6c1c63f0-5d7e-4c1e-9a55-3a1d0c6e6f21")
 
@@ -119,9 +156,20 @@ class _Family:
 
 
 @dataclass(frozen=True, slots=True)
+class Answered:
+    """The reply the ledger already holds for a retried request: its entry, the message the
+    client was given (see :data:`SHOWN_EVENT`) and the request record of the call that made it."""
+
+    entry: int
+    message: Message
+    record: RequestRecord
+
+
+@dataclass(frozen=True, slots=True)
 class Routed:
-    """Where a request went: its session, each request message's entry id, what was added, and
-    the entries the client holds in another shape than stored (see :data:`SHOWN_EVENT`)."""
+    """Where a request went: its session, each request message's entry id, what was added, the
+    entries the client holds in another shape than stored (see :data:`SHOWN_EVENT`), and, for
+    a retry, the reply already stored for it."""
 
     scope: Scope
     entry_ids: tuple[int, ...]
@@ -129,6 +177,7 @@ class Routed:
     created: bool
     branched_from: str | None
     stitched: frozenset[int] = frozenset()
+    answered: Answered | None = None
 
 
 def _common(a: Sequence[str], b: Sequence[str]) -> int:
@@ -149,6 +198,8 @@ class SessionRouter:
         self._lock = threading.RLock()
         self._families: dict[tuple[str, str], _Family] = {}
         self._known: dict[str, _Known] = {}
+        # Per session, the reply entry this process last sent whole to its client.
+        self._delivered: dict[str, int] = {}
 
     def hold(self) -> threading.RLock:
         """The router's lock, for writers that must take it before the ledger's (one order
@@ -236,8 +287,15 @@ class SessionRouter:
 
     # -- routing ----------------------------------------------------------------------------
     def route(
-        self, tenant: str, agent: str, key: str, messages: Sequence[Message], meta: dict[str, Any]
+        self,
+        tenant: str,
+        agent: str,
+        key: str,
+        messages: Sequence[Message],
+        meta: dict[str, Any],
+        digest: str | None = None,
     ) -> Routed:
+        """Route a request (``digest``: of its bytes, which recognises a retry)."""
         keys = [message_key(m) for m in messages]
         with self._lock:
             family = self._families.get((tenant, key))
@@ -245,7 +303,7 @@ class SessionRouter:
             try:
                 with self.ledger.atomic():
                     self.ledger.exclusive(f"{tenant}\x00{key}")
-                    return self._route(tenant, agent, key, messages, keys, meta)
+                    return self._route(tenant, agent, key, messages, keys, meta, digest)
             except BaseException:
                 family = self._families.get((tenant, key))
                 self._drop([*touched, *(family.members if family else [])], (tenant, key))
@@ -259,6 +317,7 @@ class SessionRouter:
         messages: Sequence[Message],
         keys: Sequence[str],
         meta: dict[str, Any],
+        digest: str | None,
     ) -> Routed:
         family = self._family(tenant, key)
         best: _Known | None = None
@@ -272,6 +331,11 @@ class SessionRouter:
             added = self._append(best, messages[best_len:])
             stitched = frozenset(best.stitched)
             return Routed(best.scope, tuple(best.ids[: len(keys)]), added, False, None, stitched)
+        if best is not None and best_len == len(keys) > 0:
+            answer = self._answered(best, len(keys), digest, waited=False)
+            if answer is not None:  # a retry: the session holds its reply already
+                ids, stitched = tuple(best.ids[: len(keys)]), frozenset(best.stitched)
+                return Routed(best.scope, ids, 0, False, None, stitched, answer)
         parent = best.scope.session if best is not None and best_len > 0 else None
         session_id = _member_id(tenant, key, family.next)
         info = {**meta, "client_key": key}
@@ -293,6 +357,49 @@ class SessionRouter:
         self._known[scope.session] = known
         added = self._append(known, messages)
         return Routed(scope, tuple(known.ids), added, True, parent)
+
+    # -- retries ----------------------------------------------------------------------------
+    def answered(self, scope: Scope, count: int, digest: str | None) -> Answered | None:
+        """For a request routed to ``scope`` as a continuation, once it holds the session's
+        turn: the reply an identical attempt stored meanwhile (it came while that attempt ran;
+        see the module docstring)."""
+        with self._lock:
+            return self._answered(self.known(scope), count, digest, waited=True)
+
+    def delivered(self, scope: Scope, entry_id: int) -> None:
+        """The reply ``entry_id`` went out whole: the same request again is a new one (no lock:
+        called on the event loop, one dict item set)."""
+        self._delivered[scope.session] = entry_id
+
+    def _answered(
+        self, known: _Known, count: int, digest: str | None, *, waited: bool
+    ) -> Answered | None:
+        if not digest or count < 1 or len(known.keys) != count + 1:
+            return None
+        entry_id = known.ids[-1]
+        if not waited and self._delivered.get(known.scope.session) == entry_id:
+            return None  # the client had it: sent again, the request is asked anew
+        record = self.ledger.last_request(known.scope, measured=False)
+        if record is None or record.entry_id != entry_id:
+            return None
+        if record.meta.get(REQUEST_DIGEST) != digest:
+            return None
+        message: Message | None = None
+        if entry_id in known.stitched:
+            message = self._shown(known.scope, entry_id)
+        else:
+            entry = self.ledger.entry(known.scope, entry_id)
+            message = entry.message if entry is not None else None
+        return None if message is None else Answered(entry_id, message, record)
+
+    def _shown(self, scope: Scope, entry_id: int) -> Message | None:
+        """The message the client was given for ``entry_id`` (None where the event that says
+        so predates keeping it)."""
+        for record in reversed(self.ledger.records(scope, "event", kinds=(SHOWN_EVENT,))):
+            if record.body.get("entry") == entry_id:
+                shown = record.body.get("message")
+                return message_from_dict(shown) if isinstance(shown, dict) else None
+        return None
 
     def _append(self, known: _Known, messages: Sequence[Message]) -> int:
         """Append ``messages`` as whole steps: results of the open step join it (they arrive
@@ -336,8 +443,9 @@ class SessionRouter:
                     known = self.known(scope)
                     entry = self.ledger.append(scope, [message], usage=usage)[0]
                     key = None if shown is None else message_key(shown)
-                    if key is not None and key != message_key(message):
-                        body = {"v": 1, "entry": entry.id, "key": key}
+                    if shown is not None and key != message_key(message):
+                        body: dict[str, Any] = {"v": 1, "entry": entry.id, "key": key}
+                        body["message"] = message_to_dict(shown)
                         self.ledger.add_record(scope, "event", SHOWN_EVENT, body)
                     else:
                         key = None

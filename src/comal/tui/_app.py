@@ -29,6 +29,9 @@ from textual.widget import Widget
 from textual.widgets import Footer, Input, Static
 
 from ..agent import Runtime, context_report, render_report, resumable
+from ..agent._interrupt import Interrupter
+from ..agent._steering import always_rule
+from ..agent._transcript import board_note as shared_board_note
 from ..errors import ComalError
 from ..ops import Actor, ApprovalRequest, CallbackApprover, Rule
 from ..providers import StreamDone, StreamEvent, TextDelta, catalog_specs
@@ -53,7 +56,10 @@ class ComalApp(App[None]):
     """``comal`` without ``-p``: chat with the agent of one session."""
 
     TITLE = "comal"
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("ctrl+q", "quit", "quit")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+q", "quit", "quit"),
+        Binding("escape", "interrupt", "interrupt"),
+    ]
     DEFAULT_CSS = """
     #transcript { height: 1fr; border: round $primary; }
     #transcript > Static { margin: 0 1; }
@@ -67,6 +73,8 @@ class ComalApp(App[None]):
         self.turn_note = ""
         # Approvals the worker waits on; answered "deny" if the app closes first.
         self._waiting: set[threading.Event] = set()
+        # Escape stops the run at its next safe phase (the web page's interrupt, the same way).
+        self._interrupter = Interrupter()
         # The model's reply as it streams, and the last one streamed whole (not said twice).
         self._stream: Static | None = None
         self._stream_text = ""
@@ -161,9 +169,14 @@ class ComalApp(App[None]):
     def run_agent(self, prompt: str) -> None:
         approver = CallbackApprover(self._ask_human, by=Actor.user(self.runtime.user))
         answer, problem = "", ""
+        self._interrupter.clear()
         try:
             result = self.runtime.run(
-                prompt, approver=approver, say=self._say, on_event=self._on_event
+                prompt,
+                approver=approver,
+                say=self._say,
+                on_event=self._on_event,
+                probe=self._interrupter.probe,
             )
             # Only a finished run's answer is this prompt's: otherwise it is an older one.
             answer = result.answer or "" if result.status == "finished" else ""
@@ -174,6 +187,12 @@ class ComalApp(App[None]):
         except ComalError as exc:
             problem = f"[{exc.code}] {exc}"
         self.call_from_thread(self._finished, answer, problem)
+
+    def action_interrupt(self) -> None:
+        if not self.busy or self._interrupter.is_set():
+            return
+        self._interrupter.request()
+        self.note("interrupting: the agent stops before its next step")
 
     def _finished(self, answer: str, problem: str) -> None:
         self._end_stream()
@@ -227,18 +246,8 @@ class ComalApp(App[None]):
             self.note(f"{kind}: {text}")
 
     def _always_rule(self, request: ApprovalRequest) -> Rule | None:
-        """The rule "always" would add: this operation on this exact subject, or none when
-        the operation has no subject to pin it to (always-allow-everything is not offered)."""
-        op = self.runtime.registry.get(request.operation)
-        if op is None or op.subject is None:
-            return None
-        try:
-            subject = op.subject(op.input.model_validate(dict(request.arguments)))
-        except ValueError:
-            return None
-        if not subject or (op.subject_kind == "path" and any(c in subject for c in "*?[")):
-            return None
-        return Rule(op.name, _literal(subject), "allow")
+        """The rule "always" would add (:func:`comal.agent._steering.always_rule`)."""
+        return always_rule(self.runtime.registry, request.operation, request.arguments)
 
     def _ask_human(self, request: ApprovalRequest) -> bool:
         """Runs in the worker: show the dialog on the UI thread and wait for the answer."""
@@ -373,31 +382,9 @@ class ComalApp(App[None]):
 
 
 def board_note(rt: Runtime) -> str:
-    """The board in the status line (BRD-2): how many items are verified, done, open; /state
-    shows it whole."""
-    from ..work import board_of
-
-    if rt.scope is None:
-        return ""
-    board = board_of(rt.ledger, rt.scope)
-    if not board.items:
-        return ""
-    counts = board.counts
-    done = counts.get("done", 0)
-    left = len(board.open_items)
-    return (
-        f" · board {counts.get('verified', 0)}/{len(board.items)} verified"
-        + (f", {done} done" if done else "")
-        + (f", {left} open" if left else "")
-    )
-
-
-def _literal(subject: str) -> str:
-    """``subject`` as a rule pattern that matches only itself (glob characters escaped)."""
-    out = []
-    for ch in subject:
-        out.append(f"[{ch}]" if ch in "*?[" else ch)
-    return "".join(out)
+    """The board in the status line (BRD-2); /state shows it whole."""
+    shown = shared_board_note(rt.ledger, rt.scope)
+    return f" · {shown}" if shown else ""
 
 
 _EXAMPLE = {"model": "anthropic:claude-sonnet-4-6", "effort": "high", "mode": "ask", "name": "x"}

@@ -1,6 +1,7 @@
 // comal dashboard: plain JavaScript over the HTTP API (/api), no build step, no third-party code.
 // Views: #/ sessions, #/s/ID session timeline + turns chart, #/s/ID/t/N one turn's context,
-// #/approvals pending asks, #/api the API's schema. Live: /api/events (server-sent events,
+// #/approvals pending asks, #/api the API's schema; #/run and #/chat/ID are the web interface
+// (web.js), which runs and steers agents in the server. Live: /api/events (server-sent events,
 // read with fetch so the key travels in a header, never in a URL) re-renders the open view.
 "use strict";
 
@@ -168,7 +169,7 @@ async function sessionView(id) {
   const turnLinks = turns.turns.map((t) => `<a href="#/s/${esc(id)}/t/${t.turn}">${t.turn}</a>`).join(" ");
   main.innerHTML = `
     <h1>Session <span class="mono">${esc(info.id)}</span></h1>
-    <div class="muted">${esc(info.agent)} · ${esc(info.model || "")} · engine ${esc(info.engine)}
+    <div class="muted"><a id="open-chat" href="#/chat/${esc(info.id)}">Open the chat</a> · ${esc(info.agent)} · ${esc(info.model || "")} · engine ${esc(info.engine)}
       ${info.parent ? ` · branch of <a href="#/s/${esc(info.parent)}">${short(info.parent)}</a>` : ""}</div>
     <div class="card stats">
       <div class="stat"><b><span class="status ${esc(info.status)}">${esc(info.status)}</span></b><span>status</span></div>
@@ -253,11 +254,8 @@ async function approvalsView() {
     button.onclick = async () => {
       const card = button.closest(".approval");
       const a = data.approvals.find((x) => x.id === card.dataset.id);
-      await api(`/api/approvals/${a.session}/${a.id}`, {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify({ granted: button.dataset.answer === "true" }),
-      });
+      // post() (web.js) sends the server's CSRF token with the answer.
+      await post(`/api/approvals/${a.session}/${a.id}`, { granted: button.dataset.answer === "true" });
       render();
     };
   }
@@ -289,13 +287,17 @@ let rendering = Promise.resolve();
 function render() {
   rendering = rendering.then(async () => {
     const hash = location.hash || "#/";
-    const here = hash.startsWith("#/approvals") ? "approvals" : hash.startsWith("#/api") ? "api" : "sessions";
+    const here = hash.startsWith("#/approvals") ? "approvals" : hash.startsWith("#/api") ? "api"
+      : hash.startsWith("#/run") || hash.startsWith("#/chat") ? "run" : "sessions";
     for (const a of document.querySelectorAll("nav a[data-nav]")) {
       a.classList.toggle("active", a.dataset.nav === here);
     }
     try {
       let m;
-      if (hash.startsWith("#/approvals")) await approvalsView();
+      if (here === "run") await window.comalWeb.render(hash);
+      else window.comalWeb.leave();
+      if (here === "run") { /* the web interface (web.js) drew it */ }
+      else if (hash.startsWith("#/approvals")) await approvalsView();
       else if (hash.startsWith("#/api")) await apiView();
       else if ((m = hash.match(/^#\/s\/([^/]+)\/t\/(\d+)$/))) await turnView(m[1], Number(m[2]));
       else if ((m = hash.match(/^#\/s\/([^/]+)$/))) await sessionView(m[1]);
@@ -314,7 +316,28 @@ function onChange(data) {
   const badge = document.getElementById("approval-count");
   badge.textContent = String(data.approvals.length);
   badge.classList.toggle("hidden", data.approvals.length === 0);
-  render();
+  // The chat view follows its own session's events (web.js); redrawing it would lose them.
+  if (!(location.hash || "").startsWith("#/chat")) render();
+}
+
+// Server-sent events read from a fetch (EventSource cannot send the key header): calls
+// onEvent(kind, data) for each event with data, until the stream ends. The web page uses it too.
+async function readEvents(response, onEvent) {
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += value;
+    let end;
+    while ((end = /\r?\n\r?\n/.exec(buffer))) {
+      const lines = buffer.slice(0, end.index).split(/\r?\n/);
+      buffer = buffer.slice(end.index + end[0].length);
+      const kind = (lines.find((l) => l.startsWith("event:")) || "event: message").slice(6).trim();
+      const data = lines.filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trimStart()).join("\n");
+      if (data) onEvent(kind, JSON.parse(data));
+    }
+  }
 }
 
 async function connect() {
@@ -333,21 +356,7 @@ async function connect() {
     }
     if (!response.ok || !response.body) throw new Error(`events: ${response.status}`);
     dot.classList.add("on");
-    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
-    let buffer = "";
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      buffer += value;
-      let end;
-      while ((end = /\r?\n\r?\n/.exec(buffer))) {
-        const lines = buffer.slice(0, end.index).split(/\r?\n/);
-        buffer = buffer.slice(end.index + end[0].length);
-        const event = (lines.find((l) => l.startsWith("event:")) || "event: message").slice(6).trim();
-        const data = lines.filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trimStart()).join("\n");
-        if (event === "change" && data) onChange(JSON.parse(data));
-      }
-    }
+    await readEvents(response, (event, data) => { if (event === "change") onChange(data); });
   } catch (error) {
     if (controller.signal.aborted) return;
   }
