@@ -80,7 +80,7 @@ def drive(args: argparse.Namespace) -> int:
     started = time.monotonic()
     restart_at = sorted(rng.uniform(2, 2 + args.restarts * 4) for _ in range(args.restarts))
     while any(p.poll() is None for p in procs.values()):
-        time.sleep(rng.uniform(0.15, 0.5))
+        time.sleep(rng.uniform(0.05, 0.3))
         if restart_at and time.monotonic() - started > restart_at[0]:
             restart_at.pop(0)
             _restart_pg(args.cluster)
