@@ -399,12 +399,15 @@ def proxy_bench(
         int | None, typer.Option(help="The proxy's --context-window (small: recall offered).")
     ] = None,
     pad: Annotated[int, typer.Option(help="Filler words in each user message.", min=0)] = 0,
+    workers: Annotated[
+        int, typer.Option(help="comal serve --workers: processes behind one socket.", min=1)
+    ] = 1,
     as_json: JsonOpt = False,
 ) -> None:
     """Concurrent clients through `comal serve` and straight to FakeServer, in one run: added
     latency p50/p99, and the ledger's count of requests (none lost or duplicated).
 
-    Example: comal bench proxy --clients 32 --turns 20
+    Example: comal bench proxy --clients 32 --turns 20 --workers 2
     """
     from ..bench._proxy import run_proxy_bench
 
@@ -415,6 +418,7 @@ def proxy_bench(
             stream=stream,
             context_window=context_window,
             pad=pad,
+            workers=workers,
             progress=lambda m: status.update(m),
         )
     if as_json:
