@@ -99,7 +99,7 @@ def test_search_covers_summaries_and_messages(any_ledger: LedgerBackend) -> None
 
 
 def test_the_lease_is_single_flight_with_expiry(any_ledger: LedgerBackend) -> None:
-    # covers: DAG-8
+    # covers: DAG-8, RES-2
     led = any_ledger
     scope = _session(led, 1)
     assert led.acquire_lease(scope, "a", 30, now=100.0)
@@ -110,6 +110,11 @@ def test_the_lease_is_single_flight_with_expiry(any_ledger: LedgerBackend) -> No
     assert led.acquire_lease(scope, "b", 30, now=151.0)  # a stopped heartbeating: expired
     lease = led.lease(scope)
     assert lease is not None and lease.owner == "b"
+    # The takeover is recorded (RES-2), once: renewing one's own lease records nothing.
+    assert led.acquire_lease(scope, "b", 30, now=152.0)
+    (taken,) = led.records(scope, "event", kinds=["lease_expired"])
+    assert taken.body["previous"]["owner"] == "a" and taken.body["taken_by"] == "b"
+    assert taken.body["previous"]["expires_at"] == 150.0
     led.release_lease(scope, "a")  # not a's any more: nothing happens
     assert led.lease(scope) is not None
     led.release_lease(scope, "b")

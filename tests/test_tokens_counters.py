@@ -314,3 +314,26 @@ def test_real_counters_count_messages(cl100k: TiktokenCounter) -> None:
     estimate = count_message(EstimatingCounter(), msg)
     assert exact > MESSAGE_OVERHEAD + TOOL_CALL_OVERHEAD
     assert abs(estimate - exact) <= 6
+
+
+def _reference_estimate(text: str) -> int:
+    """The estimator as documented: each SPAN piece priced by its features as its kind."""
+    from comal.tokens._estimate import SHORT, SPAN, classify, estimate_features, features
+
+    if not text:
+        return 0
+    if len(text) < SHORT:
+        return max(1, round(len(text.encode("utf-8", "surrogatepass")) / 3.2))
+    pieces = [text[i : i + SPAN] for i in range(0, len(text), SPAN)]
+    return max(1, round(sum(estimate_features(features(p), classify(p)) for p in pieces)))
+
+
+_ESTIMATOR_TEXT = st.text(
+    alphabet=st.sampled_from(list(' \n\t  {}[]":,.;=_/0123456789abcXYZ+é中\U0001f600')),
+    max_size=5000,
+) | st.sampled_from(["", "x" * 47, "y" * 48, ' {"a": 1}' * 400, "  \n" * 3000])
+
+
+@given(_ESTIMATOR_TEXT)
+def test_the_estimators_shared_passes_price_exactly_as_documented(text: str) -> None:
+    assert EstimatingCounter().count(text) == _reference_estimate(text)

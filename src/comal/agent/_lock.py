@@ -4,6 +4,7 @@ lock in a PostgreSQL one); these names stay importable from the agent."""
 
 from __future__ import annotations
 
-from ..ledger._locks import PgSessionLock, SessionLock, lock_path, process_start
+from ..ledger._locks import SessionLock, lock_path, process_start
+from ..ledger._pg_lock import PgSessionLock
 
 __all__ = ["PgSessionLock", "SessionLock", "lock_path", "process_start"]

@@ -53,8 +53,9 @@ def lock_session(
     ledger: LedgerBackend, scope: Scope, *, path: str | Path | None = None
 ) -> SessionLock | PgSessionLock:
     """Take the session's lock, or raise :class:`~comal.agent.SessionLocked`: a file lock
-    beside an SQLite ledger, an advisory lock in a PostgreSQL one. A file lock left by a dead
-    process is cleared and recorded as a ``lock_cleared`` event; history is kept (RES-2)."""
+    beside an SQLite ledger, an advisory lock and a lease row in a PostgreSQL one. A lock left by
+    a dead process (or, on PostgreSQL, a holder whose heartbeat stopped) is cleared and recorded
+    as a ``lock_cleared`` event; history is kept (RES-2)."""
     if path is None:
         lock = ledger.session_lock(scope)
     else:
@@ -70,8 +71,12 @@ def lock_session(
                 {
                     "v": 1,
                     "previous": stale,
-                    "reason": "its process is gone: the kernel released its lock without a "
-                    "clean release; the session's history is kept as it was",
+                    "reason": str(
+                        stale.get("cleared")
+                        or "its process is gone: the kernel "
+                        "released its lock without a clean release"
+                    )
+                    + "; the session's history is kept as it was",
                 },
             )
         except BaseException:

@@ -12,6 +12,7 @@ from ._corpus import find_transcripts, load_sessions
 from ._cost import PROVIDERS, CostMeter, Pricer, PriceTable, cached_prefix, load_prices, wire_groups
 from ._integrity import PairCheck, PairLedger
 from ._ledger import LedgerBench, run_ledger_bench, synthetic_steps
+from ._ledger_scale import SizeRow, WriterRow, run_size_bench, run_writer_bench
 from ._report import markdown_report, totals, write_report
 from ._retention import Fate, classify_retention, read_back, retention_counts
 from ._strategies import (
@@ -43,9 +44,11 @@ __all__ = [
     "RunResult",
     "Sent",
     "Session",
+    "SizeRow",
     "Strategy",
     "TurnBench",
     "TurnStat",
+    "WriterRow",
     "cached_prefix",
     "classify_retention",
     "default_strategies",
@@ -59,8 +62,10 @@ __all__ = [
     "run_compare",
     "run_context_bench",
     "run_ledger_bench",
+    "run_size_bench",
     "run_strategy",
     "run_turn_bench",
+    "run_writer_bench",
     "synthetic_steps",
     "totals",
     "wire_groups",

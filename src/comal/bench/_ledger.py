@@ -13,6 +13,7 @@ from pathlib import Path
 from ..ledger import Scope, SQLiteLedger, StepInput, Synchronous, open_ledger
 from ..messages import Message, ToolCall
 from ..tokens import EstimatingCounter, TokenCounter
+from ._ledger_scale import raw_sqlite_peer
 
 _WORDS = (
     "def return self value import the file line error test parse config request token budget "
@@ -37,6 +38,8 @@ class LedgerBench:
     tail_cold_p50_ms: float
     tail_cold_p99_ms: float
     counting_mb_per_s: float
+    raw_one_row_commits_per_s: float  # sqlite3 alone, same run: see _ledger_scale.RawPeer
+    raw_steps_per_s: float
 
     def as_dict(self) -> dict[str, float | int | str]:
         return asdict(self)
@@ -156,6 +159,9 @@ def run_ledger_bench(
         bare_elapsed = time.perf_counter() - t0
         bare.close()
 
+        progress("raw sqlite3 on the same steps")
+        raw = raw_sqlite_peer(steps, root)
+
         progress(f"reading the {window_tokens:,}-token tail {reads} times")
         tail = led.tail(scope, tokens=window_tokens)
         times = _time_reads(lambda: led.tail(scope, tokens=window_tokens), reads)
@@ -183,4 +189,6 @@ def run_ledger_bench(
         tail_cold_p50_ms=statistics.median(cold),
         tail_cold_p99_ms=_p99(cold),
         counting_mb_per_s=counting,
+        raw_one_row_commits_per_s=raw.one_row_commits_per_s,
+        raw_steps_per_s=raw.steps_per_s,
     )

@@ -9,7 +9,8 @@ record and two entries per turn — no request lost or recorded twice. Streamed 
 report the time to the first byte of each reply (p50/p99, both paths). ``context_window`` (the
 proxy's ``--context-window``) with ``pad`` words in each user message makes the engine stand in
 for old history, so the proxy offers its recall tools and streams those turns through its
-splicer; ``recall_offered`` counts the requests that did.
+splicer; ``recall_offered`` counts the requests that did. ``workers`` runs ``comal serve
+--workers N``: N processes behind the one socket, on the one ledger.
 
 The proxy is a face above the benchmarks in comal's layering; it is imported here only when the
 benchmark runs.
@@ -58,6 +59,7 @@ class ProxyBench:
     proxy_ttfb_p99_ms: float = 0.0
     context_window: int | None = None
     recall_offered: int = 0
+    workers: int = 1  # comal serve --workers: processes behind the one socket
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -154,6 +156,7 @@ def run_proxy_bench(
     stream: bool = False,
     context_window: int | None = None,
     pad: int = 0,
+    workers: int = 1,
     progress: Callable[[str], None] = lambda _: None,
 ) -> ProxyBench:
     from ..ledger import open_ledger
@@ -180,6 +183,8 @@ def run_proxy_bench(
         command += ["--upstream-anthropic", fake.anthropic_base_url, "--no-dashboard"]
         if context_window is not None:
             command += ["--context-window", str(context_window)]
+        if workers > 1:
+            command += ["--workers", str(workers)]
         process = subprocess.Popen(command, env=env, stderr=subprocess.DEVNULL)
         try:
             _wait_ready(url, process)
@@ -224,4 +229,5 @@ def run_proxy_bench(
         proxy_ttfb_p99_ms=_pct(proxied_first, 99),
         context_window=context_window,
         recall_offered=offered,
+        workers=workers,
     )

@@ -35,15 +35,35 @@ def ledger_bench(
     counter: Annotated[
         str, typer.Option(help="estimate (fast fallback) or tiktoken (exact, slower appends)")
     ] = "estimate",
+    writers: Annotated[
+        str | None,
+        typer.Option(help="Concurrent writer processes to measure, comma-separated (1,8,32)."),
+    ] = None,
+    writer_steps: Annotated[
+        int, typer.Option(help="Steps appended per --writers round, shared by its writers.", min=10)
+    ] = 2000,
+    transcripts: Annotated[
+        list[Path] | None,
+        typer.Option(help="Transcript files or folders: ledger bytes per MB, before/after."),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Appends/s (one transaction per step; NORMAL and FULL sync), batched import rows/s, and
-    p50/p99 to read the tail that fills a window.
+    p50/p99 to read the tail that fills a window, beside raw sqlite3 on the same steps; with
+    --writers, steps/s and append latency of concurrent writers on SQLite and, when --ledger
+    is a postgresql:// URL, on PostgreSQL beside it; with --transcripts, the ledger's bytes per
+    MB of transcript. SQLite always runs on scratch files, PostgreSQL in a scratch schema that
+    is dropped afterwards: a benchmark never writes into a ledger you keep.
 
-    Example: comal bench ledger --entries 100000 --window 128000
+    Example: comal bench ledger --entries 20000 --writers 1,8,32 --ledger postgresql://u@h/db
     """
+    from ..ledger._target import parse_target
     from ..tokens import EstimatingCounter, default_counter
+    from ._common import STATE
 
+    counts = _writer_counts(writers)
+    given = STATE.ledger_path
+    ledger = [given] if given and parse_target(given).kind == "postgres" else []
     chosen: TokenCounter = EstimatingCounter() if counter == "estimate" else default_counter()
     with err.status("benchmarking") as status:
         result = _b().run_ledger_bench(
@@ -53,9 +73,35 @@ def ledger_bench(
             counter=chosen,
             progress=lambda msg: status.update(msg),
         )
+        rows = (
+            _b().run_writer_bench(
+                ledger or [],
+                counts,
+                total_steps=writer_steps,
+                progress=lambda msg: status.update(msg),
+            )
+            if counts
+            else []
+        )
+        sizes = (
+            _b().run_size_bench(
+                _b().find_transcripts(transcripts),
+                postgres=ledger or [],
+                progress=lambda msg: status.update(msg),
+            )
+            if transcripts
+            else []
+        )
     if as_json:
-        emit_json(result.as_dict())
+        emit_json(
+            result.as_dict()
+            | {"writers": [r.as_dict() for r in rows], "sizes": [r.as_dict() for r in sizes]}
+        )
         return
+    _print_ledger(result, rows, sizes)
+
+
+def _print_ledger(result: Any, rows: list[Any], sizes: list[Any]) -> None:
     table = Table(
         "measure", "value", title=f"ledger: {result.entries:,} entries, {result.steps:,} steps"
     )
@@ -82,7 +128,44 @@ def ledger_bench(
         f"{result.tail_p50_ms:.2f} ms / {result.tail_p99_ms:.2f} ms",
     )
     table.add_row("token counting", f"{result.counting_mb_per_s:.1f} MB/s")
+    table.add_row(
+        "raw sqlite3, same run: one-row commits",
+        f"{result.raw_one_row_commits_per_s:,.0f} commits/s",
+    )
+    table.add_row(
+        "raw sqlite3, same run: these steps' bodies, 1 tx/step",
+        f"{result.raw_steps_per_s:,.0f} steps/s "
+        f"(comal {result.append_steps_per_s / result.raw_steps_per_s:.2f}x of it)",
+    )
     out.print(table)
+    if rows:
+        wt = Table("backend", "writers", "steps", "steps/s", "p50 ms", "p99 ms", "max ms",
+                   title="concurrent writers, one session each")  # fmt: skip
+        for r in rows:
+            wt.add_row(r.backend, str(r.writers), f"{r.steps:,}", f"{r.steps_per_s:,.0f}",
+                       f"{r.p50_ms:.2f}", f"{r.p99_ms:.2f}", f"{r.max_ms:.1f}")  # fmt: skip
+        out.print(wt)
+    if sizes:
+        st = Table("backend", "bodies", "transcripts MB", "entries", "ledger bytes", "bytes/MB",
+                   title="ledger size per MB of imported transcript")  # fmt: skip
+        for z in sizes:
+            st.add_row(z.backend, z.bodies, f"{z.transcript_mb:.2f}", f"{z.entries:,}",
+                       f"{z.ledger_bytes:,}", f"{z.bytes_per_mb:,.0f}")  # fmt: skip
+        out.print(st)
+
+
+def _writer_counts(text: str | None) -> list[int]:
+    if not text:
+        return []
+    try:
+        counts = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise UserError(
+            f"--writers takes whole numbers separated by commas, not {text!r}"
+        ) from None
+    if not counts or any(n < 1 or n > 256 for n in counts):
+        raise UserError(f"--writers takes counts from 1 to 256, not {text!r}")
+    return counts
 
 
 @app.command("context")
@@ -316,12 +399,15 @@ def proxy_bench(
         int | None, typer.Option(help="The proxy's --context-window (small: recall offered).")
     ] = None,
     pad: Annotated[int, typer.Option(help="Filler words in each user message.", min=0)] = 0,
+    workers: Annotated[
+        int, typer.Option(help="comal serve --workers: processes behind one socket.", min=1)
+    ] = 1,
     as_json: JsonOpt = False,
 ) -> None:
     """Concurrent clients through `comal serve` and straight to FakeServer, in one run: added
     latency p50/p99, and the ledger's count of requests (none lost or duplicated).
 
-    Example: comal bench proxy --clients 32 --turns 20
+    Example: comal bench proxy --clients 32 --turns 20 --workers 2
     """
     from ..bench._proxy import run_proxy_bench
 
@@ -332,6 +418,7 @@ def proxy_bench(
             stream=stream,
             context_window=context_window,
             pad=pad,
+            workers=workers,
             progress=lambda m: status.update(m),
         )
     if as_json:

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from ..errors import UserError
 from ._common import LEDGER_HELP, JsonOpt, coded_errors, emit_json, err, ledger, ledger_target, out
 
 app = typer.Typer()
@@ -72,6 +73,15 @@ def serve(
             "(repeatable; adds to serve.allowed_origins).",
         ),
     ] = None,
+    workers: Annotated[
+        int,
+        typer.Option(
+            help="Worker processes serving the one socket, all on the one ledger (SQLite for a "
+            "few on one host, PostgreSQL for many hosts).",
+            min=1,
+            max=64,
+        ),
+    ] = 1,
 ) -> None:
     """Run the proxy (Anthropic /v1/messages, OpenAI /v1/chat/completions and /v1/responses),
     the HTTP API (/api, schema at /openapi.json) and the dashboard (/) in one process.
@@ -83,7 +93,10 @@ def serve(
     Requests naming another host than the server's, and browser requests from other web pages,
     are refused (--allow-host, --allow-origin add to the configuration's serve section).
 
-    Example: comal serve --port 8787 --context-window 128000
+    With --workers N, N processes share the socket and the ledger; any of them may take any
+    turn of any conversation (responses say which in x-comal-worker).
+
+    Example: comal serve --port 8787 --context-window 128000 --workers 2
     """
     import os
 
@@ -117,13 +130,26 @@ def serve(
             keep_alive_timeout=settings.keep_alive_timeout,
             max_connections=settings.max_connections,
         )
-        application = create_app(config)
-        try:
-            # A busy port is said here, before the banner, not by uvicorn after it.
+        if workers > 1:
+            # Each worker opens its own ledger after the fork; here it is only created or
+            # migrated once, so a bad target is a coded error before the banner.
+            if str(config.ledger) == ":memory:":
+                raise UserError(
+                    "--workers needs a ledger the workers share: give a file or a "
+                    "postgresql:// URL, not :memory:"
+                )
+            from ..ledger import open_ledger
+
+            open_ledger(config.ledger, create=True).close()
             sock = listen_on(host, port)
-        except BaseException:
-            application.state.ledger.close()  # the app's own: its lifespan never runs
-            raise
+        else:
+            application = create_app(config)
+            try:
+                # A busy port is said here, before the banner, not by uvicorn after it.
+                sock = listen_on(host, port)
+            except BaseException:
+                application.state.ledger.close()  # the app's own: its lifespan never runs
+                raise
     where = f"http://{host}:{port}"
     err.print(f"comal serve on {where}  (ledger {config.ledger})")
     if not config.loopback:
@@ -133,6 +159,14 @@ def serve(
         )
     err.print(f"  Claude Code: ANTHROPIC_BASE_URL={where} claude")
     err.print(f"  OpenAI SDKs / Codex: base_url {where}/v1   dashboard: {where}/")
+    if workers > 1:
+        from ..serve._workers import serve_workers
+
+        err.print(f"  {workers} workers on one socket and one ledger")
+        status = serve_workers(lambda: create_app(config), host, port, sock, workers, say=err.print)
+        if status:
+            raise typer.Exit(status)
+        return
     serve_forever(application, host, port, sock=sock)
 
 

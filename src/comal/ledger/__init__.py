@@ -79,7 +79,7 @@ from ._errors import (
 )
 from ._keys import KEY_PREFIX as PROXY_KEY_PREFIX
 from ._keys import ProxyKey
-from ._locks import PgSessionLock, SessionLock
+from ._locks import SessionLock
 from ._memories import MemoryInput, Remembered
 from ._model import (
     CheckpointRecord,
@@ -99,6 +99,7 @@ from ._model import (
     SummaryRecord,
     VerifyReport,
 )
+from ._pg_lock import PgSessionLock
 from ._query import MAX_HITS, MAX_PHRASE_WORDS, MAX_PREFIXES, MAX_TERMS, MAX_WORDS
 from ._reads import RecallHit, RecallMode
 from ._schema import MIGRATIONS, SCHEMA_VERSION, Migration

@@ -7,6 +7,7 @@ from typing import Any
 
 from ..messages import canonical_json, sha256_hex
 from ._backfill import SPEND_MINUTES, SPEND_RUNS
+from ._bodies import unpack
 from ._db import Db
 from ._errors import SessionHasChildren
 from ._model import Deletion, Scope, log
@@ -220,7 +221,7 @@ class Admin(StoreBase):
     def _raw_rows(self) -> Iterator[tuple[Any, ...]]:
         """(session, seq, step, role, digest, output_digest, body) of every entry, as stored."""
         for r in self._raw_entries():
-            yield (*r[:4], r[8], r[9], r[13])
+            yield (*r[:4], r[8], r[9], unpack(r[13]))
 
     def _database_check(self) -> tuple[str, list[str]]:
         return self._dialect.database_check(self._db)

@@ -11,7 +11,7 @@ from ..messages import Message
 from ..tokens import TokenCounter
 from ._coordination import BreakerRow, LeaseInfo
 from ._keys import ProxyKey
-from ._locks import PgSessionLock, SessionLock
+from ._locks import SessionLock
 from ._memories import MemoryInput, Remembered
 from ._model import (
     CheckpointRecord,
@@ -29,6 +29,7 @@ from ._model import (
     SessionPage,
     SummaryRecord,
 )
+from ._pg_lock import PgSessionLock
 from ._reads import RecallHit, RecallMode
 from ._store import StepInput, UsageInput
 from ._summaries import SummaryInput

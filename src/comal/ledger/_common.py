@@ -7,6 +7,7 @@ select the same columns in the same order): none of it touches a database.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from ..messages import (
     sha256_hex,
 )
 from ..tokens import TokenCounter, count_message
+from ._bodies import pack
 from ._errors import LedgerCorrupt
 from ._model import Entry, EntryHead, Scope, SearchHit
 from ._rows import damaged_index, whole
@@ -53,6 +55,7 @@ class Prepared:
 
     message: Message
     body: str
+    stored: str | bytes  # what the row holds: the body, or its zstd frame (see _bodies)
     digest: str
     output_digest: str | None
     call_id: str | None
@@ -75,17 +78,20 @@ class Prepared:
         )
 
 
-def prepare(counter: TokenCounter, message: Message) -> Prepared:
+def prepare(counter: TokenCounter, message: Message, *, packs: bool = False) -> Prepared:
+    """``packs``: the backend stores large bodies compressed (the digest stays the text's)."""
     body = message_to_json(message)
+    raw = body.encode("utf-8", "surrogatepass")
     result = message.tool_result
     return Prepared(
         message,
         body,
-        sha256_hex(body),
+        pack(body, raw) if packs else body,
+        hashlib.sha256(raw).hexdigest(),
         sha256_hex(result.text) if result is not None else None,
         result.call_id if result is not None else None,
         count_message(counter, message),
-        len(body.encode("utf-8", "surrogatepass")),
+        len(raw),
     )
 
 

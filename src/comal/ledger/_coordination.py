@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import UserError
 from ._model import Scope
 from ._store import StoreBase
 
-__all__ = ["BreakerRow", "Coordination", "LeaseInfo"]
+__all__ = ["LEASE_EVENT", "BreakerRow", "Coordination", "LeaseInfo"]
+
+LEASE_EVENT = "lease_expired"  # the event kind of a compaction lease taken from a dead holder
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +51,8 @@ class Coordination(StoreBase):
             if self._session_row(scope, lock=True) is None:
                 raise UserError(f"no session {scope.session} in this tenant/agent")
             row = c.execute(
-                "SELECT owner, expires_at FROM compaction_leases WHERE session_id = ?",
+                "SELECT owner, expires_at, acquired_at, heartbeat_at FROM compaction_leases"
+                " WHERE session_id = ?",
                 (scope.session,),
             ).fetchone()
             if row is None:
@@ -60,6 +64,19 @@ class Coordination(StoreBase):
                 return True
             if row[0] != owner and float(row[1]) > at:
                 return False
+            if row[0] != owner:
+                # A holder that stopped beating (killed, or its host gone): taken over, and the
+                # takeover recorded in the same transaction (RES-2, SCL-1).
+                records: Any = self  # the Store's Records part, beside this one
+                ago = at - float(row[1])
+                previous = {"owner": row[0], "acquired_at": float(row[2])}
+                previous |= {"heartbeat_at": float(row[3]), "expires_at": float(row[1])}
+                body = {"v": 1, "previous": previous, "taken_by": owner}
+                body["reason"] = (
+                    f"its heartbeat stopped: the lease had expired {ago:.1f} s before; what it "
+                    "stored is kept"
+                )
+                records.add_record(scope, "event", LEASE_EVENT, body)
             c.execute(
                 "UPDATE compaction_leases SET owner = ?, acquired_at = CASE WHEN owner = ?"
                 " THEN acquired_at ELSE ? END, heartbeat_at = ?, expires_at = ?"

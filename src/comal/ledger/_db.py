@@ -24,12 +24,23 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Protocol
 
 from ._dialect import Dialect
 from ._errors import LedgerTimeout
 
 Params = Sequence[Any] | Mapping[str, Any]
+
+
+class Gate(Protocol):
+    """Writers' turn-taking around a whole write transaction (SQLite: ``_locks.WriterGate``)."""
+
+    def enter(self) -> bool:
+        """Wait for the turn; False when not taken (then :meth:`leave` is not called)."""
+
+    def leave(self) -> None: ...
+
+
 Tracer = Callable[[str, Params], None]
 
 
@@ -43,6 +54,8 @@ class Db:
         self.lock = threading.RLock()
         self.depth = 0
         self._tracers: list[Tracer] = []
+        # Taken around every outermost write transaction when set (see _locks.WriterGate).
+        self.gate: Gate | None = None
         self._rewrite = dialect.placeholder != "?"  # every append runs through here
         self._local = threading.local()  # this thread's deadline (time.monotonic), if bounded
         self._armed: float | None = None  # the deadline installed on the connection (lock held)
@@ -134,30 +147,39 @@ class Db:
         """One write transaction; nested calls become savepoints (all or nothing together)."""
         with self._held():
             depth = self.depth
-            begin, end = (
-                (self.dialect.begin, "COMMIT")
-                if depth == 0
-                else (f"SAVEPOINT sp{depth}", f"RELEASE sp{depth}")
-            )
+            gate = self.gate if depth == 0 else None
+            gated = gate is not None and gate.enter()
             try:
-                self.execute(begin)
-            except self.dialect.errors as exc:
-                raise self.dialect.translate(exc, self.target, "starting a write") from exc
-            self.depth += 1
-            try:
-                yield self
-            except BaseException as exc:
-                self._undo(depth)
-                if isinstance(exc, self.dialect.errors):
-                    raise self.dialect.translate(exc, self.target, "writing") from exc
-                raise
+                yield from self._transaction(depth)
             finally:
-                self.depth -= 1
-            try:
-                self._send(end)  # a transaction is ended whatever the time bound says
-            except self.dialect.errors as exc:
-                self._undo(depth)
-                raise self.dialect.translate(exc, self.target, "committing") from exc
+                if gated and gate is not None:
+                    gate.leave()
+
+    def _transaction(self, depth: int) -> Iterator[Db]:
+        begin, end = (
+            (self.dialect.begin, "COMMIT")
+            if depth == 0
+            else (f"SAVEPOINT sp{depth}", f"RELEASE sp{depth}")
+        )
+        try:
+            self.execute(begin)
+        except self.dialect.errors as exc:
+            raise self.dialect.translate(exc, self.target, "starting a write") from exc
+        self.depth += 1
+        try:
+            yield self
+        except BaseException as exc:
+            self._undo(depth)
+            if isinstance(exc, self.dialect.errors):
+                raise self.dialect.translate(exc, self.target, "writing") from exc
+            raise
+        finally:
+            self.depth -= 1
+        try:
+            self._send(end)  # a transaction is ended whatever the time bound says
+        except self.dialect.errors as exc:
+            self._undo(depth)
+            raise self.dialect.translate(exc, self.target, "committing") from exc
 
     def _undo(self, depth: int) -> None:
         # SQLite rolls back by itself after some errors (a full disk) and a broken PostgreSQL

@@ -31,6 +31,7 @@ class Dialect(ABC):
     for_update: str  # appended to a SELECT to lock the rows it reads until commit
     budget_index: str  # names the covering index of budget reads where the planner needs telling
     lazy_cursor: bool  # whether a cursor fetches rows only as they are read
+    packs_bodies: bool  # whether large bodies are stored as zstd frames (see _bodies)
     errors: tuple[type[BaseException], ...]  # what the driver raises; leaves as a LedgerError
     # The DDL spellings of the migrations' {tokens} (see _schema).
     types: ClassVar[Mapping[str, str]]

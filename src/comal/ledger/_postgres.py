@@ -23,12 +23,13 @@ from psycopg import sql
 from ..errors import LedgerError
 from ..messages import load_json, message_from_json, sha256_hex
 from ..tokens import TokenCounter
+from ._bodies import unpack
 from ._db import Db
 from ._dialect import insert_many, lock_key
 from ._errors import LedgerBadTarget, LedgerReadOnly, LedgerTimeout, MemorySearchTimeout
 from ._ledger import Store
-from ._locks import PgSessionLock
 from ._model import Scope
+from ._pg_lock import DEFAULT_TTL_S, PgSessionLock
 from ._postgres_fts import fts_query, search_vectors
 from ._postgres_open import PgDialectBase, connect, prepare
 from ._seal import Keying, Secret
@@ -230,8 +231,9 @@ def _sound_rows(table: str, extra: str | None, *, page: bool = False) -> str:
 def _texts(rows: Sequence[tuple[Any, ...]], table: str) -> list[tuple[int, str]]:
     """(id, text) of sound (id, digest, body) rows; damaged ones are verify's to report."""
     out: list[tuple[int, str]] = []
-    for row_id, digest, body in rows:
-        if sha256_hex(body) != digest:
+    for row_id, digest, stored in rows:
+        body = unpack(stored)
+        if not isinstance(body, str) or sha256_hex(body) != digest:
             continue
         try:
             if table == "entries_fts":
@@ -287,10 +289,16 @@ class PostgresLedger(Store):
             raise
         super().__init__(db, keying, counter)
 
-    def session_lock(self, scope: Scope) -> PgSessionLock:
-        """Take the session's lock (RES-2): a session-level advisory lock on a connection of its
-        own, which the server drops the instant that connection ends, however its process died;
-        :class:`~comal.ledger.SessionLocked` while another process holds it."""
-        lock = PgSessionLock(self.url, scope.session, namespace=self.schema or "")
+    def session_lock(self, scope: Scope, *, ttl: float = DEFAULT_TTL_S) -> PgSessionLock:
+        """Take the session's lock (RES-2, SCL-1): an advisory lock on a connection of its own
+        and a lease row kept fresh by a heartbeat every ``ttl``/3 seconds (see ``_pg_lock``);
+        :class:`~comal.ledger.SessionLocked` while another process holds it. ``lock.stale`` is
+        the row of a dead holder (its connection ended, or its lease expired), when one was
+        cleared."""
+        with self._reading() as c:
+            schema = str(c.execute("SELECT current_schema()").fetchone()[0])
+        lock = PgSessionLock(
+            self.url, scope.session, namespace=self.schema or "", schema=schema, ttl=ttl
+        )
         lock.acquire()
         return lock

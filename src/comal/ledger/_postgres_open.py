@@ -150,6 +150,7 @@ class PgDialectBase(Dialect):
     for_update = " FOR UPDATE"
     budget_index = ""
     lazy_cursor = False  # psycopg's client-side cursor holds the whole result
+    packs_bodies = False  # TOAST compresses large text at rest already
     errors = (psycopg.Error,)
     types: ClassVar[Mapping[str, str]] = {
         "pk": "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",

@@ -95,7 +95,7 @@ class Records(StoreBase):
             new = c.execute(
                 "INSERT INTO records (session_id, table_name, kind, created_at, digest, seal,"
                 " body) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
-                (*sealed, self._sealer.seal("records", sealed), text),
+                (*sealed, self._sealer.seal("records", sealed), self._stored(text)),
             ).fetchone()
             rid = int(new[0])
             if table == "summary" and isinstance(body.get("text"), str):

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..messages import load_json, message_from_json, sha256_hex
+from ._bodies import unpack
 from ._errors import InvalidIdentifier, LedgerCorrupt, LedgerRowDamaged
 from ._model import (
     CheckpointRecord,
@@ -166,7 +167,7 @@ def session_from_row(sealer: Sealer, r: Sequence[Any]) -> SessionInfo:
 
 
 def entry_from_row(sealer: Sealer, r: Sequence[Any]) -> Entry:
-    row_id, body = r[12], r[13]
+    row_id, body = r[12], unpack(r[13])
     check_seal(sealer, "entries", r, row_id, r[0])
     check_body("entries", r, r[8], body, row_id)
     try:
@@ -198,7 +199,7 @@ def checkpoint_from_row(sealer: Sealer, r: Sequence[Any]) -> CheckpointRecord:
 
 
 def record_from_row(sealer: Sealer, r: Sequence[Any]) -> Record:
-    row_id, body = r[6], r[7]
+    row_id, body = r[6], unpack(r[7])
     check_seal(sealer, "records", r, row_id, r[0])
     check_body("records", r, r[4], body, row_id)
     return Record(row_id, r[0], r[2], r[3], r[4], load_column("records", body, row_id, r[0]), r[1])

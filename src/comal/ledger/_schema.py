@@ -355,6 +355,30 @@ CREATE TRIGGER memories_fts_forget AFTER DELETE ON memories BEGIN
 END;
 """
 
+# Large entry and record bodies at rest as zstd frames on SQLite (see _bodies.py); digests and
+# seals stay over the text, and older rows stay text. No column changes: the version it takes
+# is what matters, since a comal from before cannot read a frame and must refuse the file.
+# PostgreSQL's TOAST compresses large text already; the row says which codec a ledger uses.
+_BODY_CODEC = "INSERT INTO ledger_meta (name, value) VALUES ('body_codec', '{codec}');\n"
+
+# PostgreSQL's session locks hold across hosts (RES-2, SCL-1; see _pg_lock.py): beside the
+# advisory lock, a lease row that a heartbeat keeps fresh, on the server's clock. Keyed by
+# ``session``, not ``session_id``: a lock is coordination state, not a row of the session's
+# history to count or delete with it. SQLite's lock is a file beside the ledger; the table is
+# there too (unused) so both backends keep one schema.
+_SESSION_LOCKS = """
+CREATE TABLE session_locks (
+    session {key} PRIMARY KEY,
+    owner TEXT NOT NULL,
+    host TEXT NOT NULL,
+    pid {int} NOT NULL,
+    backend_pid {int} NOT NULL,
+    acquired_at {real} NOT NULL,
+    heartbeat_at {real} NOT NULL,
+    expires_at {real} NOT NULL
+);
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_initial", _INITIAL, _INITIAL_SQLITE, _INITIAL_POSTGRES),
     Migration("0002_proxy_keys", KEYS_DDL),
@@ -374,5 +398,12 @@ MIGRATIONS: tuple[Migration, ...] = (
         _MEMORIES_SQLITE,
         _pg_text_index("memories_fts", "memory_id", "memories"),
     ),
+    Migration(
+        "0008_compressed_bodies",
+        "",
+        _BODY_CODEC.format(codec="zstd"),
+        _BODY_CODEC.format(codec="toast"),
+    ),
+    Migration("0009_session_locks", _SESSION_LOCKS),
 )
 SCHEMA_VERSION = len(MIGRATIONS)

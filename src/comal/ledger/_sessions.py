@@ -283,7 +283,7 @@ class Sessions(StoreBase):
         step_seq = next_seq if join_step is None else join_step
         created = step.created_at or now()
         check_text(created_at=created)
-        prepared = [prepare(self.counter, m) for m in step.messages]
+        prepared = [prepare(self.counter, m, packs=self._packs) for m in step.messages]
         rows = []
         for k, p in enumerate(prepared):
             check_text(call_id=p.call_id)
@@ -291,7 +291,7 @@ class Sessions(StoreBase):
             sealed: tuple[Any, ...] = (scope.session, next_seq + k, step_seq, role, p.tokens)
             sealed += (p.size, created, p.call_id, p.digest, p.output_digest, head)
             head = self._sealer.seal("entries", sealed)  # the next entry's prev_seal
-            rows.append((*sealed, head, p.body))
+            rows.append((*sealed, head, p.stored))
         ids = dict(insert_many(c, _ENTRY_INSERT, _ENTRY_MARKS, rows))
         out = [
             p.entry(int(ids[next_seq + k]), scope.session, next_seq + k, step_seq, created)

@@ -22,7 +22,7 @@ from ._db import Db
 from ._dialect import Dialect
 from ._errors import BadSearchQuery, LedgerBadTarget, LedgerTimeout, MemorySearchTimeout
 from ._ledger import Store
-from ._locks import SessionLock, lock_path
+from ._locks import SessionLock, WriterGate, lock_path
 from ._migrate import statements
 from ._model import Scope, log
 from ._schema import MIGRATIONS
@@ -45,6 +45,7 @@ class SQLiteDialect(Dialect):
     for_update = ""
     budget_index = " INDEXED BY entries_budget"
     lazy_cursor = True
+    packs_bodies = True
     errors = (sqlite3.Error, UnicodeDecodeError)
     types: ClassVar[Mapping[str, str]] = {
         "pk": "INTEGER PRIMARY KEY",
@@ -297,7 +298,10 @@ class SQLiteLedger(Store):
         synchronous: Synchronous = "NORMAL",
         create: bool = True,
         secret: Secret | None = None,
+        compress: bool = True,
     ) -> None:
+        """``compress=False`` stores every body as text, as comal did before bodies were
+        compressed (both read the same; it is there to measure what compression saves)."""
         if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise UserError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
         parsed = parse_target(path)  # a sqlite: or mysql:// URL must not become a folder
@@ -314,6 +318,14 @@ class SQLiteLedger(Store):
         db = open_sqlite(self.path, SQLITE, create=create, target=target, keying=keying)
         db.raw.execute(f"PRAGMA synchronous = {synchronous}")  # cannot fail: a fixed word
         super().__init__(db, keying, counter)
+        self._packs = compress
+        self._gate = None if memory else WriterGate.beside(self.path)
+        db.gate = self._gate
+
+    def close(self) -> None:
+        super().close()
+        if self._gate is not None:
+            self._gate.close()
 
     def index_text(self, *, batch: int = 2000) -> int:
         """Bring the full-text index up to date; returns how many entries were indexed (a

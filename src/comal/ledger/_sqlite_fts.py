@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..messages import load_json, message_from_json, sha256_hex
+from ._bodies import unpack
 from ._rows import damaged_index
 
 if TYPE_CHECKING:
@@ -44,7 +45,8 @@ def indexed_texts(
     skipped because their body fails its digest or does not decode."""
     out: list[tuple[int, str]] = []
     damaged = 0
-    for row_id, digest, body in rows:
+    for row_id, digest, stored in rows:
+        body = unpack(stored)
         try:
             if sha256_hex(body) != digest:
                 raise ValueError("digest")

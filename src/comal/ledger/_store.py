@@ -13,6 +13,7 @@ from typing import Any, Self
 from ..errors import UserError
 from ..messages import Message
 from ..tokens import TokenCounter, Usage, default_counter
+from ._bodies import pack
 from ._db import Db, Tracer
 from ._model import Entry, Scope, log
 from ._rows import COLUMNS, damaged_index, whole
@@ -93,6 +94,7 @@ class StoreBase:
             raise
         self._db = db
         self._dialect = db.dialect
+        self._packs = db.dialect.packs_bodies  # see _bodies; off only to compare sizes
         self._sealer = sealer
         self._counter = counter
         self._cache = EntryCache()
@@ -127,6 +129,12 @@ class StoreBase:
         It yields the connection: ``execute(sql, params)`` runs a statement in it (``?``
         placeholders, or the backend's own) and returns the driver's cursor."""
         return self._db.atomic()
+
+    def _stored(self, text: str) -> str | bytes:
+        """What a row holds for the body ``text``: compressed where the backend packs."""
+        if not self._packs:
+            return text
+        return pack(text, text.encode("utf-8", "surrogatepass"))
 
     def bounded(self, seconds: float) -> AbstractContextManager[None]:
         """Within: every statement this thread runs on the ledger ends by ``seconds`` from now,

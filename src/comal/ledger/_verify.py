@@ -41,6 +41,7 @@ from ..messages import (
     sha256_hex,
 )
 from ._backend import LedgerBackend
+from ._bodies import unpack
 from ._model import RECORD_TABLES, Fault, VerifyReport
 from ._rows import HEAD, billed_tokens, body_matches, request_facts, seal_matches, whole
 from ._seal import Sealer
@@ -241,7 +242,7 @@ class _Entries:
     def check(self, r: tuple[Any, ...]) -> None:
         w = self.w
         sid, seq, step, role, tokens, size, _created, call_id, digest, output_digest = r[:10]
-        prev_seal, seal, row, body = r[10:14]
+        prev_seal, seal, row, body = *r[10:13], unpack(r[13])
         if not (whole(seq) and whole(step) and whole(tokens)):
             w.fault(sid, "entries", row, "type", "seq, step or tokens is not a number")
             return
@@ -358,7 +359,7 @@ def _checkpoint(w: _Walk, r: tuple[Any, ...]) -> None:
 
 
 def _record(w: _Walk, r: tuple[Any, ...]) -> None:
-    row, sid, body = r[6], r[0], r[7]
+    row, sid, body = r[6], r[0], unpack(r[7])
     if not w.sealed("records", r, row, sid):
         return
     if r[1] not in RECORD_TABLES:

@@ -96,7 +96,10 @@ def _occurrences(raw: bytes, alphabet: bytes) -> int:
 
 def features(text: str) -> Features:
     """The seven counts the estimate is a weighted sum of (see :data:`FEATURES`)."""
-    raw = _ascii(text)
+    return _features(text, _ascii(text))
+
+
+def _features(text: str, raw: bytes) -> Features:
     non_ascii = 0 if len(raw) == len(text) else len(text.encode("utf-8")) - len(raw)
     return (
         len(raw),
@@ -133,13 +136,18 @@ def _looks_encoded(raw: bytes) -> bool:
 def classify(text: str) -> ContentKind:
     """Guess the kind of ``text`` from a sample of at most 3 KiB; constant time in ``len(text)``."""
     sample = _sample(text)
+    raw = _ascii(sample)
+    return _classify(sample, raw, raw.count(b" ") + raw.count(b"\n"))
+
+
+def _classify(sample: str, raw: bytes, spaces_and_newlines: int) -> ContentKind:
+    """:func:`classify` of a sample already encoded (``raw``) and partly counted."""
     n = len(sample)
     if n == 0:
         return ContentKind.PROSE
-    raw = _ascii(sample)
     if n - len(raw) > 0.25 * n:
         return ContentKind.NON_LATIN
-    blanks = raw.count(b" ") + raw.count(b"\n") + raw.count(b"\t")
+    blanks = spaces_and_newlines + raw.count(b"\t")
     if n >= 64 and blanks < 0.02 * n and _looks_encoded(raw):
         return ContentKind.ENCODED
     if sample.lstrip()[:1] in ("{", "[") and (b'":' in raw or b"':" in raw):
@@ -178,7 +186,13 @@ class EstimatingCounter:
         total = 0.0
         for start in range(0, len(text), SPAN):
             piece = text[start : start + SPAN]
-            total += estimate_features(features(piece), classify(piece))
+            raw = _ascii(piece)
+            counts = _features(piece, raw)
+            if len(piece) <= 3 * _WINDOW:  # the sample is the piece: its counts are taken
+                kind = _classify(piece, raw, counts[1] + counts[2])
+            else:
+                kind = classify(piece)
+            total += estimate_features(counts, kind)
         # A fit can dip below zero on pathological input (pure whitespace); a non-empty text
         # always costs at least one token.
         return max(1, round(total))
