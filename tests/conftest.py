@@ -44,6 +44,18 @@ def _isolated_user_dirs(
         monkeypatch.setenv(url, "http://127.0.0.1:9/unreachable")
 
 
+@pytest.fixture(autouse=True)
+def _no_plugin_outlives_its_test() -> Iterator[None]:
+    # A configuration naming plugins (``plugins: [comal.chrome]``) enables them in the process,
+    # as a command does once; a test must not leave them to the next test's catalog.
+    yield
+    from comal.plugins import _manager
+
+    current = _manager._current
+    if current is not None and any(info.source == "config" for info in current.infos):
+        _manager.reset_plugins()
+
+
 @pytest.fixture
 def ledger(tmp_path: Path) -> Iterator[SQLiteLedger]:
     led = open_ledger(tmp_path / "ledger.db")
