@@ -11,19 +11,22 @@ arguments, and every command a call ran. Two shares are reported:
   exact bytes.
 
 Values are deduplicated per chunk; at most ``per_chunk`` of them (in sorted order) are looked up
-with ``ctx_search``, so a chunk full of numbers does not dominate the count.
+with ``ctx_search``, so a chunk full of numbers does not dominate the count. A value with more
+distinct words than a words search takes (a long command) is looked up by its first ones, as a
+model told ``SEARCH_TOO_BROAD`` would shorten it.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..context import exact_values, get_engine
 from ..context.dag import DagConfig, render_entries
-from ..ledger import LedgerBackend, SummaryRecord
+from ..ledger import MAX_WORDS, LedgerBackend, SummaryRecord
 from ..tokens import Budget, TokenCounter
 from ..turns import replay
 from ._strategies import Session
@@ -98,10 +101,17 @@ def survival(
             kept += sum(1 for v in found if v in leaf.text)
             for v in sorted(found)[:per_chunk]:
                 searched += 1
-                hits = ledger.recall_search(session.scope, v, limit=10, summaries=False)
+                query = _searchable(v)
+                hits = ledger.recall_search(session.scope, query, limit=10, summaries=False)
                 by_id = {e.id: e for e in chunk}
                 if any(h.id in by_id and v in by_id[h.id].message.text for h in hits):
                     reachable += 1
                 elif any(h.id in by_id and v in render_entries([by_id[h.id]]) for h in hits):
                     reachable += 1
     return Survival(window, len(sessions), chunks, values, kept, searched, reachable)
+
+
+def _searchable(value: str) -> str:
+    """``value`` within the ledger's words limit: its first distinct words, in order."""
+    words = list(dict.fromkeys(re.findall(r"\w+", value.lower())))  # as the ledger counts
+    return value if len(words) <= MAX_WORDS else " ".join(words[:MAX_WORDS])
