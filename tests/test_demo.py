@@ -61,3 +61,21 @@ def test_the_demo_finishes_from_a_clone_under_tmp(tmp_path: Path) -> None:
     out = _demo(clone, python, PYTHONPATH=str(clone / "src"))
     assert "sandbox: active" in out and "No OS sandbox" not in out
     assert f"check `{python} check.py`: ok" in out
+
+
+def test_the_sandbox_shows_every_folder_the_interpreter_links_through(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A venv made by a `python3` that was itself a link in a folder under /tmp (a PATH of
+    # shims) ran nowhere in the sandbox: its private /tmp hid the link's target.
+    from comal.ops import _sandbox
+
+    shims, venv = tmp_path / "shims", tmp_path / "venv" / "bin"
+    shims.mkdir()
+    venv.mkdir(parents=True)
+    (shims / "python3").symlink_to(os.path.realpath(sys.executable))
+    (venv / "python3").symlink_to(shims / "python3")
+    (venv / "python").symlink_to("python3")
+    monkeypatch.setattr(_sandbox.sys, "executable", str(venv / "python"))
+    homes = _sandbox._python_homes()
+    assert str(shims) in homes and str(venv) in homes

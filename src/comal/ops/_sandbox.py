@@ -279,8 +279,17 @@ def scrub_env(env: Mapping[str, str], keep: Iterable[str] = ()) -> dict[str, str
 
 
 def _python_homes() -> tuple[str, ...]:
-    """Where this interpreter and its environment live (a venv's and its base's)."""
-    homes = (sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix)
+    """Where this interpreter and its environment live (a venv's and its base's), and each
+    folder its executable's symlinks pass through (a venv made by a ``python3`` that was
+    itself a link elsewhere runs only if that link resolves inside the sandbox too)."""
+    homes = [sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix]
+    link = sys.executable
+    for _ in range(16):  # a chain of links, bounded like the kernel's
+        if not link or not os.path.islink(link):
+            break
+        target = os.readlink(link)
+        link = os.path.normpath(os.path.join(os.path.dirname(link), target))
+        homes.append(os.path.dirname(link))
     return tuple(dict.fromkeys(os.path.realpath(p) for p in homes if os.path.isdir(p)))
 
 
