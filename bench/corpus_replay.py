@@ -15,10 +15,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from comal.context import EngineConfig, replay
+from comal.context import EngineConfig
 from comal.importers import load, store
 from comal.ledger import open_ledger
 from comal.tokens import Budget
+from comal.turns import replay
 
 ROOT = Path(__file__).resolve().parents[1]
 
