@@ -16,6 +16,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from comal.importers import load, store
+from conftest import corpus_dir
+
 from ._support import asking_agent, drive_long_session, long_session_script, proxy
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -28,7 +31,8 @@ ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-TURNS = 24
+TURNS = 48  # references first, then enough of them for a checkpoint
+PROMPT = ("new_input", "cache_read", "cache_write")  # what a request's input measured
 
 
 def _shots(tmp_path: Path) -> Path:
@@ -98,4 +102,41 @@ def test_dashboard_pages_and_an_approval_in_chromium(tmp_path: Path) -> None:
             page.goto(px.url + "/")
             page.wait_for_selector("#sessions tbody tr.click")
             assert "finished" in page.inner_text("#sessions")
+            browser.close()
+
+
+def test_imported_sessions_read_at_1400_px_and_on_a_phone(tmp_path: Path) -> None:
+    # covers: OBS-1
+    # Issue 19 item 16: the sessions table was clipped at 1,400 px and on a phone, and an
+    # imported session's chart drew every bar full on a 0-1 axis (it read only what the proxy
+    # records, which an import has not).
+    if not CHROMIUM.exists() or shutil.which("chromium") is None:
+        pytest.skip("Debian's chromium is missing: `.ci/run` installs it")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    runs = sorted((corpus_dir() / "mini-swe-agent").glob("deepseek-chat__*.json"))[:3]
+    with proxy(tmp_path, []) as px:
+        for run in runs:
+            store(px.ledger, load(run))
+        (info,) = [s for s in px.ledger.sessions() if px.ledger.requests(s.scope)][:1]
+        turns = httpx.get(f"{px.url}/api/sessions/{info.id}/turns").json()["turns"]
+        measured = max(sum(t["usage"][k] or 0 for k in PROMPT) for t in turns)
+        assert measured > 0
+        with sync_api.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+            for width, height in ((1400, 900), (390, 844)):
+                page = browser.new_page(viewport={"width": width, "height": height})
+                page.goto(px.url + "/")
+                page.wait_for_selector("#sessions tr.click")
+                scroll = page.evaluate("document.documentElement.scrollWidth")
+                assert scroll <= width, f"the sessions page is {scroll} px wide at {width}"
+                titles = page.inner_text("#sessions")
+                assert "django" in titles or "astropy" in titles  # titles, not file paths
+                page.close()
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.goto(f"{px.url}/#/s/{info.id}")
+            page.wait_for_selector("#turns-chart")
+            chart = page.inner_text(".legend") + page.inner_html("#turns-chart")
+            assert "imported run" in chart
+            # The axis runs to the largest measured input, not to 1.
+            assert f">{measured:,}<" in chart
             browser.close()

@@ -22,7 +22,7 @@ from ._support import long_session_script, proxy
 
 def test_the_stage_header_says_a_checkpoint_still_stands_in(tmp_path: Path) -> None:
     # covers: LIM-1, LIM-3, OBS-1
-    turns = 18
+    turns = 40  # enough references pile up for a checkpoint to stand in
     tools = [{"name": "Bash", "description": "run", "input_schema": {"type": "object"}}]
     messages: list[dict[str, Any]] = [{"role": "user", "content": "count a lot"}]
     stages: list[str] = []

@@ -67,17 +67,19 @@ async function sessionsView() {
   if (filters.status) params.set("status", filters.status);
   if (filters.q) params.set("q", filters.q);
   const data = await api("/api/sessions?" + params);
+  // One line a session, readable at 1,400 px and on a phone (narrow screens drop the .wide
+  // columns); the measured usage and checkpoints are on the session's own page.
   const rows = data.sessions.map((s) => `
     <tr class="click" data-href="#/s/${esc(s.id)}">
-      <td class="mono">${short(s.id)}</td><td>${esc(s.agent)}</td><td>${esc(s.model || "")}</td>
+      <td class="who"><span class="mono">${short(s.id)}</span>
+        <span class="title" title="${esc(s.title || "")}">${esc(s.title || "")}</span></td>
+      <td class="wide">${esc(s.agent)}</td><td class="model">${esc(s.model || "")}</td>
       <td><span class="status ${esc(s.status)}">${esc(s.status)}</span>
         ${s.pending_approvals ? `<span class="badge">${s.pending_approvals} ask</span>` : ""}</td>
-      <td class="num">${fmt(s.entries)}</td><td class="num">${fmt(s.tokens)}</td>
-      <td class="num">${fmt(s.requests)}</td>
-      <td class="num">${fmt(s.usage.new_input)} / ${fmt(s.usage.cache_read)} / ${fmt(s.usage.output)}</td>
-      <td class="num">${cost(s)}</td><td>${esc(s.engine)}</td>
-      <td class="num">${fmt(s.checkpoints)}</td>
-      <td class="muted">${esc(s.created_at.slice(0, 19).replace("T", " "))}</td>
+      <td class="num">${fmt(s.tokens)}</td>
+      <td class="num wide">${fmt(s.requests)}</td>
+      <td class="num">${cost(s)}</td><td class="wide">${esc(s.engine)}</td>
+      <td class="muted wide">${esc(s.created_at.slice(0, 16).replace("T", " "))}</td>
     </tr>`).join("");
   main.innerHTML = `
     <h1>Sessions</h1>
@@ -92,11 +94,10 @@ async function sessionsView() {
       <input id="f-q" placeholder="search id, title, model" value="${esc(filters.q)}">
     </div>
     <table id="sessions">
-      <thead><tr><th>session</th><th>agent</th><th>model</th><th>status</th>
-        <th class="num">entries</th><th class="num">tokens</th><th class="num">requests</th>
-        <th class="num">measured in / cached / out</th><th class="num">input cost</th>
-        <th>engine</th><th class="num">checkpoints</th><th>started</th></tr></thead>
-      <tbody>${rows || `<tr><td colspan="12" class="muted">No sessions yet.</td></tr>`}</tbody>
+      <thead><tr><th>session</th><th class="wide">agent</th><th class="model">model</th><th>status</th>
+        <th class="num">tokens</th><th class="num wide">requests</th><th class="num">input cost</th>
+        <th class="wide">engine</th><th class="wide">started (UTC)</th></tr></thead>
+      <tbody>${rows || `<tr><td colspan="9" class="muted">No sessions yet.</td></tr>`}</tbody>
     </table>`;
   document.getElementById("f-status").onchange = (e) => { filters.status = e.target.value; render(); };
   document.getElementById("f-q").onchange = (e) => { filters.q = e.target.value; render(); };
@@ -106,7 +107,11 @@ async function sessionsView() {
 function turnsChart(sessionId, turns) {
   if (!turns.length) return `<p class="muted">No model requests recorded yet.</p>`;
   const width = 1180, height = 220, pad = 44;
-  const top = Math.max(...turns.map((t) => Math.max(t.session_tokens || 0, t.input_tokens || 0, t.window || 0)), 1);
+  // What reached the model, measured: the proxy's own count of what it sent, else the usage the
+  // provider reported (an imported transcript records only that: nothing was assembled).
+  const measured = (t) => t.input_tokens ?? (t.usage.new_input ?? 0) + (t.usage.cache_read ?? 0) + (t.usage.cache_write ?? 0);
+  const imported = turns.every((t) => t.session_tokens == null && t.stage == null);
+  const top = Math.max(...turns.map((t) => Math.max(t.session_tokens || 0, measured(t), t.window || 0)), 1);
   const bar = Math.max(4, Math.min(36, (width - pad) / turns.length - 4));
   const y = (v) => height - 24 - ((v || 0) / top) * (height - 44);
   const parts = [];
@@ -118,21 +123,25 @@ function turnsChart(sessionId, turns) {
   }
   turns.forEach((t, i) => {
     const x = pad + i * (bar + 4);
-    const full = t.session_tokens ?? t.input_tokens ?? 0;
-    const sent = t.input_tokens ?? (t.usage.new_input ?? 0) + (t.usage.cache_read ?? 0);
+    const sent = measured(t);
+    const full = t.session_tokens ?? sent;
     // A checkpoint derived at this turn or one still standing in for older history: either
     // way the turn was not sent verbatim.
-    const color = t.checkpoint ? "var(--ckpt)" : t.referenced.length ? "var(--ref)" : "var(--sent)";
+    const color = imported ? "var(--measured)" : t.checkpoint ? "var(--ckpt)" : t.referenced.length ? "var(--ref)" : "var(--sent)";
     parts.push(`<a href="#/s/${esc(sessionId)}/t/${t.turn}">
       <rect x="${x}" y="${y(full)}" width="${bar}" height="${height - 24 - y(full)}" fill="var(--full)"><title>turn ${t.turn}: full history ${fmt(full)}</title></rect>
       <rect class="sent" x="${x + bar * 0.2}" y="${y(sent)}" width="${bar * 0.6}" height="${height - 24 - y(sent)}" fill="${color}"><title>turn ${t.turn}: sent ${fmt(sent)} (${esc(t.stage || "")})</title></rect></a>`);
     if (turns.length <= 40 || i % 5 === 0) parts.push(`<text x="${x}" y="${height - 8}">${t.turn}</text>`);
   });
   parts.push(`<text x="0" y="${y(top) + 4}">${fmt(top)}</text><text x="0" y="${height - 24}">0</text>`);
-  return `<div class="legend"><span><i style="background:var(--full)"></i>full history</span>
+  const legend = imported
+    ? `<span><i style="background:var(--measured)"></i>input the provider measured (an imported
+        run: the agent sent it, comal assembled nothing)</span>`
+    : `<span><i style="background:var(--full)"></i>full history</span>
     <span><i style="background:var(--sent)"></i>sent verbatim</span>
     <span><i style="background:var(--ref)"></i>with references</span>
-    <span><i style="background:var(--ckpt)"></i>behind a checkpoint</span></div>
+    <span><i style="background:var(--ckpt)"></i>behind a checkpoint</span>`;
+  return `<div class="legend">${legend}</div>
     <svg id="turns-chart" width="100%" viewBox="0 0 ${width} ${height}">${parts.join("")}</svg>`;
 }
 
