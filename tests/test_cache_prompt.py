@@ -174,7 +174,7 @@ def test_compaction_under_a_small_window_breaks_only_announced(tmp_path: Path) -
 
     calls: list[ModelRequest] = []
     led = open_ledger(tmp_path / "l.db")
-    flags = Flags(model=f"anthropic:{MODEL}", context_window=12_000, workspace=ws, mode="trusted")
+    flags = Flags(model=f"anthropic:{MODEL}", context_window=8_000, workspace=ws, mode="trusted")
     rt = Runtime.open(led, flags, config=Config(), provider=FunctionProvider(model))
     assert rt.run("count a lot").status == "finished"
     assert rt.scope is not None and led.checkpoints(rt.scope)  # the engine had to work
