@@ -148,7 +148,7 @@ def test_replay_reproduces_what_the_agent_sent(db: Path, tmp_path: Path) -> None
     (tmp_path / "ws").mkdir()
     flags = Flags(
         model="anthropic:claude-sonnet-4-6",
-        context_window=12_000,
+        context_window=8_000,
         workspace=tmp_path / "ws",
         mode="trusted",
     )
@@ -161,7 +161,7 @@ def test_replay_reproduces_what_the_agent_sent(db: Path, tmp_path: Path) -> None
     dump = tmp_path / "dump"
     out = _cli(
         "replay", rt.scope.session, "--model", "anthropic:claude-sonnet-4-6",
-        "--context-window", "12000", "--dump", str(dump), "--json",
+        "--context-window", "8000", "--dump", str(dump), "--json",
     )  # fmt: skip
     assert out.exit_code == 0, out.output
     dumped = [json.loads(p.read_text()) for p in sorted(dump.glob("turn-*.json"))]
