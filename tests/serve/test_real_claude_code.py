@@ -16,6 +16,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from comal.agent import Config
 from comal.ledger import verify
 from comal.messages import Role, ToolCall
 from comal.serve import RECALL_EVENT
@@ -26,6 +27,11 @@ from ._support import assert_pairs_whole, input_tokens, node_tool, proxy, upstre
 TURNS = 16
 RECALL_AT = 12
 WINDOW = 40_000
+
+# The checkpoint path through a real client: with the default settings the engine's
+# references alone keep this session under the trigger (they come first since issue 19's
+# item 16), and the run would never derive one.
+CHECKPOINTING = Config(engine_settings={"yield_protected_to_references": False})
 
 
 def _seq(turn: int) -> tuple[int, int]:
@@ -65,7 +71,7 @@ def test_claude_code_runs_many_turns_through_the_proxy(tmp_path: Path) -> None:
     claude = node_tool("claude")
     home = tmp_path / "home"
     home.mkdir()
-    with proxy(tmp_path, _script(), context_window=WINDOW) as px:
+    with proxy(tmp_path, _script(), context_window=WINDOW, operator=CHECKPOINTING) as px:
         env = {
             "PATH": os.environ["PATH"],
             "HOME": str(home),

@@ -17,6 +17,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from comal.agent import Config
 from comal.ledger import verify
 from comal.messages import Reasoning, Role
 from comal.serve import RECALL_EVENT
@@ -27,6 +28,11 @@ from ._support import assert_pairs_whole, input_tokens, node_tool, proxy, upstre
 TURNS = 14
 RECALL_AT = 10
 WINDOW = 32_000
+
+# The checkpoint path through a real client: with the default settings the engine's
+# references alone keep this session under the trigger (they come first since issue 19's
+# item 16), and the run would never derive one.
+CHECKPOINTING = Config(engine_settings={"yield_protected_to_references": False})
 
 
 def _seq(turn: int) -> tuple[int, int]:
@@ -78,7 +84,7 @@ def test_codex_runs_many_turns_through_the_proxy(tmp_path: Path) -> None:
     home = tmp_path / "home"
     codex_home = home / ".codex"
     codex_home.mkdir(parents=True)
-    with proxy(tmp_path, _script(), context_window=WINDOW) as px:
+    with proxy(tmp_path, _script(), context_window=WINDOW, operator=CHECKPOINTING) as px:
         (codex_home / "config.toml").write_text(
             'model = "gpt-5.1-codex"\n'
             'model_provider = "comal"\n'
