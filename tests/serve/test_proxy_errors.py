@@ -214,11 +214,17 @@ def test_a_stream_broken_upstream_is_an_interrupted_event_not_a_half_message(
         with pytest.raises((anthropic.APIError, httpx.HTTPError)):
             with client.messages.stream(**BODY) as stream:  # type: ignore[arg-type]
                 stream.get_final_text()
-        assert _roles(px) == [["user"]]
         (info,) = px.ledger.sessions()
+        # The proxy records the event as its stream handler ends, which may be just after the
+        # client has seen the broken stream: wait for it (bounded), then count.
+        for _ in range(200):
+            if px.ledger.records(info.scope, "event", kinds=(INTERRUPTED_EVENT,)):
+                break
+            threading.Event().wait(0.05)
         events = px.ledger.records(info.scope, "event", kinds=(INTERRUPTED_EVENT,))
         assert len(events) == 1
         assert events[0].body["events"] > 0
+        assert _roles(px) == [["user"]]
 
 
 def test_a_client_that_leaves_mid_stream_loses_and_duplicates_nothing(tmp_path: Path) -> None:
