@@ -18,25 +18,19 @@ and the test kills it after a random delay. With ``cli`` true the worker goes th
 
 from __future__ import annotations
 
-import json
 import os
-import selectors
 import time
 from pathlib import Path
 from typing import Any
 
 from _agent_support import FAST, MODEL, TASK_CHECKS
+from _fork_server import say, serve
 from comal.agent import Agent, AgentSettings, Flags, ScriptModel, lock_session
 from comal.cli import _common
 from comal.cli._agent import run_prompt
 from comal.ledger import Scope, open_ledger
 from comal.ops import House, Policy, Workspace, default_registry
 from comal.tokens import EstimatingCounter
-
-
-def say(text: str) -> None:
-    # One short write per line: lines from concurrent processes never interleave in the pipe.
-    os.write(1, (text + "\n").encode())
 
 
 def work(cmd: dict[str, Any]) -> None:
@@ -83,41 +77,7 @@ def main() -> None:
     # Warm what forks share. Not the tiktoken counter: its native thread pool would not survive
     # a fork, so each worker that needs it loads it after forking.
     default_registry()
-    say("ready")
-    sel = selectors.DefaultSelector()
-    sel.register(0, selectors.EVENT_READ)
-    buffer = b""
-    children: set[int] = set()
-    open_input = True
-    while open_input or children:
-        if open_input and sel.select(timeout=0.002):
-            chunk = os.read(0, 65536)
-            if not chunk:
-                open_input = False
-                sel.unregister(0)
-            buffer += chunk
-            while b"\n" in buffer:
-                line, buffer = buffer.split(b"\n", 1)
-                pid = os.fork()
-                if pid == 0:
-                    code = 0
-                    try:
-                        work(json.loads(line))
-                    except BaseException as exc:
-                        say(f"{os.getpid()} failed {type(exc).__name__}: {exc}")
-                        code = 1
-                    finally:
-                        os._exit(code)
-                children.add(pid)
-                say(f"spawned {pid}")
-        elif not open_input:
-            time.sleep(0.002)
-        for pid in list(children):
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                children.discard(pid)
-                code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-                say(f"exit {pid} {code}")
+    serve(work)
 
 
 if __name__ == "__main__":

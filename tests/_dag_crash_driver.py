@@ -10,22 +10,17 @@ PHASE DETAIL`` and followed by a random pause of up to ``jitter_ms``, so kills l
 
 from __future__ import annotations
 
-import json
 import os
 import random
-import selectors
 import time
 from typing import Any
 
+from _fork_server import say, serve
 from comal.context import ExtractiveSummarizer, View, get_engine
 from comal.context.dag import Blocked, DagConfig
 from comal.ledger import Scope, open_ledger
 from comal.tokens import Budget, EstimatingCounter
 from comal.turns import sweep
-
-
-def say(text: str) -> None:
-    os.write(1, (text + "\n").encode())
 
 
 def config(counter: EstimatingCounter) -> DagConfig:
@@ -71,41 +66,7 @@ def work(cmd: dict[str, Any]) -> None:
 
 
 def main() -> None:
-    say("ready")
-    sel = selectors.DefaultSelector()
-    sel.register(0, selectors.EVENT_READ)
-    buffer = b""
-    children: set[int] = set()
-    open_input = True
-    while open_input or children:
-        if open_input and sel.select(timeout=0.002):
-            chunk = os.read(0, 65536)
-            if not chunk:
-                open_input = False
-                sel.unregister(0)
-            buffer += chunk
-            while b"\n" in buffer:
-                line, buffer = buffer.split(b"\n", 1)
-                pid = os.fork()
-                if pid == 0:
-                    code = 0
-                    try:
-                        work(json.loads(line))
-                    except BaseException as exc:
-                        say(f"{os.getpid()} failed {type(exc).__name__}: {exc}")
-                        code = 1
-                    finally:
-                        os._exit(code)
-                children.add(pid)
-                say(f"spawned {pid}")
-        elif not open_input:
-            time.sleep(0.002)
-        for pid in list(children):
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                children.discard(pid)
-                code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-                say(f"exit {pid} {code}")
+    serve(work)
 
 
 if __name__ == "__main__":

@@ -15,20 +15,14 @@ random delay (or lets it finish).
 
 from __future__ import annotations
 
-import json
 import os
-import selectors
 import threading
 import time
 from typing import Any
 
+from _fork_server import say, serve
 from comal.agent import _runtime
 from comal.cli import main as comal_main
-
-
-def say(text: str) -> None:
-    # One short write per line: lines from threads and processes never interleave in the pipe.
-    os.write(1, (text + "\n").encode())
 
 
 def _probed(pause_at: int | None, pause_on: str | None) -> None:
@@ -74,41 +68,7 @@ def work(cmd: dict[str, Any]) -> int:
 
 
 def main() -> None:
-    say("ready")
-    sel = selectors.DefaultSelector()
-    sel.register(0, selectors.EVENT_READ)
-    buffer = b""
-    children: set[int] = set()
-    open_input = True
-    while open_input or children:
-        if open_input and sel.select(timeout=0.002):
-            chunk = os.read(0, 65536)
-            if not chunk:
-                open_input = False
-                sel.unregister(0)
-            buffer += chunk
-            while b"\n" in buffer:
-                line, buffer = buffer.split(b"\n", 1)
-                pid = os.fork()
-                if pid == 0:
-                    code = 0
-                    try:
-                        code = work(json.loads(line))
-                    except BaseException as exc:
-                        say(f"{os.getpid()} failed {type(exc).__name__}: {exc}")
-                        code = 1
-                    finally:
-                        os._exit(code)
-                children.add(pid)
-                say(f"spawned {pid}")
-        elif not open_input:
-            time.sleep(0.002)
-        for pid in list(children):
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                children.discard(pid)
-                code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-                say(f"exit {pid} {code}")
+    serve(work)
 
 
 if __name__ == "__main__":
