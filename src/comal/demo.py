@@ -34,7 +34,7 @@ from .ops import Sandbox, SandboxPolicy, default_protected_paths, sandbox_status
 
 ROOT = Path(__file__).resolve().parents[2]
 PLOT = Path("out") / "demo-replay.png"
-# Small enough that the session crosses the threshold twice: references first, then a checkpoint.
+# Small enough that the session crosses the threshold: old outputs become exact references.
 DEMO_WINDOW = 8_000
 # The agent's window: its build-log reads push it over, so the engine has to act mid-run.
 AGENT_WINDOW = 20000
@@ -151,7 +151,7 @@ def main() -> None:
             ),
             ("comal verify", ["verify"]),
             (
-                f"comal replay --context-window {DEMO_WINDOW:,} (both stages fire)",
+                f"comal replay --context-window {DEMO_WINDOW:,} (what the engine sent per call)",
                 [
                     "replay",
                     scope.session,
