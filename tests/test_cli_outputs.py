@@ -21,13 +21,18 @@ def _small() -> Path:
     return corpus_dir() / "swe-agent" / "function_calling_simple.traj"
 
 
-def _refused(args: list[str], option: str, path: str) -> None:
+def _refusal(args: list[str]) -> dict[str, str]:
+    """The coded error a command printed (``--json``), after checking it exited 2 cleanly."""
     result = runner.invoke(app, [*args, "--json"])
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     assert result.exit_code == 2, result.output
-    error = json.loads(result.stdout.strip().splitlines()[-1])["error"]
-    assert error["code"] == "OUTPUT_PATH"
-    assert option in error["message"] and path in error["message"]
+    error: dict[str, str] = json.loads(result.stdout.strip().splitlines()[-1])["error"]
+    return error
+
+
+def _names(error: dict[str, str], option: str, path: str) -> bool:
+    message = error["message"]
+    return error["code"] == "OUTPUT_PATH" and option in message and path in message
 
 
 def _cases(tmp_path: Path) -> list[tuple[str, str]]:
@@ -47,14 +52,14 @@ def test_replay_outputs_that_cannot_be_written_are_coded_errors(
     for path, _why in _cases(tmp_path):
         target = path if option == "--plot" else path.removesuffix(".png")
         args = ["--ledger", str(db), "replay", str(_small()), option, target]
-        _refused(args, option, target)
+        assert _names(_refusal(args), option, target)
 
 
 def test_a_dump_folder_that_is_a_file_is_refused(tmp_path: Path) -> None:
     afile = tmp_path / "afile"
     afile.write_text("x")
     args = ["--ledger", str(tmp_path / "r.db"), "replay", str(_small()), "--dump", str(afile)]
-    _refused(args, "--dump", str(afile))
+    assert _names(_refusal(args), "--dump", str(afile))
 
 
 def test_bench_compare_out_that_cannot_be_written_is_refused_before_the_run(
@@ -63,7 +68,7 @@ def test_bench_compare_out_that_cannot_be_written_is_refused_before_the_run(
     for path, _why in _cases(tmp_path):
         target = path.removesuffix(".png")
         args = ["bench", "compare", str(_small()), "--windows", "32000", "--out", target]
-        _refused(args, "--out", target)
+        assert _names(_refusal(args), "--out", target)
 
 
 def test_the_writable_paths_still_work(tmp_path: Path) -> None:

@@ -48,27 +48,27 @@ def comal_operations() -> Iterable[Operation]:
 
     They are judged by the house, receipted and counted in the model's catalog exactly like
     the native ones; a name another operation has is refused."""
-    raise NotImplementedError
+    return ()  # the spec itself contributes nothing: pluggy calls the plugins\' hooks
 
 
 @hookspec
 def comal_providers() -> Iterable[ProviderScheme]:
     """Model schemes (:class:`comal.providers.ProviderScheme`): the part of ``--model`` before
     ``:`` and how to check and build a provider for it; a scheme registered twice is refused."""
-    raise NotImplementedError
+    return ()  # the spec itself contributes nothing: pluggy calls the plugins\' hooks
 
 
 @hookspec
 def comal_engines() -> Iterable[Engine]:
     """Context engines (:class:`comal.context.Engine`), by their ``name``; an engine name
     registered twice is refused, so no plugin can take the place of another's engine."""
-    raise NotImplementedError
+    return ()  # the spec itself contributes nothing: pluggy calls the plugins\' hooks
 
 
 @hookspec
 def comal_job_handlers() -> Iterable[Any]:
     """Handlers of the maintenance jobs an engine plans, for :mod:`comal.compaction`."""
-    raise NotImplementedError
+    return ()  # the spec itself contributes nothing: pluggy calls the plugins\' hooks
 
 
 @hookspec
@@ -76,7 +76,7 @@ def comal_settings() -> Iterable[Any]:
     """Settings sections (:class:`comal.plugins.PluginSettings`): the part of the configuration's
     ``plugin_settings`` the plugin reads, checked with its model when the configuration is
     loaded; a section another plugin reads is refused."""
-    raise NotImplementedError
+    return ()  # the spec itself contributes nothing: pluggy calls the plugins\' hooks
 
 
 HOOKS: Final = (
