@@ -1,4 +1,5 @@
-"""The fork server every kill loop's driver runs: import once, fork a worker per command.
+"""The fork server every kill loop's driver runs (import once, fork a worker per command), and
+the test's side of it (:class:`Zygote`).
 
 A driver imports comal and what its workers need, then calls :func:`serve`: it prints
 ``ready``, reads one JSON command per line on stdin, forks a worker that runs ``work(command)``
@@ -11,13 +12,17 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import selectors
+import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-__all__ = ["say", "serve"]
+__all__ = ["Zygote", "say", "serve"]
 
 
 def say(text: str) -> None:
@@ -62,3 +67,67 @@ def serve(work: Callable[[dict[str, Any]], int | None], *, poll: float = 0.002) 
                 children.discard(pid)
                 code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
                 say(f"exit {pid} {code}")
+
+
+class Zygote:
+    """The test's side: starts ``driver`` (a script that calls :func:`serve`), spawns workers
+    with a command each and reads what they report, line by line."""
+
+    def __init__(self, driver: Path, stderr: Path) -> None:
+        self._err = stderr.open("wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, str(driver)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._err,
+            cwd=driver.parent,
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.backlog: list[str] = []
+        self._reader = threading.Thread(target=self._pump, daemon=True)
+        self._reader.start()
+        assert self.next() == "ready"
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for raw in self.proc.stdout:
+            self.lines.put(raw.decode(errors="replace").rstrip("\n"))
+
+    def next(self, timeout: float = 60) -> str:
+        return self.backlog.pop(0) if self.backlog else self.lines.get(timeout=timeout)
+
+    def spawn(self, cmd: dict[str, Any]) -> int:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write((json.dumps(cmd) + "\n").encode())
+        self.proc.stdin.flush()
+        skipped: list[str] = []
+        while True:
+            line = self.lines.get(timeout=60)
+            if line.startswith("spawned "):
+                # A worker may speak before the server says it spawned it: keep its lines.
+                self.backlog = skipped + self.backlog
+                return int(line.split()[1])
+            skipped.append(line)
+
+    def until(self, pid: int, *events: str, timeout: float = 120) -> tuple[str, str]:
+        """Read lines until worker ``pid`` reports one of ``events`` (``exit`` included)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            line = self.next(max(0.01, deadline - time.monotonic()))
+            parts = line.split(" ", 2)
+            if parts[0] == "exit" and int(parts[1]) == pid:
+                return "exit", parts[2]
+            if parts[0] == str(pid) and len(parts) > 1:
+                assert parts[1] != "failed", line
+                if parts[1] in events:
+                    return parts[1], parts[2] if len(parts) > 2 else ""
+        raise AssertionError(f"worker {pid} reported none of {events}")
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+        self._reader.join(timeout=60)
+        assert self.proc.stdout is not None
+        self.proc.stdout.close()
+        self._err.close()

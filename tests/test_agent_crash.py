@@ -13,19 +13,15 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import random
 import signal
-import subprocess
-import sys
-import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from _agent_support import TASK, TASK_ANSWER, TASK_CHECKS, TASK_FILES, write_script
+from _fork_server import Zygote
 from comal.agent import INCOMPLETE_EVENT, answer_of
 from comal.ledger import Scope, open_ledger, verify
 from comal.ops import receipts
@@ -51,69 +47,6 @@ FORCED = [
 ]
 
 
-class Zygote:
-    def __init__(self, stderr: Path) -> None:
-        self._err = stderr.open("wb")
-        self.proc = subprocess.Popen(
-            [sys.executable, str(DRIVER)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._err,
-            cwd=DRIVER.parent,
-        )
-        self.lines: queue.Queue[str] = queue.Queue()
-        self.backlog: list[str] = []
-        self._reader = threading.Thread(target=self._pump, daemon=True)
-        self._reader.start()
-        assert self.next(30) == "ready"
-
-    def _pump(self) -> None:
-        assert self.proc.stdout is not None
-        for raw in self.proc.stdout:
-            self.lines.put(raw.decode(errors="replace").rstrip("\n"))
-
-    def next(self, timeout: float = 30) -> str:
-        if self.backlog:
-            return self.backlog.pop(0)
-        return self.lines.get(timeout=timeout)
-
-    def spawn(self, cmd: dict[str, Any]) -> int:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write((json.dumps(cmd) + "\n").encode())
-        self.proc.stdin.flush()
-        skipped: list[str] = []
-        while True:
-            line = self.lines.get(timeout=30)
-            if line.startswith("spawned "):
-                # A worker may speak before the zygote says it spawned it: keep its lines.
-                self.backlog = skipped + self.backlog
-                return int(line.split()[1])
-            skipped.append(line)
-
-    def until(self, pid: int, *events: str, timeout: float = 30) -> tuple[str, str]:
-        """Read lines until worker ``pid`` reports one of ``events`` (``exit`` included)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            line = self.next(max(0.01, deadline - time.monotonic()))
-            parts = line.split(" ", 2)
-            if parts[0] == "exit" and int(parts[1]) == pid:
-                return "exit", parts[2]
-            if parts[0] == str(pid) and len(parts) > 1:
-                assert parts[1] != "failed", line
-                if parts[1] in events:
-                    return parts[1], parts[2] if len(parts) > 2 else ""
-        raise AssertionError(f"worker {pid} reported none of {events}")
-
-    def close(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        self.proc.wait(timeout=30)
-        self._reader.join(timeout=30)
-        assert self.proc.stdout is not None
-        self.proc.stdout.close()
-        self._err.close()
-
-
 def final_state(root: Path) -> dict[str, str]:
     # Temporary files of a write killed before its rename are left behind; they are not state.
     return {
@@ -136,7 +69,7 @@ def test_sigkill_at_random_points_then_resume_finishes_the_task(
     # For the workers that go through run_prompt; monkeypatched, so no later test inherits it.
     monkeypatch.setenv("COMAL_CONFIG", str(config))
     led = open_ledger(db, counter=EstimatingCounter())
-    zygote = Zygote(tmp_path / "driver.err")
+    zygote = Zygote(DRIVER, tmp_path / "driver.err")
     kills = {"phase": 0, "delay": 0, "cli": 0}
     probe_kills = 0
     sessions: list[tuple[Scope, Path]] = []

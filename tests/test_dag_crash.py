@@ -12,20 +12,17 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import random
 import shutil
 import signal
 import sqlite3
-import subprocess
-import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from _fork_server import Zygote
 from comal.context import ExtractiveSummarizer, View, get_engine
 from comal.context.dag import Blocked, DagConfig
 from comal.ledger import Scope, StepInput, open_ledger, verify
@@ -36,65 +33,6 @@ from comal.turns import sweep
 DRIVER = Path(__file__).with_name("_dag_crash_driver.py")
 WINDOW = 16_000
 MIN_KILLS = 32
-
-
-class Zygote:
-    def __init__(self, stderr: Path) -> None:
-        self._err = stderr.open("wb")
-        self.proc = subprocess.Popen(
-            [sys.executable, str(DRIVER)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._err,
-            cwd=DRIVER.parent,
-        )
-        self.lines: queue.Queue[str] = queue.Queue()
-        self.backlog: list[str] = []
-        self._reader = threading.Thread(target=self._pump, daemon=True)
-        self._reader.start()
-        assert self.next() == "ready"
-
-    def _pump(self) -> None:
-        assert self.proc.stdout is not None
-        for raw in self.proc.stdout:
-            self.lines.put(raw.decode(errors="replace").rstrip("\n"))
-
-    def next(self, timeout: float = 60) -> str:
-        return self.backlog.pop(0) if self.backlog else self.lines.get(timeout=timeout)
-
-    def spawn(self, cmd: dict[str, Any]) -> int:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write((json.dumps(cmd) + "\n").encode())
-        self.proc.stdin.flush()
-        skipped: list[str] = []
-        while True:
-            line = self.lines.get(timeout=60)
-            if line.startswith("spawned "):
-                self.backlog = skipped + self.backlog
-                return int(line.split()[1])
-            skipped.append(line)
-
-    def until(self, pid: int, *events: str, timeout: float = 120) -> tuple[str, str]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            line = self.next(max(0.01, deadline - time.monotonic()))
-            parts = line.split(" ", 2)
-            if parts[0] == "exit" and int(parts[1]) == pid:
-                return "exit", parts[2]
-            if parts[0] == str(pid) and len(parts) > 1:
-                assert parts[1] != "failed", line
-                if parts[1] in events:
-                    return parts[1], parts[2] if len(parts) > 2 else ""
-        raise AssertionError(f"worker {pid} reported none of {events}")
-
-    def close(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        self.proc.wait(timeout=60)
-        self._reader.join(timeout=60)
-        assert self.proc.stdout is not None
-        self.proc.stdout.close()
-        self._err.close()
 
 
 def _session(path: Path, steps: int) -> Scope:
@@ -150,7 +88,7 @@ def test_sigkill_at_random_points_of_compaction_then_the_next_run_finishes(tmp_p
     db = tmp_path / "crash.db"
     scope = _session(db, 2_500)
     rnd = random.Random(20261201)
-    zygote = Zygote(tmp_path / "driver.err")
+    zygote = Zygote(DRIVER, tmp_path / "driver.err")
     kills = 0
     try:
         while kills < MIN_KILLS:
@@ -198,7 +136,7 @@ def test_four_processes_racing_make_one_summary_per_chunk(tmp_path: Path) -> Non
             break
     expected = sorted((s.depth, s.first_seq, s.last_seq) for s in led.summaries(scope))
     led.close()
-    zygote = Zygote(tmp_path / "race.err")
+    zygote = Zygote(DRIVER, tmp_path / "race.err")
     try:
         pids = {zygote.spawn(_cmd(db, scope, jitter_ms=2)) for _ in range(4)}
         done: dict[int, str] = {}

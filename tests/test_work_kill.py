@@ -18,12 +18,8 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import random
 import signal
-import subprocess
-import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -31,6 +27,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from _fork_server import Zygote
 from _work_support import (
     FINAL_ANSWER,
     FINAL_FILES,
@@ -70,65 +67,6 @@ FORCED = [
 ]
 
 pytestmark = pytest.mark.slow
-
-
-class Zygote:
-    def __init__(self, stderr: Path) -> None:
-        self._err = stderr.open("wb")
-        self.proc = subprocess.Popen(
-            [sys.executable, str(DRIVER)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._err,
-            cwd=DRIVER.parent,
-        )
-        self.lines: queue.Queue[str] = queue.Queue()
-        self.backlog: list[str] = []
-        threading.Thread(target=self._pump, daemon=True).start()
-        assert self.next(60) == "ready"
-
-    def _pump(self) -> None:
-        assert self.proc.stdout is not None
-        for raw in self.proc.stdout:
-            self.lines.put(raw.decode(errors="replace").rstrip("\n"))
-
-    def next(self, timeout: float) -> str:
-        if self.backlog:
-            return self.backlog.pop(0)
-        return self.lines.get(timeout=timeout)
-
-    def spawn(self, cmd: dict[str, Any]) -> int:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write((json.dumps(cmd) + "\n").encode())
-        self.proc.stdin.flush()
-        skipped: list[str] = []
-        while True:
-            line = self.lines.get(timeout=60)
-            if line.startswith("spawned "):
-                self.backlog = skipped + self.backlog
-                return int(line.split()[1])
-            skipped.append(line)
-
-    def until(self, pid: int, *events: str, timeout: float = 120) -> tuple[str, str]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            line = self.next(max(0.01, deadline - time.monotonic()))
-            parts = line.split(" ", 2)
-            if parts[0] == "exit" and int(parts[1]) == pid:
-                return "exit", parts[2]
-            if parts[0] == str(pid) and len(parts) > 1:
-                assert parts[1] != "failed", line
-                if parts[1] in events:
-                    return parts[1], parts[2] if len(parts) > 2 else ""
-        raise AssertionError(f"worker {pid} reported none of {events}")
-
-    def close(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        self.proc.wait(timeout=60)
-        assert self.proc.stdout is not None
-        self.proc.stdout.close()
-        self._err.close()
 
 
 def _root_of(led: LedgerBackend, tenant: str) -> Scope | None:
@@ -208,7 +146,7 @@ def test_sigkill_anywhere_in_delegated_work_then_resume_finishes_it_once(
     monkeypatch.setenv("COMAL_LEDGER", str(db))
     monkeypatch.setenv("COMAL_CONFIG", str(config))
     led = open_ledger(db, counter=EstimatingCounter())
-    zygote = Zygote(tmp_path / "driver.err")
+    zygote = Zygote(DRIVER, tmp_path / "driver.err")
     kills = {"phase": 0, "delay": 0}
     totals = {"runs": 0, "workers": 0, "writes": 0, "drafts": 0, "steps": 0}
     forced = list(FORCED)
