@@ -24,9 +24,9 @@ import pytest
 
 from _agent_support import reply, text, tool
 from _chrome_support import World, task_script, workspace, world, write_json, write_script
+from _fork_server import Zygote
 from comal.ledger import LedgerBackend, Scope, open_ledger
 from comal.ops import receipts
-from test_work_kill import Zygote
 
 pytest.importorskip("playwright")
 pytestmark = [
@@ -45,17 +45,6 @@ FORCED = [
     "executed deploy1",
     "prepared click1",  # started: uncertain, never replayed
 ]
-
-
-class ChromeZygote(Zygote):
-    def __init__(self, stderr: Path) -> None:
-        import test_work_kill
-
-        test_work_kill.DRIVER, saved = DRIVER, test_work_kill.DRIVER
-        try:
-            super().__init__(stderr)
-        finally:
-            test_work_kill.DRIVER = saved
 
 
 def _scope(led: LedgerBackend, tenant: str) -> Scope | None:
@@ -135,7 +124,7 @@ def _worker(zygote: Zygote, cmd: dict[str, Any]) -> tuple[str, str]:
 def _loop(tmp: Path, rng: random.Random) -> dict[str, Any]:
     db = tmp / "ledger.db"
     led = open_ledger(db)
-    zygote = ChromeZygote(tmp / "driver.err")
+    zygote = Zygote(DRIVER, tmp / "driver.err")
     kills, runs, statuses = 0, 0, set()
     forced = list(FORCED)
     try:
@@ -184,7 +173,7 @@ def test_sigkill_during_the_recovery_reads_repeats_only_those_reads(tmp_path: Pa
     rng = random.Random(20261203)
     db = tmp_path / "ledger.db"
     led = open_ledger(db)
-    zygote = ChromeZygote(tmp_path / "driver.err")
+    zygote = Zygote(DRIVER, tmp_path / "driver.err")
     recover_kills, runs = 0, 0
     try:
         while recover_kills < MIN_KILLS:
@@ -234,7 +223,7 @@ def test_another_publisher_first_leaves_the_orphan_publish_blocked(
     # covers: WEB-2, RES-4, PLG-2
     db = tmp_path / "ledger.db"
     led = open_ledger(db)
-    zygote = ChromeZygote(tmp_path / "driver.err")
+    zygote = Zygote(DRIVER, tmp_path / "driver.err")
     try:
         with world(tmp_path / "t") as w:
             digest, env, flags = _setup(tmp_path, "t", w, db)
