@@ -151,13 +151,23 @@ def _refuse(protocol: Protocol, status: int, message: str) -> Response:
 def _send(forward: Forward) -> Response:
     sent = forward.sent
     if isinstance(forward.body, bytes):
-        # A background task runs once the body was sent (never for a client that left).
+        # A background task runs once the body was sent (never for a client that left); on
+        # the event loop, as a coroutine (``sent`` only notes what went out: a sync callable
+        # would take a worker thread for it).
+        task = None
+        if sent is not None:
+            done = sent
+
+            async def noted() -> None:
+                done()
+
+            task = BackgroundTask(noted)
         return Response(
             forward.body,
             forward.status,
             headers=forward.headers,
             media_type=forward.media_type,
-            background=BackgroundTask(sent) if sent is not None else None,
+            background=task,
         )
     body = forward.body if sent is None else _then(forward.body, sent)
     return StreamingResponse(

@@ -162,21 +162,26 @@ class ProxyService(Relay):
         meta = {"protocol": protocol, "engine": self.config.engine, "model": request.model}
         meta |= {"key_source": source}
         digest = sha256_hex(raw)
-        try:
-            routed = await anyio.to_thread.run_sync(
-                self.router.route, tenant, agent, key, request.messages, meta, digest
+        url = upstream_url(self.config, protocol, path, query)
+        sent = upstream_headers(self.config, protocol, headers, consumed_header)
+
+        def enter() -> Call:
+            # One trip to a worker thread: the route (one write transaction) and the check of
+            # the instructions (a read; a write only when they changed).
+            routed = self.router.route(
+                tenant, agent, key, request.messages, meta, digest, request.keys
             )
+            call = Call(protocol, request, routed, url, sent, tenant, digest=digest)
+            if routed.answered is None:
+                # A retry's instructions are those of the attempt it repeats: noted by it.
+                self.recorder.note_instructions(call)
+            return call
+
+        try:
+            call = await anyio.to_thread.run_sync(enter)
         except ComalError as exc:
             return Forward(400, _NO_RETRY, error_body(protocol, 400, f"[{exc.code}] {exc}"))
-        call = Call(
-            protocol,
-            request,
-            routed,
-            upstream_url(self.config, protocol, path, query),
-            upstream_headers(self.config, protocol, headers, consumed_header),
-            tenant,
-            digest=digest,
-        )
+        routed = call.routed
         call.client_tools = {
             str(t.get("name") or (t.get("function") or {}).get("name"))
             for t in request.tools
@@ -194,7 +199,6 @@ class ProxyService(Relay):
             if answer is not None:
                 forward = await self._replay(call, answer)
             else:
-                await anyio.to_thread.run_sync(self.recorder.note_instructions, call)
                 forward = await self._serve(call)
         forward.sent = lambda: self._sent(call)
         return forward

@@ -294,9 +294,12 @@ class SessionRouter:
         messages: Sequence[Message],
         meta: dict[str, Any],
         digest: str | None = None,
+        keys: Sequence[str] | None = None,
     ) -> Routed:
-        """Route a request (``digest``: of its bytes, which recognises a retry)."""
-        keys = [message_key(m) for m in messages]
+        """Route a request (``digest``: of its bytes, which recognises a retry; ``keys``: each
+        message's :func:`message_key`, where the caller has them already)."""
+        if keys is None or len(keys) != len(messages):
+            keys = [message_key(m) for m in messages]
         with self._lock:
             family = self._families.get((tenant, key))
             touched = list(family.members) if family is not None else []

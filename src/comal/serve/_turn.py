@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from ..context import Bounded, MediaReferenced, Referenced
 from ..ledger import LedgerBackend, Scope
 from ..messages import Message, canonical_json
@@ -148,8 +150,9 @@ def build_turn(
     # The client's previous turn is whole now (its results came with this request): the
     # engine's planned maintenance runs before this assembly, as at the end of an agent's turn
     # (inline: the proxy's reply waits on nothing else).
-    service.maintain(budget, defer=False)
     view = service.view()
+    if service.maintain(budget, view=view, defer=False):
+        view = service.view()  # maintenance stored something: read the session again
     assembly = service.assemble(view, budget)
     service.commit(assembly, at=view.end_seq, since=service.since())
     rewritten = {a.entry_id for a in assembly.actions if isinstance(a, _REWRITES)}
@@ -199,7 +202,10 @@ def build_turn(
             max_tokens=upstream_max,
             extra_tools=extra if offer else [],
         )
-        body = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+        try:
+            body = orjson.dumps(value)
+        except (orjson.JSONEncodeError, TypeError):  # a lone surrogate, an int over 64 bits
+            body = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
     # The request record: the fields every surface records (OBS-1), then the proxy's own.
     meta = service.meta(view, budget, assembly) | {
         "verbatim": verbatim,
