@@ -23,7 +23,7 @@ from ..context import Bounded, MediaReferenced, Referenced
 from ..ledger import LedgerBackend, Scope
 from ..messages import Message, canonical_json
 from ..ops import CatalogFormat, Registry, default_registry
-from ..tokens import count_messages, resolve_window
+from ..tokens import TokenCounter, count_messages, resolve_window
 from ._config import ServeConfig
 from ._engine import EngineAdapter
 from ._wire import ClientRequest, Item, Piece, Protocol, upstream_body
@@ -71,12 +71,37 @@ class Turn:
         return bool(self.offered)
 
 
+# The tokens of a request's tool list (and the recall tools beside it), by counter and JSON:
+# clients send the same list on every request, and counting it is the turn's costliest step.
+_TOOL_TOKENS: dict[tuple[str, str], int] = {}
+_TOOL_TOKENS_MOST = 256
+
+
+def _tool_tokens(counter: TokenCounter, tools_json: str) -> int:
+    key = (counter.name, tools_json)
+    found = _TOOL_TOKENS.get(key)
+    if found is None:
+        found = counter.count(tools_json)
+        if len(_TOOL_TOKENS) >= _TOOL_TOKENS_MOST:
+            _TOOL_TOKENS.clear()
+        _TOOL_TOKENS[key] = found
+    return found
+
+
 def _pieces(
     assembled: Sequence[tuple[Message, int | None]],
     items: Sequence[Item],
     item_entries: Sequence[Sequence[int]],
     rewritten: set[int],
 ) -> list[Piece]:
+    # What is most often so: every request message goes up as it came, in order, nothing
+    # added or replaced: each item whole, as the client sent it (what the walk below gives).
+    if all(item_entries) and not rewritten:
+        flat = [i for members in item_entries for i in members]
+        if len(flat) == len(assembled) and all(
+            a[1] == i for a, i in zip(assembled, flat, strict=True)
+        ):
+            return [("wire", item) for item in items]
     where: dict[int, int] = {}
     for index, members in enumerate(item_entries):
         for entry_id in members:
@@ -142,7 +167,7 @@ def build_turn(
     budget = service.budget(
         resolution.window,
         system_tokens=count_messages(counter, list(request.instructions)),
-        tools_tokens=counter.count(tools_json),
+        tools_tokens=_tool_tokens(counter, tools_json),
         output_reserve=config.output_reserve,
         max_output=resolution.max_output,
         max_input=resolution.max_input,
