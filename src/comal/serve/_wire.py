@@ -171,7 +171,10 @@ class ItemCache:
         self._lock = threading.Lock()
 
     def get(
-        self, protocol: Protocol, raw: tuple[Any, ...], read: Callable[[], tuple[Message, ...]]
+        self,
+        protocol: Protocol,
+        raw: tuple[Any, ...],
+        read: Callable[[tuple[Any, ...]], Sequence[Message]],
     ) -> Item:
         try:
             text = orjson.dumps(raw)
@@ -183,7 +186,7 @@ class ItemCache:
                 if found is not None:
                     self._found.move_to_end((protocol, text))
                     return Item(raw, *found)
-        messages = tuple(strip_cache(m) for m in read())
+        messages = tuple(strip_cache(m) for m in read(raw))
         parsed = (messages, tuple(message_key(m) for m in messages))
         if text is not None:
             with self._lock:
@@ -226,6 +229,19 @@ class ClientRequest:
         return canonical_json(list(self.tools)) if self.tools else ""
 
 
+def _read_anthropic(raw: tuple[Any, ...]) -> Sequence[Message]:
+    # Claude Code sends system messages inside the conversation (?beta=true).
+    return from_anthropic({"messages": list(raw)}, inline_system=True)
+
+
+def _read_chat(raw: tuple[Any, ...]) -> Sequence[Message]:
+    return from_openai_chat(list(raw))
+
+
+def _read_responses(raw: tuple[Any, ...]) -> Sequence[Message]:
+    return from_openai_responses(list(raw))
+
+
 def _anthropic_items(conversation: Sequence[Any]) -> list[Item]:
     items = []
     for i, raw in enumerate(conversation):
@@ -233,14 +249,7 @@ def _anthropic_items(conversation: Sequence[Any]) -> list[Item]:
         if not isinstance(raw, Mapping):
             raise InputError("expected an object", field=where)
         try:
-            # Claude Code sends system messages inside the conversation (?beta=true).
-            items.append(
-                ITEMS.get(
-                    "anthropic",
-                    (raw,),
-                    lambda raw=raw: tuple(from_anthropic({"messages": [raw]}, inline_system=True)),
-                )
-            )
+            items.append(ITEMS.get("anthropic", (raw,), _read_anthropic))
         except InputError as exc:
             raise InputError(exc.reason, field=f"{where} ({exc.field})") from exc
     return items
@@ -250,9 +259,7 @@ def _chat_items(conversation: Sequence[Any]) -> list[Item]:
     items = []
     for i, raw in enumerate(conversation):
         try:
-            items.append(
-                ITEMS.get("openai_chat", (raw,), lambda raw=raw: tuple(from_openai_chat([raw])))
-            )
+            items.append(ITEMS.get("openai_chat", (raw,), _read_chat))
         except InputError as exc:
             raise InputError(exc.reason, field=f"messages[{i}] ({exc.field})") from exc
     return items
@@ -271,13 +278,7 @@ def _responses_items(conversation: Sequence[Any]) -> list[Item]:
     start = 0
     for group in groups:
         try:
-            items.append(
-                ITEMS.get(
-                    "openai_responses",
-                    tuple(group),
-                    lambda group=group: tuple(from_openai_responses(group)),
-                )
-            )
+            items.append(ITEMS.get("openai_responses", tuple(group), _read_responses))
         except InputError as exc:
             raise InputError(exc.reason, field=f"input[{start}..] ({exc.field})") from exc
         start += len(group)
