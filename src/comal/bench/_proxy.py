@@ -109,13 +109,20 @@ async def _client(
         headers = {"x-api-key": api_key, "x-comal-session": f"bench{tag}-{n}"}
         started = time.perf_counter()
         request = http.build_request("POST", f"{url}/v1/messages", json=body, headers=headers)
-        response = await http.send(request, stream=True)
         chunks: list[bytes] = []
-        async for chunk in response.aiter_bytes():
-            if not chunks:
-                first.append((time.perf_counter() - started) * 1000)
-            chunks.append(chunk)
-        await response.aclose()
+        try:
+            response = await http.send(request, stream=True)
+            async for chunk in response.aiter_bytes():
+                if not chunks:
+                    first.append((time.perf_counter() - started) * 1000)
+                chunks.append(chunk)
+            await response.aclose()
+        except httpx.HTTPError:
+            # A connection the server dropped (or never took): counted, and the turn asked
+            # again as the next one.
+            failures += 1
+            messages.pop()
+            continue
         raw = b"".join(chunks)
         out.append((time.perf_counter() - started) * 1000)
         if response.status_code != 200:
@@ -147,7 +154,11 @@ async def _load(
 ) -> tuple[list[float], list[float], int]:
     latencies: list[float] = []
     first: list[float] = []
-    limits = httpx.Limits(max_connections=clients * 2, max_keepalive_connections=clients * 2)
+    # Idle connections are dropped before the servers' keep-alive (5 s) would: a request sent
+    # on one the server is closing fails.
+    limits = httpx.Limits(
+        max_connections=clients * 2, max_keepalive_connections=clients * 2, keepalive_expiry=2.0
+    )
     async with httpx.AsyncClient(timeout=120, limits=limits) as http:
         failures = await asyncio.gather(
             *(

@@ -163,7 +163,7 @@ class ProxyService(Relay):
         meta |= {"key_source": source}
         digest = sha256_hex(raw)
         url = upstream_url(self.config, protocol, path, query)
-        sent = upstream_headers(self.config, protocol, headers, consumed_header)
+        outgoing = upstream_headers(self.config, protocol, headers, consumed_header)
 
         def enter() -> Call:
             # One trip to a worker thread: the route (one write transaction) and the check of
@@ -171,7 +171,7 @@ class ProxyService(Relay):
             routed = self.router.route(
                 tenant, agent, key, request.messages, meta, digest, request.keys
             )
-            call = Call(protocol, request, routed, url, sent, tenant, digest=digest)
+            call = Call(protocol, request, routed, url, outgoing, tenant, digest=digest)
             if routed.answered is None:
                 # A retry's instructions are those of the attempt it repeats: noted by it.
                 self.recorder.note_instructions(call)
