@@ -463,15 +463,22 @@ def run_proxy_comparison(
     with tempfile.TemporaryDirectory() as tmp, FakeServer(chunk=64) as fake:
         for k in range(per_path * len(plan)):
             fake.add({"content": f"reply {k}", "usage": usage})
-        for path, count in plan:
-            label = path if path != "comal" or count == 1 else f"comal x{count}"
-            if path == "litellm" and program is None:
-                rows += [PathRow(label, c, count, skipped=why) for c in concurrency]
-                continue
-            process: subprocess.Popen[bytes] | None = None
-            ledger_path = Path(tmp) / f"bench-{count}.db"
-            url = fake.anthropic_base_url
-            if path != "direct":
+        # Every server is started first, and at each concurrency the paths run one after the
+        # other: a machine whose load drifts during the run shifts all of a level's rows alike.
+        urls: dict[str, str] = {}
+        processes: list[subprocess.Popen[bytes]] = []
+        skipped: dict[str, str] = {}
+        workers_of: dict[str, int] = {}
+        try:
+            for path, count in plan:
+                label = path if path != "comal" or count == 1 else f"comal x{count}"
+                workers_of[label] = count
+                if path == "litellm" and program is None:
+                    skipped[label] = why or _NOT_INSTALLED
+                    continue
+                if path == "direct":
+                    urls[label] = fake.anthropic_base_url
+                    continue
                 port = free_port()
                 url = f"http://127.0.0.1:{port}"
                 progress(f"{label}: starting")
@@ -479,37 +486,45 @@ def run_proxy_comparison(
                     assert program is not None
                     config = Path(tmp) / "litellm.yaml"
                     config.write_text(litellm_config(fake.anthropic_base_url))
-                    command = litellm_command(program, config, port, count)
                     process = subprocess.Popen(
-                        command,
+                        litellm_command(program, config, port, count),
                         env=_litellm_env(),
                         cwd=tmp,
                         stdout=subprocess.DEVNULL,
                         stderr=subprocess.DEVNULL,
                     )
-                    ready = {"path": "/health/liveliness", "name": "LiteLLM", "within": 180.0}
+                    ready: dict[str, Any] = {
+                        "path": "/health/liveliness",
+                        "name": "LiteLLM",
+                        "within": 180.0,
+                    }
                 else:
-                    env = {**os.environ, "COMAL_LEDGER": str(ledger_path)}
+                    env = {**os.environ, "COMAL_LEDGER": str(Path(tmp) / f"bench-{count}.db")}
                     process = subprocess.Popen(
                         _comal_command(port, fake.anthropic_base_url, count),
                         env=env,
                         stderr=subprocess.DEVNULL,
                     )
                     ready = {}
+                processes.append(process)
                 try:
-                    _wait_ready(url, process, **ready)  # type: ignore[arg-type]
+                    _wait_ready(url, process, **ready)
                 except RuntimeError as exc:
-                    _stop(process)
-                    rows += [PathRow(label, c, count, skipped=str(exc)) for c in concurrency]
+                    skipped[label] = str(exc)
                     continue
-            try:
+                urls[label] = url
+            for url in urls.values():
                 # Requests first, not measured: a server's first ones pay for what it sets up
                 # lazily (connections, imports; LiteLLM goes on starting after it says ready).
                 asyncio.run(_load(url, 1, _WARM, stream, 0, "-warm", _LITELLM_KEY))
-                for c in concurrency:
+            for c in concurrency:
+                for label, count in workers_of.items():
+                    if label in skipped:
+                        rows.append(PathRow(label, c, count, skipped=skipped[label]))
+                        continue
+                    url = urls[label]
                     tag = _tag(PathRow(label, c))
-                    warm = min(c, 8)
-                    asyncio.run(_load(url, warm, 2, stream, 0, f"{tag}w", _LITELLM_KEY))
+                    asyncio.run(_load(url, min(c, 8), 2, stream, 0, f"{tag}w", _LITELLM_KEY))
                     before = len(fake.requests)
                     progress(f"{label}: {c} clients x {turns} turns")
                     latencies, _, failures = asyncio.run(
@@ -517,7 +532,7 @@ def run_proxy_comparison(
                     )
                     reached = len(fake.requests) - before
                     p50, p99 = _pct(latencies, 50), _pct(latencies, 99)
-                    if path == "direct":
+                    if label == "direct":
                         direct[c] = (p50, p99)
                     base = direct.get(c)
                     rows.append(
@@ -535,18 +550,20 @@ def run_proxy_comparison(
                             failures,
                         )
                     )
-            finally:
-                if process is not None:
-                    _stop(process)
-            if path == "comal":
-                recorded, dup = _ledger_counts(open_ledger, ledger_path)
-                duplicated += dup
-                rows = [
-                    PathRow(**{**r.as_dict(), "recorded": recorded.get(_tag(r), 0)})
-                    if r.path == label
-                    else r
-                    for r in rows
-                ]
+        finally:
+            for process in processes:
+                _stop(process)
+        for label, count in workers_of.items():
+            if not label.startswith("comal") or label in skipped:
+                continue
+            recorded, dup = _ledger_counts(open_ledger, Path(tmp) / f"bench-{count}.db")
+            duplicated += dup
+            rows = [
+                PathRow(**{**r.as_dict(), "recorded": recorded.get(_tag(r), 0)})
+                if r.path == label
+                else r
+                for r in rows
+            ]
     return ProxyComparison(
         turns=turns,
         stream=stream,
