@@ -39,7 +39,7 @@ def script(k: int, steps: int) -> list[dict[str, Any]]:
     for i in range(steps):
         # The pause gives kills a window inside the call: its receipt is then uncertain.
         command = f"echo a{k}.c{i} >> effects.log; sleep 0.1; seq {i} 700"
-        call = {"type": "tool_use", "id": f"a{k}c{i}", "name": "Bash"}
+        call: dict[str, Any] = {"type": "tool_use", "id": f"a{k}c{i}", "name": "Bash"}
         call["input"] = {"command": command}
         replies.append({"content": [call], "usage": {"input_tokens": 900, "output_tokens": 30}})
     replies.append({"content": [{"type": "text", "text": answer(k)}]})

@@ -24,7 +24,7 @@ def _key(entry: Any) -> str:
     if message.tool_calls:
         return "call " + ",".join(c.id for c in message.tool_calls)
     if message.tool_result is not None:
-        return "result " + message.tool_result.call_id
+        return "result " + str(message.tool_result.call_id)
     return f"{entry.role} {message.text}"
 
 

@@ -308,10 +308,10 @@ def _mount(plan: Plan, agents: Agents, serve: Serve, clients: Clients, out: Outc
     rng = random.Random(plan.seed)
     started = time.monotonic()
     deadline = started + plan.timeout
-    # Kills fast enough to reach the target before the agents are done (each resumes in well
-    # under a second).
-    # Restarts spread among the kills: the i-th once i/(restarts+1) of them landed.
+    # Restarts spread among the kills: the i-th once i/(restarts+1) of them landed. A fifth of
+    # the kills (at least one) go to serve workers, the rest to agents inside their lock.
     restart_at = [plan.kills * (i + 1) // (plan.restarts + 1) for i in range(plan.restarts)]
+    to_workers = max(1, plan.kills // 5)
     while agents.running() or clients.running():
         if time.monotonic() > deadline:
             out.faults.append(f"not done by the deadline: agents {agents.running()} running")
@@ -324,18 +324,23 @@ def _mount(plan: Plan, agents: Agents, serve: Serve, clients: Clients, out: Outc
             restart_pg(plan.cluster)
             out.pg_restarts += 1
             continue
-        if out.kills >= plan.kills:
+        if out.kills >= plan.kills and out.worker_kills >= to_workers:
+            continue
+        workers_due = out.worker_kills < to_workers and clients.running()
+        if workers_due and (rng.random() < 0.35 or out.agent_kills >= plan.kills - to_workers):
+            out.worker_kills += serve.kill_one(rng)
             continue
         in_lock = agents.in_lock()
-        if in_lock and (rng.random() < 0.65 or not clients.running()):
+        if in_lock and (out.agent_kills < plan.kills - to_workers or not workers_due):
             out.agent_kills += agents.kill(rng.choice(in_lock), deadline)
-        elif clients.running():
-            out.worker_kills += serve.kill_one(rng)
     out.took = time.monotonic() - started
     if plan.cluster and out.pg_restarts < plan.restarts:
         out.faults.append(f"only {out.pg_restarts} of {plan.restarts} restarts landed")
-    if out.kills < plan.kills:
-        out.faults.append(f"only {out.kills} of {plan.kills} kills landed before the work ended")
+    if out.kills < plan.kills or out.worker_kills < to_workers:
+        out.faults.append(
+            f"only {out.kills} of {plan.kills} kills ({out.worker_kills} of serve workers, of "
+            f"{to_workers}) landed before the work ended"
+        )
 
 
 def run(plan: Plan) -> Outcome:
@@ -412,6 +417,8 @@ def main() -> int:
     args = parser.parse_args()
     if not args.cluster:
         parser.error("--cluster names the cluster the run restarts (one of its own)")
+    if args.workers < 2:
+        parser.error("--workers must be 2 or more: with one, comal serve runs in its own process")
     plan = Plan(**vars(args))
     out = run(plan)
     _print(plan, out)
