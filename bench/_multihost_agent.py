@@ -103,7 +103,9 @@ def work(cmd: dict[str, Any]) -> int:
             say(f"{me} finished")
             return 0
         except Exception as exc:  # the database is restarting, or a dead holder's lock lingers
-            where = traceback.extract_tb(exc.__traceback__)[-1]
+            # The innermost frame of comal's own code: where an error came from.
+            frames = traceback.extract_tb(exc.__traceback__)
+            where = next((f for f in reversed(frames) if "/comal/" in f.filename), frames[-1])
             why = f"{type(exc).__name__}: {exc} at {Path(where.filename).name}:{where.lineno}"
             why = why.replace("\n", " ")[:400]
             say(f"{me} retry {why}")

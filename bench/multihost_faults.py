@@ -59,7 +59,7 @@ class Plan:
     url: str
     cluster: str | None = None
     agents: int = 8
-    steps: int = 24
+    steps: int = 32
     workers: int = 2
     clients: int = 4
     turns: int = 10
@@ -76,7 +76,8 @@ class Outcome:
     """What the run mounted and what the checks found; ``faults`` empty means clean."""
 
     agent_kills: int = 0
-    worker_kills: int = 0
+    worker_kills: int = 0  # SIGKILLs of serve processes: a worker, or the whole server
+    server_kills: int = 0  # of the whole server (its process group), then started again
     pg_restarts: int = 0
     agent_retries: int = 0
     client_retries: int = 0
@@ -186,15 +187,34 @@ class Serve:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = (root / "serve.log").open("wb")
-        args = ["serve", "--port", str(self.port), "--upstream-anthropic", upstream]
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", "from comal.cli import main; main()", *args,
-             "--workers", str(plan.workers)],
-            env={**os.environ, "COMAL_LEDGER": target},
-            start_new_session=True, stdout=self.log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+        self.argv = [
+            sys.executable, "-c", "from comal.cli import main; main()", "serve",
+            "--port", str(self.port), "--upstream-anthropic", upstream,
+            "--workers", str(plan.workers),
+        ]  # fmt: skip
+        self.env = {**os.environ, "COMAL_LEDGER": target}
         self.born: dict[int, float] = {}
+        self.proc = self._start()
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen(
+            self.argv, env=self.env, start_new_session=True, stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        self.proc = proc
         self.wait_up(time.monotonic() + 60)
+        return proc
+
+    def kill_all(self) -> None:
+        """SIGKILL the whole server (its process group: the supervisor and every worker), as
+        a host lost, and start it again on the same port."""
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=30)
+        # Not waited for: the clients meet a closed port until it listens, and send again.
+        self.proc = subprocess.Popen(
+            self.argv, env=self.env, start_new_session=True, stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
 
     def wait_up(self, deadline: float) -> None:
         import httpx
@@ -312,27 +332,42 @@ def _mount(plan: Plan, agents: Agents, serve: Serve, clients: Clients, out: Outc
     # the kills (at least one) go to serve workers, the rest to agents inside their lock.
     restart_at = [plan.kills * (i + 1) // (plan.restarts + 1) for i in range(plan.restarts)]
     to_workers = max(1, plan.kills // 5)
+    next_serve_kill = started + 1.0
+    restarting = threading.Thread(target=lambda: None)
+    restarting.start()
     while agents.running() or clients.running():
         if time.monotonic() > deadline:
             out.faults.append(f"not done by the deadline: agents {agents.running()} running")
             return
         if not agents.running():
             clients.stop.set()
-        agents.pump(wait=rng.uniform(0.05, 0.25))
-        if plan.cluster and restart_at and out.kills >= restart_at[0]:
+        agents.pump(wait=rng.uniform(0.03, 0.2))
+        serve.workers()  # notes when each worker was first seen: its age
+        if plan.cluster and restart_at and out.kills >= restart_at[0] and not restarting.is_alive():
+            # In a thread: kills go on while the cluster shuts down and recovers.
             restart_at.pop(0)
-            restart_pg(plan.cluster)
+            restarting = threading.Thread(target=restart_pg, args=(plan.cluster,), daemon=True)
+            restarting.start()
             out.pg_restarts += 1
             continue
         if out.kills >= plan.kills and out.worker_kills >= to_workers:
             continue
         workers_due = out.worker_kills < to_workers and clients.running()
-        if workers_due and (rng.random() < 0.35 or out.agent_kills >= plan.kills - to_workers):
-            out.worker_kills += serve.kill_one(rng)
+        # A replaced worker must outlive its first second (or the supervisor gives up): serve
+        # kills are spaced out in time, agent kills fill the ticks between them.
+        if workers_due and time.monotonic() > next_serve_kill:
+            next_serve_kill = time.monotonic() + rng.uniform(1.6, 3.0)
+            if out.worker_kills % 4 == 3:  # every fourth: the whole server, as a host lost
+                serve.kill_all()
+                out.server_kills += 1
+                out.worker_kills += 1
+            else:
+                out.worker_kills += serve.kill_one(rng)
             continue
         in_lock = agents.in_lock()
         if in_lock and (out.agent_kills < plan.kills - to_workers or not workers_due):
             out.agent_kills += agents.kill(rng.choice(in_lock), deadline)
+    restarting.join(timeout=120)
     out.took = time.monotonic() - started
     if plan.cluster and out.pg_restarts < plan.restarts:
         out.faults.append(f"only {out.pg_restarts} of {plan.restarts} restarts landed")
@@ -392,7 +427,8 @@ def _print(plan: Plan, out: Outcome) -> None:
     print(f"{plan.agents} agents x {plan.steps} steps, {plan.clients} clients x {plan.turns} "
           f"turns through serve --workers {plan.workers}, {out.took:.1f} s")  # fmt: skip
     print(f"SIGKILLs {out.kills} (agent process groups {out.agent_kills}, serve workers "
-          f"{out.worker_kills}), PostgreSQL restarts (immediate) {out.pg_restarts}")  # fmt: skip
+          f"{out.worker_kills}, {out.server_kills} of them the whole server), "
+          f"PostgreSQL restarts (immediate) {out.pg_restarts}")  # fmt: skip
     print(f"agent reopen-and-resume after an error {out.agent_retries}, client turns sent "
           f"again {out.client_retries}")  # fmt: skip
     if out.why:
