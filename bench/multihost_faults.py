@@ -59,7 +59,7 @@ class Plan:
     url: str
     cluster: str | None = None
     agents: int = 8
-    steps: int = 32
+    steps: int = 40
     workers: int = 2
     clients: int = 4
     turns: int = 10
@@ -78,6 +78,7 @@ class Outcome:
     agent_kills: int = 0
     worker_kills: int = 0  # SIGKILLs of serve processes: a worker, or the whole server
     server_kills: int = 0  # of the whole server (its process group), then started again
+    serve_refused: int = 0  # server starts that ended (the database away), started again
     pg_restarts: int = 0
     agent_retries: int = 0
     client_retries: int = 0
@@ -210,11 +211,19 @@ class Serve:
         a host lost, and start it again on the same port."""
         os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait(timeout=30)
+        self.start_again()
+
+    def start_again(self) -> None:
         # Not waited for: the clients meet a closed port until it listens, and send again.
         self.proc = subprocess.Popen(
             self.argv, env=self.env, start_new_session=True, stdout=self.log,
             stderr=subprocess.STDOUT,
         )  # fmt: skip
+
+    def ended(self) -> bool:
+        """Whether the server exited: ``comal serve`` refuses to start (LEDGER_UNAVAILABLE)
+        while the database is away, and then a process manager starts it again."""
+        return self.proc.poll() is not None
 
     def wait_up(self, deadline: float) -> None:
         import httpx
@@ -343,6 +352,9 @@ def _mount(plan: Plan, agents: Agents, serve: Serve, clients: Clients, out: Outc
             clients.stop.set()
         agents.pump(wait=rng.uniform(0.03, 0.2))
         serve.workers()  # notes when each worker was first seen: its age
+        if serve.ended():
+            out.serve_refused += 1
+            serve.start_again()
         if plan.cluster and restart_at and out.kills >= restart_at[0] and not restarting.is_alive():
             # In a thread: kills go on while the cluster shuts down and recovers.
             restart_at.pop(0)
@@ -356,13 +368,14 @@ def _mount(plan: Plan, agents: Agents, serve: Serve, clients: Clients, out: Outc
         # A replaced worker must outlive its first second (or the supervisor gives up): serve
         # kills are spaced out in time, agent kills fill the ticks between them.
         if workers_due and time.monotonic() > next_serve_kill:
-            next_serve_kill = time.monotonic() + rng.uniform(1.6, 3.0)
             if out.worker_kills % 4 == 3:  # every fourth: the whole server, as a host lost
                 serve.kill_all()
                 out.server_kills += 1
-                out.worker_kills += 1
+                landed = True
             else:
-                out.worker_kills += serve.kill_one(rng)
+                landed = serve.kill_one(rng)
+            out.worker_kills += landed
+            next_serve_kill = time.monotonic() + (rng.uniform(1.0, 2.0) if landed else 0.3)
             continue
         in_lock = agents.in_lock()
         if in_lock and (out.agent_kills < plan.kills - to_workers or not workers_due):
@@ -430,7 +443,8 @@ def _print(plan: Plan, out: Outcome) -> None:
           f"{out.worker_kills}, {out.server_kills} of them the whole server), "
           f"PostgreSQL restarts (immediate) {out.pg_restarts}")  # fmt: skip
     print(f"agent reopen-and-resume after an error {out.agent_retries}, client turns sent "
-          f"again {out.client_retries}")  # fmt: skip
+          f"again {out.client_retries}, serve starts refused while the database was away "
+          f"{out.serve_refused}")  # fmt: skip
     if out.why:
         print("  why: " + ", ".join(f"{w} {c}" for w, c in out.why.most_common(5)))
     for kind, sample in out.samples.items():
