@@ -105,6 +105,7 @@ def _conversations(led: LedgerBackend, held: dict[str, list[dict[str, Any]]], ou
         requests += recorded
         if info.parent is not None or recorded != len(messages) // 2:
             out.faults.append(f"{name}: {recorded} request records for {len(messages) // 2}")
+    out.numbers["conversation turns the clients hold"] = sum(len(m) // 2 for m in held.values())
     out.numbers["proxy requests recorded"] = requests
 
 
@@ -120,6 +121,8 @@ def check(
         if not report.ok:
             out.faults += [f"verify: {f}" for f in report.faults[:5]]
         cleared = expired = 0
+        out.numbers["agent entries the scripts make"] = plan.agents * (2 * plan.steps + 2)
+        out.numbers["shell calls the scripts make"] = plan.agents * plan.steps
         for k in range(plan.agents):
             scope = Scope(TENANT, f"agent-{k}", f"agent-{k}")
             info = led.session(scope)
