@@ -1,8 +1,11 @@
-"""A bounded multi-host fault run on one PostgreSQL ledger (SCL-1, SCL-2, LED-2, LED-4, RES-2,
-DAG-8): agent processes, each in its own process group, and ``comal serve --workers N``, whose
-clients send scripted conversations through it, all write one ledger while this driver kills
-random agents (SIGKILL to the process group; the next one resumes the session) and random serve
-workers (SIGKILL; the supervisor starts another), and restarts PostgreSQL in immediate mode.
+"""A bounded multi-host fault run on one PostgreSQL ledger (SCL-1, LED-2, LED-4, RES-2, DAG-8):
+agent processes, each in its own process group, and ``comal serve --workers N``, whose clients
+send scripted conversations through it, all write one ledger while this driver kills random
+agents inside their session lock (SIGKILL to the process group; the next one resumes the
+session), random serve workers (SIGKILL; the supervisor starts another) and now and then the
+whole server (its process group; started again on the same port, and again whenever it refuses
+to start while the database is away, as a process manager would), and restarts PostgreSQL in
+immediate mode (in a thread: the kills go on while it recovers). Every wait is bounded.
 
 Each agent runs the real agent loop (``bench/_multihost_agent.py``) with the dag engine
 compacting inline and a scripted model: shell calls, each appending a line to the agent's
