@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import collections
 import itertools
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -109,10 +112,24 @@ def _conversations(led: LedgerBackend, held: dict[str, list[dict[str, Any]]], ou
     out.numbers["proxy requests recorded"] = requests
 
 
+def _cli_verify(target: str, out: Outcome) -> None:
+    """``comal verify`` itself, as an operator runs it on the ledger afterwards."""
+    argv = [sys.executable, "-c", "from comal.cli import main; main()", "verify", "--json"]
+    done = subprocess.run(
+        argv, env={**os.environ, "COMAL_LEDGER": target}, capture_output=True, timeout=300
+    )
+    out.numbers["comal verify exit status"] = done.returncode
+    if done.returncode != 0:
+        out.faults.append(f"comal verify: {done.returncode} {done.stdout[-300:]!r}")
+
+
 def check(
     plan: Plan, schema: str, root: Path, held: dict[str, list[dict[str, Any]]], out: Outcome
 ) -> None:
     import psycopg
+    from _faults import url_with_schema
+
+    _cli_verify(url_with_schema(plan.url, schema), out)
 
     from comal.ledger import PostgresLedger, Scope, verify
 
