@@ -38,3 +38,14 @@ def test_the_ledger_opens_a_new_connection_after_the_server_cut_its_own() -> Non
             assert db.execute("SELECT pg_backend_pid()").fetchone()[0] != before
             assert db.execute("SELECT current_schema()").fetchone()[0] == schema
         assert verify(led).ok
+
+
+def test_a_ledger_closed_on_purpose_stays_closed() -> None:
+    # covers: LED-4
+    dsn = pg_dsn()
+    with fresh_schema() as schema:
+        led = PostgresLedger(dsn, schema=schema)
+        scope = led.create_session("t", "a")
+        led.close()
+        with pytest.raises(LedgerUnavailable):  # not quietly reconnected
+            led.append(scope, [Message.user("after close")])

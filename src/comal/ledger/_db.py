@@ -227,4 +227,5 @@ class Db:
 
     def close(self) -> None:
         with self.lock:
+            self.reopen = None  # closed on purpose: a use after this is an error, not a reconnect
             self.raw.close()
