@@ -31,7 +31,7 @@ from httpx_sse import EventSource
 
 from ..context import Engine
 from ..errors import ComalError, InputError
-from ..ledger import LedgerBackend
+from ..ledger import LedgerBackend, LedgerBusy, LedgerUnavailable
 from ..messages import sha256_hex
 from ..ops import Registry, default_registry
 from ._config import ServeConfig
@@ -57,6 +57,15 @@ __all__ = ["Forward", "ProxyService"]
 log = logging.getLogger("comal.serve")
 
 _NO_RETRY = {"x-should-retry": "false"}
+
+
+def _refused(protocol: Protocol, exc: ComalError) -> Forward:
+    """``exc`` as the client reads it. The ledger away (a database restarting) or busy is no
+    fault of the request: a 503 the client's SDK sends again, where a 400 would end its turn."""
+    if isinstance(exc, LedgerUnavailable | LedgerBusy):
+        body = error_body(protocol, 503, f"[{exc.code}] {exc}")
+        return Forward(503, {"x-should-retry": "true", "retry-after": "1"}, body)
+    return Forward(400, _NO_RETRY, error_body(protocol, 400, f"[{exc.code}] {exc}"))
 
 
 def _agent_of(protocol: Protocol, headers: Mapping[str, str]) -> str:
@@ -167,7 +176,7 @@ class ProxyService(Relay):
                 self.router.route, tenant, agent, key, request.messages, meta, digest
             )
         except ComalError as exc:
-            return Forward(400, _NO_RETRY, error_body(protocol, 400, f"[{exc.code}] {exc}"))
+            return _refused(protocol, exc)
         call = Call(
             protocol,
             request,
@@ -234,6 +243,8 @@ class ProxyService(Relay):
                 )
             )
         except ComalError as exc:
+            if isinstance(exc, LedgerUnavailable | LedgerBusy):
+                return _refused(call.protocol, exc)
             # CONTEXT_OVERHEAD, CONTEXT_PRESSURE_LOOP: nothing is sent (TOK-5, LIM-5).
             return Forward(
                 400,
