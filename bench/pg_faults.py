@@ -26,7 +26,8 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
+
+from _faults import drop_schema, new_schema, restart_pg
 
 
 def _step(k: int, i: int) -> list[object]:
@@ -64,16 +65,10 @@ def _spawn(args: argparse.Namespace, schema: str, k: int) -> subprocess.Popen[by
     return subprocess.Popen(cmd, start_new_session=True, stderr=subprocess.DEVNULL)
 
 
-def _restart_pg(cluster: str) -> None:
-    version, name = cluster.split()
-    subprocess.run(["pg_ctlcluster", version, name, "restart", "-m", "immediate"], check=True)
-
-
 def drive(args: argparse.Namespace) -> int:
     from comal.ledger import PostgresLedger, Scope, verify
 
-    schema = f"faults_{uuid.uuid4().hex[:8]}"
-    PostgresLedger(args.url, schema=schema).close()
+    schema = new_schema(args.url)
     rng = random.Random(args.seed)
     procs = {k: _spawn(args, schema, k) for k in range(args.writers)}
     kills = restarts = 0
@@ -83,7 +78,7 @@ def drive(args: argparse.Namespace) -> int:
         time.sleep(rng.uniform(0.05, 0.3))
         if restart_at and time.monotonic() - started > restart_at[0]:
             restart_at.pop(0)
-            _restart_pg(args.cluster)
+            restart_pg(args.cluster)
             restarts += 1
             continue
         running = [k for k, p in procs.items() if p.poll() is None]
@@ -109,10 +104,7 @@ def drive(args: argparse.Namespace) -> int:
         total = sum(len(led.entries(Scope("faults", f"writer-{k}", f"{schema}-w{k}")))
                     for k in range(args.writers))  # fmt: skip
     if not args.keep:
-        import psycopg
-
-        with psycopg.connect(args.url, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+        drop_schema(args.url, schema)
     print(f"writers {args.writers} x {args.steps} steps, {took:.1f} s")
     print(f"SIGKILLs {kills}, PostgreSQL restarts (immediate) {restarts}")
     expected = args.writers * args.steps * 2

@@ -171,6 +171,41 @@ def test_append_steps_is_all_or_nothing(ledger: LedgerBackend) -> None:
     assert ledger.append_steps(scope, [StepInput(_step(i)) for i in range(5)]) == 10
 
 
+def test_a_batch_stores_what_its_steps_appended_one_by_one_store(
+    ledger: LedgerBackend,
+) -> None:
+    # covers: LED-1, LED-6, TOK-2
+    # append_steps reads and moves the session's row once for the whole batch and packs its
+    # bodies together (on another thread past 32 large ones): the rows must be those the
+    # one-step path writes, the seal chain whole, and each step's usage on its own assistant.
+    big = "\n".join(f"line {k}: " + "lorem ipsum dolor " * 8 for k in range(40))
+    usage = Usage(new_input=10, cache_read=0, cache_write=None, output=5, reasoning=None)
+    steps = [
+        StepInput(_step(i, big if i % 2 else "out"), (UsageInput(usage, "m", "anthropic"),))
+        for i in range(70)
+    ]
+    one = ledger.create_session("t", "one")
+    for s in steps[:3]:
+        ledger.append(one, s.messages, usage=s.usages[0])
+    ledger.append_steps(one, steps[3:])
+    batch = ledger.create_session("t", "batch")
+    ledger.append_steps(batch, steps[:1])
+    ledger.append_steps(batch, steps[1:])
+
+    def shape(scope: Scope) -> list[tuple[object, ...]]:
+        return [(e.seq, e.step, e.role, e.tokens, e.size, e.digest, e.message) for e in
+                ledger.entries(scope)]  # fmt: skip
+
+    assert shape(one) == shape(batch) and len(shape(one)) == 140
+    for scope in (one, batch):
+        entries = {e.id: e for e in ledger.entries(scope)}
+        anchors = [entries[r.entry_id].step for r in ledger.requests(scope)]
+        assert anchors == [e.step for e in entries.values() if e.role == "assistant"]
+        info = ledger.session(scope)
+        assert info is not None and info.entries == 140
+    assert verify(ledger).ok
+
+
 def test_verify_detects_tampering(ledger_store: LedgerStore) -> None:
     # covers: LED-6
     with ledger_store.open() as led:

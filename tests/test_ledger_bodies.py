@@ -146,3 +146,38 @@ def test_a_frame_changed_at_rest_is_damage(
             else:
                 led.entries(scope)
         assert [f.kind for f in verify(led).faults] == ["digest"]
+
+
+@given(st.lists(st.sampled_from([_LOG, _LOG[:600], "short", "x" * 4000, "é" * 700]), max_size=80))
+def test_a_batch_packs_as_each_body_alone(texts: list[str]) -> None:
+    # covers: LED-6
+    # 32 large bodies or more are compressed on zstd's threads: the stored values must read
+    # back as the same texts, framed exactly where packing each alone frames them.
+    from comal.ledger._bodies import pack_many
+
+    raws = [_raw(t) for t in texts]
+    stored = pack_many(texts, raws)()
+    assert [unpack(s) for s in stored] == texts
+    assert [isinstance(s, bytes) for s in stored] == [
+        isinstance(pack(t, r), bytes) for t, r in zip(texts, raws, strict=True)
+    ]
+
+
+def test_a_large_batch_is_compressed_on_another_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    # covers: LED-6
+    import threading
+
+    from comal.ledger import _bodies
+
+    seen: list[str] = []
+    real = _bodies._pack_large
+
+    def spy(*args: object, **kwargs: object) -> list[str | bytes]:
+        seen.append(threading.current_thread().name)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_bodies, "_pack_large", spy)
+    texts = [f"{k} {_LOG}" for k in range(40)]
+    stored = _bodies.pack_many(texts, [_raw(t) for t in texts])()
+    assert seen == ["comal-pack"] and all(isinstance(s, bytes) for s in stored)
+    assert [unpack(s) for s in stored] == texts

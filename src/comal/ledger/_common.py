@@ -23,7 +23,7 @@ from ..messages import (
     sha256_hex,
 )
 from ..tokens import TokenCounter, count_message
-from ._bodies import pack
+from ._bodies import pack, pack_many
 from ._errors import LedgerCorrupt
 from ._model import Entry, EntryHead, Scope, SearchHit
 from ._rows import damaged_index, whole
@@ -82,15 +82,39 @@ def prepare(counter: TokenCounter, message: Message, *, packs: bool = False) -> 
     """``packs``: the backend stores large bodies compressed (the digest stays the text's)."""
     body = message_to_json(message)
     raw = body.encode("utf-8", "surrogatepass")
+    return _prepared(message, body, raw, pack(body, raw) if packs else body, counter)
+
+
+def prepare_many(
+    counter: TokenCounter, messages: Sequence[Message], *, packs: bool = False
+) -> list[Prepared]:
+    """:func:`prepare` of a batch (an import's), its bodies compressed while it is counted."""
+    if not packs:
+        return [prepare(counter, m) for m in messages]
+    bodies = [message_to_json(m) for m in messages]
+    raws = [b.encode("utf-8", "surrogatepass") for b in bodies]
+    packed = pack_many(bodies, raws)
+    counts = [count_message(counter, m) for m in messages]
+    return [
+        _prepared(m, body, raw, stored, tokens)
+        for m, body, raw, stored, tokens in zip(
+            messages, bodies, raws, packed(), counts, strict=True
+        )
+    ]
+
+
+def _prepared(
+    message: Message, body: str, raw: bytes, stored: str | bytes, tokens: TokenCounter | int
+) -> Prepared:
     result = message.tool_result
     return Prepared(
         message,
         body,
-        pack(body, raw) if packs else body,
+        stored,
         hashlib.sha256(raw).hexdigest(),
         sha256_hex(result.text) if result is not None else None,
         result.call_id if result is not None else None,
-        count_message(counter, message),
+        tokens if isinstance(tokens, int) else count_message(tokens, message),
         len(raw),
     )
 

@@ -9,6 +9,12 @@ half way through a step), a nested ``atomic()`` becomes a savepoint, and a state
 commits on its own, so none can leave a transaction open that swallows the next ``atomic()``.
 A driver error leaves as a coded :class:`~comal.errors.LedgerError`.
 
+**A lost connection.** When the server went away (a PostgreSQL restart), the statement that
+found it out fails (:class:`~comal.ledger.LedgerUnavailable`), and so does the transaction it
+was in: nothing is retried behind the caller's back. The next use of the ledger opens a new
+connection first (``reopen``), so a long-lived process (a ``comal serve`` worker) goes on once
+the server is back instead of failing every request until it is restarted.
+
 **Time bounds.** Within :meth:`Db.bounded`, every statement the thread runs is cut off by the
 database itself once the deadline passes (SQLite's progress handler, PostgreSQL's
 ``statement_timeout``), and leaves as :class:`~comal.ledger.LedgerTimeout`. The bound is installed
@@ -59,6 +65,9 @@ class Db:
         self._rewrite = dialect.placeholder != "?"  # every append runs through here
         self._local = threading.local()  # this thread's deadline (time.monotonic), if bounded
         self._armed: float | None = None  # the deadline installed on the connection (lock held)
+        # Opens a connection set up as the first one was; None: a lost connection stays lost.
+        self.reopen: Callable[[], Any] | None = None
+        self._holds = 0  # how deeply this connection's lock is held (the owner thread's)
 
     def execute(self, sql: str, args: Params = ()) -> Any:
         if self._armed is not None and time.monotonic() > self._armed:
@@ -123,24 +132,35 @@ class Db:
     @contextmanager
     def _held(self) -> Iterator[None]:
         """The connection's lock, with this thread's bound installed on the connection while it
-        is held (once, however deeply the lock nests)."""
+        is held (once, however deeply the lock nests); a lost connection is replaced first."""
         with self.lock:
-            deadline: float | None = getattr(self._local, "deadline", None)
-            if deadline is None or self._armed is not None:
-                yield
-                return
-            if time.monotonic() > deadline:
-                raise self.overdue()
+            if self._holds == 0 and self.reopen is not None and self.dialect.broken(self.raw):
+                self.raw = self.reopen()  # a LedgerUnavailable while the server is still away
+            self._holds += 1
             try:
-                self.dialect.arm(self, deadline)
-            except self.dialect.errors as exc:
-                raise self.dialect.translate(exc, self.target, "bounding a query") from exc
-            self._armed = deadline
-            try:
-                yield
+                with self._bound():
+                    yield
             finally:
-                self._armed = None
-                self.dialect.disarm(self)
+                self._holds -= 1
+
+    @contextmanager
+    def _bound(self) -> Iterator[None]:
+        deadline: float | None = getattr(self._local, "deadline", None)
+        if deadline is None or self._armed is not None:
+            yield
+            return
+        if time.monotonic() > deadline:
+            raise self.overdue()
+        try:
+            self.dialect.arm(self, deadline)
+        except self.dialect.errors as exc:
+            raise self.dialect.translate(exc, self.target, "bounding a query") from exc
+        self._armed = deadline
+        try:
+            yield
+        finally:
+            self._armed = None
+            self.dialect.disarm(self)
 
     @contextmanager
     def atomic(self) -> Iterator[Db]:
@@ -207,4 +227,5 @@ class Db:
 
     def close(self) -> None:
         with self.lock:
+            self.reopen = None  # closed on purpose: a use after this is an error, not a reconnect
             self.raw.close()

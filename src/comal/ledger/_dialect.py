@@ -52,6 +52,10 @@ class Dialect(ABC):
     @abstractmethod
     def in_transaction(self, raw: Any) -> bool: ...
 
+    def broken(self, raw: Any) -> bool:
+        """Whether the connection is gone (its server restarted): then it cannot be used again."""
+        return False
+
     @abstractmethod
     def run_script(self, db: Db, sql: str) -> None:
         """Run several DDL statements inside the caller's transaction."""

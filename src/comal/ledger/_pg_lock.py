@@ -27,6 +27,7 @@ import threading
 import uuid
 from typing import Any
 
+from ..errors import LedgerError
 from ._dialect import lock_key
 from ._errors import SessionLocked
 from ._locks import _Scoped
@@ -77,9 +78,15 @@ class PgSessionLock(_Scoped):
         """Take the lock or raise :class:`SessionLocked`; returns the stale holder cleared."""
         import psycopg
 
-        conn = psycopg.connect(self.url, autocommit=True)
+        try:
+            conn = psycopg.connect(self.url, autocommit=True)
+        except psycopg.Error as exc:
+            raise self._failed(exc) from exc
         try:
             stale = self._take(conn)
+        except psycopg.Error as exc:
+            conn.close()
+            raise self._failed(exc) from exc
         except BaseException:
             conn.close()
             raise
@@ -186,6 +193,15 @@ class PgSessionLock(_Scoped):
             )
             conn.execute("SELECT pg_advisory_unlock(%s)", (self.key,))
         conn.close()
+
+    def _failed(self, exc: BaseException) -> LedgerError:
+        """A driver error as the ledger's own coded one (a server away is LedgerUnavailable),
+        without the password."""
+        from ._postgres_open import translate
+        from ._target import parse_target
+
+        parsed = parse_target(self.url)
+        return translate(exc, parsed.described, parsed.password, "taking the session lock")
 
     def _locked(self, row: dict[str, Any] | None) -> SessionLocked:
         if row is None:

@@ -31,7 +31,7 @@ from ._ledger import Store
 from ._model import Scope
 from ._pg_lock import DEFAULT_TTL_S, PgSessionLock
 from ._postgres_fts import fts_query, search_vectors
-from ._postgres_open import PgDialectBase, connect, prepare
+from ._postgres_open import PgDialectBase, connect, prepare, reconnect
 from ._seal import Keying, Secret
 from ._target import parse_target
 
@@ -287,6 +287,7 @@ class PostgresLedger(Store):
         except BaseException:
             db.close()
             raise
+        db.reopen = lambda: reconnect(url, target, parsed.password, schema)
         super().__init__(db, keying, counter)
 
     def session_lock(self, scope: Scope, *, ttl: float = DEFAULT_TTL_S) -> PgSessionLock:

@@ -101,6 +101,20 @@ def translate(exc: BaseException, target: str, password: str | None, doing: str)
     )
 
 
+def reconnect(url: str, target: str, password: str | None, schema: str | None) -> Any:
+    """A new connection in place of a lost one, pointed at the ledger's schema as the first was
+    (the schema exists and is migrated: :func:`prepare` ran on the first)."""
+    conn = connect(url, target, password)
+    if schema is not None:
+        try:
+            quoted = sql.Identifier(schema).as_string(conn)
+            conn.execute("SELECT set_config('search_path', %s, false)", (quoted,))
+        except psycopg.Error as exc:
+            conn.close()
+            raise translate(exc, target, password, "reconnecting") from exc
+    return conn
+
+
 def prepare(db: Db, schema: str | None, keying: Keying, *, create: bool) -> None:
     """Point the connection at ``schema`` (created if missing and ``create``) and migrate it.
 
@@ -174,6 +188,9 @@ class PgDialectBase(Dialect):
 
     def in_transaction(self, raw: Any) -> bool:
         return bool(raw.info.transaction_status != TransactionStatus.IDLE)
+
+    def broken(self, raw: Any) -> bool:
+        return bool(raw.closed or raw.broken)
 
     def run_script(self, db: Db, sql: str) -> None:
         db.execute(sql)  # no parameters: psycopg sends it as one multi-statement query

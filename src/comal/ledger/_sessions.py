@@ -14,7 +14,7 @@ from typing import Any
 
 from ..errors import LedgerError, UserError
 from ..messages import Message, canonical_json, group_messages
-from ._common import check_step_shape, prepare, usage_anchor
+from ._common import Prepared, check_step_shape, prepare, prepare_many, usage_anchor
 from ._db import Db
 from ._dialect import insert_many
 from ._model import STATUSES, Entry, Scope, SessionInfo, SessionPage
@@ -259,17 +259,29 @@ class Sessions(StoreBase):
     def append_steps(self, scope: Scope, steps: Iterable[StepInput]) -> int:
         """Append many steps in one transaction (imports), all or nothing; returns entries."""
         with self.atomic() as c:
-            return sum(len(self._append_step(c, scope, s, join_step=None)) for s in steps)
+            return sum(len(out) for out in self._append_many(c, scope, list(steps), None))
 
     def _append_step(
         self, c: Db, scope: Scope, step: StepInput, *, join_step: int | None
     ) -> list[Entry]:
-        if not step.messages:
-            raise UserError("a step needs at least one message")
+        return self._append_many(c, scope, [step], join_step)[0]
+
+    def _append_many(
+        self, c: Db, scope: Scope, steps: Sequence[StepInput], join_step: int | None
+    ) -> list[list[Entry]]:
+        """Steps appended in the caller's transaction: the session's row is read and moved on
+        once for all of them, and their entries go in by multi-row INSERTs."""
+        if not steps:
+            return []
         check_int(join_step=join_step)
-        check_step_shape(step.messages, joining=join_step is not None)
-        for u in step.usages:
-            _check_usage(u)
+        for step in steps:
+            if not step.messages:
+                raise UserError("a step needs at least one message")
+            check_step_shape(step.messages, joining=join_step is not None)
+            for u in step.usages:
+                _check_usage(u)
+            if step.created_at is not None:
+                check_text(created_at=step.created_at)
         next_seq, _status, last_step, head, head_seal = self._require(scope, lock=True)
         if self._heads.get(scope.session) != (next_seq, head, head_seal):
             check_head(self._sealer, scope.session, next_seq, head, head_seal)
@@ -280,30 +292,58 @@ class Sessions(StoreBase):
                 f"can only join the latest step ({last_step}) of session {scope.session}, "
                 f"not {join_step}"
             )
-        step_seq = next_seq if join_step is None else join_step
-        created = step.created_at or now()
-        check_text(created_at=created)
-        prepared = [prepare(self.counter, m, packs=self._packs) for m in step.messages]
-        rows = []
-        for k, p in enumerate(prepared):
-            check_text(call_id=p.call_id)
-            role = p.message.role.value
-            sealed: tuple[Any, ...] = (scope.session, next_seq + k, step_seq, role, p.tokens)
-            sealed += (p.size, created, p.call_id, p.digest, p.output_digest, head)
-            head = self._sealer.seal("entries", sealed)  # the next entry's prev_seal
-            rows.append((*sealed, head, p.stored))
+        messages = [m for step in steps for m in step.messages]
+        many = len(steps) > 1 and self._packs
+        prepared = (
+            prepare_many(self.counter, messages, packs=True)
+            if many
+            else [prepare(self.counter, m, packs=self._packs) for m in messages]
+        )
+        stamp = now()
+        rows, placed = [], []  # placed: (first seq, step seq, created, its prepared messages)
+        k = 0
+        for step in steps:
+            mine = prepared[k : k + len(step.messages)]
+            k += len(mine)
+            step_seq = next_seq if join_step is None else join_step
+            created = step.created_at or stamp
+            for i, p in enumerate(mine):
+                check_text(call_id=p.call_id)
+                sealed: tuple[Any, ...] = (scope.session, next_seq + i, step_seq)
+                sealed += (p.message.role.value, p.tokens, p.size, created, p.call_id)
+                sealed += (p.digest, p.output_digest, head)
+                head = self._sealer.seal("entries", sealed)  # the next entry's prev_seal
+                rows.append((*sealed, head, p.stored))
+            placed.append((next_seq, step_seq, created, mine))
+            next_seq += len(mine)
+            last_step = step_seq
         ids = dict(insert_many(c, _ENTRY_INSERT, _ENTRY_MARKS, rows))
         out = [
-            p.entry(int(ids[next_seq + k]), scope.session, next_seq + k, step_seq, created)
-            for k, p in enumerate(prepared)
+            [
+                p.entry(int(ids[first + i]), scope.session, first + i, seq, at)
+                for i, p in enumerate(mine)
+            ]
+            for first, seq, at, mine in placed
         ]
-        texts = ((e.id, e.message.text) for e in out)
+        texts = ((e.id, e.message.text) for step_out in out for e in step_out)
         self._dialect.index_text(c, "entries_fts", scope.session, texts)
-        if step.usages:
-            anchor = usage_anchor(out)
-            for usage in step.usages:
-                self._insert_request(c, scope, anchor.id, usage, created)
-        end = next_seq + len(out)
+        for step, step_out, (_, _, created, _) in zip(steps, out, placed, strict=True):
+            if step.usages:
+                anchor = usage_anchor(step_out)
+                for usage in step.usages:
+                    self._insert_request(c, scope, anchor.id, usage, created)
+        self._move_head(c, scope, next_seq, head, last_step, prepared)
+        return out
+
+    def _move_head(
+        self,
+        c: Db,
+        scope: Scope,
+        end: int,
+        head: str,
+        last_step: int,
+        prepared: Sequence[Prepared],
+    ) -> None:
         head_seal = self._sealer.seal(HEAD, (scope.session, end, head))
         if len(self._heads) > 4096:
             self._heads.clear()
@@ -314,15 +354,14 @@ class Sessions(StoreBase):
             " token_total = token_total + ?, last_step = ?, head = ?, head_seal = ? WHERE id = ?",
             (
                 end,
-                len(out),
+                len(prepared),
                 sum(p.tokens for p in prepared),
-                step_seq,
+                last_step,
                 head,
                 head_seal,
                 scope.session,
             ),
         )
-        return out
 
     def _insert_request(
         self, c: Db, scope: Scope, entry_id: int | None, u: UsageInput, at: str

@@ -34,7 +34,7 @@ from httpx_sse import EventSource
 
 from ..context import Engine
 from ..errors import ComalError, InputError
-from ..ledger import LedgerBackend
+from ..ledger import LedgerBackend, LedgerBusy, LedgerUnavailable
 from ..messages import sha256_hex
 from ..ops import Registry, default_registry
 from ._config import ServeConfig
@@ -60,6 +60,15 @@ __all__ = ["Forward", "ProxyService"]
 log = logging.getLogger("comal.serve")
 
 _NO_RETRY = {"x-should-retry": "false"}
+
+
+def _refused(protocol: Protocol, exc: ComalError) -> Forward:
+    """``exc`` as the client reads it. The ledger away (a database restarting) or busy is no
+    fault of the request: a 503 the client's SDK sends again, where a 400 would end its turn."""
+    if isinstance(exc, LedgerUnavailable | LedgerBusy):
+        body = error_body(protocol, 503, f"[{exc.code}] {exc}")
+        return Forward(503, {"x-should-retry": "true", "retry-after": "1"}, body)
+    return Forward(400, _NO_RETRY, error_body(protocol, 400, f"[{exc.code}] {exc}"))
 
 
 def _agent_of(protocol: Protocol, headers: Mapping[str, str]) -> str:
@@ -251,7 +260,7 @@ class ProxyService(Relay):
             try:
                 call, first = await anyio.to_thread.run_sync(enter)
             except ComalError as exc:
-                return Forward(400, _NO_RETRY, error_body(protocol, 400, f"[{exc.code}] {exc}"))
+                return _refused(protocol, exc)
             if held.session is None:
                 # Another request of the session holds its turn: wait for it, then go on as
                 # the thread would have.
@@ -319,6 +328,8 @@ class ProxyService(Relay):
                 stitched=call.routed.stitched,
             )
         except ComalError as exc:
+            if isinstance(exc, LedgerUnavailable | LedgerBusy):
+                return _refused(call.protocol, exc)
             # CONTEXT_OVERHEAD, CONTEXT_PRESSURE_LOOP: nothing is sent (TOK-5, LIM-5).
             return Forward(
                 400,

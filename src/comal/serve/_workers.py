@@ -10,8 +10,9 @@ turns at the ledger's writer gate; on PostgreSQL each worker has its own connect
 
 The parent supervises: a worker that dies is replaced (a worker that dies within a second of
 starting, twice in a row, stops the server with its exit status), and SIGINT or SIGTERM to the
-parent stops every worker. Responses carry ``x-comal-worker`` (the worker's number), so a test
-or an operator can see the load spread.
+parent stops every worker. A worker that starts while its ledger does not answer (a database
+restarting) waits for it, up to a minute, rather than dying at once. Responses carry
+``x-comal-worker`` (the worker's number), so a test or an operator can see the load spread.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ __all__ = ["WORKER_HEADER", "serve_workers"]
 
 WORKER_HEADER = "x-comal-worker"
 _QUICK_DEATH_S = 1.0
+_LEDGER_WAIT_S = 60.0  # how long a starting worker waits for a ledger that does not answer
 
 
 def _mark(app: FastAPI, index: int) -> None:
@@ -46,6 +48,27 @@ def _mark(app: FastAPI, index: int) -> None:
         return response
 
 
+def _app_once_the_ledger_answers(make_app: Callable[[], FastAPI]) -> FastAPI:
+    """The worker's application. The parent reached the ledger before it forked, so a ledger
+    that does not answer now is away for a while (a database restarting): the worker waits for
+    it, bounded. Dying at once, it would die again at once, and two quick deaths stop the
+    whole server, every other worker with it."""
+    from ..ledger import LedgerUnavailable
+
+    deadline = time.monotonic() + _LEDGER_WAIT_S
+    said = False
+    while True:
+        try:
+            return make_app()
+        except LedgerUnavailable as exc:
+            if time.monotonic() > deadline:
+                raise
+            if not said:
+                print(f"comal serve: waiting for the ledger: {exc}", file=sys.stderr, flush=True)
+                said = True
+            time.sleep(0.5)
+
+
 def _worker(
     make_app: Callable[[], FastAPI], index: int, host: str, port: int, sock: socket.socket
 ) -> None:
@@ -54,7 +77,7 @@ def _worker(
     try:
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        app = make_app()
+        app = _app_once_the_ledger_answers(make_app)
         _mark(app, index)
         serve_forever(app, host, port, sock=sock)
     except BaseException:  # said on stderr; the parent sees the status

@@ -1,0 +1,61 @@
+"""``comal serve`` while its PostgreSQL ledger is away: the request that finds the connection
+cut is answered with a 503 its client sends again (not a 400, which ends the client's turn), no
+upstream call is made for it, and the next is served on a new connection.
+
+Found by ``bench/multihost_faults.py``: after a PostgreSQL restart clients got a 400
+LEDGER_UNAVAILABLE ("invalid_request_error") and gave up.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from _pg_support import fresh_schema, pg_dsn, pg_execute
+from comal.ledger import PostgresLedger, verify
+from comal.serve import ServeConfig, create_app
+from comal.serve._run import ServerThread
+from comal.testing import FakeServer
+
+
+def _cut(led: PostgresLedger, dsn: str) -> None:
+    """End the ledger's connection from the server's side."""
+    with led._reading() as db:
+        pid = int(db.execute("SELECT pg_backend_pid()").fetchone()[0])
+    pg_execute(dsn, None, f"SELECT pg_terminate_backend({pid})")
+
+
+def _post(url: str, messages: list[dict[str, Any]]) -> httpx.Response:
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 50, "messages": messages}
+    headers = {"x-api-key": "sk", "anthropic-version": "2023-06-01", "x-comal-session": "c1"}
+    return httpx.post(f"{url}/v1/messages", json=body, headers=headers, timeout=30)
+
+
+def test_serve_answers_503_while_the_ledger_is_away_then_goes_on() -> None:
+    # covers: SCL-1, LED-4
+    dsn = pg_dsn()
+    script = [{"content": f"Reply {i}.", "usage": {"input_tokens": 5, "output_tokens": 2}}
+              for i in range(2)]  # fmt: skip
+    with fresh_schema() as schema, PostgresLedger(dsn, schema=schema) as led:
+        with FakeServer(script) as fake:
+            config = ServeConfig(upstream_anthropic=fake.anthropic_base_url)
+            with ServerThread(create_app(config, ledger=led)) as server:
+                messages: list[dict[str, Any]] = [{"role": "user", "content": "q0"}]
+                first = _post(server.url, messages)
+                assert first.status_code == 200, first.text
+                messages += [{"role": "assistant", "content": first.json()["content"][0]["text"]},
+                             {"role": "user", "content": "q1"}]  # fmt: skip
+                _cut(led, dsn)
+                away = _post(server.url, messages)
+                assert away.status_code == 503, away.text  # a 400 would end the client's turn
+                assert away.headers["x-should-retry"] == "true"
+                assert "LEDGER_UNAVAILABLE" in away.json()["error"]["message"]
+                again = _post(server.url, messages)  # the client sends it again
+                assert again.status_code == 200, again.text
+            assert len(fake.requests) == 2  # the refused request never reached upstream
+        (info,) = led.sessions()
+        stored = [e.message.text for e in led.entries(info.scope)]
+        assert stored == ["q0", "Reply 0.", "q1", "Reply 1."]
+        assert len(led.requests(info.scope)) == 2
+        assert verify(led).ok
