@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck clean sandbox node screenshots
+.PHONY: demo test lint typecheck clean sandbox node litellm screenshots
 
 # Bash runs in bubblewrap's sandbox; its tests need `bwrap` (Debian: bubblewrap).
 sandbox:
@@ -31,6 +31,21 @@ $(NODE_STAMP): Makefile
 	# npm skips install scripts it was not told to trust; Claude Code's puts its binary in place.
 	cd $(NODE_DIR)/node_modules/@anthropic-ai/claude-code && node install.cjs
 	touch $(NODE_STAMP)
+
+# LiteLLM's proxy, the row `comal bench proxy --concurrency 1,8,32,64` compares comal with. A
+# venv of its own: litellm[proxy] pins rich<14 and comal's textual needs rich>=14.2. The bench
+# skips the row, saying so, where it is missing; it downloads nothing when it runs.
+LITELLM_DIR := build/litellm
+LITELLM_STAMP := $(LITELLM_DIR)/.installed
+LITELLM_SPEC := litellm[proxy]>=1.50
+
+litellm: $(LITELLM_STAMP)
+
+$(LITELLM_STAMP): Makefile
+	test -d $(LITELLM_DIR) || $(PY) -m venv $(LITELLM_DIR)
+	$(LITELLM_DIR)/bin/pip install -q --upgrade pip
+	$(LITELLM_DIR)/bin/pip install -q '$(LITELLM_SPEC)'
+	touch $(LITELLM_STAMP)
 
 # Screenshots for the README: the dashboard in Debian's chromium, the TUI's approval dialog
 # (textual's own SVG).

@@ -400,16 +400,63 @@ def proxy_bench(
     ] = None,
     pad: Annotated[int, typer.Option(help="Filler words in each user message.", min=0)] = 0,
     workers: Annotated[
-        int, typer.Option(help="comal serve --workers: processes behind one socket.", min=1)
+        int | None,
+        typer.Option(
+            help="comal serve --workers: processes behind one socket (default 1; with "
+            "--concurrency, the second comal row's, default one per core, at least 2).",
+            min=1,
+        ),
+    ] = None,
+    concurrency: Annotated[
+        str | None,
+        typer.Option(
+            help="Compare paths at these concurrencies (comma-separated client counts): "
+            "direct, LiteLLM, comal with 1 worker and with --workers.",
+        ),
+    ] = None,
+    compare: Annotated[
+        bool, typer.Option(help="The comparison at the default concurrencies 1,8,32,64.")
+    ] = False,
+    litellm: Annotated[
+        str | None,
+        typer.Option(
+            help="LiteLLM's `litellm` command, a python that imports it, or a venv "
+            "(default: build/litellm, made by `make litellm`).",
+        ),
+    ] = None,
+    litellm_workers: Annotated[
+        int, typer.Option(help="LiteLLM's --num_workers in the comparison.", min=1)
     ] = 1,
     as_json: JsonOpt = False,
 ) -> None:
     """Concurrent clients through `comal serve` and straight to FakeServer, in one run: added
     latency p50/p99, and the ledger's count of requests (none lost or duplicated).
 
+    With --concurrency (or --compare) it compares, against one FakeServer, going straight to
+    it, through LiteLLM's proxy (a subprocess from build/litellm; its rows say why when it is
+    not installed) and through comal serve with one worker and with --workers, at each
+    concurrency: --turns requests per client.
+
     Example: comal bench proxy --clients 32 --turns 20 --workers 2
+
+    Example: comal bench proxy --concurrency 1,8,32,64 --turns 10
     """
-    from ..bench._proxy import run_proxy_bench
+    from ..bench._proxy import DEFAULT_CONCURRENCY, run_proxy_bench
+
+    if concurrency is not None or compare:
+        levels: tuple[int, ...] = DEFAULT_CONCURRENCY
+        if concurrency is not None:
+            try:
+                levels = tuple(int(c) for c in concurrency.split(",") if c.strip())
+            except ValueError:
+                levels = ()
+            if not levels or min(levels) < 1:
+                raise typer.BadParameter(
+                    "comma-separated client counts, each 1 or more (e.g. 1,8,32,64)",
+                    param_hint="--concurrency",
+                )
+        _proxy_comparison(levels, turns, stream, workers, litellm, litellm_workers, as_json)
+        return
 
     with err.status("benchmarking") as status:
         result = run_proxy_bench(
@@ -418,7 +465,7 @@ def proxy_bench(
             stream=stream,
             context_window=context_window,
             pad=pad,
-            workers=workers,
+            workers=workers or 1,
             progress=lambda m: status.update(m),
         )
     if as_json:
@@ -431,3 +478,53 @@ def proxy_bench(
             f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value),
         )
     out.print(table)
+
+
+def _proxy_comparison(
+    levels: tuple[int, ...],
+    turns: int,
+    stream: bool,
+    workers: int | None,
+    litellm: str | None,
+    litellm_workers: int,
+    as_json: bool,
+) -> None:
+    from ..bench._proxy import run_proxy_comparison
+
+    with err.status("benchmarking") as status:
+        result = run_proxy_comparison(
+            concurrency=levels,
+            turns=turns,
+            stream=stream,
+            workers=workers,
+            litellm=litellm,
+            litellm_workers=litellm_workers,
+            progress=lambda m: status.update(m),
+        )
+    if as_json:
+        emit_json(result.as_dict())
+        return
+    title = f"proxy paths: {turns} turns a client{', streamed' if stream else ''}"
+    table = Table(
+        "path", "clients", "workers", "p50 ms", "p99 ms", "added p50", "added p99",
+        "sent", "upstream", "recorded", "failures", title=title,
+    )  # fmt: skip
+
+    def added(value: float | None) -> str:
+        return "" if value is None else f"{value:+,.1f}"
+
+    skipped: dict[str, str] = {}
+    for r in result.rows:
+        if r.skipped is not None:
+            skipped[r.path] = r.skipped
+            continue
+        table.add_row(
+            r.path, str(r.concurrency), str(r.workers), f"{r.p50_ms:,.1f}", f"{r.p99_ms:,.1f}",
+            added(r.added_p50_ms), added(r.added_p99_ms), f"{r.requests_sent:,}",
+            f"{r.reached_upstream:,}", "" if r.recorded is None else f"{r.recorded:,}",
+            str(r.failures),
+        )  # fmt: skip
+    out.print(table)
+    out.print(f"comal entries recorded twice: {result.duplicated_entries}; wall {result.wall_s} s")
+    for path, why in skipped.items():
+        err.print(f"{path}: skipped: {why}", markup=False, highlight=False)

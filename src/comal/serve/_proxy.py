@@ -22,8 +22,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
+from collections import deque
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import anyio
 import httpx
@@ -88,6 +91,62 @@ def recall_registry(engine: Engine) -> Registry:
     return Registry([op for op in found if op is not None])
 
 
+@dataclass
+class _Held:
+    session: str | None = None  # the session whose turn this request holds
+
+
+class SessionTurns:
+    """One request at a time in each session, from routing on (the request that adds to a
+    session must find its reply before the next one reads the session, and a retry must find
+    the attempt it repeats finished). A worker thread may take a free turn (:meth:`try_take`:
+    the turn's first round is then built in the trip that routed it); a request that finds the
+    turn held waits on the event loop (:meth:`take`), first come first served, and is handed
+    the turn by :meth:`give` (event loop only)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: set[str] = set()
+        self._waiting: dict[str, deque[asyncio.Future[None]]] = {}
+
+    def try_take(self, session: str) -> bool:
+        with self._lock:
+            if session in self._held:
+                return False
+            self._held.add(session)
+            return True
+
+    async def take(self, session: str) -> None:
+        with self._lock:
+            if session not in self._held:
+                self._held.add(session)
+                return
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiting.setdefault(session, deque()).append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            # Handed the turn just as this request was cancelled: hand it on.
+            if waiter.done() and not waiter.cancelled():
+                self.give(session)
+            raise
+
+    def give(self, session: str) -> None:
+        with self._lock:
+            queue = self._waiting.get(session)
+            while queue:
+                waiter = queue.popleft()
+                if not waiter.done():  # a cancelled waiter is skipped
+                    waiter.set_result(None)  # the turn stays held: it is the waiter's now
+                    return
+            self._waiting.pop(session, None)
+            self._held.discard(session)
+
+    def held(self) -> int:
+        with self._lock:
+            return len(self._held)
+
+
 class ProxyService(Relay):
     """One per server: the ledger, the session router, the upstream client, the recall house."""
 
@@ -116,7 +175,7 @@ class ProxyService(Relay):
         # for the agent's catalog), and only for the model.
         self.recall_registry = recall_registry(self.engine.engine)
         self.recall_tools = {p: recall_tools(p, self.recall_registry) for p in PROTOCOLS}
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._turns = SessionTurns()
         # Recall calls are judged by a house of the one factory, under the operator's policy.
         houses = house_factory(ledger, operator, self.recall_registry)
         self.recorder = Recorder(ledger, self.router, houses)
@@ -171,42 +230,65 @@ class ProxyService(Relay):
         meta = {"protocol": protocol, "engine": self.config.engine, "model": request.model}
         meta |= {"key_source": source}
         digest = sha256_hex(raw)
-        try:
-            routed = await anyio.to_thread.run_sync(
-                self.router.route, tenant, agent, key, request.messages, meta, digest
+        url = upstream_url(self.config, protocol, path, query)
+        outgoing = upstream_headers(self.config, protocol, headers, consumed_header)
+
+        held = _Held()
+
+        def enter() -> tuple[Call, Answered | Turn | Forward | None]:
+            # One trip to a worker thread: the route (one write transaction), the check of the
+            # instructions (a read; a write only when they changed) and, when the session's
+            # turn is free, the turn itself (its first round).
+            routed = self.router.route(
+                tenant, agent, key, request.messages, meta, digest, request.keys
             )
-        except ComalError as exc:
-            return _refused(protocol, exc)
-        call = Call(
-            protocol,
-            request,
-            routed,
-            upstream_url(self.config, protocol, path, query),
-            upstream_headers(self.config, protocol, headers, consumed_header),
-            tenant,
-            digest=digest,
-        )
-        call.client_tools = {
-            str(t.get("name") or (t.get("function") or {}).get("name"))
-            for t in request.tools
-            if isinstance(t, dict)
-        }
-        lock = self._locks.setdefault(call.scope.session, asyncio.Lock())
-        async with lock:
-            # A retry (see _sessions): recognised when routed, or now, when it waited for the
-            # attempt it repeats to finish (a request that added to its session is a first one).
-            answer = routed.answered
-            if answer is None and not routed.appended and not routed.created:
-                answer = await anyio.to_thread.run_sync(
-                    self.router.answered, call.scope, len(request.messages), digest
-                )
-            if answer is not None:
-                forward = await self._replay(call, answer)
+            call = Call(protocol, request, routed, url, outgoing, tenant, digest=digest)
+            call.client_tools = {
+                str(t.get("name") or (t.get("function") or {}).get("name"))
+                for t in request.tools
+                if isinstance(t, dict)
+            }
+            if routed.answered is None:
+                # A retry's instructions are those of the attempt it repeats: noted by it.
+                self.recorder.note_instructions(call)
+            if not self._turns.try_take(call.scope.session):
+                return call, None
+            held.session = call.scope.session
+            return call, self._first(call)
+
+        try:
+            try:
+                call, first = await anyio.to_thread.run_sync(enter)
+            except ComalError as exc:
+                return _refused(protocol, exc)
+            if held.session is None:
+                # Another request of the session holds its turn: wait for it, then go on as
+                # the thread would have.
+                await self._turns.take(call.scope.session)
+                held.session = call.scope.session
+                first = await anyio.to_thread.run_sync(self._first, call)
+            if isinstance(first, Answered):
+                forward = await self._replay(call, first)
             else:
-                await anyio.to_thread.run_sync(self.recorder.note_instructions, call)
-                forward = await self._serve(call)
+                forward = await self._serve(call, first)
+        finally:
+            if held.session is not None:
+                self._turns.give(held.session)
         forward.sent = lambda: self._sent(call)
         return forward
+
+    def _first(self, call: Call) -> Answered | Turn | Forward:
+        """Holding the session's turn (in a worker thread): the stored reply for a retry (see
+        _sessions: recognised when routed, or now, when it waited for the attempt it repeats
+        to finish; a request that added to its session is a first one), else the first round
+        of the turn."""
+        routed = call.routed
+        answer = routed.answered
+        if answer is None and not routed.appended and not routed.created:
+            answer = self.router.answered(call.scope, len(call.request.messages), call.digest)
+        if answer is not None:
+            return answer
+        return self._build(call, allow_recall=self.config.max_recalls > 0)
 
     def _sent(self, call: Call) -> None:
         # Read when the body went out: a stream's reply is recorded while it is relayed.
@@ -228,19 +310,22 @@ class ProxyService(Relay):
 
     # -- one turn ---------------------------------------------------------------------------
     async def _turn(self, call: Call, *, allow_recall: bool) -> Turn | Forward:
+        return await anyio.to_thread.run_sync(lambda: self._build(call, allow_recall=allow_recall))
+
+    def _build(self, call: Call, *, allow_recall: bool) -> Turn | Forward:
+        """One round of the turn (in a worker thread: it reads the ledger and may store the
+        engine's checkpoint)."""
         try:
-            return await anyio.to_thread.run_sync(
-                lambda: build_turn(
-                    self.ledger,
-                    call.scope,
-                    call.request,
-                    call.routed.entry_ids,
-                    self.config,
-                    allow_recall=allow_recall,
-                    recall=self.recall_tools[call.protocol],
-                    engine=self.engine,
-                    stitched=call.routed.stitched,
-                )
+            return build_turn(
+                self.ledger,
+                call.scope,
+                call.request,
+                call.routed.entry_ids,
+                self.config,
+                allow_recall=allow_recall,
+                recall=self.recall_tools[call.protocol],
+                engine=self.engine,
+                stitched=call.routed.stitched,
             )
         except ComalError as exc:
             if isinstance(exc, LedgerUnavailable | LedgerBusy):
@@ -260,10 +345,13 @@ class ProxyService(Relay):
                 out["x-comal-max-tokens"] = f"{turn.lowered_from}->{turn.max_tokens}"
         return out
 
-    async def _serve(self, call: Call) -> Forward:
+    async def _serve(self, call: Call, first: Turn | Forward | None = None) -> Forward:
         rounds = 0
         while True:
-            turn = await self._turn(call, allow_recall=rounds < self.config.max_recalls)
+            if rounds == 0 and first is not None:
+                turn = first
+            else:
+                turn = await self._turn(call, allow_recall=rounds < self.config.max_recalls)
             if isinstance(turn, Forward):
                 return turn
             if call.request.stream:

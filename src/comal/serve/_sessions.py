@@ -197,6 +197,7 @@ class SessionRouter:
         self.ledger = ledger
         self._lock = threading.RLock()
         self._families: dict[tuple[str, str], _Family] = {}
+        self._tenants: dict[str, dict[str, list[Scope]]] = {}
         self._known: dict[str, _Known] = {}
         # Per session, the reply entry this process last sent whole to its client.
         self._delivered: dict[str, int] = {}
@@ -207,14 +208,25 @@ class SessionRouter:
         return self._lock
 
     # -- reading what the ledger already has (inside the write transaction) -----------------
+    def _listed(self, tenant: str) -> dict[str, list[Scope]]:
+        """The tenant's proxy sessions by client key, as the ledger held them when this
+        process first asked: read once, not once per new key (a scan of every session of the
+        tenant, under the router's lock). Sessions made since, by any process, have derived
+        ids (:func:`_member_id`), which :meth:`_family` looks up one by one."""
+        found = self._tenants.get(tenant)
+        if found is None:
+            found = {}
+            for s in self.ledger.sessions(tenant=tenant):
+                key = s.meta.get("client_key")
+                if isinstance(key, str):
+                    found.setdefault(key, []).append(s.scope)
+            self._tenants[tenant] = found
+        return found
+
     def _family(self, tenant: str, key: str) -> _Family:
         found = self._families.get((tenant, key))
         if found is None:
-            members = [
-                s.scope
-                for s in self.ledger.sessions(tenant=tenant)
-                if s.meta.get("client_key") == key
-            ]
+            members = list(self._listed(tenant).get(key, ()))
             ids = {m.session for m in members}
             number = 0
             while _member_id(tenant, key, number) in ids:
@@ -284,6 +296,7 @@ class SessionRouter:
             self._known.pop(scope.session, None)
         if family is not None:
             self._families.pop(family, None)
+            self._tenants.pop(family[0], None)
 
     # -- routing ----------------------------------------------------------------------------
     def route(
@@ -294,9 +307,12 @@ class SessionRouter:
         messages: Sequence[Message],
         meta: dict[str, Any],
         digest: str | None = None,
+        keys: Sequence[str] | None = None,
     ) -> Routed:
-        """Route a request (``digest``: of its bytes, which recognises a retry)."""
-        keys = [message_key(m) for m in messages]
+        """Route a request (``digest``: of its bytes, which recognises a retry; ``keys``: each
+        message's :func:`message_key`, where the caller has them already)."""
+        if keys is None or len(keys) != len(messages):
+            keys = [message_key(m) for m in messages]
         with self._lock:
             family = self._families.get((tenant, key))
             touched = list(family.members) if family is not None else []

@@ -17,11 +17,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from ..context import Bounded, MediaReferenced, Referenced
 from ..ledger import LedgerBackend, Scope
 from ..messages import Message, canonical_json
 from ..ops import CatalogFormat, Registry, default_registry
-from ..tokens import count_messages, resolve_window
+from ..tokens import TokenCounter, count_messages, resolve_window
 from ._config import ServeConfig
 from ._engine import EngineAdapter
 from ._wire import ClientRequest, Item, Piece, Protocol, upstream_body
@@ -69,12 +71,37 @@ class Turn:
         return bool(self.offered)
 
 
+# The tokens of a request's tool list (and the recall tools beside it), by counter and JSON:
+# clients send the same list on every request, and counting it is the turn's costliest step.
+_TOOL_TOKENS: dict[tuple[str, str], int] = {}
+_TOOL_TOKENS_MOST = 256
+
+
+def _tool_tokens(counter: TokenCounter, tools_json: str) -> int:
+    key = (counter.name, tools_json)
+    found = _TOOL_TOKENS.get(key)
+    if found is None:
+        found = counter.count(tools_json)
+        if len(_TOOL_TOKENS) >= _TOOL_TOKENS_MOST:
+            _TOOL_TOKENS.clear()
+        _TOOL_TOKENS[key] = found
+    return found
+
+
 def _pieces(
     assembled: Sequence[tuple[Message, int | None]],
     items: Sequence[Item],
     item_entries: Sequence[Sequence[int]],
     rewritten: set[int],
 ) -> list[Piece]:
+    # What is most often so: every request message goes up as it came, in order, nothing
+    # added or replaced: each item whole, as the client sent it (what the walk below gives).
+    if all(item_entries) and not rewritten:
+        flat = [i for members in item_entries for i in members]
+        if len(flat) == len(assembled) and all(
+            a[1] == i for a, i in zip(assembled, flat, strict=True)
+        ):
+            return [("wire", item) for item in items]
     where: dict[int, int] = {}
     for index, members in enumerate(item_entries):
         for entry_id in members:
@@ -140,7 +167,7 @@ def build_turn(
     budget = service.budget(
         resolution.window,
         system_tokens=count_messages(counter, list(request.instructions)),
-        tools_tokens=counter.count(tools_json),
+        tools_tokens=_tool_tokens(counter, tools_json),
         output_reserve=config.output_reserve,
         max_output=resolution.max_output,
         max_input=resolution.max_input,
@@ -148,8 +175,9 @@ def build_turn(
     # The client's previous turn is whole now (its results came with this request): the
     # engine's planned maintenance runs before this assembly, as at the end of an agent's turn
     # (inline: the proxy's reply waits on nothing else).
-    service.maintain(budget, defer=False)
     view = service.view()
+    if service.maintain(budget, view=view, defer=False):
+        view = service.view()  # maintenance stored something: read the session again
     assembly = service.assemble(view, budget)
     service.commit(assembly, at=view.end_seq, since=service.since())
     rewritten = {a.entry_id for a in assembly.actions if isinstance(a, _REWRITES)}
@@ -199,7 +227,10 @@ def build_turn(
             max_tokens=upstream_max,
             extra_tools=extra if offer else [],
         )
-        body = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+        try:
+            body = orjson.dumps(value)
+        except (orjson.JSONEncodeError, TypeError):  # a lone surrogate, an int over 64 bits
+            body = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
     # The request record: the fields every surface records (OBS-1), then the proxy's own.
     meta = service.meta(view, budget, assembly) | {
         "verbatim": verbatim,

@@ -15,7 +15,8 @@ with and without one; the hint belongs to the request, which keeps it, not to th
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -141,10 +142,62 @@ def message_key(message: Message) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Item:
-    """One unit of the client's conversation: its wire JSON values and canonical messages."""
+    """One unit of the client's conversation: its wire JSON values, canonical messages and
+    their :func:`message_key` digests."""
 
     raw: tuple[Any, ...]
     messages: tuple[Message, ...]
+    keys: tuple[str, ...] = ()
+
+
+_Parsed = tuple[tuple[Message, ...], tuple[str, ...]]
+
+
+class ItemCache:
+    """What reading an item gave, by the item's exact JSON (protocol and the bytes orjson
+    writes for its values, keys in the order sent): its canonical messages and their keys.
+
+    Every request resends the whole history, so all but its last items were read before:
+    found here, they are neither read into messages nor digested again (the cost grew with the
+    history, on every request). The same bytes always read the same, so the cache holds no
+    state of any session: a worker that never saw an item reads it, as before. Bounded by the
+    JSON it holds, the oldest first out. A lookup takes no lock (one dict read); storing does."""
+
+    def __init__(self, most_bytes: int = 64 << 20) -> None:
+        self._most = most_bytes
+        self._held = 0
+        self._found: dict[bytes, _Parsed] = {}
+        self._lock = threading.Lock()
+
+    def get(
+        self,
+        protocol: Protocol,
+        raw: tuple[Any, ...],
+        read: Callable[[tuple[Any, ...]], Sequence[Message]],
+    ) -> Item:
+        try:
+            text: bytes | None = protocol.encode() + orjson.dumps(raw)
+        except (orjson.JSONEncodeError, TypeError):
+            text = None  # what orjson cannot write (a lone surrogate) is read every time
+        if text is not None:
+            found = self._found.get(text)
+            if found is not None:
+                return Item(raw, *found)
+        messages = tuple(strip_cache(m) for m in read(raw))
+        parsed = (messages, tuple(message_key(m) for m in messages))
+        if text is not None:
+            with self._lock:
+                if text not in self._found:
+                    self._found[text] = parsed
+                    self._held += len(text)
+                while self._held > self._most and self._found:
+                    old = next(iter(self._found))
+                    del self._found[old]
+                    self._held -= len(old)
+        return Item(raw, *parsed)
+
+
+ITEMS = ItemCache()
 
 
 @dataclass(frozen=True)
@@ -165,8 +218,26 @@ class ClientRequest:
         return [m for item in self.items for m in item.messages]
 
     @property
+    def keys(self) -> list[str]:
+        """Each message's :func:`message_key`, in order."""
+        return [k for item in self.items for k in item.keys]
+
+    @property
     def tools_json(self) -> str:
         return canonical_json(list(self.tools)) if self.tools else ""
+
+
+def _read_anthropic(raw: tuple[Any, ...]) -> Sequence[Message]:
+    # Claude Code sends system messages inside the conversation (?beta=true).
+    return from_anthropic({"messages": list(raw)}, inline_system=True)
+
+
+def _read_chat(raw: tuple[Any, ...]) -> Sequence[Message]:
+    return from_openai_chat(list(raw))
+
+
+def _read_responses(raw: tuple[Any, ...]) -> Sequence[Message]:
+    return from_openai_responses(list(raw))
 
 
 def _anthropic_items(conversation: Sequence[Any]) -> list[Item]:
@@ -176,11 +247,9 @@ def _anthropic_items(conversation: Sequence[Any]) -> list[Item]:
         if not isinstance(raw, Mapping):
             raise InputError("expected an object", field=where)
         try:
-            # Claude Code sends system messages inside the conversation (?beta=true).
-            messages = from_anthropic({"messages": [raw]}, inline_system=True)
+            items.append(ITEMS.get("anthropic", (raw,), _read_anthropic))
         except InputError as exc:
             raise InputError(exc.reason, field=f"{where} ({exc.field})") from exc
-        items.append(Item((raw,), tuple(strip_cache(m) for m in messages)))
     return items
 
 
@@ -188,10 +257,9 @@ def _chat_items(conversation: Sequence[Any]) -> list[Item]:
     items = []
     for i, raw in enumerate(conversation):
         try:
-            messages = from_openai_chat([raw])
+            items.append(ITEMS.get("openai_chat", (raw,), _read_chat))
         except InputError as exc:
             raise InputError(exc.reason, field=f"messages[{i}] ({exc.field})") from exc
-        items.append(Item((raw,), tuple(strip_cache(m) for m in messages)))
     return items
 
 
@@ -208,10 +276,9 @@ def _responses_items(conversation: Sequence[Any]) -> list[Item]:
     start = 0
     for group in groups:
         try:
-            messages = from_openai_responses(group)
+            items.append(ITEMS.get("openai_responses", tuple(group), _read_responses))
         except InputError as exc:
             raise InputError(exc.reason, field=f"input[{start}..] ({exc.field})") from exc
-        items.append(Item(tuple(group), tuple(strip_cache(m) for m in messages)))
         start += len(group)
     return items
 
