@@ -25,6 +25,7 @@ runner = CliRunner()
 
 
 def test_the_litellm_config_points_an_anthropic_model_at_the_fake_server_offline() -> None:
+    # covers: SCL-2
     text = litellm_config("http://127.0.0.1:4242", master_key="sk-test")
     yaml = pytest.importorskip("yaml")
     config = yaml.safe_load(text)
@@ -43,6 +44,7 @@ def test_the_litellm_config_points_an_anthropic_model_at_the_fake_server_offline
 
 
 def test_the_litellm_command_runs_a_binary_or_a_python_on_loopback(tmp_path: Path) -> None:
+    # covers: SCL-2
     config = tmp_path / "c.yaml"
     binary = litellm_command(Path("/x/bin/litellm"), config, 4000, 2)
     assert binary[:3] == ["/x/bin/litellm", "--config", str(config)]
@@ -54,6 +56,7 @@ def test_the_litellm_command_runs_a_binary_or_a_python_on_loopback(tmp_path: Pat
 
 
 def test_a_litellm_that_is_not_there_is_said(tmp_path: Path) -> None:
+    # covers: SCL-2
     program, why = find_litellm(tmp_path / "nowhere")
     assert program is None and why is not None and "nowhere" in why
     venv = tmp_path / "venv"
@@ -63,6 +66,7 @@ def test_a_litellm_that_is_not_there_is_said(tmp_path: Path) -> None:
 
 
 def test_the_comparison_skips_litellm_with_its_reason_and_exits_0(tmp_path: Path) -> None:
+    # covers: SCL-2
     missing = tmp_path / "no-litellm"
     result = runner.invoke(
         app,
@@ -87,6 +91,7 @@ def test_the_comparison_skips_litellm_with_its_reason_and_exits_0(tmp_path: Path
 
 
 def test_litellm_row_reaches_the_fake_server() -> None:
+    # covers: SCL-2
     program, why = find_litellm()
     if program is None:
         pytest.skip(f"{why}")

@@ -16,6 +16,7 @@ from comal.serve._wire import ItemCache, _read_anthropic, message_key, parse_req
 
 
 def test_connections_to_the_listening_socket_send_without_nagle() -> None:
+    # covers: SCL-2
     sock = listen_on("127.0.0.1", free_port())
     # asyncio turns Nagle off only on sockets whose proto says TCP (accepted ones inherit it).
     assert sock.proto == socket.IPPROTO_TCP
@@ -41,6 +42,7 @@ def test_connections_to_the_listening_socket_send_without_nagle() -> None:
 
 
 def test_items_read_again_are_the_same_and_look_alikes_are_read_anew() -> None:
+    # covers: SCL-2
     cache = ItemCache()
     reads: list[object] = []
 
@@ -67,3 +69,22 @@ def test_items_read_again_are_the_same_and_look_alikes_are_read_anew() -> None:
     assert one.keys == two.keys == three.keys
     chat = cache.get("openai_chat", ({"role": "user", "content": "x"},), lambda raw: [])
     assert chat.messages == ()  # another protocol's item is another item
+
+
+def test_an_item_read_for_one_tenant_is_read_anew_for_another() -> None:
+    # covers: SCL-2, LED-2
+    # Found items come back faster: a tenant timing its requests must not learn what another
+    # tenant sent, so the same JSON is read again under another tenant's name.
+    cache = ItemCache()
+    reads: list[object] = []
+
+    def read(raw: tuple[Any, ...]) -> Sequence[Message]:
+        reads.append(raw)
+        return _read_anthropic(raw)
+
+    item = ({"role": "user", "content": "the same words"},)
+    cache.get("anthropic", item, read, "acme")
+    cache.get("anthropic", item, read, "acme")
+    assert len(reads) == 1
+    cache.get("anthropic", item, read, "globex")
+    assert len(reads) == 2

@@ -10,6 +10,7 @@ from comal.serve._proxy import SessionTurns
 
 
 def test_a_free_turn_is_taken_in_a_thread_and_a_held_one_is_not() -> None:
+    # covers: SCL-2
     turns = SessionTurns()
     got: list[bool] = []
     threads = [threading.Thread(target=lambda: got.append(turns.try_take("s"))) for _ in range(8)]
@@ -23,6 +24,7 @@ def test_a_free_turn_is_taken_in_a_thread_and_a_held_one_is_not() -> None:
 
 
 def test_waiters_are_handed_the_turn_in_order_and_a_cancelled_one_is_skipped() -> None:
+    # covers: SCL-2
     async def run() -> list[str]:
         turns = SessionTurns()
         assert turns.try_take("s")
@@ -51,6 +53,7 @@ def test_waiters_are_handed_the_turn_in_order_and_a_cancelled_one_is_skipped() -
 
 def test_a_waiter_cancelled_as_it_was_handed_the_turn_hands_it_on() -> None:
     async def run() -> None:
+        # covers: SCL-2
         turns = SessionTurns()
         assert turns.try_take("s")
         first = asyncio.create_task(turns.take("s"))

@@ -334,7 +334,7 @@ async def _count(
     """Anthropic token counting: the upstream's count when it answers, else comal's own. The
     body is read first: what comal refuses (too deep, no model) is not sent on either."""
     try:
-        request = parse_request("anthropic", raw)
+        request = parse_request("anthropic", raw, tenant.name)
     except InputError as exc:  # a bad body is the client's error, in the provider's shape
         return _refuse("anthropic", 400, f"[{exc.code}] {exc}")
     path = "/v1/messages/count_tokens"

@@ -220,7 +220,7 @@ class ProxyService(Relay):
         consumed_header: str | None,
     ) -> Forward:
         try:
-            request = parse_request(protocol, raw)
+            request = parse_request(protocol, raw, tenant)
             # What the ledger's verify would call a fault is refused, as the provider would.
             check_pairs(request.messages)
         except InputError as exc:

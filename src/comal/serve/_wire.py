@@ -161,7 +161,9 @@ class ItemCache:
     found here, they are neither read into messages nor digested again (the cost grew with the
     history, on every request). The same bytes always read the same, so the cache holds no
     state of any session: a worker that never saw an item reads it, as before. Bounded by the
-    JSON it holds, the oldest first out. A lookup takes no lock (one dict read); storing does."""
+    JSON it holds, the oldest first out. A lookup takes no lock (one dict read); storing does.
+    Entries are kept per tenant: how fast a request is read must not tell one tenant what
+    another sent."""
 
     def __init__(self, most_bytes: int = 64 << 20) -> None:
         self._most = most_bytes
@@ -174,9 +176,10 @@ class ItemCache:
         protocol: Protocol,
         raw: tuple[Any, ...],
         read: Callable[[tuple[Any, ...]], Sequence[Message]],
+        tenant: str = "",
     ) -> Item:
         try:
-            text: bytes | None = protocol.encode() + orjson.dumps(raw)
+            text: bytes | None = orjson.dumps([tenant, protocol, raw])
         except (orjson.JSONEncodeError, TypeError):
             text = None  # what orjson cannot write (a lone surrogate) is read every time
         if text is not None:
@@ -240,30 +243,30 @@ def _read_responses(raw: tuple[Any, ...]) -> Sequence[Message]:
     return from_openai_responses(list(raw))
 
 
-def _anthropic_items(conversation: Sequence[Any]) -> list[Item]:
+def _anthropic_items(conversation: Sequence[Any], tenant: str) -> list[Item]:
     items = []
     for i, raw in enumerate(conversation):
         where = f"messages[{i}]"
         if not isinstance(raw, Mapping):
             raise InputError("expected an object", field=where)
         try:
-            items.append(ITEMS.get("anthropic", (raw,), _read_anthropic))
+            items.append(ITEMS.get("anthropic", (raw,), _read_anthropic, tenant))
         except InputError as exc:
             raise InputError(exc.reason, field=f"{where} ({exc.field})") from exc
     return items
 
 
-def _chat_items(conversation: Sequence[Any]) -> list[Item]:
+def _chat_items(conversation: Sequence[Any], tenant: str) -> list[Item]:
     items = []
     for i, raw in enumerate(conversation):
         try:
-            items.append(ITEMS.get("openai_chat", (raw,), _read_chat))
+            items.append(ITEMS.get("openai_chat", (raw,), _read_chat, tenant))
         except InputError as exc:
             raise InputError(exc.reason, field=f"messages[{i}] ({exc.field})") from exc
     return items
 
 
-def _responses_items(conversation: Sequence[Any]) -> list[Item]:
+def _responses_items(conversation: Sequence[Any], tenant: str) -> list[Item]:
     # Adjacent assistant-side items are one canonical assistant message, as the upstream's
     # output is: they must stay one item for the next request to find the recorded reply.
     groups: list[list[Any]] = []
@@ -276,7 +279,7 @@ def _responses_items(conversation: Sequence[Any]) -> list[Item]:
     start = 0
     for group in groups:
         try:
-            items.append(ITEMS.get("openai_responses", tuple(group), _read_responses))
+            items.append(ITEMS.get("openai_responses", tuple(group), _read_responses, tenant))
         except InputError as exc:
             raise InputError(exc.reason, field=f"input[{start}..] ({exc.field})") from exc
         start += len(group)
@@ -329,8 +332,9 @@ def load_body(raw: bytes) -> Any:
     return value
 
 
-def parse_request(protocol: Protocol, raw: bytes) -> ClientRequest:
-    """Read a client's request body; bad JSON or a bad conversation is an :class:`InputError`."""
+def parse_request(protocol: Protocol, raw: bytes, tenant: str = "") -> ClientRequest:
+    """Read a client's request body; bad JSON or a bad conversation is an :class:`InputError`.
+    ``tenant``: whose request it is (the items already read are found among that tenant's)."""
     body = load_body(raw)
     if not isinstance(body, dict):
         raise InputError("the request body is not a JSON object")
@@ -347,14 +351,14 @@ def parse_request(protocol: Protocol, raw: bytes) -> ClientRequest:
     # What no typed part carries is kept opaque, so only what the provider refuses too (an
     # unknown role, a block without a type) fails here, as a 400 before anything is stored.
     if protocol == "anthropic":
-        items = _anthropic_items(conversation)
+        items = _anthropic_items(conversation, tenant)
         if body.get("system") is not None:
             system = from_anthropic({"system": body["system"], "messages": []})
             instructions = [strip_cache(m) for m in system]
     elif protocol == "openai_chat":
-        items = _chat_items(conversation)
+        items = _chat_items(conversation, tenant)
     else:
-        items = _responses_items(conversation)
+        items = _responses_items(conversation, tenant)
         if isinstance(body.get("instructions"), str) and body["instructions"]:
             instructions = [Message.system(body["instructions"])]
     max_key = next((k for k in _MAX_KEYS[protocol] if k in body), None)
