@@ -59,3 +59,44 @@ def test_serve_answers_503_while_the_ledger_is_away_then_goes_on() -> None:
         assert stored == ["q0", "Reply 0.", "q1", "Reply 1."]
         assert len(led.requests(info.scope)) == 2
         assert verify(led).ok
+
+
+def test_a_reply_that_cannot_be_recorded_is_a_503_and_its_retry_is_stored_once() -> None:
+    # covers: SCL-1, LED-4
+    # The database goes away between the upstream reply and its recording: the client gets a
+    # retryable 503 in the provider's shape (not a bare 500), and its retry is stored once.
+    dsn = pg_dsn()
+    script = [{"content": f"Reply {i}.", "usage": {"input_tokens": 5, "output_tokens": 2}}
+              for i in range(3)]  # fmt: skip
+    with fresh_schema() as schema, PostgresLedger(dsn, schema=schema) as led:
+        with FakeServer(script) as fake:
+            app = create_app(ServeConfig(upstream_anthropic=fake.anthropic_base_url), ledger=led)
+            recorder = app.state.proxy.recorder
+            record = recorder.record
+            cuts: list[int] = []
+
+            def cut_then_record(*args: Any) -> None:
+                if len(fake.requests) == 2 and not cuts:
+                    _cut(led, dsn)  # the real connection ends as the second reply is recorded
+                    cuts.append(1)
+                record(*args)
+
+            recorder.record = cut_then_record
+            with ServerThread(app) as server:
+                messages: list[dict[str, Any]] = [{"role": "user", "content": "q0"}]
+                first = _post(server.url, messages)
+                assert first.status_code == 200, first.text
+                messages += [{"role": "assistant", "content": first.json()["content"][0]["text"]},
+                             {"role": "user", "content": "q1"}]  # fmt: skip
+                lost = _post(server.url, messages)
+                assert cuts == [1]
+                assert lost.status_code == 503, lost.text
+                assert lost.headers["x-should-retry"] == "true"
+                assert lost.json()["type"] == "error"
+                again = _post(server.url, messages)
+                assert again.status_code == 200, again.text
+                assert again.json()["content"][0]["text"] == "Reply 2."
+        (info,) = led.sessions()
+        stored = [e.message.text for e in led.entries(info.scope)]
+        assert stored == ["q0", "Reply 0.", "q1", "Reply 2."]
+        assert verify(led).ok

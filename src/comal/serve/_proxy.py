@@ -267,10 +267,15 @@ class ProxyService(Relay):
                 await self._turns.take(call.scope.session)
                 held.session = call.scope.session
                 first = await anyio.to_thread.run_sync(self._first, call)
-            if isinstance(first, Answered):
-                forward = await self._replay(call, first)
-            else:
-                forward = await self._serve(call, first)
+            try:
+                if isinstance(first, Answered):
+                    forward = await self._replay(call, first)
+                else:
+                    forward = await self._serve(call, first)
+            except (LedgerUnavailable, LedgerBusy) as exc:
+                # The reply came but could not be recorded (the database went away meanwhile):
+                # nothing of it was stored, so the client's retry is a first attempt again.
+                return _refused(protocol, exc)
         finally:
             if held.session is not None:
                 self._turns.give(held.session)
