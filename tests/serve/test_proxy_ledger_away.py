@@ -100,3 +100,41 @@ def test_a_reply_that_cannot_be_recorded_is_a_503_and_its_retry_is_stored_once()
         stored = [e.message.text for e in led.entries(info.scope)]
         assert stored == ["q0", "Reply 0.", "q1", "Reply 2."]
         assert verify(led).ok
+
+
+def test_a_streamed_reply_that_cannot_be_recorded_ends_in_an_error_event() -> None:
+    # covers: SCL-1, LED-4
+    # The same, streamed: the reply's end is held back until it is stored, so the client never
+    # sees a whole reply the ledger lacks; it gets the protocol's error event instead.
+    dsn = pg_dsn()
+    script = [{"content": f"Reply {i}.", "usage": {"input_tokens": 5, "output_tokens": 2}}
+              for i in range(2)]  # fmt: skip
+    with fresh_schema() as schema, PostgresLedger(dsn, schema=schema) as led:
+        with FakeServer(script) as fake:
+            app = create_app(ServeConfig(upstream_anthropic=fake.anthropic_base_url), ledger=led)
+            recorder = app.state.proxy.recorder
+            record = recorder.record
+            cuts: list[int] = []
+
+            def cut_then_record(*args: Any) -> None:
+                if not cuts:
+                    _cut(led, dsn)
+                    cuts.append(1)
+                record(*args)
+
+            recorder.record = cut_then_record
+            with ServerThread(app) as server:
+                body = {"model": "claude-sonnet-4-5", "max_tokens": 50, "stream": True,
+                        "messages": [{"role": "user", "content": "q0"}]}  # fmt: skip
+                headers = {"x-api-key": "sk", "x-comal-session": "c1"}
+                lost = httpx.post(f"{server.url}/v1/messages", json=body, headers=headers,
+                                  timeout=30)  # fmt: skip
+                assert cuts == [1]
+                assert "event: error" in lost.text and "LEDGER_UNAVAILABLE" in lost.text
+                assert "message_stop" not in lost.text
+                again = httpx.post(f"{server.url}/v1/messages", json=body, headers=headers,
+                                   timeout=30)  # fmt: skip
+                assert "message_stop" in again.text and "event: error" not in again.text
+        (info,) = led.sessions()
+        assert [e.message.text for e in led.entries(info.scope)] == ["q0", "Reply 1."]
+        assert verify(led).ok

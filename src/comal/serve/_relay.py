@@ -22,6 +22,7 @@ import anyio
 import httpx
 from httpx_sse import EventSource
 
+from ..ledger import LedgerBusy, LedgerUnavailable
 from ._record import Call, Exchange, Recorder, read_reply
 from ._splice import splicer
 from ._stream import accumulator
@@ -96,9 +97,16 @@ class Relay:
                         reply, unparsed = read_reply(acc.reply)
                         exchange = Exchange(200, {}, b"", reply, _ms(started), unparsed=unparsed)
                         meta = {"first_byte_ms": first}
-                        await anyio.to_thread.run_sync(
-                            self.recorder.record, call, turn, exchange, meta
-                        )
+                        try:
+                            await anyio.to_thread.run_sync(
+                                self.recorder.record, call, turn, exchange, meta
+                            )
+                        except (LedgerUnavailable, LedgerBusy) as exc:
+                            # Nothing of the reply was stored (the database went away): the
+                            # client is told in the stream's own error shape, so its retry is
+                            # a first attempt again.
+                            yield stream_error(call.protocol, f"[{exc.code}] {exc}")
+                            return
                     if pending:
                         data = b"".join(pending)
                         if not recorded and _holds_end(call.protocol, data):
