@@ -61,7 +61,7 @@ def ledger_bench(
     from ..tokens import EstimatingCounter, default_counter
     from ._common import STATE
 
-    counts = _writer_counts(writers)
+    counts = _numbers(writers, "--writers", least=1, most=256) if writers else []
     given = STATE.ledger_path
     ledger = [given] if given and parse_target(given).kind == "postgres" else []
     chosen: TokenCounter = EstimatingCounter() if counter == "estimate" else default_counter()
@@ -154,18 +154,19 @@ def _print_ledger(result: Any, rows: list[Any], sizes: list[Any]) -> None:
         out.print(st)
 
 
-def _writer_counts(text: str | None) -> list[int]:
-    if not text:
-        return []
+def _numbers(text: str, option: str, *, least: int, most: int | None = None) -> list[int]:
+    """A comma-separated list of whole numbers (``1,8,32``; ``128_000`` allowed), each from
+    ``least`` to ``most``; anything else is a coded error naming ``option``."""
     try:
-        counts = [int(part) for part in text.split(",") if part.strip()]
+        values = [int(part.replace("_", "")) for part in text.split(",") if part.strip()]
     except ValueError:
+        values = []
+    if not values or min(values) < least or (most is not None and max(values) > most):
+        span = f"from {least:,} to {most:,}" if most is not None else f"of at least {least:,}"
         raise UserError(
-            f"--writers takes whole numbers separated by commas, not {text!r}"
-        ) from None
-    if not counts or any(n < 1 or n > 256 for n in counts):
-        raise UserError(f"--writers takes counts from 1 to 256, not {text!r}")
-    return counts
+            f"{option} takes whole numbers {span} separated by commas (e.g. 1,8,32), not {text!r}"
+        )
+    return values
 
 
 @app.command("context")
@@ -184,7 +185,7 @@ def context_bench(
     Example: comal bench context --entries 2000,20000 --window 128000
     """
     results = []
-    for size in (int(s) for s in entries.split(",")):
+    for size in _numbers(entries, "--entries", least=1):
         with err.status(f"context bench, {size:,} entries") as status:
             results.append(
                 _b().run_context_bench(
@@ -212,16 +213,6 @@ def context_bench(
     out.print(table)
 
 
-def _windows(text: str) -> list[int]:
-    try:
-        values = [int(w.replace("_", "")) for w in text.split(",") if w.strip()]
-    except ValueError:
-        raise UserError(f"--windows {text!r}: give token counts, e.g. 32000,128000") from None
-    if not values or min(values) < 1_000:
-        raise UserError(f"--windows {text!r}: give windows of at least 1,000 tokens")
-    return values
-
-
 @app.command("turn")
 def turn_bench(
     at: Annotated[str, typer.Option(help="Session sizes in turns, comma-separated.")] = "100,5000",
@@ -236,7 +227,7 @@ def turn_bench(
 
     Example: comal bench turn --at 100,5000 --imported 40000
     """
-    sizes = [int(s) for s in at.split(",") if s.strip()]
+    sizes = _numbers(at, "--at", least=1)
     with err.status("turn bench") as status:
         results = _b().run_turn_bench(
             at=sizes, imported=imported, measure=turns, progress=lambda m: status.update(m)
@@ -275,12 +266,7 @@ def recall_bench(
     from ..bench._recall import run_recall
 
     with coded_errors(as_json):
-        try:
-            ks = sorted({int(x) for x in k.split(",") if x.strip()})
-        except ValueError:
-            raise UserError(f"--k {k!r}: give numbers, e.g. 1,5,10") from None
-        if not ks or ks[0] < 1:
-            raise UserError(f"--k {k!r}: give cut-offs of at least 1")
+        ks = sorted(set(_numbers(k, "--k", least=1)))
         with err.status("recall") as status:
             rows = run_recall(transcripts, window=window, ks=ks, progress=status.update)
     runs = [r.as_dict() for r in rows]
@@ -340,7 +326,7 @@ def compare_bench(
     with coded_errors(as_json):
         if not transcripts:
             raise UserError("give transcript files or folders, e.g. comal bench compare runs/")
-        sizes = _windows(windows)
+        sizes = _numbers(windows, "--windows", least=1_000)
         names = [s.strip() for s in strategies.split(",") if s.strip()] if strategies else None
         report_to = None if out_dir is None else Output.prepare(out_dir, "--out", folder=True)
         with err.status("comparing") as status:
@@ -446,15 +432,7 @@ def proxy_bench(
     if concurrency is not None or compare:
         levels: tuple[int, ...] = DEFAULT_CONCURRENCY
         if concurrency is not None:
-            try:
-                levels = tuple(int(c) for c in concurrency.split(",") if c.strip())
-            except ValueError:
-                levels = ()
-            if not levels or min(levels) < 1:
-                raise typer.BadParameter(
-                    "comma-separated client counts, each 1 or more (e.g. 1,8,32,64)",
-                    param_hint="--concurrency",
-                )
+            levels = tuple(_numbers(concurrency, "--concurrency", least=1))
         _proxy_comparison(levels, turns, stream, workers, litellm, litellm_workers, as_json)
         return
 
