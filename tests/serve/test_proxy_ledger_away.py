@@ -26,6 +26,25 @@ def _cut(led: PostgresLedger, dsn: str) -> None:
     pg_execute(dsn, None, f"SELECT pg_terminate_backend({pid})")
 
 
+def _cut_before_recording(app: Any, led: PostgresLedger, dsn: str, at: int) -> list[int]:
+    """Make the real connection end just before the reply to upstream request ``at`` (1-based)
+    is recorded; the list returned counts the cuts made (the attack, mounted)."""
+    recorder = app.state.proxy.recorder
+    record = recorder.record
+    fake_requests: list[int] = []
+    cuts: list[int] = []
+
+    def cut_then_record(*args: Any) -> None:
+        fake_requests.append(1)
+        if len(fake_requests) == at and not cuts:
+            _cut(led, dsn)
+            cuts.append(1)
+        record(*args)
+
+    recorder.record = cut_then_record
+    return cuts
+
+
 def _post(url: str, messages: list[dict[str, Any]]) -> httpx.Response:
     body = {"model": "claude-sonnet-4-5", "max_tokens": 50, "messages": messages}
     headers = {"x-api-key": "sk", "anthropic-version": "2023-06-01", "x-comal-session": "c1"}
@@ -71,17 +90,7 @@ def test_a_reply_that_cannot_be_recorded_is_a_503_and_its_retry_is_stored_once()
     with fresh_schema() as schema, PostgresLedger(dsn, schema=schema) as led:
         with FakeServer(script) as fake:
             app = create_app(ServeConfig(upstream_anthropic=fake.anthropic_base_url), ledger=led)
-            recorder = app.state.proxy.recorder
-            record = recorder.record
-            cuts: list[int] = []
-
-            def cut_then_record(*args: Any) -> None:
-                if len(fake.requests) == 2 and not cuts:
-                    _cut(led, dsn)  # the real connection ends as the second reply is recorded
-                    cuts.append(1)
-                record(*args)
-
-            recorder.record = cut_then_record
+            cuts = _cut_before_recording(app, led, dsn, at=2)
             with ServerThread(app) as server:
                 messages: list[dict[str, Any]] = [{"role": "user", "content": "q0"}]
                 first = _post(server.url, messages)
@@ -112,17 +121,7 @@ def test_a_streamed_reply_that_cannot_be_recorded_ends_in_an_error_event() -> No
     with fresh_schema() as schema, PostgresLedger(dsn, schema=schema) as led:
         with FakeServer(script) as fake:
             app = create_app(ServeConfig(upstream_anthropic=fake.anthropic_base_url), ledger=led)
-            recorder = app.state.proxy.recorder
-            record = recorder.record
-            cuts: list[int] = []
-
-            def cut_then_record(*args: Any) -> None:
-                if not cuts:
-                    _cut(led, dsn)
-                    cuts.append(1)
-                record(*args)
-
-            recorder.record = cut_then_record
+            cuts = _cut_before_recording(app, led, dsn, at=1)
             with ServerThread(app) as server:
                 body = {"model": "claude-sonnet-4-5", "max_tokens": 50, "stream": True,
                         "messages": [{"role": "user", "content": "q0"}]}  # fmt: skip
