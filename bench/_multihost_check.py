@@ -8,17 +8,55 @@ import itertools
 import os
 import subprocess
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from _multihost_agent import TENANT, answer
 
 if TYPE_CHECKING:
-    from multihost_faults import Outcome, Plan
-
     from comal.ledger import LedgerBackend, Scope
 
-__all__ = ["check"]
+__all__ = ["Outcome", "Plan", "check"]
+
+
+@dataclass
+class Plan:
+    url: str
+    cluster: str | None = None
+    agents: int = 8
+    steps: int = 40
+    workers: int = 2
+    clients: int = 4
+    turns: int = 10
+    kills: int = 30
+    restarts: int = 3
+    seed: int = 24
+    timeout: float = 270.0
+    lease_ttl: float = 3.0  # the dag engine's compaction lease, seconds
+    keep: bool = False
+
+
+@dataclass
+class Outcome:
+    """What the run mounted and what the checks found; ``faults`` empty means clean."""
+
+    agent_kills: int = 0
+    worker_kills: int = 0  # SIGKILLs of serve processes: a worker, or the whole server
+    server_kills: int = 0  # of the whole server (its process group), then started again
+    serve_refused: int = 0  # server starts that ended (the database away), started again
+    pg_restarts: int = 0
+    agent_retries: int = 0
+    client_retries: int = 0
+    took: float = 0.0
+    why: collections.Counter[str] = field(default_factory=collections.Counter)
+    samples: dict[str, str] = field(default_factory=dict)  # one message of each kind of error
+    numbers: dict[str, int] = field(default_factory=dict)
+    faults: list[str] = field(default_factory=list)
+
+    @property
+    def kills(self) -> int:
+        return self.agent_kills + self.worker_kills
 
 
 def _key(entry: Any) -> str:

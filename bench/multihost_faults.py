@@ -30,7 +30,6 @@ It restarts the cluster it is given, so give it one of its own (see ``pg_faults.
 from __future__ import annotations
 
 import argparse
-import collections
 import json
 import os
 import queue
@@ -42,7 +41,6 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -51,49 +49,11 @@ sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from _faults import drop_schema, new_schema, restart_pg, url_with_schema
 from _multihost_agent import script
+from _multihost_check import Outcome, Plan, check
 
 AGENT_DRIVER = Path(__file__).with_name("_multihost_agent.py")
 PROXY_MODEL = "claude-sonnet-4-5"
 _WORKER_MIN_AGE_S = 1.5  # the supervisor stops on a worker dying within 1 s of start, twice
-
-
-@dataclass
-class Plan:
-    url: str
-    cluster: str | None = None
-    agents: int = 8
-    steps: int = 40
-    workers: int = 2
-    clients: int = 4
-    turns: int = 10
-    kills: int = 30
-    restarts: int = 3
-    seed: int = 24
-    timeout: float = 270.0
-    lease_ttl: float = 3.0  # the dag engine's compaction lease, seconds
-    keep: bool = False
-
-
-@dataclass
-class Outcome:
-    """What the run mounted and what the checks found; ``faults`` empty means clean."""
-
-    agent_kills: int = 0
-    worker_kills: int = 0  # SIGKILLs of serve processes: a worker, or the whole server
-    server_kills: int = 0  # of the whole server (its process group), then started again
-    serve_refused: int = 0  # server starts that ended (the database away), started again
-    pg_restarts: int = 0
-    agent_retries: int = 0
-    client_retries: int = 0
-    took: float = 0.0
-    why: collections.Counter[str] = field(default_factory=collections.Counter)
-    samples: dict[str, str] = field(default_factory=dict)  # one message of each kind of error
-    numbers: dict[str, int] = field(default_factory=dict)
-    faults: list[str] = field(default_factory=list)
-
-    @property
-    def kills(self) -> int:
-        return self.agent_kills + self.worker_kills
 
 
 # -- the processes ------------------------------------------------------------------------------
@@ -428,7 +388,6 @@ def run(plan: Plan) -> Outcome:
                 if agents is not None:
                     agents.close()
                 serve.close()
-        from _multihost_check import check
 
         check(plan, schema, root, clients.held, out)
     finally:
