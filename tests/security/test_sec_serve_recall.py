@@ -44,6 +44,14 @@ def _recall(name: str, query: str, **more: str) -> dict[str, Any]:
     return {"content": [block], "usage": USAGE}
 
 
+def _recall_script(engine: str) -> tuple[str, list[dict[str, Any]]]:
+    """The engine's recall tool, and A's script: its turns, a recall, the answer, a last turn."""
+    tool = "session_search" if engine == "pipeline" else "ctx_search"
+    script = [*_turns(), _recall(tool, "marker-toolu_3"), {"content": "Hello A.", "usage": USAGE}]
+    script.append({"content": "Done.", "usage": USAGE})
+    return tool, script
+
+
 @contextmanager
 def _serve(led: LedgerBackend, script: list[dict[str, Any]], engine: str) -> Iterator[Any]:
     with FakeServer(script) as fake:
@@ -95,9 +103,7 @@ def test_a_tenants_request_is_answered_while_anothers_recall_runs(
 ) -> None:
     # covers: SCL-2, DAG-7, PIP-1
     led = ledger_store.open()
-    tool = "session_search" if engine == "pipeline" else "ctx_search"
-    script = [*_turns(), _recall(tool, "marker-toolu_3"), {"content": "Hello A.", "usage": USAGE}]
-    script.append({"content": "Done.", "usage": USAGE})
+    tool, script = _recall_script(engine)
     # B's search is held inside its statement, as a query over a large session would be, until
     # the test lets it go; whatever else needs the ledger meanwhile must not wait for it.
     dialect = type(led._dialect)  # type: ignore[attr-defined]
@@ -170,9 +176,7 @@ def test_a_recall_the_database_cuts_off_holds_no_other_tenant(
 ) -> None:
     # covers: SCL-2, DAG-7, PIP-1, LED-5
     led = ledger_store.open()
-    tool = "session_search" if engine == "pipeline" else "ctx_search"
-    script = [*_turns(), _recall(tool, "marker-toolu_3"), {"content": "Hello A.", "usage": USAGE}]
-    script.append({"content": "Done.", "usage": USAGE})
+    tool, script = _recall_script(engine)
     # B's search runs a statement that would never end, in the database: SQLite's progress
     # handler or PostgreSQL's statement_timeout must stop it at the recall's own bound
     # (SEARCH_SECONDS), and the model must be told so with a code. What happens meanwhile is
