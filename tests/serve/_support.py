@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -11,13 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
+import httpx
 import openai
 import pytest
 
 from comal.ledger import SQLiteLedger, open_ledger
 from comal.messages import Message, open_calls, orphan_results
 from comal.serve import ServeConfig, create_app
-from comal.serve._run import ServerThread
+from comal.serve._run import ServerThread, free_port
 from comal.serve._wire import ClientRequest, Protocol, parse_request
 from comal.testing import FakeServer, RecordedRequest
 from comal.tokens import count_messages
@@ -220,3 +225,35 @@ def drive_long_session(url: str, turns: int, *, session: str = "long") -> str:
         result = {"type": "tool_result", "tool_use_id": calls[0]["id"], "content": output}
         messages.append({"role": "user", "content": [result]})
     return sid
+
+
+@contextmanager
+def serve_process(
+    target: str, fake: FakeServer, *options: str
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """``comal serve`` (with ``options``) in a process group of its own on the ledger
+    ``target``, in front of ``fake``: its URL and process once it answers. A process still
+    running when the block ends is stopped with SIGTERM."""
+    port = free_port()
+    env = {**os.environ, "COMAL_LEDGER": target}
+    args = ["serve", "--port", str(port), "--upstream-anthropic", fake.anthropic_base_url]
+    code = "from comal.cli import main; main()"
+    process = subprocess.Popen(
+        [sys.executable, "-c", code, *args, *options], env=env, start_new_session=True
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                httpx.get(f"{url}/api/sessions", timeout=1)
+                break
+            except httpx.HTTPError:
+                assert process.poll() is None, "comal serve exited"
+                assert time.monotonic() < deadline, "comal serve did not start"
+                time.sleep(0.1)
+        yield url, process
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            process.wait(timeout=30)

@@ -10,24 +10,21 @@ checks run on PostgreSQL when ``COMAL_TEST_PG`` is set.
 
 from __future__ import annotations
 
-import os
 import random
-import subprocess
-import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
 import anthropic
-import httpx
 
 from comal.ledger import LedgerBackend, open_ledger, verify
 from comal.serve import ServeConfig, create_app
-from comal.serve._run import ServerThread, free_port
+from comal.serve._run import ServerThread
 from comal.testing import FakeServer
+
+from ._support import serve_process
 
 MODEL = "claude-sonnet-4-5"
 
@@ -52,26 +49,8 @@ def _app_server(opener: Callable[[], LedgerBackend], fake: FakeServer, stack: Ex
 
 @contextmanager
 def _subprocess_server(target: str, fake: FakeServer) -> Iterator[str]:
-    port = free_port()
-    env = {**os.environ, "COMAL_LEDGER": target}
-    args = ["serve", "--port", str(port), "--upstream-anthropic", fake.anthropic_base_url]
-    code = "from comal.cli import main; main()"
-    process = subprocess.Popen([sys.executable, "-c", code, *args], env=env)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                httpx.get(f"{url}/api/sessions", timeout=1)
-                break
-            except httpx.HTTPError:
-                assert process.poll() is None, "comal serve exited"
-                assert time.monotonic() < deadline, "comal serve did not start"
-                time.sleep(0.1)
+    with serve_process(target, fake) as (url, _):
         yield url
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
 
 
 def _conversation(urls: list[str], name: str, turns: int, seed: int) -> list[dict[str, Any]]:

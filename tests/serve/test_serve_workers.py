@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -25,10 +24,10 @@ import httpx
 import pytest
 
 from comal.ledger import open_ledger
-from comal.serve._run import free_port
 from comal.serve._workers import WORKER_HEADER
 from comal.testing import FakeServer
 
+from ._support import serve_process
 from .test_proxy_shared_ledger import MODEL, _check, _script
 
 
@@ -36,28 +35,8 @@ from .test_proxy_shared_ledger import MODEL, _check, _script
 def _workers(
     target: str, fake: FakeServer, n: int
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    port = free_port()
-    env = {**os.environ, "COMAL_LEDGER": target}
-    args = ["serve", "--port", str(port), "--upstream-anthropic", fake.anthropic_base_url]
-    code = "from comal.cli import main; main()"
-    process = subprocess.Popen(
-        [sys.executable, "-c", code, *args, "--workers", str(n)],
-        env=env,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                httpx.get(f"{url}/api/sessions", timeout=1)
-                break
-            except httpx.HTTPError:
-                assert process.poll() is None, "comal serve exited"
-                assert time.monotonic() < deadline, "comal serve did not start"
-                time.sleep(0.1)
+    with serve_process(target, fake, "--workers", str(n)) as (url, process):
         yield url, process
-    finally:
         process.terminate()  # the parent stops its workers
         assert process.wait(timeout=30) == 0
         # No worker outlives its parent: the process group is empty.
