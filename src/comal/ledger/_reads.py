@@ -188,14 +188,13 @@ class Reads(StoreBase):
         (see :mod:`._query`), FTS5 syntax with ``fts``, a regex (RE2) with ``regex``; at most
         ``limit`` (and :data:`MAX_HITS`) hits."""
         check_int(limit=limit)
-        if regex and fts:
-            raise UserError("a search is full-text (fts) or a regex, not both: choose one")
+        mode = _search_mode(regex=regex, fts=fts)
         limit = min(limit, MAX_HITS)
         if limit < 1 or not self._visible(scope):
             return []
-        if regex:
+        if mode == "regex":
             return regex_hits(self._scanned(scope), query, limit)
-        match = match_query(query, "fts" if fts else "phrase")
+        match = match_query(query, mode)
         if match is None:
             return []
         with self._reading() as c:
@@ -222,9 +221,7 @@ class Reads(StoreBase):
     ) -> list[RecallHit]:
         """The session's summaries that hold ``query``: literal words in order by default, FTS5
         syntax with ``fts``, a regex with ``regex``."""
-        if regex and fts:
-            raise UserError("a search is full-text (fts) or a regex, not both: choose one")
-        mode: RecallMode = "regex" if regex else "fts" if fts else "phrase"
+        mode = _search_mode(regex=regex, fts=fts)
         return self.recall_search(scope, query, mode=mode, limit=limit, entries=False)
 
     def recall_search(
@@ -312,3 +309,10 @@ class Reads(StoreBase):
                                           snip, score, s.depth))  # fmt: skip
         hits.sort(key=lambda h: (-h.score, h.kind != "entry", h.seq, h.id))
         return hits[:limit]
+
+
+def _search_mode(*, regex: bool, fts: bool) -> RecallMode:
+    """The mode a search's two flags name (literal words in order when neither is set)."""
+    if regex and fts:
+        raise UserError("a search is full-text (fts) or a regex, not both: choose one")
+    return "regex" if regex else "fts" if fts else "phrase"
