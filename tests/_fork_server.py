@@ -73,7 +73,7 @@ class Zygote:
     """The test's side: starts ``driver`` (a script that calls :func:`serve`), spawns workers
     with a command each and reads what they report, line by line."""
 
-    def __init__(self, driver: Path, stderr: Path) -> None:
+    def __init__(self, driver: Path, stderr: Path, env: dict[str, str] | None = None) -> None:
         self._err = stderr.open("wb")
         self.proc = subprocess.Popen(
             [sys.executable, str(driver)],
@@ -81,6 +81,7 @@ class Zygote:
             stdout=subprocess.PIPE,
             stderr=self._err,
             cwd=driver.parent,
+            env=env,
         )
         self.lines: queue.Queue[str] = queue.Queue()
         self.backlog: list[str] = []

@@ -21,12 +21,9 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import random
 import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -35,6 +32,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
+from _fork_server import Zygote
 from comal.cli import app
 from comal.ledger import open_ledger
 from comal.serve import REPLAY_EVENT
@@ -47,62 +45,6 @@ CLIENTS = 8
 KILLS = 22
 SCRIPT = 3_000  # upstream replies: more than the clients can use in the test's time
 BOUND_S = 150  # the whole test's bound: a hang fails it instead of stalling the suite
-
-
-class Zygote:
-    """The driver: spawns ``comal serve`` workers and reports their lines."""
-
-    def __init__(self, stderr: Path, env: dict[str, str]) -> None:
-        self._err = stderr.open("wb")
-        self.proc = subprocess.Popen(
-            [sys.executable, str(DRIVER)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._err,
-            env=env,
-        )
-        self.lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=self._pump, daemon=True).start()
-        assert self.lines.get(timeout=60) == "ready"
-
-    def _pump(self) -> None:
-        assert self.proc.stdout is not None
-        for raw in self.proc.stdout:
-            self.lines.put(raw.decode(errors="replace").rstrip("\n"))
-
-    def spawn(self, argv: list[str], pause_at: int | None) -> int:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write((json.dumps({"argv": argv, "pause_at": pause_at}) + "\n").encode())
-        self.proc.stdin.flush()
-        while True:
-            line = self.lines.get(timeout=30)
-            if line.startswith("spawned "):
-                return int(line.split()[1])
-
-    def until(self, pid: int, event: str, timeout: float) -> str | None:
-        """The worker's ``event`` line (or its exit), ``None`` when neither came in time."""
-        deadline = time.monotonic() + timeout
-        while (left := deadline - time.monotonic()) > 0:
-            try:
-                line = self.lines.get(timeout=left)
-            except queue.Empty:
-                return None
-            parts = line.split(" ", 2)
-            if parts[0] == "exit" and int(parts[1]) == pid:
-                return f"exit {parts[2]}"
-            if parts[0] == str(pid):
-                assert parts[1] != "failed", line
-                if parts[1] == event:
-                    return event
-        return None
-
-    def close(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        self.proc.wait(timeout=30)
-        assert self.proc.stdout is not None
-        self.proc.stdout.close()
-        self._err.close()
 
 
 def _listening(port: int, pid: int, timeout: float = 30) -> None:
@@ -162,7 +104,7 @@ def test_sigkill_anywhere_then_retries_store_every_reply_once(tmp_path: Path) ->
         argv = ["serve", "--ledger", str(ledger_path), "--port", str(port), "--no-dashboard"]
         argv += ["--upstream-anthropic", fake.anthropic_base_url]
         argv += ["--upstream-openai", fake.openai_base_url]
-        zygote = Zygote(tmp_path / "driver.err", env)
+        zygote = Zygote(DRIVER, tmp_path / "driver.err", env)
         stop = threading.Event()
         clients = []
         for k in range(CLIENTS):
@@ -178,30 +120,30 @@ def test_sigkill_anywhere_then_retries_store_every_reply_once(tmp_path: Path) ->
             while kills < KILLS:
                 # Every other run is held right after a reply is recorded, before delivery.
                 pause = rng.randint(1, 4) if kills % 2 == 0 else None
-                pid = zygote.spawn(argv, pause)
+                pid = zygote.spawn({"argv": argv, "pause_at": pause})
                 _listening(port, pid)
                 if not started:
                     for t in threads:
                         t.start()
                     started = True
                 if pause is not None:
-                    held = zygote.until(pid, "paused", timeout=20)
+                    held, _ = zygote.until(pid, "paused", timeout=20)
                     assert held == "paused", f"run {kills}: {held}"
                     paused_kills += 1
                 else:
                     time.sleep(rng.uniform(0.05, 0.6))
                 os.kill(pid, signal.SIGKILL)
-                assert zygote.until(pid, "never", timeout=30) == f"exit {-signal.SIGKILL}"
+                assert zygote.until(pid, "never", timeout=30) == ("exit", str(-signal.SIGKILL))
                 kills += 1
             # A last run the clients finish their turns on, then stops cleanly.
-            pid = zygote.spawn(argv, None)
+            pid = zygote.spawn({"argv": argv, "pause_at": None})
             _listening(port, pid)
             time.sleep(0.5)
             stop.set()
             for t in threads:
                 t.join(max(1.0, deadline - time.monotonic()))
             os.kill(pid, signal.SIGTERM)
-            assert zygote.until(pid, "never", timeout=30) is not None
+            assert zygote.until(pid, "never", timeout=30)[0] == "exit"
         finally:
             stop.set()
             zygote.close()
