@@ -7,8 +7,9 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -257,3 +258,26 @@ def serve_process(
         if process.poll() is None:
             process.terminate()
             process.wait(timeout=30)
+
+
+def run_conversations(
+    talk: Callable[[str], list[dict[str, Any]]], names: list[str], timeout: float
+) -> dict[str, list[dict[str, Any]]]:
+    """``talk(name)`` for every name at once, each on its own thread: the histories the
+    clients hold, by name. A client's error fails the caller."""
+    held: dict[str, list[dict[str, Any]]] = {}
+    errors: list[BaseException] = []
+
+    def run(name: str) -> None:
+        try:
+            held[name] = talk(name)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(name,)) for name in names]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)
+    assert not errors, errors
+    return held

@@ -11,7 +11,6 @@ checks run on PostgreSQL when ``COMAL_TEST_PG`` is set.
 from __future__ import annotations
 
 import random
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -24,7 +23,7 @@ from comal.serve import ServeConfig, create_app
 from comal.serve._run import ServerThread
 from comal.testing import FakeServer
 
-from ._support import serve_process
+from ._support import run_conversations, serve_process
 
 MODEL = "claude-sonnet-4-5"
 
@@ -92,22 +91,10 @@ def _check(led: LedgerBackend, held: dict[str, list[dict[str, Any]]]) -> None:
 
 
 def _run_all(urls: list[str], conversations: int, turns: int) -> dict[str, list[dict[str, Any]]]:
-    held: dict[str, list[dict[str, Any]]] = {}
-    errors: list[BaseException] = []
+    def talk(name: str) -> list[dict[str, Any]]:
+        return _conversation(urls, name, turns, seed=int(name.split("-")[1]))
 
-    def run(k: int) -> None:
-        try:
-            held[f"conv-{k}"] = _conversation(urls, f"conv-{k}", turns, seed=k)
-        except BaseException as exc:  # reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=run, args=(k,)) for k in range(conversations)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    assert not errors, errors
-    return held
+    return run_conversations(talk, [f"conv-{k}" for k in range(conversations)], 120)
 
 
 def test_one_conversation_interleaved_across_two_processes(tmp_path: Path) -> None:

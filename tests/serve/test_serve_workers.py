@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,7 +26,7 @@ from comal.ledger import open_ledger
 from comal.serve._workers import WORKER_HEADER
 from comal.testing import FakeServer
 
-from ._support import serve_process
+from ._support import run_conversations, serve_process
 from .test_proxy_shared_ledger import MODEL, _check, _script
 
 
@@ -66,22 +65,8 @@ def _conversation(url: str, name: str, turns: int, seen: set[str]) -> list[dict[
 def _run_all(
     url: str, conversations: int, turns: int, seen: set[str], prefix: str = "conv"
 ) -> dict[str, Any]:
-    held: dict[str, list[dict[str, Any]]] = {}
-    errors: list[BaseException] = []
-
-    def run(k: int) -> None:
-        try:
-            held[f"{prefix}-{k}"] = _conversation(url, f"{prefix}-{k}", turns, seen)
-        except BaseException as exc:  # reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=run, args=(k,)) for k in range(conversations)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(180)
-    assert not errors, errors
-    return held
+    names = [f"{prefix}-{k}" for k in range(conversations)]
+    return run_conversations(lambda name: _conversation(url, name, turns, seen), names, 180)
 
 
 def _worker_pids(parent: int) -> list[int]:
