@@ -30,6 +30,20 @@ def say(text: str) -> None:
     os.write(1, (text + "\n").encode())
 
 
+def run_cli(argv: list[str]) -> int:
+    """``comal ARGV`` in this (forked) worker, its stderr dropped (the test checks what the
+    ledger and the workspace hold, not what was printed): its exit status."""
+    from comal.cli import main as comal_main
+
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 2)
+    try:
+        comal_main(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0) if not isinstance(exc.code, str) else 1
+    return 0
+
+
 def serve(work: Callable[[dict[str, Any]], int | None], *, poll: float = 0.002) -> None:
     say("ready")
     sel = selectors.DefaultSelector()

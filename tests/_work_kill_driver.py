@@ -20,9 +20,9 @@ import threading
 import time
 from typing import Any
 
-from _fork_server import say, serve
+import comal.cli  # noqa: F401  (imported once, before the forks)
+from _fork_server import run_cli, say, serve
 from comal.agent import _runtime
-from comal.cli import main as comal_main
 
 
 def _probed(pause_at: int | None, pause_on: str | None) -> None:
@@ -57,14 +57,7 @@ def work(cmd: dict[str, Any]) -> int:
     os.environ.update(cmd["env"])
     _probed(cmd.get("pause_at"), cmd.get("pause_on"))
     say(f"{os.getpid()} started")
-    # Its output is the test's to ignore: the ledger and the workspace are what it checks.
-    null = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(null, 2)
-    try:
-        comal_main(cmd["argv"])
-    except SystemExit as exc:
-        return int(exc.code or 0) if not isinstance(exc.code, str) else 1
-    return 0
+    return run_cli(cmd["argv"])
 
 
 def main() -> None:

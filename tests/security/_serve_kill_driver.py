@@ -25,12 +25,11 @@ import uvicorn  # noqa: F401
 
 import comal.cli._serve
 import comal.serve._app  # noqa: F401
-from comal.cli import main as comal_main
 from comal.serve import _record
 
 # The fork server lives beside the other drivers, one folder up.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from _fork_server import say, serve
+from _fork_server import run_cli, say, serve
 
 
 def _probed(pause_at: int | None) -> None:
@@ -54,14 +53,8 @@ def _probed(pause_at: int | None) -> None:
 
 def work(cmd: dict[str, Any]) -> int:
     _probed(cmd.get("pause_at"))
-    null = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(null, 2)  # uvicorn's log lines are the test's to ignore
     say(f"{os.getpid()} started")
-    try:
-        comal_main(cmd["argv"])
-    except SystemExit as exc:
-        return int(exc.code or 0) if not isinstance(exc.code, str) else 1
-    return 0
+    return run_cli(cmd["argv"])  # uvicorn's log lines are the test's to ignore
 
 
 def main() -> None:
