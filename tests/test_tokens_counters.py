@@ -337,3 +337,89 @@ _ESTIMATOR_TEXT = st.text(
 @given(_ESTIMATOR_TEXT)
 def test_the_estimators_shared_passes_price_exactly_as_documented(text: str) -> None:
     assert EstimatingCounter().count(text) == _reference_estimate(text)
+
+
+# --- the estimator's counts, against their definitions ------------------------------------------
+
+
+def _by_definition(text: str) -> tuple[tuple[int, ...], ContentKind]:
+    """features() and classify() spelled out a character at a time, as docs/counters.md
+    defines them: the oracle for the estimator's bit-lane counting."""
+    import string
+
+    def tally(raw: bytes, alphabet: str) -> int:
+        return sum(1 for b in raw if chr(b) in alphabet)
+
+    def pairs(raw: bytes, pattern: bytes) -> int:  # non-overlapping, left to right
+        found, i = 0, 0
+        while i <= len(raw) - len(pattern):
+            if raw[i : i + len(pattern)] == pattern:
+                found, i = found + 1, i + len(pattern)
+            else:
+                i += 1
+        return found
+
+    raw = text.encode("ascii", "ignore")
+    feats = (
+        len(raw),
+        tally(raw, " "),
+        tally(raw, "\n"),
+        pairs(raw, b"  "),
+        tally(raw, string.punctuation),
+        tally(raw, string.digits),
+        len(text.encode("utf-8")) - len(raw),
+    )
+    sample = text
+    if len(text) > 3 * 1024:
+        mid = len(text) // 2 - 512
+        sample = text[:1024] + text[mid : mid + 1024] + text[-1024:]
+    s_raw, n = sample.encode("ascii", "ignore"), len(sample)
+    kind = ContentKind.PROSE
+    if n and n - len(s_raw) > 0.25 * n:
+        kind = ContentKind.NON_LATIN
+    elif n >= 64 and tally(s_raw, " \n\t") < 0.02 * n and _encoded_by_definition(s_raw):
+        kind = ContentKind.ENCODED
+    elif sample.lstrip()[:1] in ("{", "[") and (b'":' in s_raw or b"':" in s_raw):
+        kind = ContentKind.JSON
+    elif n and (
+        tally(s_raw, "{}()[];=<>_/\\|&*#$+%@^~`") >= 0.05 * n
+        or 4 * (pairs(s_raw, b"\n    ") + pairs(s_raw, b"\n\t")) >= 0.05 * n
+    ):
+        kind = ContentKind.CODE
+    return feats, kind
+
+
+def _encoded_by_definition(raw: bytes) -> bool:
+    import string
+
+    n = len(raw)
+    digits = sum(1 for b in raw if chr(b) in string.digits)
+    if sum(1 for b in raw if chr(b) in string.hexdigits + "x") >= 0.9 * n and digits >= 0.3 * n:
+        return True
+    letters = sum(1 for b in raw if chr(b) in string.ascii_letters)
+    upper = sum(1 for b in raw if chr(b) in string.ascii_uppercase)
+    base64 = sum(1 for b in raw if chr(b) in string.ascii_letters + string.digits + "+/=_-")
+    return base64 >= 0.95 * n and digits >= 0.05 * n and 0.2 * letters <= upper <= 0.8 * letters
+
+
+_CLASS_TEXT = st.text(
+    alphabet=st.sampled_from(list(" \n\t{}[]\":',.;=_/\\0123456789abcdefxXYZ+-é中")), max_size=9000
+) | st.sampled_from(
+    [
+        " " * 17_000,  # longer than a span: the masks grow past their first size
+        "\n    x = 1" * 500,
+        '{"k": [1, 2, 3]}' * 300,
+        "QUJDRGVmZ2hpams0NTY3" * 200,
+        "deadbeef0123" * 300,
+    ]
+)
+
+
+# covers: TOK-2
+@given(_CLASS_TEXT)
+def test_the_estimators_counts_and_kinds_match_their_definitions(text: str) -> None:
+    from comal.tokens._estimate import features
+
+    expected_features, expected_kind = _by_definition(text)
+    assert features(text) == expected_features
+    assert classify(text) is expected_kind
