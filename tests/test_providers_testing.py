@@ -225,3 +225,39 @@ def test_fake_server_unknown_route_and_loopback_only() -> None:
         assert server.requests[0].path == "/v1/embeddings"
     with pytest.raises(RuntimeError, match="not running"):
         _ = server.base_url
+
+
+def test_fake_server_takes_a_client_that_hangs_up_mid_reply_quietly(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    # A client killed half-way through a streamed reply (the fault runs kill serve workers)
+    # leaves FakeServer writing to a reset socket: that is the client's doing, not an error
+    # of the server's to print a traceback for.
+    import socket
+    import struct
+    import threading
+    import time
+
+    body = json.dumps(
+        {"model": "m", "max_tokens": 10, "stream": True,
+         "messages": [{"role": "user", "content": "hi"}]}
+    ).encode()  # fmt: skip
+    with FakeServer([{"content": "x" * 20_000}, {"content": "after"}], chunk=1) as server:
+        before = threading.active_count()
+        host, port = server.base_url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=5) as sock:
+            head = f"POST /v1/messages HTTP/1.1\r\nhost: x\r\ncontent-length: {len(body)}\r\n"
+            sock.sendall(head.encode() + b"anthropic-version: 2023-06-01\r\n\r\n" + body)
+            assert sock.recv(64).startswith(b"HTTP/1.0 200")  # the reply has begun
+            # Close with a reset, as a killed process's socket is: the next write fails.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        deadline = time.monotonic() + 10
+        while threading.active_count() > before and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert threading.active_count() == before  # the handler gave up on the dead client
+        with AnthropicProvider(api_key="k", base_url=server.anthropic_base_url) as provider:
+            reply = provider.request(ModelRequest(model="m", messages=[Message.user("again")]))
+        assert reply.message.text == "after"  # and the server goes on serving
+    assert len(server.requests) == 2
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "BrokenPipe" not in err and "ConnectionReset" not in err

@@ -18,6 +18,7 @@ answers 400 with a message saying so, which the adapters raise as a request erro
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -93,6 +94,13 @@ class _HTTPServer(ThreadingHTTPServer):
     # socketserver's default backlog of 5 makes concurrent clients wait for SYN retries (1 s).
     request_queue_size = 128
     fake: FakeServer
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that hung up mid-reply (killed, or gave up) is not the server's error: the
+        # request is recorded, the reply goes nowhere, and there is nothing to print.
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):
