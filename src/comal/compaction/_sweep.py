@@ -36,7 +36,7 @@ class SweepLimits:
     """The bounds of one sweep: its lease's lifetime, its passes and its deadline. An engine's
     configuration sets them with fields of these names; the defaults hold otherwise."""
 
-    lease_ttl_s: float = 60.0
+    lease_ttl_s: float = 20.0
     max_passes: int = 16
     deadline_s: float = 300.0
 

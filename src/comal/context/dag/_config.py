@@ -63,7 +63,9 @@ class DagConfig(BaseModel):
     max_passes_per_sweep: int = Field(default=16, ge=1, le=1_000)
     sweep_deadline_s: float = Field(default=300.0, gt=0, le=3_600)
     call_timeout_s: float = Field(default=120.0, gt=0, le=3_600)
-    lease_ttl_s: float = Field(default=60.0, ge=1, le=3_600)
+    # Renewed every third of it: 20 s outlives a 10 s wait for SQLite's write lock, and a killed
+    # compactor's successor waits at most that long.
+    lease_ttl_s: float = Field(default=20.0, ge=1, le=3_600)
     max_single_message_ratio: float = Field(default=0.5, gt=0, le=1)
     max_single_message_chars: int = Field(default=100_000, ge=1_000, le=10_000_000)
     counter: Annotated[TokenCounter | None, SkipJsonSchema()] = Field(
