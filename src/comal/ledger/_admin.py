@@ -21,7 +21,7 @@ from ._text import check_text, storable
 OWN_TABLES = frozenset(
     {"sessions", "entries", "requests", "checkpoints", "records", "deletions", "fts_state"}
     | {"entries_fts", "summaries_fts", "schema_migrations", "spend_runs", "spend_minutes"}
-    | {"ledger_meta"}
+    | {"ledger_meta", "fts_pending"}
 )
 
 

@@ -6,8 +6,8 @@ different machines may share a ledger: appends lock their session row, so sequen
 its secret is ``COMAL_LEDGER_SECRET`` (or ``secret=``), the same for every process.
 
 PostgreSQL's dialect: row locks (``FOR UPDATE``), advisory locks for writers of a name and for
-the session lock, search vectors written with each entry and summary (``_postgres_fts``), and
-``amcheck`` as the database's own check.
+the session lock, search vectors (``_postgres_fts``: an entry's are made by the next search of its
+session, ``_postgres_index``), and ``amcheck`` as the database's own check.
 """
 
 from __future__ import annotations
@@ -15,35 +15,33 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 from psycopg import sql
 
 from ..errors import LedgerError
-from ..messages import load_json, message_from_json, sha256_hex
 from ..tokens import TokenCounter
-from ._bodies import unpack
 from ._db import Db
-from ._dialect import insert_many, lock_key
+from ._dialect import lock_key
 from ._errors import LedgerBadTarget, LedgerReadOnly, LedgerTimeout, MemorySearchTimeout
 from ._ledger import Store
 from ._model import Scope
 from ._pg_lock import DEFAULT_TTL_S, PgSessionLock
 from ._postgres_fts import fts_query, search_vectors
+from ._postgres_index import (
+    SOURCES,
+    catch_up,
+    insert_vectors,
+    pending_among,
+    queue_entries,
+    sound_texts,
+)
 from ._postgres_open import PgDialectBase, connect, prepare, reconnect
 from ._seal import Keying, Secret
 from ._target import parse_target
 
 __all__ = ["PostgresLedger"]
-
-# Each full-text table: the table its rows index, and the column naming the row.
-_SOURCES = {
-    "entries_fts": ("entries", "entry_id"),
-    "summaries_fts": ("records", "record_id"),
-    "summaries_text_fts": ("summaries", "summary_id"),
-    "memories_fts": ("memories", "memory_id"),
-}
 
 
 class PostgresDialect(PgDialectBase):
@@ -66,17 +64,10 @@ class PostgresDialect(PgDialectBase):
     def index_text(
         self, db: Db, table: str, session: str, texts: Iterable[tuple[int, str]]
     ) -> None:
-        rows = [
-            (ref, k, session, vector)
-            for ref, text in texts
-            for k, vector in enumerate(search_vectors(text))
-        ]
-        insert_many(
-            db,
-            f"INSERT INTO {table} ({_SOURCES[table][1]}, chunk, session_id, tsv) VALUES {{}}",
-            "(?, ?, ?, ?::tsvector)",
-            rows,
-        )
+        if table == "entries_fts":  # queued: the next search of the session indexes them
+            queue_entries(db, session, texts)
+        else:
+            insert_vectors(db, table, session, texts)
 
     def ranked(
         self, db: Db, table: str, scope: Scope, query: str, limit: int
@@ -84,7 +75,9 @@ class PostgresDialect(PgDialectBase):
         tsquery = fts_query(query)
         if tsquery is None:
             return []
-        ref = _SOURCES[table][1]
+        if table == "entries_fts":
+            catch_up(db, "session_id = ?", (scope.session,))
+        ref = SOURCES[table][1]
         rows = db.execute(
             f"SELECT {ref}, max(ts_rank(tsv, %(q)s::tsquery)) AS r FROM {table}"
             f" WHERE session_id = %(s)s AND tsv @@ %(q)s::tsquery GROUP BY {ref}"
@@ -108,8 +101,10 @@ class PostgresDialect(PgDialectBase):
         tsquery = fts_query(query)
         if tsquery is None:
             return []
-        ref = _SOURCES[table][1]
+        ref = SOURCES[table][1]
         if table == "entries_fts":
+            catch_up(db, "session_id IN (SELECT id FROM sessions WHERE tenant = ? AND agent = ?)",
+                     (tenant, agent))  # fmt: skip
             scoped = " JOIN sessions s ON s.id = f.session_id WHERE s.tenant = %(t)s"
             scoped += " AND s.agent = %(a)s AND f.session_id IS DISTINCT FROM %(x)s"
         else:
@@ -137,27 +132,31 @@ class PostgresDialect(PgDialectBase):
 
     def rebuild_search_index(self, db: Db) -> None:
         """Recompute every entry's and summary record's search vectors from the stored text."""
+        db.execute("DELETE FROM fts_pending")  # every entry is indexed below
         for table in ("entries_fts", "summaries_fts"):
             db.execute(f"DELETE FROM {table}")
             by_session: dict[str, list[tuple[Any, ...]]] = {}
             for r in db.execute(_sound_rows(table, "session_id")).fetchall():
                 by_session.setdefault(r[1], []).append((r[0], r[2], r[3]))
             for session, found in by_session.items():
-                self.index_text(db, table, session, _texts(found, table))
+                insert_vectors(db, table, session, sound_texts(found, table))
 
     def search_check(self, db: Db) -> list[str]:
         """Each entry's and summary record's stored search vectors against those its text gives
         now, both through PostgreSQL's own tsvector text form so they compare."""
         problems: list[str] = []
         for table in ("entries_fts", "summaries_fts"):
-            ref, bad, after = _SOURCES[table][1], 0, -1
+            ref, bad, after = SOURCES[table][1], 0, -1
             while True:
                 with db.reading() as c:
                     rows = c.execute(_sound_rows(table, None, page=True), (after,)).fetchall()
                     if not rows:
                         break
                     after = rows[-1][0]
-                    texts = _texts(rows, table)
+                    texts = sound_texts(rows, table)
+                    if table == "entries_fts":  # a queued entry has no vectors yet
+                        queued = pending_among(c, [i for i, _ in texts])
+                        texts = [(i, t) for i, t in texts if i not in queued]
                     fresh = [(i, k, v) for i, t in texts for k, v in enumerate(search_vectors(t))]
                     stored = c.execute(
                         f"SELECT {ref}, chunk, tsv::text FROM {table} WHERE {ref} = ANY(%s)"
@@ -219,32 +218,13 @@ class PostgresDialect(PgDialectBase):
 
 
 def _sound_rows(table: str, extra: str | None, *, page: bool = False) -> str:
-    source = _SOURCES[table][0]
+    source = SOURCES[table][0]
     cols = "id, " + (f"{extra}, " if extra else "") + "digest, body"
     where = ["table_name = 'summary'"] if source == "records" else []
     if page:
         where.append("id > %s")
     clause = f" WHERE {' AND '.join(where)}" if where else ""
     return f"SELECT {cols} FROM {source}{clause} ORDER BY id" + (" LIMIT 500" if page else "")
-
-
-def _texts(rows: Sequence[tuple[Any, ...]], table: str) -> list[tuple[int, str]]:
-    """(id, text) of sound (id, digest, body) rows; damaged ones are verify's to report."""
-    out: list[tuple[int, str]] = []
-    for row_id, digest, stored in rows:
-        body = unpack(stored)
-        if not isinstance(body, str) or sha256_hex(body) != digest:
-            continue
-        try:
-            if table == "entries_fts":
-                text = message_from_json(body).text
-            else:
-                value = load_json(body).get("text")
-                text = value if isinstance(value, str) else ""
-        except Exception:  # does not decode: verify reports it
-            continue
-        out.append((int(row_id), text))
-    return out
 
 
 class PostgresLedger(Store):
@@ -289,6 +269,11 @@ class PostgresLedger(Store):
             raise
         db.reopen = lambda: reconnect(url, target, parsed.password, schema)
         super().__init__(db, keying, counter)
+
+    def index_text(self) -> int:
+        """Index every queued entry now; returns how many (a search indexes its own sessions'
+        first, so this is only for warming the index ahead of searches)."""
+        return catch_up(self._db, "TRUE", ())
 
     def session_lock(self, scope: Scope, *, ttl: float = DEFAULT_TTL_S) -> PgSessionLock:
         """Take the session's lock (RES-2, SCL-1): an advisory lock on a connection of its own

@@ -148,8 +148,9 @@ CREATE INDEX {table}_tsv ON {table} USING GIN (tsv);
 """ + "".join(extra)
 
 
-# PostgreSQL indexes an entry in the append's own transaction: concurrent writers commit
-# identity ids out of order, and a trailing high-water mark could skip an entry forever.
+# PostgreSQL's entries index cannot trail a high-water mark as SQLite's does: concurrent writers
+# commit identity ids out of order, and such a mark could skip an entry forever. Entries were
+# indexed in the append's own transaction until 0010 queued them instead (fts_pending).
 _INITIAL_POSTGRES = _pg_text_index(
     "entries_fts",
     "entry_id",
@@ -379,6 +380,16 @@ CREATE TABLE session_locks (
 );
 """
 
+# PostgreSQL's entries wait here for the next search of their session to index them
+# (_postgres_index: a queue, where SQLite's fts_state is a high-water mark).
+_SEARCH_BACKLOG_POSTGRES = """
+CREATE TABLE fts_pending (
+    entry_id BIGINT PRIMARY KEY REFERENCES entries(id) ON DELETE CASCADE,
+    session_id TEXT COLLATE "C" NOT NULL
+);
+CREATE INDEX fts_pending_session ON fts_pending (session_id, entry_id);
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_initial", _INITIAL, _INITIAL_SQLITE, _INITIAL_POSTGRES),
     Migration("0002_proxy_keys", KEYS_DDL),
@@ -405,5 +416,6 @@ MIGRATIONS: tuple[Migration, ...] = (
         _BODY_CODEC.format(codec="toast"),
     ),
     Migration("0009_session_locks", _SESSION_LOCKS),
+    Migration("0010_search_backlog", "", "", _SEARCH_BACKLOG_POSTGRES),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
