@@ -248,31 +248,27 @@ class Sessions(StoreBase):
     ) -> list[Entry]:
         """Append one step atomically. ``join_step`` adds messages (tool results arriving later)
         to the session's latest step instead of opening a new one."""
+        step = StepInput(messages, (usage,) if usage else (), created_at)
+        # Checked and prepared (encoded, counted, compressed) before the write lock is taken:
+        # most of an append's work is there, and other writers need not wait for it.
+        prepared = self._prepare([step], join_step)
         with self.atomic() as c:
-            return self._append_step(
-                c,
-                scope,
-                StepInput(messages, (usage,) if usage else (), created_at),
-                join_step=join_step,
-            )
+            return self._append_many(c, scope, [step], join_step, prepared)[0]
 
     def append_steps(self, scope: Scope, steps: Iterable[StepInput]) -> int:
         """Append many steps in one transaction (imports), all or nothing; returns entries."""
+        batch = list(steps)
+        prepared = self._prepare(batch, None)
         with self.atomic() as c:
-            return sum(len(out) for out in self._append_many(c, scope, list(steps), None))
+            return sum(len(out) for out in self._append_many(c, scope, batch, None, prepared))
 
     def _append_step(
         self, c: Db, scope: Scope, step: StepInput, *, join_step: int | None
     ) -> list[Entry]:
-        return self._append_many(c, scope, [step], join_step)[0]
+        return self._append_many(c, scope, [step], join_step, self._prepare([step], join_step))[0]
 
-    def _append_many(
-        self, c: Db, scope: Scope, steps: Sequence[StepInput], join_step: int | None
-    ) -> list[list[Entry]]:
-        """Steps appended in the caller's transaction: the session's row is read and moved on
-        once for all of them, and their entries go in by multi-row INSERTs."""
-        if not steps:
-            return []
+    def _prepare(self, steps: Sequence[StepInput], join_step: int | None) -> list[Prepared]:
+        """The steps' messages checked and prepared to store (no database work)."""
         check_int(join_step=join_step)
         for step in steps:
             if not step.messages:
@@ -282,6 +278,24 @@ class Sessions(StoreBase):
                 _check_usage(u)
             if step.created_at is not None:
                 check_text(created_at=step.created_at)
+        messages = [m for step in steps for m in step.messages]
+        if len(steps) > 1 and self._packs:
+            return prepare_many(self.counter, messages, packs=True)
+        return [prepare(self.counter, m, packs=self._packs) for m in messages]
+
+    def _append_many(
+        self,
+        c: Db,
+        scope: Scope,
+        steps: Sequence[StepInput],
+        join_step: int | None,
+        prepared: Sequence[Prepared],
+    ) -> list[list[Entry]]:
+        """Steps (checked and prepared by :meth:`_prepare`) appended in the caller's
+        transaction: the session's row is read and moved on once for all of them, and their
+        entries go in by multi-row INSERTs."""
+        if not steps:
+            return []
         next_seq, _status, last_step, head, head_seal = self._require(scope, lock=True)
         if self._heads.get(scope.session) != (next_seq, head, head_seal):
             check_head(self._sealer, scope.session, next_seq, head, head_seal)
@@ -292,13 +306,6 @@ class Sessions(StoreBase):
                 f"can only join the latest step ({last_step}) of session {scope.session}, "
                 f"not {join_step}"
             )
-        messages = [m for step in steps for m in step.messages]
-        many = len(steps) > 1 and self._packs
-        prepared = (
-            prepare_many(self.counter, messages, packs=True)
-            if many
-            else [prepare(self.counter, m, packs=self._packs) for m in messages]
-        )
         stamp = now()
         rows, placed = [], []  # placed: (first seq, step seq, created, its prepared messages)
         k = 0

@@ -64,7 +64,8 @@ EVIDENCE_REF_OVERHEAD = 16
 @runtime_checkable
 class TokenCounter(Protocol):
     """Anything that counts the tokens of a string. ``name`` identifies the method (it belongs
-    in a configuration digest: changing the counter changes every estimate)."""
+    in a configuration digest: changing the counter changes every estimate). ``count`` may be
+    called from several threads at once (a ledger counts an append before its write lock)."""
 
     name: str
 
