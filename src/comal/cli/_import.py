@@ -22,6 +22,7 @@ from ..errors import ComalError, ImportFormatError
 
 if TYPE_CHECKING:
     from ..importers import StoredSession
+    from ..ledger import LedgerBackend
 from ..safe_text import safe
 from ._common import JsonOpt, coded_errors, emit_json, err, ledger, out
 
@@ -118,6 +119,54 @@ def _coded(exc: ComalError) -> str:
     return escape(f"[{exc.code}] {safe(str(exc))}")
 
 
+def _report_skipped(path: Path, skip: ImportFormatError, as_json: bool) -> None:
+    if as_json:
+        emit_json({"path": str(path), "skipped": {"code": skip.code, "message": str(skip)}})
+    else:
+        err.print(
+            f"[yellow]skipped[/] {_coded(skip)} (not a transcript; --strict makes this an error)",
+            soft_wrap=True,
+        )
+
+
+def _import_file(
+    led: LedgerBackend,
+    path: Path,
+    format: str,
+    lenient: bool,
+    tenant: str,
+    agent: str | None,
+    summary: Summary,
+    as_json: bool,
+) -> None:
+    """One file into the ledger (one transaction), reported; a failure is counted, not raised."""
+    from ..importers import load, store
+
+    try:
+        stored = store(led, load(path, format, lenient=lenient), tenant=tenant, agent=agent)
+    except ComalError as exc:
+        summary.failed += 1
+        if as_json:
+            emit_json({"path": str(path), "error": {"code": exc.code, "message": str(exc)}})
+        else:
+            err.print(f"[red]failed[/] {_coded(exc)}", soft_wrap=True)
+        return
+    summary.add(stored)
+    for s in stored:
+        if as_json:
+            emit_json(s.as_dict())
+        else:
+            verb = "imported" if s.created else "already imported"
+            shown = escape(safe(f"{s.path} → {s.session}"))
+            out.print(
+                f"{verb} {shown} ({s.format}: {s.entries} entries, {s.tool_calls} calls, "
+                f"{s.tool_results} results, {s.usages} usages)",
+                soft_wrap=True,
+            )
+        for w in s.warnings:
+            err.print(f"[yellow]warning[/] {escape(safe(w))}", soft_wrap=True)
+
+
 @app.command("import")
 def import_cmd(
     paths: Annotated[
@@ -154,8 +203,6 @@ def import_cmd(
 
     Example: comal import ~/.claude/projects --lenient
     """
-    from ..importers import load, store
-
     files, empty = collect(paths)
     summary = Summary(files=len(files))
     for folder in empty:
@@ -179,42 +226,9 @@ def import_cmd(
             skip = not_a_transcript(path, format) if walked and not strict else None
             if skip is not None:
                 summary.skipped += 1
-                if as_json:
-                    emit_json(
-                        {"path": str(path), "skipped": {"code": skip.code, "message": str(skip)}}
-                    )
-                else:
-                    err.print(
-                        f"[yellow]skipped[/] {_coded(skip)} (not a transcript; --strict makes "
-                        "this an error)",
-                        soft_wrap=True,
-                    )
-                progress.advance(task)
-                continue
-            try:
-                stored = store(led, load(path, format, lenient=lenient), tenant=tenant, agent=agent)
-            except ComalError as exc:
-                summary.failed += 1
-                if as_json:
-                    emit_json({"path": str(path), "error": {"code": exc.code, "message": str(exc)}})
-                else:
-                    err.print(f"[red]failed[/] {_coded(exc)}", soft_wrap=True)
-                progress.advance(task)
-                continue
-            summary.add(stored)
-            for s in stored:
-                if as_json:
-                    emit_json(s.as_dict())
-                else:
-                    verb = "imported" if s.created else "already imported"
-                    shown = escape(safe(f"{s.path} → {s.session}"))
-                    out.print(
-                        f"{verb} {shown} ({s.format}: {s.entries} entries, {s.tool_calls} calls, "
-                        f"{s.tool_results} results, {s.usages} usages)",
-                        soft_wrap=True,
-                    )
-                for w in s.warnings:
-                    err.print(f"[yellow]warning[/] {escape(safe(w))}", soft_wrap=True)
+                _report_skipped(path, skip, as_json)
+            else:
+                _import_file(led, path, format, lenient, tenant, agent, summary, as_json)
             progress.advance(task)
     if as_json:
         emit_json({"summary": asdict(summary)})
