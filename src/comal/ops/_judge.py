@@ -114,35 +114,10 @@ class Judge:
         def refuse(rule: str, reason: str, op: Operation | None = None) -> Judgment:
             return Judgment(call, actor, surface, Decision.deny(rule, reason), digest, op)
 
-        if surface == "model" and is_human_control(call.name):
-            return refuse(
-                "audience:human",
-                f"{call.name!r} is a human control (model, effort, mode, name, login); "
-                "the model cannot propose it. Ask the user to change it",
-                self.registry.get(call.name),
-            )
-        op = self.registry.get(call.name)
-        if op is None:
-            names = ", ".join(o.name for o in self.registry.for_surface(surface))
-            return refuse(
-                "contract:unknown-operation",
-                f"no operation named {call.name!r}; the {surface} surface offers: {names}",
-            )
-        if surface not in op.surfaces or (surface == "model" and op.audience == "human"):
-            return refuse(f"surface:{surface}", f"{op.name} is not offered on {surface}", op)
-        if op.audience == "human" and not actor.human:
-            return refuse("audience:human", f"only a user or operator may run {op.name}", op)
-        if offered is not None:
-            seen = offered.contract(op.name)
-            if seen is None:
-                return refuse("contract:not-offered", f"{op.name} was not in the catalog", op)
-            if seen != op.contract:
-                return refuse(
-                    "contract:stale",
-                    f"{op.name}'s contract changed since the catalog was offered ({seen} -> "
-                    f"{op.contract}); propose again against the current catalog",
-                    op,
-                )
+        admitted = self._admit(call.name, actor, surface, offered)
+        if isinstance(admitted, tuple):
+            return refuse(*admitted, self.registry.get(call.name))
+        op = admitted
         args, problem = self._validate(op, call)
         if args is None:
             return refuse("contract:arguments", problem, op)
@@ -164,21 +139,7 @@ class Judge:
         if subject is not None and op.subject_kind == "path" and subject in located:
             subject = located[subject]
         decision = self.policy.decide(op, args, self.settings.mode, subject=subject)
-        sandbox = self._sandbox() if self._sandbox is not None and op.sandboxed else None
-        unboxed = sandbox is not None and sandbox.refuses_unapproved
-        if unboxed and decision.action == "allow" and sandbox is not None:
-            decision = Decision.deny(
-                "sandbox:unavailable",
-                f"{op.name} runs in the OS sandbox and this machine has none "
-                f"({sandbox.status.reason}) [SANDBOX_UNAVAILABLE]; a human may approve the call "
-                "to run it unsandboxed, or the operator may set sandbox.allow_unsandboxed",
-            )
-        elif unboxed and decision.action == "ask":
-            decision = Decision.ask(
-                decision.rule,
-                f"{decision.reason or 'approval required'}; there is no OS sandbox here, so "
-                "approving runs it unsandboxed",
-            )
+        decision = self._under_sandbox(op, decision)
         approval: Approval | None = None
         if decision.action == "ask":
             change = None
@@ -200,6 +161,62 @@ class Judge:
             effects,
             located,
         )
+
+    def _admit(
+        self, name: str, actor: Actor, surface: Surface, offered: Catalog | None
+    ) -> Operation | tuple[str, str]:
+        """The operation named, or (rule, reason) when it may not be proposed at all: a human
+        control from the model, an unknown operation, the wrong surface or audience, or a
+        catalog it was not offered in (or that has changed since)."""
+        op = self.registry.get(name)
+        if surface == "model" and is_human_control(name):
+            return (
+                "audience:human",
+                f"{name!r} is a human control (model, effort, mode, name, login); "
+                "the model cannot propose it. Ask the user to change it",
+            )
+        if op is None:
+            names = ", ".join(o.name for o in self.registry.for_surface(surface))
+            return (
+                "contract:unknown-operation",
+                f"no operation named {name!r}; the {surface} surface offers: {names}",
+            )
+        if surface not in op.surfaces or (surface == "model" and op.audience == "human"):
+            return (f"surface:{surface}", f"{op.name} is not offered on {surface}")
+        if op.audience == "human" and not actor.human:
+            return ("audience:human", f"only a user or operator may run {op.name}")
+        if offered is not None:
+            seen = offered.contract(op.name)
+            if seen is None:
+                return ("contract:not-offered", f"{op.name} was not in the catalog")
+            if seen != op.contract:
+                return (
+                    "contract:stale",
+                    f"{op.name}'s contract changed since the catalog was offered ({seen} -> "
+                    f"{op.contract}); propose again against the current catalog",
+                )
+        return op
+
+    def _under_sandbox(self, op: Operation, decision: Decision) -> Decision:
+        """The policy's decision where the operation runs in an OS sandbox this machine lacks:
+        an allow becomes a denial a human may override, an ask says what approving means."""
+        sandbox = self._sandbox() if self._sandbox is not None and op.sandboxed else None
+        if sandbox is None or not sandbox.refuses_unapproved:
+            return decision
+        if decision.action == "allow":
+            return Decision.deny(
+                "sandbox:unavailable",
+                f"{op.name} runs in the OS sandbox and this machine has none "
+                f"({sandbox.status.reason}) [SANDBOX_UNAVAILABLE]; a human may approve the call "
+                "to run it unsandboxed, or the operator may set sandbox.allow_unsandboxed",
+            )
+        if decision.action == "ask":
+            return Decision.ask(
+                decision.rule,
+                f"{decision.reason or 'approval required'}; there is no OS sandbox here, so "
+                "approving runs it unsandboxed",
+            )
+        return decision
 
     def _validate(self, op: Operation, call: ToolCall) -> tuple[BaseModel | None, str]:
         if call.call_type != "function":
