@@ -290,84 +290,97 @@ class SessionBuilder:
         A call id used again by a later step (SWE-agent replays reuse them) is renamed
         ``<id>__<n>``, with its result, so an id names one pair in the session.
         """
-        lenient = self.faults.lenient
-        out: list[int | ToolResult] = []
-        waiting: list[tuple[str, ToolCall, At]] = []  # (id as written, call, where), in order
-        deferred: list[int] = []
-        used: set[str] = set()
-        answered: set[str] = set()
-        reordered = renamed = 0
-
-        def close(final: bool) -> None:
-            for _, call, at in waiting:
-                what = f"tool call {call.id!r} ({call.name})"
-                if not lenient and not final:
-                    raise self.faults.fatal(
-                        f"{what} has no result but the transcript goes on. Import with "
-                        "--lenient to close it as interrupted",
-                        at=at,
-                        advice=None,
-                    )
-                if lenient:
-                    self.faults.closed(f"closed {what}: no result was recorded", at=at)
-                    out.append(ToolResult(call.id, INTERRUPTED, is_error=True))
-            if lenient:
-                waiting.clear()
-            out.extend(deferred)
-            deferred.clear()
-
+        settle = _Settle(self.faults, self._call_at)
         for i, d in enumerate(self._drafts):
             if d.role is Role.TOOL:
-                result = d.parts[0]
-                assert isinstance(result, ToolResult)
-                match = next((w for w in waiting if w[0] == result.call_id), None)
-                if match is not None:
-                    waiting.remove(match)
-                    if match[1].id != result.call_id:
-                        d.parts[0] = replace(result, call_id=match[1].id)
-                    answered.add(match[1].id)
-                    out.append(i)
-                    if not waiting:
-                        out.extend(deferred)
-                        deferred.clear()
-                    continue
-                cid = result.call_id
-                reason = (
-                    f"a second result for tool call {cid!r}"
-                    if cid in answered
-                    else f"tool result for unknown call {cid!r}"
-                )
-                if not lenient:
-                    raise self.faults.fatal(
-                        f"{reason}. Import with --lenient to keep it unpaired",
-                        at=d.at,
-                        advice=None,
-                    )
-                self.faults.repaired(f"kept unpaired: {reason}", at=d.at)
-                (deferred if waiting else out).append(i)
+                settle.result(i, d)
             elif d.role is Role.ASSISTANT:
-                if waiting:
-                    close(final=False)
-                out.append(i)
-                for k, part in enumerate(d.parts):
-                    if not isinstance(part, ToolCall):
-                        continue
-                    at = self._call_at.get(id(part), d.at)
-                    call = part
-                    n = 1
-                    while call.id in used:
-                        n += 1
-                        call = replace(part, id=f"{part.id}__{n}")
-                    if call is not part:
-                        d.parts[k] = call
-                        renamed += 1
-                    used.add(call.id)
-                    waiting.append((part.id, call, at))
-            elif waiting:
-                deferred.append(i)
-                reordered += 1
+                settle.assistant(i, d)
+            elif settle.waiting:
+                settle.deferred.append(i)
+                settle.reordered += 1
             else:
-                out.append(i)
-        still_open = [] if lenient else [call.id for _, call, _ in waiting]
-        close(final=True)
-        return out, still_open, reordered, renamed
+                settle.out.append(i)
+        still_open = [] if self.faults.lenient else [call.id for _, call, _ in settle.waiting]
+        settle.close(final=True)
+        return settle.out, still_open, settle.reordered, settle.renamed
+
+
+class _Settle:
+    """The walk of :meth:`SessionBuilder._settle`: where each draft goes, and what is open."""
+
+    def __init__(self, faults: Faults, call_at: dict[int, At]) -> None:
+        self.faults, self.call_at = faults, call_at
+        self.out: list[int | ToolResult] = []
+        self.waiting: list[tuple[str, ToolCall, At]] = []  # (id as written, call, where)
+        self.deferred: list[int] = []
+        self.used: set[str] = set()
+        self.answered: set[str] = set()
+        self.reordered = self.renamed = 0
+
+    def close(self, *, final: bool) -> None:
+        """The calls still waiting: damage before a later step (strict raises), closed with an
+        error result when lenient; then what was deferred behind them."""
+        lenient = self.faults.lenient
+        for _, call, at in self.waiting:
+            what = f"tool call {call.id!r} ({call.name})"
+            if not lenient and not final:
+                raise self.faults.fatal(
+                    f"{what} has no result but the transcript goes on. Import with "
+                    "--lenient to close it as interrupted",
+                    at=at,
+                    advice=None,
+                )
+            if lenient:
+                self.faults.closed(f"closed {what}: no result was recorded", at=at)
+                self.out.append(ToolResult(call.id, INTERRUPTED, is_error=True))
+        if lenient:
+            self.waiting.clear()
+        self.out.extend(self.deferred)
+        self.deferred.clear()
+
+    def result(self, i: int, d: _Draft) -> None:
+        result = d.parts[0]
+        assert isinstance(result, ToolResult)
+        match = next((w for w in self.waiting if w[0] == result.call_id), None)
+        if match is not None:
+            self.waiting.remove(match)
+            if match[1].id != result.call_id:
+                d.parts[0] = replace(result, call_id=match[1].id)
+            self.answered.add(match[1].id)
+            self.out.append(i)
+            if not self.waiting:
+                self.out.extend(self.deferred)
+                self.deferred.clear()
+            return
+        cid = result.call_id
+        reason = (
+            f"a second result for tool call {cid!r}"
+            if cid in self.answered
+            else f"tool result for unknown call {cid!r}"
+        )
+        if not self.faults.lenient:
+            raise self.faults.fatal(
+                f"{reason}. Import with --lenient to keep it unpaired", at=d.at, advice=None
+            )
+        self.faults.repaired(f"kept unpaired: {reason}", at=d.at)
+        (self.deferred if self.waiting else self.out).append(i)
+
+    def assistant(self, i: int, d: _Draft) -> None:
+        if self.waiting:
+            self.close(final=False)
+        self.out.append(i)
+        for k, part in enumerate(d.parts):
+            if not isinstance(part, ToolCall):
+                continue
+            at = self.call_at.get(id(part), d.at)
+            call = part
+            n = 1
+            while call.id in self.used:
+                n += 1
+                call = replace(part, id=f"{part.id}__{n}")
+            if call is not part:
+                d.parts[k] = call
+                self.renamed += 1
+            self.used.add(call.id)
+            self.waiting.append((part.id, call, at))
