@@ -152,7 +152,40 @@ def run_bash(
     assert proc.stdout is not None and proc.stderr is not None
     out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
     spools = {out_fd: Spool(output_cap), err_fd: Spool(output_cap)}
-    deadline = start + timeout
+    timed_out, group_killed, swept = _supervise(proc, spools, start + timeout, marker, sandboxed)
+    proc.stdout.close()
+    proc.stderr.close()
+    code = proc.returncode
+    sandbox_error = None
+    if status_read is not None:
+        sandbox_error = _sandbox_failure(status_read, spools[err_fd], code)
+    out = spools[out_fd].finish()
+    err = spools[err_fd].finish()
+    return BashRun(
+        out.data,
+        err.data,
+        None if timed_out else code,
+        timed_out,
+        group_killed,
+        time.monotonic() - start,
+        out,
+        err,
+        sandboxed,
+        sandbox_error,
+        swept,
+    )
+
+
+def _supervise(
+    proc: subprocess.Popen[bytes],
+    spools: dict[int, Spool],
+    deadline: float,
+    marker: str,
+    sandboxed: bool,
+) -> tuple[bool, bool, int]:
+    """Read the shell's pipes until it ends or ``deadline`` passes, then kill what it left
+    running; (timed out, its process group was killed, stray processes swept by marker)."""
+    assert proc.stdout is not None and proc.stderr is not None
     timed_out = False
     with selectors.DefaultSelector() as sel:
         sel.register(proc.stdout, selectors.EVENT_READ)
@@ -181,27 +214,7 @@ def run_bash(
         until = time.monotonic() + _GRACE
         while sel.get_map() and time.monotonic() < until:
             _pump(sel, spools, 0.05)
-    proc.stdout.close()
-    proc.stderr.close()
-    code = proc.returncode
-    sandbox_error = None
-    if status_read is not None:
-        sandbox_error = _sandbox_failure(status_read, spools[err_fd], code)
-    out = spools[out_fd].finish()
-    err = spools[err_fd].finish()
-    return BashRun(
-        out.data,
-        err.data,
-        None if timed_out else code,
-        timed_out,
-        group_killed,
-        time.monotonic() - start,
-        out,
-        err,
-        sandboxed,
-        sandbox_error,
-        swept,
-    )
+    return timed_out, group_killed, swept
 
 
 def _pump(sel: selectors.BaseSelector, spools: dict[int, Spool], wait: float) -> None:
