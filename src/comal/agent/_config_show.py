@@ -116,84 +116,108 @@ def explain_config(
     window_flag = given.pop("context_window", None)
     if given:
         config = config.merged(given)
-    from_env = env_overrides(env)
-    variables = {key: var for var, key in ENV_KEYS.items()} | {"tenant": "COMAL_TENANT"}
-    name = agent or config.agent
-    profile = config.agents.get(name)
-    out: list[Setting] = []
+    ex = _Explain(config, data, given, env, agent or config.agent)
+    ex.simple()
+    ex.window(window_flag)
+    ex.engine()
+    ex.spend_and_cache()
+    ex.policy()
+    ex.add("agents", sorted(config.agents), *ex.source_of("agents"), None)
+    return path, ex.out
 
-    def source_of(key: str) -> tuple[Source, str | None]:
-        if key in given:
+
+class _Explain:
+    """The settings of one explanation, section by section, each with where it came from."""
+
+    def __init__(
+        self,
+        config: Config,
+        data: Mapping[str, Any],
+        given: Mapping[str, Any],
+        env: Mapping[str, str],
+        name: str,
+    ) -> None:
+        self.config, self.data, self.given, self.env, self.name = config, data, given, env, name
+        self.from_env = env_overrides(env)
+        self.variables = {key: var for var, key in ENV_KEYS.items()} | {"tenant": "COMAL_TENANT"}
+        self.profile = config.agents.get(name)
+        self.out: list[Setting] = []
+
+    def source_of(self, key: str) -> tuple[Source, str | None]:
+        if key in self.given:
             return "flag", None
-        if key in from_env:
-            return "env", variables.get(key)
-        if _written(data, *key.split(".")):
+        if key in self.from_env:
+            return "env", self.variables.get(key)
+        if _written(self.data, *key.split(".")):
             return "file", None
         return "default", None
 
-    def add(key: str, value: Any, src: Source, origin: str | None, rng: str | None) -> None:
-        out.append(Setting(key, _plain(value), src, origin, rng, _operator(key)))
+    def add(self, key: str, value: Any, src: Source, origin: str | None, rng: str | None) -> None:
+        self.out.append(Setting(key, _plain(value), src, origin, rng, _operator(key)))
 
-    for key in _SIMPLE:
-        value, (src, origin) = getattr(config, key), source_of(key)
-        if key in _PER_AGENT and profile is not None and key in profile.model_fields_set:
-            own = getattr(profile, key)
-            if own is not None and src != "flag":
-                value, src, origin = own, "file", f"agents.{name}.{key}"
-        add(key, value, src, origin, allowed(Config, [key]))
+    def simple(self) -> None:
+        config, profile, name = self.config, self.profile, self.name
+        for key in _SIMPLE:
+            value, (src, origin) = getattr(config, key), self.source_of(key)
+            if key in _PER_AGENT and profile is not None and key in profile.model_fields_set:
+                own = getattr(profile, key)
+                if own is not None and src != "flag":
+                    value, src, origin = own, "file", f"agents.{name}.{key}"
+            self.add(key, value, src, origin, allowed(Config, [key]))
 
-    # The window: the minimum of the file's (or default none), the environment's and a flag's.
-    windows: list[tuple[int, Source, str | None]] = []
-    if config.context_window is not None:
-        windows.append((config.context_window, *source_of("context_window")))
-    if env.get(CONTEXT_WINDOW_ENV, "").strip().isdigit():
-        windows.append((int(env[CONTEXT_WINDOW_ENV]), "env", CONTEXT_WINDOW_ENV))
-    if isinstance(window_flag, int):
-        windows.append((window_flag, "flag", None))
-    rng = allowed(Config, ["context_window"])
-    if windows:
-        add("context_window", *min(windows, key=lambda w: w[0]), rng)
-    else:
-        add("context_window", None, "default", None, rng)
+    def window(self, flag: object) -> None:
+        """The minimum of the file's (or default none), the environment's and a flag's."""
+        windows: list[tuple[int, Source, str | None]] = []
+        if self.config.context_window is not None:
+            windows.append((self.config.context_window, *self.source_of("context_window")))
+        if self.env.get(CONTEXT_WINDOW_ENV, "").strip().isdigit():
+            windows.append((int(self.env[CONTEXT_WINDOW_ENV]), "env", CONTEXT_WINDOW_ENV))
+        if isinstance(flag, int):
+            windows.append((flag, "flag", None))
+        rng = allowed(Config, ["context_window"])
+        if windows:
+            self.add("context_window", *min(windows, key=lambda w: w[0]), rng)
+        else:
+            self.add("context_window", None, "default", None, rng)
 
-    engine_name = config.engine_name(name)
-    src, origin = source_of("engine")
-    if profile is not None and profile.engine and src != "flag":
-        src, origin = "file", f"agents.{name}.engine"
-    add("engine", engine_name, src, origin, "one of " + ", ".join(engine_names()))
-    engine = get_engine(engine_name)
-    settings = config.engine_config(name)
-    for field_name, info in engine.config_type.model_fields.items():
-        if info.exclude:
-            continue
-        key = f"engine_settings.{field_name}"
-        src, origin = "default", None
-        if profile is not None and field_name in profile.engine_settings:
-            src, origin = "file", f"agents.{name}.engine_settings.{field_name}"
-        elif engine_name == config.engine and field_name in config.engine_settings:
-            src = "file"
-        add(key, getattr(settings, field_name), src, origin, describe_field(info))
-
-    for field_name, info in SpendConfig.model_fields.items():
-        key = f"spend.{field_name}"
-        add(key, getattr(config.spend, field_name), *source_of(key), describe_field(info))
-
-    cache = config.cache_config(name)
-    for field_name, info in CacheConfig.model_fields.items():
-        key = f"cache.{field_name}"
-        src, origin = source_of(key)
-        if profile is not None and field_name in profile.cache:
-            src, origin = "file", f"agents.{name}.cache.{field_name}"
-        add(key, getattr(cache, field_name), src, origin, describe_field(info))
-
-    policy = Policy.from_config(config.policy_dict())
-    for section, values in (("limits", policy.limits), ("sandbox", policy.sandbox)):
-        written = data.get(section)
-        for field_name, value in dataclasses.asdict(values).items():
-            key = f"{section}.{field_name}"
-            src = "default"
-            if _written(data, section, field_name) or isinstance(written, (str, bool)):
+    def engine(self) -> None:
+        config, profile, name = self.config, self.profile, self.name
+        engine_name = config.engine_name(name)
+        src, origin = self.source_of("engine")
+        if profile is not None and profile.engine and src != "flag":
+            src, origin = "file", f"agents.{name}.engine"
+        self.add("engine", engine_name, src, origin, "one of " + ", ".join(engine_names()))
+        settings = config.engine_config(name)
+        for field_name, info in get_engine(engine_name).config_type.model_fields.items():
+            if info.exclude:
+                continue
+            src, origin = "default", None
+            if profile is not None and field_name in profile.engine_settings:
+                src, origin = "file", f"agents.{name}.engine_settings.{field_name}"
+            elif engine_name == config.engine and field_name in config.engine_settings:
                 src = "file"
-            add(key, value, src, None, None)
-    add("agents", sorted(config.agents), *source_of("agents"), None)
-    return path, out
+            value = getattr(settings, field_name)
+            self.add(f"engine_settings.{field_name}", value, src, origin, describe_field(info))
+
+    def spend_and_cache(self) -> None:
+        for field_name, info in SpendConfig.model_fields.items():
+            key = f"spend.{field_name}"
+            value = getattr(self.config.spend, field_name)
+            self.add(key, value, *self.source_of(key), describe_field(info))
+        cache = self.config.cache_config(self.name)
+        for field_name, info in CacheConfig.model_fields.items():
+            key = f"cache.{field_name}"
+            src, origin = self.source_of(key)
+            if self.profile is not None and field_name in self.profile.cache:
+                src, origin = "file", f"agents.{self.name}.cache.{field_name}"
+            self.add(key, getattr(cache, field_name), src, origin, describe_field(info))
+
+    def policy(self) -> None:
+        policy = Policy.from_config(self.config.policy_dict())
+        for section, values in (("limits", policy.limits), ("sandbox", policy.sandbox)):
+            written = self.data.get(section)
+            for field_name, value in dataclasses.asdict(values).items():
+                src: Source = "default"
+                if _written(self.data, section, field_name) or isinstance(written, (str, bool)):
+                    src = "file"
+                self.add(f"{section}.{field_name}", value, src, None, None)
