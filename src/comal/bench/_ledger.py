@@ -108,6 +108,32 @@ def _timed_appends(
     return time.perf_counter() - t0, led, scope
 
 
+def _timed_import(path: Path, counter: TokenCounter, steps: list[list[Message]]) -> float:
+    """Seconds to import ``steps`` into a new ledger at ``path``, 2,000 steps a batch."""
+    led = open_ledger(path, counter=counter)
+    scope = led.create_session("bench", "import")
+    t0 = time.perf_counter()
+    for i in range(0, len(steps), 2000):
+        led.append_steps(scope, [StepInput(s) for s in steps[i : i + 2000]])
+    elapsed = time.perf_counter() - t0
+    led.close()
+    return elapsed
+
+
+def _timed_tails(
+    led: SQLiteLedger, scope: Scope, tokens: int, reads: int
+) -> tuple[list[float], list[float]]:
+    """Milliseconds of ``reads`` tail reads, warm then cold (a fresh process has decoded
+    nothing yet: every body is read and decoded)."""
+    warm = _time_reads(lambda: led.tail(scope, tokens=tokens), reads)
+
+    def cold_read() -> object:
+        led._cache.clear()
+        return led.tail(scope, tokens=tokens)
+
+    return warm, _time_reads(cold_read, reads)
+
+
 def run_ledger_bench(
     *,
     entries: int = 100_000,
@@ -140,38 +166,18 @@ def run_ledger_bench(
         full_led.close()
 
         progress("batched import")
-        batch_led = open_ledger(root / "batch.db", counter=counter)
-        bscope = batch_led.create_session("bench", "import")
-        t0 = time.perf_counter()
-        for i in range(0, len(steps), 2000):
-            batch_led.append_steps(bscope, [StepInput(s) for s in steps[i : i + 2000]])
-        batch_elapsed = time.perf_counter() - t0
-        batch_led.close()
-
+        batch_elapsed = _timed_import(root / "batch.db", counter, steps)
         # The same import with a counter that costs nothing isolates storage (codec, digests,
         # SQLite) from counting.
         progress("batched import, storage only")
-        bare = open_ledger(root / "bare.db", counter=_LengthCounter())
-        bare_scope = bare.create_session("bench", "import")
-        t0 = time.perf_counter()
-        for i in range(0, len(steps), 2000):
-            bare.append_steps(bare_scope, [StepInput(s) for s in steps[i : i + 2000]])
-        bare_elapsed = time.perf_counter() - t0
-        bare.close()
+        bare_elapsed = _timed_import(root / "bare.db", _LengthCounter(), steps)
 
         progress("raw sqlite3 on the same steps")
         raw = raw_sqlite_peer(steps, root)
 
         progress(f"reading the {window_tokens:,}-token tail {reads} times")
         tail = led.tail(scope, tokens=window_tokens)
-        times = _time_reads(lambda: led.tail(scope, tokens=window_tokens), reads)
-
-        # Cold: a fresh process has decoded nothing yet; every body is read and decoded.
-        def cold_read() -> object:
-            led._cache.clear()
-            return led.tail(scope, tokens=window_tokens)
-
-        cold = _time_reads(cold_read, reads)
+        times, cold = _timed_tails(led, scope, window_tokens, reads)
         led.close()
     return LedgerBench(
         entries=n_entries,
