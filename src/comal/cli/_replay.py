@@ -249,8 +249,24 @@ def replay_cmd(
     if as_json:
         emit_json({"summary": summary})
         return
+    _print_replay(turns, rows, summary, plan, scope.session)
+    if plan.note:
+        err.print(plan.note)
+    if plot is not None:
+        err.print(f"plot written to {plot}")
+
+
+def _print_replay(
+    turns: list[ReplayTurn],
+    rows: list[dict[str, Any]],
+    summary: dict[str, Any],
+    plan: _ReplayPlan,
+    session: str,
+) -> None:
+    """The replay as a table of turns and a line of totals."""
+    budget = plan.budget
     table = Table(
-        "turn", "full", "sent", "fits", "the engine did (new)", title=f"replay of {scope.session}"
+        "turn", "full", "sent", "fits", "the engine did (new)", title=f"replay of {session}"
     )
     for t, row in zip(turns, rows, strict=True):
         did = ", ".join(f"{k}×{n}" for k, n in row["events"].items()) or (t.error or "")
@@ -269,10 +285,6 @@ def replay_cmd(
         markup=False,
         highlight=False,
     )
-    if plan.note:
-        err.print(plan.note)
-    if plot is not None:
-        err.print(f"plot written to {plot}")
 
 
 @dataclass(frozen=True)
