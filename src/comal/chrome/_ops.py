@@ -30,7 +30,7 @@ from ._recover import (
     recover_operation,
     recover_publish,
 )
-from ._settings import SECTION, ChromeSettings, settings_from
+from ._settings import ChromeSettings, settings_of
 from ._targets import Seen, target_for
 
 __all__ = ["SNAPSHOT_EVENT", "chrome_operations", "settings_of"]
@@ -57,11 +57,6 @@ class ClickArgs(_Args):
 
 class FillArgs(ClickArgs):
     value: str = Field(max_length=100_000, description="The text to type into the field.")
-
-
-def settings_of(ctx: CallContext) -> ChromeSettings:
-    section = ctx.factory.plugin_settings.get(SECTION) if ctx.factory is not None else None
-    return settings_from(section)
 
 
 def _tab(ctx: CallContext, st: ChromeSettings) -> Tab:

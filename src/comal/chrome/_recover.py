@@ -31,6 +31,7 @@ from ..ops import receipts as receipts_of
 from ..work import WorkHost
 from ._deploy import observe_deploy
 from ._errors import TargetError
+from ._settings import settings_of
 from ._targets import target_from_intent
 
 __all__ = [
@@ -244,7 +245,6 @@ def _task_checks(args: FinishArgs, ctx: CallContext) -> list[dict[str, Any]]:
 
 def _finish(args: FinishArgs, ctx: CallContext) -> ToolOutput:
     from ..agent import run_checks  # the checks' one runner, as finish_call's
-    from ._ops import settings_of
 
     st = settings_of(ctx)
     assert ctx.factory is not None

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -33,6 +33,9 @@ from pydantic import (
 
 from ._errors import ChromeConfigError
 from ._origins import Origins, origin_of
+
+if TYPE_CHECKING:
+    from ..ops import CallContext
 
 __all__ = ["SECTION", "ChromeSettings", "DeployTarget", "PublishTarget", "settings_from"]
 
@@ -115,3 +118,9 @@ def settings_from(section: Mapping[str, Any] | None) -> ChromeSettings:
             f"plugin_settings.chrome.{key}: {err['msg']}; fix it in the configuration "
             "(docs/browser.md lists the keys)"
         ) from exc
+
+
+def settings_of(ctx: CallContext) -> ChromeSettings:
+    """The chrome section of the configuration the call runs under."""
+    section = ctx.factory.plugin_settings.get(SECTION) if ctx.factory is not None else None
+    return settings_from(section)
