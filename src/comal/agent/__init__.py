@@ -45,7 +45,7 @@ from ._config import (
     policy_from_config,
     settings_from_config,
 )
-from ._config_doc import configuration_reference
+from ._config_reference import configuration_reference
 from ._config_show import Setting, explain_config
 from ._errors import (
     AgentError,

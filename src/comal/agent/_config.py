@@ -30,7 +30,7 @@ change nothing::
 Every value is checked with its range when the file is read (engine settings with the chosen
 engine's own ranges); an error names the file, the key and the allowed range.
 ``docs/configuration.md`` is the reference, generated from these models
-(:func:`~comal.agent._config_doc.configuration_reference`).
+(:func:`~comal.agent._config_reference.configuration_reference`).
 
 Precedence: defaults < file < environment (``COMAL_MODEL``, ``COMAL_MODE``, ``COMAL_MAX_TURNS``,
 ``COMAL_TENANT``; ``COMAL_CONTEXT_WINDOW`` joins the window minimum) < command-line flags.
