@@ -27,7 +27,7 @@ from ..errors import UserError
 from ..messages import Message, Role, ToolResult
 from ..tokens import REPLY_PRIMING, Budget
 from ._langchain import to_langchain
-from ._strategies import Sent, Session
+from ._strategy_types import Sent, Session
 
 __all__ = ["ContextEditing", "context_editing_available"]
 

@@ -25,7 +25,7 @@ from typing import Any
 from ..errors import UserError
 from ..messages import Message, Role, Text
 from ..tokens import REPLY_PRIMING, Budget, TokenCounter, count_message
-from ._strategies import Sent, Session
+from ._strategy_types import Sent, Session
 
 __all__ = ["LangchainTrim", "langchain_available", "to_langchain"]
 

@@ -31,7 +31,7 @@ from ..errors import UserError
 from ..messages import Message, Role
 from ..tokens import Budget
 from ._langchain import to_langchain
-from ._strategies import Sent, Session
+from ._strategy_types import Sent, Session
 
 __all__ = ["DEFAULT_TRIGGER", "LangchainSummarization", "fake_summary"]
 
