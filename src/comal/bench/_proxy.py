@@ -168,17 +168,20 @@ async def _load(
         )
         return httpx.AsyncClient(timeout=120, limits=limits)
 
-    async def one(http: httpx.AsyncClient | None, n: int) -> int:
-        if http is not None:
-            return await _client(http, url, n, turns, stream, latencies, first, pad, tag, api_key)
-        async with pool(2) as own:
-            return await _client(own, url, n, turns, stream, latencies, first, pad, tag, api_key)
-
-    if per_client:
-        failures = await asyncio.gather(*(one(None, n) for n in range(clients)))
-    else:
-        async with pool(clients * 2) as shared:
-            failures = await asyncio.gather(*(one(shared, n) for n in range(clients)))
+    # Every pool is made before any request is timed: making one (its TLS context) takes the
+    # event loop for tens of milliseconds, which other clients' requests would wait out.
+    pools = [pool(2) for _ in range(clients)] if per_client else [pool(clients * 2)]
+    try:
+        failures = await asyncio.gather(
+            *(
+                _client(pools[n % len(pools)], url, n, turns, stream, latencies, first, pad, tag,
+                        api_key)
+                for n in range(clients)
+            )
+        )  # fmt: skip
+    finally:
+        for http in pools:
+            await http.aclose()
     return latencies, first, sum(failures)
 
 
