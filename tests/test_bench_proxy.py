@@ -103,3 +103,31 @@ def test_litellm_row_reaches_the_fake_server() -> None:
     assert litellm.requests_sent == litellm.reached_upstream == 2
     assert litellm.failures == 0
     assert litellm.added_p50_ms is not None
+
+
+def test_each_client_may_have_a_connection_pool_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    # At 64 clients one shared pool held requests back for seconds before they were sent (the
+    # server's receipt said so): the load generator's queue, not the proxy's. Each agent has an
+    # HTTP client of its own; --pool-per-client measures that way.
+    import asyncio
+
+    import httpx
+
+    from comal.bench import _proxy
+    from comal.testing import FakeServer
+
+    made: list[httpx.AsyncClient] = []
+
+    class Counted(httpx.AsyncClient):
+        def __init__(self, **kwargs: object) -> None:
+            super().__init__(**kwargs)  # type: ignore[arg-type]
+            made.append(self)
+
+    monkeypatch.setattr(_proxy.httpx, "AsyncClient", Counted)
+    with FakeServer([{"content": f"r{k}"} for k in range(12)]) as fake:
+        for per_client, pools in ((True, 3), (False, 1)):
+            made.clear()
+            latencies, _, failures = asyncio.run(
+                _proxy._load(fake.anthropic_base_url, 3, 2, False, 0, per_client=per_client)
+            )
+            assert (len(made), len(latencies), failures) == (pools, 6, 0)

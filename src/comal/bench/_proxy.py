@@ -72,6 +72,7 @@ class ProxyBench:
     context_window: int | None = None
     recall_offered: int = 0
     workers: int = 1  # comal serve --workers: processes behind the one socket
+    pool_per_client: bool = False  # each client's own connection pool (else one shared)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -151,21 +152,36 @@ async def _load(
     pad: int,
     tag: str = "",
     api_key: str = "bench",
+    per_client: bool = False,
 ) -> tuple[list[float], list[float], int]:
+    """``per_client``: each client has a connection pool of its own, as each real agent has
+    its own HTTP client; else all share one (at 64 clients its queueing, in this process,
+    holds some requests back for seconds before they are sent to a keep-alive server)."""
     latencies: list[float] = []
     first: list[float] = []
-    # Idle connections are dropped before the servers' keep-alive (5 s) would: a request sent
-    # on one the server is closing fails.
-    limits = httpx.Limits(
-        max_connections=clients * 2, max_keepalive_connections=clients * 2, keepalive_expiry=2.0
-    )
-    async with httpx.AsyncClient(timeout=120, limits=limits) as http:
+
+    def pool(size: int) -> httpx.AsyncClient:
+        # Idle connections are dropped before the servers' keep-alive (5 s) would: a request
+        # sent on one the server is closing fails.
+        limits = httpx.Limits(
+            max_connections=size, max_keepalive_connections=size, keepalive_expiry=2.0
+        )
+        return httpx.AsyncClient(timeout=120, limits=limits)
+
+    # Every pool is made before any request is timed: making one (its TLS context) takes the
+    # event loop for tens of milliseconds, which other clients' requests would wait out.
+    pools = [pool(2) for _ in range(clients)] if per_client else [pool(clients * 2)]
+    try:
         failures = await asyncio.gather(
             *(
-                _client(http, url, n, turns, stream, latencies, first, pad, tag, api_key)
+                _client(pools[n % len(pools)], url, n, turns, stream, latencies, first, pad, tag,
+                        api_key)
                 for n in range(clients)
             )
-        )
+        )  # fmt: skip
+    finally:
+        for http in pools:
+            await http.aclose()
     return latencies, first, sum(failures)
 
 
@@ -198,6 +214,7 @@ def run_proxy_bench(
     context_window: int | None = None,
     pad: int = 0,
     workers: int = 1,
+    pool_per_client: bool = False,
     progress: Callable[[str], None] = lambda _: None,
 ) -> ProxyBench:
     from ..ledger import open_ledger
@@ -213,7 +230,7 @@ def run_proxy_bench(
             fake.add({"content": f"reply {k}", "usage": usage})
         progress(f"direct: {clients} clients x {turns} turns")
         direct, direct_first, direct_failures = asyncio.run(
-            _load(fake.anthropic_base_url, clients, turns, stream, pad)
+            _load(fake.anthropic_base_url, clients, turns, stream, pad, per_client=pool_per_client)
         )
         ledger_path = Path(tmp) / "bench.db"
         port = free_port()
@@ -231,7 +248,7 @@ def run_proxy_bench(
             _wait_ready(url, process)
             progress(f"proxied: {clients} clients x {turns} turns")
             proxied, proxied_first, proxy_failures = asyncio.run(
-                _load(url, clients, turns, stream, pad)
+                _load(url, clients, turns, stream, pad, per_client=pool_per_client)
             )
         finally:
             process.terminate()
@@ -271,6 +288,7 @@ def run_proxy_bench(
         context_window=context_window,
         recall_offered=offered,
         workers=workers,
+        pool_per_client=pool_per_client,
     )
 
 
@@ -319,6 +337,7 @@ class ProxyComparison:
     duplicated_entries: int
     wall_s: float
     litellm: str | None = None  # the LiteLLM command that ran (None: not installed)
+    pool_per_client: bool = False  # each client's own connection pool (else one shared)
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -438,6 +457,7 @@ def run_proxy_comparison(
     workers: int | None = None,
     litellm: str | Path | None = None,
     litellm_workers: int = 1,
+    pool_per_client: bool = False,
     progress: Callable[[str], None] = lambda _: None,
 ) -> ProxyComparison:
     """One run against one FakeServer: at each concurrency (that many clients, ``turns``
@@ -528,7 +548,7 @@ def run_proxy_comparison(
                     before = len(fake.requests)
                     progress(f"{label}: {c} clients x {turns} turns")
                     latencies, _, failures = asyncio.run(
-                        _load(url, c, turns, stream, 0, tag, _LITELLM_KEY)
+                        _load(url, c, turns, stream, 0, tag, _LITELLM_KEY, pool_per_client)
                     )
                     reached = len(fake.requests) - before
                     p50, p99 = _pct(latencies, 50), _pct(latencies, 99)
@@ -572,6 +592,7 @@ def run_proxy_comparison(
         duplicated_entries=duplicated,
         wall_s=round(time.perf_counter() - started, 2),
         litellm=None if program is None else str(program),
+        pool_per_client=pool_per_client,
     )
 
 

@@ -413,6 +413,13 @@ def proxy_bench(
     litellm_workers: Annotated[
         int, typer.Option(help="LiteLLM's --num_workers in the comparison.", min=1)
     ] = 1,
+    pool_per_client: Annotated[
+        bool,
+        typer.Option(
+            help="Each client its own connection pool, as each agent has its own HTTP client "
+            "(default: one pool shared by the clients).",
+        ),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Concurrent clients through `comal serve` and straight to FakeServer, in one run: added
@@ -433,7 +440,9 @@ def proxy_bench(
         levels: tuple[int, ...] = DEFAULT_CONCURRENCY
         if concurrency is not None:
             levels = tuple(_numbers(concurrency, "--concurrency", least=1))
-        _proxy_comparison(levels, turns, stream, workers, litellm, litellm_workers, as_json)
+        _proxy_comparison(
+            levels, turns, stream, workers, litellm, litellm_workers, pool_per_client, as_json
+        )
         return
 
     with err.status("benchmarking") as status:
@@ -444,6 +453,7 @@ def proxy_bench(
             context_window=context_window,
             pad=pad,
             workers=workers or 1,
+            pool_per_client=pool_per_client,
             progress=lambda m: status.update(m),
         )
     if as_json:
@@ -465,6 +475,7 @@ def _proxy_comparison(
     workers: int | None,
     litellm: str | None,
     litellm_workers: int,
+    pool_per_client: bool,
     as_json: bool,
 ) -> None:
     from ..bench._proxy import run_proxy_comparison
@@ -477,12 +488,14 @@ def _proxy_comparison(
             workers=workers,
             litellm=litellm,
             litellm_workers=litellm_workers,
+            pool_per_client=pool_per_client,
             progress=lambda m: status.update(m),
         )
     if as_json:
         emit_json(result.as_dict())
         return
     title = f"proxy paths: {turns} turns a client{', streamed' if stream else ''}"
+    title += ", a connection pool per client" if result.pool_per_client else ""
     table = Table(
         "path", "clients", "workers", "p50 ms", "p99 ms", "added p50", "added p99",
         "sent", "upstream", "recorded", "failures", title=title,

@@ -189,10 +189,15 @@ class Memo:
         self._lock = threading.Lock()
 
     def get(self, key: tuple[object, ...], make: Callable[[], T]) -> T:
-        with self._lock:
-            if key in self._data:
-                self._data.move_to_end(key)
-                return cast("T", self._data[key])
+        # A hit takes no lock (assemblies look up every entry of the history): each call below
+        # is one operation of the C OrderedDict, atomic under the GIL, and a key another
+        # thread evicts between them is only made again.
+        data = self._data
+        try:
+            data.move_to_end(key)
+            return cast("T", data[key])
+        except KeyError:
+            pass
         value = make()
         with self._lock:
             self._data[key] = value

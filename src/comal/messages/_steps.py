@@ -44,20 +44,26 @@ def group_messages(messages: Sequence[Message]) -> list[Group]:
     A tool message whose call is not in the current step (an orphan) forms its own group: it is
     reported, not silently re-attached elsewhere.
     """
+    # Every assembly and every proxied request walks its whole history through here: the
+    # loop reads each message's role once and builds no set for a message without calls.
     groups: list[Group] = []
     current: list[Message] = []
     start = 0
     waiting: set[str] = set()
+    tool, assistant = Role.TOOL, Role.ASSISTANT
     for i, msg in enumerate(messages):
-        result = msg.tool_result
-        if result is not None and result.call_id in waiting:
-            current.append(msg)
-            waiting.discard(result.call_id)
-            continue
+        role = msg.role
+        if waiting and role is tool:
+            call_id = msg.parts[0].call_id  # type: ignore[union-attr]  # a tool message's result
+            if call_id in waiting:
+                current.append(msg)
+                waiting.discard(call_id)
+                continue
         if current:
             groups.append(Group(start, tuple(current)))
         start, current = i, [msg]
-        waiting = {c.id for c in msg.tool_calls} if msg.role is Role.ASSISTANT else set()
+        calls = msg.tool_calls
+        waiting = {c.id for c in calls} if calls and role is assistant else set()
     if current:
         groups.append(Group(start, tuple(current)))
     return groups

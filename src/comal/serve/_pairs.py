@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from ..messages import Message, Opaque, group_messages
+from ..messages import Message, Opaque, Role, ToolCall
 from ._errors import ToolPairsBroken
 
 __all__ = ["check_pairs"]
@@ -36,23 +36,33 @@ def _opaque_call_ids(message: Message) -> set[str]:
 
 def check_pairs(messages: Sequence[Message]) -> None:
     """Raise :class:`ToolPairsBroken` unless every call is answered before the conversation goes
-    on and every result answers a call of the assistant message before it."""
-    groups = group_messages(messages)
+    on and every result answers a call of the assistant message before it.
+
+    The steps are those of :func:`~comal.messages.group_messages`, walked in one pass without
+    building them: it runs on every request, over the whole resent history."""
     opaque_calls: set[str] = set()
-    for n, group in enumerate(groups):
-        first = group.messages[0]
-        result = first.tool_result
+    calls: tuple[ToolCall, ...] = ()  # the calls of the message that began the current step
+    waiting: set[str] = set()  # those of them no result has answered yet
+    answerable = False  # only an assistant message's calls are answered by the results after it
+    for message in messages:
+        result = message.tool_result
+        if result is not None and answerable and result.call_id in waiting:
+            waiting.discard(result.call_id)
+            continue
+        # ``message`` begins a step: the one before it must have had all its answers.
+        if waiting:
+            ids = ", ".join(repr(c.id) for c in calls if c.id in waiting)
+            raise ToolPairsBroken(
+                f"tool call {ids} has no result before the conversation goes on; send the "
+                "results right after the assistant message that made the calls"
+            )
         if result is not None and result.call_id not in opaque_calls:
             raise ToolPairsBroken(
                 f"the tool result for call {result.call_id!r} answers no call of the assistant "
                 "message before it (or answers one twice); send each result once, right after "
                 "the message with its call"
             )
-        opaque_calls |= _opaque_call_ids(first)
-        pending = group.open_calls
-        if pending and n < len(groups) - 1:
-            ids = ", ".join(repr(c.id) for c in pending)
-            raise ToolPairsBroken(
-                f"tool call {ids} has no result before the conversation goes on; send the "
-                "results right after the assistant message that made the calls"
-            )
+        opaque_calls |= _opaque_call_ids(message)
+        calls = message.tool_calls
+        waiting = {c.id for c in calls}
+        answerable = message.role is Role.ASSISTANT

@@ -27,6 +27,7 @@ import time
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
+from http.cookiejar import CookieJar, DefaultCookiePolicy
 
 import anyio
 import httpx
@@ -170,6 +171,9 @@ class ProxyService(Relay):
             timeout=httpx.Timeout(config.upstream_timeout, connect=10.0),
             transport=transport,
             limits=httpx.Limits(max_connections=256, max_keepalive_connections=64),
+            # One client serves every tenant: a cookie an upstream sets in a reply to one
+            # request must go up with no other (the client's own SDK keeps its cookies).
+            cookies=CookieJar(DefaultCookiePolicy(allowed_domains=[])),
         )
         # The proxy runs the engine's recall operations only (the engine names them, as it does
         # for the agent's catalog), and only for the model.

@@ -13,7 +13,7 @@ with nothing added and no limit lowered, is sent as the client's exact bytes.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +21,7 @@ import orjson
 
 from ..context import Bounded, MediaReferenced, Referenced
 from ..ledger import LedgerBackend, Scope
-from ..messages import Message, canonical_json
+from ..messages import Message, canonical_json, message_to_json
 from ..ops import CatalogFormat, Registry, default_registry
 from ..tokens import TokenCounter, count_messages, resolve_window
 from ._config import ServeConfig
@@ -71,21 +71,34 @@ class Turn:
         return bool(self.offered)
 
 
-# The tokens of a request's tool list (and the recall tools beside it), by counter and JSON:
-# clients send the same list on every request, and counting it is the turn's costliest step.
-_TOOL_TOKENS: dict[tuple[str, str], int] = {}
-_TOOL_TOKENS_MOST = 256
+# The tokens of what clients resend unchanged on every request (the tool list with the recall
+# tools beside it; the instructions: Claude Code's run to thousands of tokens), by tenant,
+# counter and exact JSON: counting is the turn's costliest step. Kept per tenant, as the item
+# cache is: how fast a request is answered must not tell one tenant what another sent.
+_COUNTED: dict[tuple[str, str, str, str], int] = {}
+_COUNTED_MOST = 512
 
 
-def _tool_tokens(counter: TokenCounter, tools_json: str) -> int:
-    key = (counter.name, tools_json)
-    found = _TOOL_TOKENS.get(key)
+def _counted(
+    tenant: str, counter: TokenCounter, kind: str, text: str, count: Callable[[], int]
+) -> int:
+    key = (tenant, counter.name, kind, text)
+    found = _COUNTED.get(key)
     if found is None:
-        found = counter.count(tools_json)
-        if len(_TOOL_TOKENS) >= _TOOL_TOKENS_MOST:
-            _TOOL_TOKENS.clear()
-        _TOOL_TOKENS[key] = found
+        found = count()
+        if len(_COUNTED) >= _COUNTED_MOST:
+            _COUNTED.clear()
+        _COUNTED[key] = found
     return found
+
+
+def _instruction_tokens(tenant: str, counter: TokenCounter, instructions: Sequence[Message]) -> int:
+    if not instructions:
+        return count_messages(counter, [])
+    text = "\n".join(message_to_json(m) for m in instructions)
+    return _counted(
+        tenant, counter, "instructions", text, lambda: count_messages(counter, list(instructions))
+    )
 
 
 def _pieces(
@@ -166,8 +179,10 @@ def build_turn(
     tools_json = canonical_json([*request.tools, *extra])
     budget = service.budget(
         resolution.window,
-        system_tokens=count_messages(counter, list(request.instructions)),
-        tools_tokens=_tool_tokens(counter, tools_json),
+        system_tokens=_instruction_tokens(scope.tenant, counter, request.instructions),
+        tools_tokens=_counted(
+            scope.tenant, counter, "tools", tools_json, lambda: counter.count(tools_json)
+        ),
         output_reserve=config.output_reserve,
         max_output=resolution.max_output,
         max_input=resolution.max_input,

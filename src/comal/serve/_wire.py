@@ -45,6 +45,7 @@ from ..messages.wire import (
     to_openai_chat,
     to_openai_responses,
 )
+from ._body import ITEM_DEPTH, load_body, too_deep, too_deep_error
 from ._errors import JSONTooDeep
 
 __all__ = [
@@ -186,6 +187,9 @@ class ItemCache:
             found = self._found.get(text)
             if found is not None:
                 return Item(raw, *found)
+        # Found, it was walked when it was first read (the same JSON nests as deep).
+        if any(too_deep(value, ITEM_DEPTH) for value in raw):
+            raise too_deep_error()
         messages = tuple(strip_cache(m) for m in read(raw))
         parsed = (messages, tuple(message_key(m) for m in messages))
         if text is not None:
@@ -248,9 +252,13 @@ def _anthropic_items(conversation: Sequence[Any], tenant: str) -> list[Item]:
     for i, raw in enumerate(conversation):
         where = f"messages[{i}]"
         if not isinstance(raw, Mapping):
+            if too_deep(raw, ITEM_DEPTH):
+                raise too_deep_error()
             raise InputError("expected an object", field=where)
         try:
             items.append(ITEMS.get("anthropic", (raw,), _read_anthropic, tenant))
+        except JSONTooDeep:
+            raise
         except InputError as exc:
             raise InputError(exc.reason, field=f"{where} ({exc.field})") from exc
     return items
@@ -261,6 +269,8 @@ def _chat_items(conversation: Sequence[Any], tenant: str) -> list[Item]:
     for i, raw in enumerate(conversation):
         try:
             items.append(ITEMS.get("openai_chat", (raw,), _read_chat, tenant))
+        except JSONTooDeep:
+            raise
         except InputError as exc:
             raise InputError(exc.reason, field=f"messages[{i}] ({exc.field})") from exc
     return items
@@ -280,68 +290,24 @@ def _responses_items(conversation: Sequence[Any], tenant: str) -> list[Item]:
     for group in groups:
         try:
             items.append(ITEMS.get("openai_responses", tuple(group), _read_responses, tenant))
+        except JSONTooDeep:
+            raise
         except InputError as exc:
             raise InputError(exc.reason, field=f"input[{start}..] ({exc.field})") from exc
         start += len(group)
     return items
 
 
-# Deeper than any real request (tool schemas and arguments nest a dozen levels), well inside
-# what the JSON libraries below handle without recursing out of the stack (orjson writes 254).
-MAX_DEPTH = 128
-
-
-def _too_deep(value: object) -> bool:
-    """Whether ``value`` nests deeper than :data:`MAX_DEPTH`, walked without recursion."""
-    stack: list[tuple[dict[str, Any] | list[Any], int]] = []
-    if isinstance(value, (dict, list)):
-        stack.append((value, 1))
-    while stack:
-        node, depth = stack.pop()
-        for child in node.values() if isinstance(node, dict) else node:
-            if isinstance(child, (dict, list)):
-                if depth >= MAX_DEPTH:
-                    return True
-                stack.append((child, depth + 1))
-    return False
-
-
-def load_body(raw: bytes) -> Any:
-    """A request body's JSON, its depth bounded (:data:`MAX_DEPTH`): refused, never a crash.
-
-    orjson stops by itself at 1,024 levels and never recurses on the C stack; the standard
-    library reads only what orjson refuses for another reason (lone surrogate escapes, which
-    real tool output holds), and the depth it reaches is then below orjson's limit.
-    """
-    try:
-        value = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        if "recursion" in str(exc).lower():
-            raise JSONTooDeep(f"the request body nests deeper than {MAX_DEPTH} levels") from exc
-        try:
-            value = json.loads(raw)
-        except RecursionError as deep:
-            raise JSONTooDeep(f"the request body nests deeper than {MAX_DEPTH} levels") from deep
-        except (ValueError, UnicodeDecodeError) as bad:
-            raise InputError(f"the request body is not JSON ({bad})") from bad
-    if _too_deep(value):
-        raise JSONTooDeep(
-            f"the request body nests deeper than {MAX_DEPTH} levels; no model request needs "
-            "that, so it is refused before anything reads it further"
-        )
-    return value
-
-
 def parse_request(protocol: Protocol, raw: bytes, tenant: str = "") -> ClientRequest:
     """Read a client's request body; bad JSON or a bad conversation is an :class:`InputError`.
     ``tenant``: whose request it is (the items already read are found among that tenant's)."""
-    body = load_body(raw)
+    key = _CONVERSATION[protocol]
+    body = load_body(raw, key)
     if not isinstance(body, dict):
         raise InputError("the request body is not a JSON object")
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise InputError("model: a string is required", field="model")
-    key = _CONVERSATION[protocol]
     conversation = body.get(key)
     if protocol == "openai_responses" and isinstance(conversation, str):
         conversation = [{"role": "user", "content": conversation}]

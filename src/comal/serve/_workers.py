@@ -24,10 +24,12 @@ import socket
 import sys
 import time
 import traceback
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI
+from starlette.datastructures import MutableHeaders
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ._run import serve_forever
 
@@ -38,14 +40,30 @@ _QUICK_DEATH_S = 1.0
 _LEDGER_WAIT_S = 60.0  # how long a starting worker waits for a ledger that does not answer
 
 
+class _WorkerMark:
+    """ASGI middleware: every response carries the worker's number. Plain ASGI, not the
+    ``http`` middleware decorator: that one runs each request's app in a task of its own and
+    hands the body through memory streams, on every request the worker serves."""
+
+    def __init__(self, app: ASGIApp, index: int) -> None:
+        self.app = app
+        self.index = str(index)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def marked(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                MutableHeaders(scope=message)[WORKER_HEADER] = self.index
+            await send(message)
+
+        await self.app(scope, receive, marked)
+
+
 def _mark(app: FastAPI, index: int) -> None:
-    @app.middleware("http")
-    async def worker_header(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        response = await call_next(request)
-        response.headers[WORKER_HEADER] = str(index)
-        return response
+    app.add_middleware(_WorkerMark, index=index)
 
 
 def _app_once_the_ledger_answers(make_app: Callable[[], FastAPI]) -> FastAPI:

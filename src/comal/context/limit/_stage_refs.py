@@ -90,13 +90,6 @@ class Item:
         return self.message, self.tokens
 
 
-def _tool_name(entry: Entry, calls: dict[str, str]) -> str | None:
-    result = entry.message.tool_result
-    if result is None:
-        return None
-    return result.name or calls.get(result.call_id)
-
-
 def _facts(entry: Entry, counter: TokenCounter, cache: EngineCache) -> tuple[int, int]:
     """Facts every turn needs and that never change (entries are immutable): the entry's
     length in characters and the tokens of its images, keyed by body digest and counter."""
@@ -116,24 +109,35 @@ def build_items(
     counter: TokenCounter,
     cache: EngineCache,
 ) -> list[Item]:
-    """Items for ``entries``: grouped into steps (LIM-4) and bounded where one is too large."""
+    """Items for ``entries``: grouped into steps (LIM-4) and bounded where one is too large.
+
+    Every assembly walks the whole history here: what the loop reads of the config is read
+    once, and a step's calls are collected only when one of its results has no name."""
     groups = group_messages([e.message for e in entries])
+    most_chars, single = config.max_single_message_chars, limits.single_bound
+    never, least = config.never_reference_tools, config.min_reference_tokens
     items: list[Item] = []
     for g, group in enumerate(groups):
-        calls = {c.id: c.name for m in group.messages for c in m.tool_calls}
+        calls: dict[str, str] | None = None
         for offset in range(len(group.messages)):
             entry = entries[group.start + offset]
             bounded = None
             message, tokens = entry.message, entry.tokens
             chars, image_tokens = _facts(entry, counter, cache)
-            too_long = chars > config.max_single_message_chars
-            if entry.tokens > limits.single_bound or too_long:
-                bounded = bound_message(
-                    entry, limits.single_bound, config.max_single_message_chars, counter, cache
-                )
+            if tokens > single or chars > most_chars:
+                bounded = bound_message(entry, single, most_chars, counter, cache)
                 message, tokens = bounded.message, bounded.tokens
+                image_tokens = media_tokens(counter, message) if media_in(message) else 0
             result = message.tool_result
-            name = _tool_name(entry, calls)
+            referable = False
+            if result is not None and not result.is_error and entry.tokens > least:
+                stored = entry.message.tool_result
+                name = stored.name if stored is not None else None
+                if stored is not None and not name:
+                    if calls is None:
+                        calls = {c.id: c.name for m in group.messages for c in m.tool_calls}
+                    name = name or calls.get(stored.call_id)
+                referable = name not in never
             items.append(
                 Item(
                     entry=entry,
@@ -143,16 +147,9 @@ def build_items(
                     tokens=tokens,
                     bounded=bounded,
                     cache=cache,
-                    image_tokens=(
-                        image_tokens
-                        if bounded is None
-                        else (media_tokens(counter, message) if media_in(message) else 0)
-                    ),
+                    image_tokens=image_tokens,
                     is_result=result is not None,
-                    referable=result is not None
-                    and not result.is_error
-                    and name not in config.never_reference_tools
-                    and entry.tokens > config.min_reference_tokens,
+                    referable=referable,
                 )
             )
     return items
