@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import platformdirs
@@ -160,13 +161,25 @@ def user_models_file(env: Mapping[str, str] | None = None) -> Path | None:
 def load_catalog(env: Mapping[str, str] | None = None) -> dict[str, tuple[ModelInfo, str]]:
     """Every known model name (lower case, aliases included) -> (info, origin) where origin is
     ``catalog`` or ``user-catalog``; user entries win."""
-    catalog = {key: (info, "catalog") for key, info in _builtin().items()}
+    return dict(_catalog(env))
+
+
+def _catalog(env: Mapping[str, str] | None) -> Mapping[str, tuple[ModelInfo, str]]:
     path = user_models_file(env)
+    if path is None:
+        return _merged(None, 0, 0)
+    stat = path.stat()
+    return _merged(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=8)
+def _merged(path: str | None, mtime_ns: int, size: int) -> Mapping[str, tuple[ModelInfo, str]]:
+    # Made once per user file version: every request a proxy serves resolves its model's window.
+    catalog = {key: (info, "catalog") for key, info in _builtin().items()}
     if path is not None:
-        stat = path.stat()
-        for key, info in _user(str(path), stat.st_mtime_ns, stat.st_size).items():
+        for key, info in _user(path, mtime_ns, size).items():
             catalog[key] = (info, "user-catalog")
-    return catalog
+    return MappingProxyType(catalog)
 
 
 # Suffixes that name a snapshot of a catalogued model: dates (-20250929, -2024-08-06, @20250929,
@@ -199,7 +212,7 @@ def _candidates(model: str) -> list[str]:
 def lookup_model(model: str, *, env: Mapping[str, str] | None = None) -> ModelInfo | None:
     """Find ``model`` by exact name, ``provider:name``, or a dated/snapshot spelling of a
     catalogued name (``claude-sonnet-4-5-20250929`` -> ``claude-sonnet-4-5``)."""
-    found = _lookup(model, load_catalog(env))
+    found = _lookup(model, _catalog(env))
     return None if found is None else found[0]
 
 
@@ -247,7 +260,7 @@ def resolve_window(
     candidates: list[tuple[int, str]] = []
     info: ModelInfo | None = None
     if model:
-        found = _lookup(model, load_catalog(env))
+        found = _lookup(model, _catalog(env))
         if found is not None:
             info, origin = found
             candidates.append((info.context_window, f"{origin}:{info.name}"))
