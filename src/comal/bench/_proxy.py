@@ -72,7 +72,7 @@ class ProxyBench:
     context_window: int | None = None
     recall_offered: int = 0
     workers: int = 1  # comal serve --workers: processes behind the one socket
-    pool_per_client: bool = False  # each client's own connection pool (else one shared)
+    pool_per_client: bool = True  # each client's own connection pool (else one shared)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -214,7 +214,7 @@ def run_proxy_bench(
     context_window: int | None = None,
     pad: int = 0,
     workers: int = 1,
-    pool_per_client: bool = False,
+    pool_per_client: bool = True,
     progress: Callable[[str], None] = lambda _: None,
 ) -> ProxyBench:
     from ..ledger import open_ledger
@@ -337,7 +337,7 @@ class ProxyComparison:
     duplicated_entries: int
     wall_s: float
     litellm: str | None = None  # the LiteLLM command that ran (None: not installed)
-    pool_per_client: bool = False  # each client's own connection pool (else one shared)
+    pool_per_client: bool = True  # each client's own connection pool (else one shared)
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -457,7 +457,7 @@ def run_proxy_comparison(
     workers: int | None = None,
     litellm: str | Path | None = None,
     litellm_workers: int = 1,
-    pool_per_client: bool = False,
+    pool_per_client: bool = True,
     progress: Callable[[str], None] = lambda _: None,
 ) -> ProxyComparison:
     """One run against one FakeServer: at each concurrency (that many clients, ``turns``

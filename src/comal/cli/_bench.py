@@ -416,10 +416,11 @@ def proxy_bench(
     pool_per_client: Annotated[
         bool,
         typer.Option(
-            help="Each client its own connection pool, as each agent has its own HTTP client "
-            "(default: one pool shared by the clients).",
+            help="Each client its own connection pool, as each agent has its own HTTP client; "
+            "--no-pool-per-client shares one among them, whose queue at high concurrency is "
+            "the load generator's, not the proxy's.",
         ),
-    ] = False,
+    ] = True,
     as_json: JsonOpt = False,
 ) -> None:
     """Concurrent clients through `comal serve` and straight to FakeServer, in one run: added
