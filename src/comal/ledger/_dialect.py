@@ -109,7 +109,9 @@ class Dialect(ABC):
     ) -> None:
         """Index (row id, text) pairs in ``table`` (entries_fts, summaries_fts for summary
         records, summaries_text_fts for the dag's summaries) inside the writing transaction;
-        ``texts`` may be lazy, and is not consumed where nothing is indexed."""
+        ``texts`` may be lazy, and is not consumed where nothing is indexed. The entries'
+        index may trail them instead: SQLite's past a high-water mark, PostgreSQL's from a
+        queue; either way a search indexes what it reads first."""
 
     @abstractmethod
     def ranked(
