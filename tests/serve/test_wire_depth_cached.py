@@ -49,10 +49,15 @@ def test_the_verdict_is_the_whole_body_walk_cold_or_warm(
 ) -> None:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("comal.serve._wire.ITEMS", ItemCache())  # cold for each example
-        _grow(protocol, depths, metadata, tenant)
+        verdicts = _grow(protocol, depths, metadata, tenant)
+    assert verdicts and all(refused == walked for refused, walked in verdicts), verdicts
 
 
-def _grow(protocol: Protocol, depths: list[int], metadata: int, tenant: str) -> None:
+def _grow(
+    protocol: Protocol, depths: list[int], metadata: int, tenant: str
+) -> list[tuple[bool, bool]]:
+    """(refused by parse_request, too deep by the whole-body walk) for each request sent."""
+    verdicts: list[tuple[bool, bool]] = []
     items = [_item(protocol, n, _nested(d, "x")) for n, d in enumerate(depths)]
     body = {"model": "m", _KEY[protocol]: items, "metadata": _nested(metadata, 1)}
     # The growing conversation: each shorter prefix first (what the cache holds), then the whole.
@@ -64,7 +69,8 @@ def _grow(protocol: Protocol, depths: list[int], metadata: int, tenant: str) -> 
                 refused = False
             except JSONTooDeep:
                 refused = True
-            assert refused == _too_deep(orjson.loads(prefix)), k
+            verdicts.append((refused, _too_deep(orjson.loads(prefix))))
+    return verdicts
 
 
 def test_a_deep_item_after_a_cached_history_is_refused_with_its_code() -> None:
