@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from comal.bench._proxy import (
+from comal.bench._proxy_compare import (
     PathRow,
     find_litellm,
     litellm_command,

@@ -435,7 +435,8 @@ def proxy_bench(
 
     Example: comal bench proxy --concurrency 1,8,32,64 --turns 10
     """
-    from ..bench._proxy import DEFAULT_CONCURRENCY, run_proxy_bench
+    from ..bench._proxy import run_proxy_bench
+    from ..bench._proxy_compare import DEFAULT_CONCURRENCY
 
     if concurrency is not None or compare:
         levels: tuple[int, ...] = DEFAULT_CONCURRENCY
@@ -479,7 +480,7 @@ def _proxy_comparison(
     pool_per_client: bool,
     as_json: bool,
 ) -> None:
-    from ..bench._proxy import run_proxy_comparison
+    from ..bench._proxy_compare import run_proxy_comparison
 
     with err.status("benchmarking") as status:
         result = run_proxy_comparison(
