@@ -260,7 +260,7 @@ def test_sub_agents_run_in_child_sessions(tmp_path: Path) -> None:
     )
     result = child.run("write c.txt")
     info = r.ledger.session(child.scope)
-    assert info is not None and info.parent == r.scope.session and info.agent == "subagent"
+    assert info is not None and info.parent == r.scope.session and info.agent == r.scope.agent
     assert result.answer == "child done" and r.read("c.txt") == "c"
     (rc,) = [x for x in receipts(r.ledger, child.scope) if x.call_id == "c1"]
     assert rc.actor.kind == "subagent" and rc.actor.parent == r.scope.session

@@ -64,7 +64,7 @@ def test_a_scripted_coordinator_runs_its_steps_from_their_scripts_and_shows_the_
     rows = json.loads(runner.invoke(app, ["sessions", "--json"]).stdout)
     # Newest first: the steps, in the order they ran, are the oldest first.
     kids = sorted((r for r in rows if r["parent"] == parent), key=lambda r: r["started"])
-    assert len(kids) == 3 and {r["agent"] for r in kids} == {"subagent"}
+    assert len(kids) == 3 and {r["agent"] for r in kids} == {"comal"}  # the coordinator's
     listed = runner.invoke(app, ["sessions"], terminal_width=200).stdout
     assert listed.count("└ ") == 3 and listed.index(parent) < listed.index(kids[0]["session"])
     # comal show: the board, the steps as a tree, the draft; a step names its parent.

@@ -50,7 +50,8 @@ def test_a_step_is_recorded_before_its_child_starts_and_answered_from_its_ledger
     assert result.status == "finished"
     (body,) = seen  # the record was there when the child made its first request
     (kid,) = r.ledger.children(r.scope)
-    assert kid.parent == r.scope.session and kid.agent == "subagent"
+    # The step is its coordinator's agent's session (issue 30: never a shared "subagent").
+    assert kid.parent == r.scope.session and kid.agent == r.scope.agent == "a"
     assert body["child"] == kid.id and body["call_id"] == "run1" and body["n"] == 1
     assert body["objective"] == "write a.txt" and body["config"]["tools"] == ["Write"]
     assert r.read("a.txt") == "a\n"

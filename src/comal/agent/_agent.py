@@ -196,14 +196,15 @@ class Agent:
     def spawn_child(
         self,
         *,
-        agent: str = "subagent",
+        agent: str | None = None,
         title: str | None = None,
         provider: Provider | None = None,
         settings: AgentSettings | None = None,
     ) -> Agent:
-        """A sub-agent in a child session (LED-3): its house from the parent's factory (same
-        registry, policy, workspace, approver and lock guard); its proposals are bound to a
-        sub-agent actor whose parent is this session."""
+        """A sub-agent in a child session (LED-3) of this session's agent unless ``agent``
+        names another: its house from the parent's factory (same registry, policy, workspace,
+        approver and lock guard); its proposals are bound to a sub-agent actor whose parent is
+        this session."""
         child = spawn_child(self.ledger, self.scope, agent=agent, title=title)
         # The parent's factory: same registry, policy, workspace, sandbox, approver and the
         # session-lock guard (a child runs only while this process holds the parent's lock).

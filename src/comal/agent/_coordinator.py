@@ -5,7 +5,8 @@ the task through ``finish_call``, and keep to the task's budget.
 ``WorkStepRun``, ``WorkStepWait`` and ``finish_call`` reach it through the house's host.
 
 - ``WorkStepRun``: the call's delegation record and its child session (its first message the
-  objective) are written in one transaction before the child starts; a call judged again after
+  objective; its agent the coordinator's, so the step recalls only what that agent holds) are
+  written in one transaction before the child starts; a call judged again after
   a crash finds the record by its call id and makes no second child. The child then runs in a
   thread (:class:`~comal.agent._children.Children`), as a ``work_started`` … ``work_ended``
   pair of events in the parent.
@@ -63,10 +64,9 @@ from ._session import CHECKER, Check, lock_session, run_checks
 if TYPE_CHECKING:
     from ._agent import Agent
 
-__all__ = ["CHECKS_EVENT", "CHILD_AGENT", "Coordinator", "task_spend"]
+__all__ = ["CHECKS_EVENT", "Coordinator", "task_spend"]
 
 CHECKS_EVENT = "finish_checks"
-CHILD_AGENT = "subagent"
 _TAIL = 2_000
 # The house runs finish_call itself (when the model stops) through a house offering only it.
 _FINISH_REGISTRY = Registry(op for op in work_operations() if op.name == FINISH)
@@ -160,20 +160,23 @@ class Coordinator:
             "engine": config["engine"],
             "delegation": {"parent": self.scope.session, "call_id": call_id, "n": n},
         }
+        # The child is the coordinator's agent's session (LED-3 links it by parent): what it
+        # recalls is that agent's, by the ledger's own (tenant, agent) scope, never another's.
+        agent = self.scope.agent
         with self.ledger.atomic():
             child = self.ledger.create_session(
                 self.scope.tenant,
-                CHILD_AGENT,
+                agent,
                 parent=self.scope.session,
                 title=one_line(args.objective)[:80],
                 meta=meta,
                 messages=[intention(args.objective, settings, preamble=preamble)],
             )
             body = {"v": 1, "call_id": call_id, "n": n, "child": child.session}
-            body |= {"agent": CHILD_AGENT, "objective": args.objective, "config": config}
+            body |= {"agent": agent, "objective": args.objective, "config": config}
             record = self.ledger.add_record(self.scope, "event", DELEGATED, body)
         a.probe("delegated", child.session)
-        return Delegation(record.id, n, call_id, child.session, CHILD_AGENT, args.objective, config)
+        return Delegation(record.id, n, call_id, child.session, agent, args.objective, config)
 
     def _left(self) -> tuple[int | None, int | None]:
         """What the task's budget has left (tokens, turns); ``None`` where unlimited."""

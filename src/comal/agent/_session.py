@@ -38,14 +38,16 @@ def spawn_child(
     ledger: LedgerBackend,
     parent: Scope,
     *,
-    agent: str = "subagent",
+    agent: str | None = None,
     title: str | None = None,
     meta: dict[str, Any] | None = None,
 ) -> Scope:
-    """A child session of ``parent`` for a sub-agent (LED-3): same tenant, its own ledger
-    history, linked by ``parent``; its proposals are bound to a sub-agent actor."""
+    """A child session of ``parent`` for a sub-agent (LED-3): same tenant and, unless
+    ``agent`` names another, the parent's agent (so what the sub-agent recalls is its parent's
+    agent's, MEM-2); its own ledger history, linked by ``parent``; its proposals are bound to
+    a sub-agent actor."""
     return ledger.create_session(
-        parent.tenant, agent, parent=parent.session, title=title, meta=meta
+        parent.tenant, agent or parent.agent, parent=parent.session, title=title, meta=meta
     )
 
 

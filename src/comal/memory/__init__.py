@@ -14,11 +14,12 @@ The rows live in the ledger (``memories``, ``memory_flushes``; :mod:`comal.ledge
 
 from ._extract import KINDS, MAX_FACTS, extract_facts
 from ._remember import EXTRACTIVE, Extracted, remember, unremembered
-from ._search import Recalled, memory_search, render_recalled
+from ._search import LEGACY_STEP_AGENT, Recalled, memory_search, render_recalled
 
 __all__ = [
     "EXTRACTIVE",
     "KINDS",
+    "LEGACY_STEP_AGENT",
     "MAX_FACTS",
     "Extracted",
     "Recalled",

@@ -13,7 +13,12 @@ to the newer session.
 
 The scope is (tenant, agent) and nothing wider: both must be given (else
 :class:`~comal.errors.ScopeError`, never a search of everything), and a caller's session that
-does not belong to them refuses the search the same way.
+does not belong to them refuses the search the same way. A work step's session is its
+coordinator's agent's, so a step recalls what that agent holds (its coordinator's sessions and
+their steps) and nothing of another agent's. Before that, every step of every agent ran as one
+shared agent, :data:`LEGACY_STEP_AGENT`: its sessions mix agents, so no session of that agent
+may search (a step resumed from such a ledger is refused); the operator may still name it with
+``--tenant`` and ``--agent``.
 """
 
 from __future__ import annotations
@@ -26,9 +31,12 @@ from typing import Any
 from ..errors import ScopeError
 from ..ledger import Entry, LedgerBackend, MemoryRecord, Scope, SessionInfo
 
-__all__ = ["FUSION_K", "Recalled", "memory_search", "render_recalled"]
+__all__ = ["FUSION_K", "LEGACY_STEP_AGENT", "Recalled", "memory_search", "render_recalled"]
 
 FUSION_K = 60
+# The agent id every work step of every agent ran under before steps ran as their
+# coordinator's agent (see the module docstring).
+LEGACY_STEP_AGENT = "subagent"
 MEMORY_WEIGHT = 0.5
 SNIPPET_CHARS = 480
 
@@ -122,6 +130,12 @@ def memory_search(
         raise ScopeError(
             f"memory_search needs a tenant and an agent; {missing} missing: it never searches "
             "every agent's memories (give a session, or a tenant and an agent)"
+        )
+    if session is not None and agent == LEGACY_STEP_AGENT:
+        raise ScopeError(
+            f"agent {agent!r} is the one id an older comal gave the work steps of every agent: "
+            "its sessions are not one agent's, so no session of it may search them; nothing "
+            "was searched (steps run as their coordinator's agent now)"
         )
     if session is not None and ledger.session(Scope(tenant, agent, session)) is None:
         raise ScopeError(

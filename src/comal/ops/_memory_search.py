@@ -42,8 +42,8 @@ def _memory_search(args: MemorySearchInput, ctx: CallContext) -> ToolOutput:
             ctx.ledger, scope.tenant, scope.agent, args.query, session=scope.session,
             limit=args.limit,
         )  # fmt: skip
-    except ComalError as exc:
-        raise ToolFailure(f"{exc}") from exc
+    except ComalError as exc:  # its code leads, as the other recall tools' refusals do
+        raise ToolFailure(f"[{exc.code}] {exc}") from exc
     observed = [{"kind": r.kind, "id": r.id, "session": r.session} for r in found]
     return ToolOutput(render_recalled(args.query, found), observations={"results": observed})
 
