@@ -21,7 +21,7 @@ from ..errors import ComalError, UserError
 
 if TYPE_CHECKING:
     from ..ledger import LedgerBackend
-from ..safe_text import encodable, safe
+from ..safe_text import encodable, safe, safe_json
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -149,10 +149,12 @@ class Output:
             raise OutputPathError(self.option, self.path, _reason(exc, self.path)) from exc
 
 
-def emit_json(value: Any) -> None:
+def emit_json(value: Any, *, escaped: bool = False) -> None:
     # Damaged text read from a ledger (lone surrogates) is shown as its bytes: the output is
-    # always valid UTF-8 and valid JSON.
-    sys.stdout.write(json.dumps(encodable(value), ensure_ascii=False) + "\n")
+    # always valid UTF-8 and valid JSON. ``escaped``: every character a terminal acts on or
+    # hides written as a JSON escape, for values that carry history's text (the same value).
+    dumped = json.dumps(encodable(value), ensure_ascii=False)
+    sys.stdout.write((safe_json(dumped) if escaped else dumped) + "\n")
     sys.stdout.flush()
 
 

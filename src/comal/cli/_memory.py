@@ -58,7 +58,8 @@ def search_cmd(
             own = None
         found = memory_search(led, tenant, agent, query, session=own, limit=limit)
     if as_json:
-        emit_json({"tenant": tenant, "agent": agent, "results": [r.as_dict() for r in found]})
+        results = [r.as_dict() for r in found]
+        emit_json({"tenant": tenant, "agent": agent, "results": results}, escaped=True)
         return
     # Memories and past messages came from untrusted history: shown escaped.
     out.print(safe(render_recalled(query, found)), markup=False, highlight=False)

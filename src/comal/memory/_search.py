@@ -30,6 +30,7 @@ from typing import Any
 
 from ..errors import ScopeError
 from ..ledger import Entry, LedgerBackend, MemoryRecord, Scope, SessionInfo
+from ..safe_text import one_line
 
 __all__ = ["FUSION_K", "LEGACY_STEP_AGENT", "Recalled", "memory_search", "render_recalled"]
 
@@ -163,7 +164,11 @@ def memory_search(
 
 
 def render_recalled(query: str, results: Sequence[Recalled]) -> str:
-    """The results as the model (and ``comal memory search``) reads them."""
+    """The results as the model (and ``comal memory search``) reads them. What comes from
+    history (a fact, a snippet, a kind) is quoted on its result's line with every control,
+    bidi and invisible character escaped (:func:`~comal.safe_text.one_line`): a hostile output
+    read once can neither act on a terminal nor pose as another result line; its exact bytes
+    are the entries named."""
     lines = [
         f"memory_search {query!r}: {len(results)} result(s) from this agent's memories and "
         "past sessions, best first."
@@ -173,8 +178,9 @@ def render_recalled(query: str, results: Sequence[Recalled]) -> str:
         title = f" {r.session_title!r}" if r.session_title else ""
         where = f"session {r.session[:8]}{title} of {when}, seq {r.first_seq}"
         where += f"..{r.last_seq}" if r.last_seq != r.first_seq else ""
-        head = f"memory {r.id} ({r.label})" if r.kind == "memory" else f"{r.label} entry {r.id}"
-        lines.append(f"- {head}, {where}: {r.text}")
+        label = one_line(r.label)
+        head = f"memory {r.id} ({label})" if r.kind == "memory" else f"{label} entry {r.id}"
+        lines.append(f"- {head}, {where}: {one_line(r.text)}")
     if not results:
         lines.append("Nothing matched; try other words or fewer of them.")
     else:

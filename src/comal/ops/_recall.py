@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from ..errors import ComalError
 from ..ledger import LedgerBackend, LedgerTimeout, Scope, SummaryRecord
 from ..messages import sha256_hex
+from ..safe_text import one_line
 from ._errors import OperationTimeout, ToolFailure
 from ._model import CallContext, Effect, Surface, ToolOutput
 from ._operation import LARGE_CAP, Operation
@@ -159,7 +160,8 @@ def _search(args: CtxSearchInput, ctx: CallContext) -> ToolOutput:
         else:
             where = f"entry {h.id} (seq {h.seq}, {h.role})"
             call = f"ctx_expand(entry={h.id})"
-        lines.append(f"{n}. {where}, score {h.score:.3f}: {h.snippet} — {call}")
+        # History's text on the result's line, escaped: it can pose as no other result.
+        lines.append(f"{n}. {where}, score {h.score:.3f}: {one_line(h.snippet)} — {call}")
     seen = {"hits": [{"kind": h.kind, "id": h.id} for h in hits]}
     return ToolOutput("\n".join(lines), observations=seen)
 

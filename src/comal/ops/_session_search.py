@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..ledger import Entry, SearchHit
 from ..messages import Text, sha256_hex
+from ..safe_text import one_line
 from ._model import CallContext, Effect, ToolOutput
 from ._operation import LARGE_CAP, Operation
 from ._recall import bounded_search
@@ -88,8 +89,9 @@ def _session_search(args: SessionSearchInput, ctx: CallContext) -> ToolOutput:
         digest = entry.output_digest if field == "content" and entry.output_digest else None
         call = evidence_call(entry.id, field, digest or sha256_hex(text))
         result = entry.message.tool_result
-        tool = f" {result.name}" if result is not None and result.name else ""
-        snippet = " ".join(h.snippet.split())
+        tool = f" {one_line(result.name)}" if result is not None and result.name else ""
+        # History's text on the hit's line, escaped: it can pose as no other line.
+        snippet = one_line(h.snippet)
         lines.append(f"- seq {h.seq}, entry {h.entry_id}, {h.role}{tool}: {snippet}\n  {call}")
         found.append({"entry": h.entry_id, "seq": h.seq, "field": field})
     if not hits:
