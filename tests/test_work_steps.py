@@ -26,6 +26,9 @@ def _kid(k: str, *, usage: dict[str, int] | None = None) -> list[dict[str, Any]]
     return [first, reply(text(f"wrote {k}.txt"))]
 
 
+_ACCEPT = [{"step": n, "reason": "this test looks at the incomplete step"} for n in (1, 2)]
+
+
 def _coordinator(*runs: dict[str, Any], then: list[dict[str, Any]] | None = None) -> list[Any]:
     calls = [tool(f"run{i}", "WorkStepRun", **args) for i, args in enumerate(runs, 1)]
     return [reply(*calls), reply(tool("wait", "WorkStepWait")), *(then or [reply(text("done"))])]
@@ -136,7 +139,8 @@ def test_a_step_over_its_budget_or_turns_is_incomplete_never_a_success(tmp_path:
             {"objective": "loop", "max_turns": 2},
             then=[
                 reply(tool("draft", "WorkDraft", title="R", parts=[{"step": 1}])),
-                reply(text("stop")),
+                # Two incomplete steps: the task closes only once both are accepted.
+                reply(text("stop"), tool("fin", "finish_call", accept_incomplete=_ACCEPT)),
             ],
         )
     )
@@ -159,7 +163,8 @@ def test_a_step_over_its_budget_or_turns_is_incomplete_never_a_success(tmp_path:
 def test_a_step_whose_model_fails_is_incomplete(tmp_path: Path) -> None:
     # covers: WRK-3
     r = rig(tmp_path)
-    provider = ScriptedProvider(_coordinator({"objective": "fail"}))
+    stop = reply(text("stop"), tool("fin", "finish_call", accept_incomplete=_ACCEPT[:1]))
+    provider = ScriptedProvider(_coordinator({"objective": "fail"}, then=[stop]))
     r.agent(provider, children=Kids({1: [{"error": "auth"}]})).run("delegate")
     (state,) = steps_of(r.ledger, r.scope)
     assert state.outcome == "incomplete" and state.status == "error"

@@ -12,16 +12,18 @@ the task through ``finish_call``, and keep to the task's budget.
   pair of events in the parent.
 - ``WorkStepWait``: starts (resumes) every named step that is unfinished and not running, waits,
   and answers from the children's ledgers (:func:`comal.work.steps_of`).
-- ``finish_call``: refuses while a step is unfinished; runs the configured checks (as the
-  operator, :func:`comal.agent.run_checks`) and every closed board item's check (as the model's
-  own call); passes only when all pass and every item is done. The agent's "checks when the
-  model stops" is this same operation, run by the house on the ``api`` surface.
+- ``finish_call``: refuses while a step is unfinished, and while a step that ended incomplete
+  is not named in its ``accept_incomplete`` with a reason (``FINISH_INCOMPLETE``; what it
+  accepts is recorded); runs the configured checks (as the operator,
+  :func:`comal.agent.run_checks`) and every closed board item's check (as the model's own
+  call); passes only when all pass and every item is done. The agent's "checks when the model
+  stops" is this same operation, run by the house on the ``api`` surface, accepting nothing.
 - The budget: the tokens and requests of the session and all its work steps, every run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +43,9 @@ from ..work import (
     DELEGATED,
     ENDED,
     FINISH,
+    FINISH_EVENT,
     STARTED,
+    AcceptIncomplete,
     Board,
     Delegation,
     FinishRefused,
@@ -49,6 +53,7 @@ from ..work import (
     WorkStepRefused,
     WorkStepRunInput,
     WorkStepWaitInput,
+    accepted_incomplete,
     board_of,
     check_item,
     delegation_for,
@@ -66,7 +71,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CHECKS_EVENT", "Coordinator", "task_spend"]
 
-CHECKS_EVENT = "finish_checks"
+CHECKS_EVENT = FINISH_EVENT
 _TAIL = 2_000
 # The house runs finish_call itself (when the model stops) through a house offering only it.
 _FINISH_REGISTRY = Registry(op for op in work_operations() if op.name == FINISH)
@@ -303,7 +308,9 @@ class Coordinator:
         return done
 
     # -- finish_call ---------------------------------------------------------------------------
-    def finish_call(self, ctx: CallContext) -> ToolOutput:
+    def finish_call(
+        self, ctx: CallContext, accepted: Sequence[AcceptIncomplete] = ()
+    ) -> ToolOutput:
         if ctx.surface == "model":
             heads = self.ledger.heads(self.scope)
             step = self.ledger.entries(self.scope, start_seq=heads[-1].step) if heads else []
@@ -313,9 +320,9 @@ class Coordinator:
                     "finish_call closes the session, so it is the only call of its reply; "
                     "propose the other calls first, then finish_call alone"
                 )
-        return self._finish(ctx.call_id)
+        return self._finish(ctx.call_id, accepted)
 
-    def _finish(self, origin: str) -> ToolOutput:
+    def _finish(self, origin: str, accept: Sequence[AcceptIncomplete] = ()) -> ToolOutput:
         a = self.agent
         states = steps_of(self.ledger, self.scope)
         waiting = [self._live(s) for s in states if s.outcome == "unfinished"]
@@ -325,6 +332,7 @@ class Coordinator:
             lines.append("Collect them with WorkStepWait, then call finish_call again.")
             seen = {"passed": False, "waiting": [s.delegation.n for s in waiting]}
             return self._finished(origin, "\n".join(lines), seen, [], [])
+        accepted = accepted_incomplete(states, accept)
         gates = [
             why for op in a.house.registry
             if op.finish_gate is not None and (why := op.finish_gate(self.ledger, self.scope))
@@ -332,9 +340,8 @@ class Coordinator:
         if gates:
             # A plugin's task (a browser's tests) is not done: nothing else runs until it is.
             lines = ["[finish] NOT finished:", *(f"- {why}" for why in gates)]
-            return self._finished(
-                origin, "\n".join(lines), {"passed": False, "gates": gates}, [], []
-            )
+            seen = {"passed": False, "gates": gates}
+            return self._finished(origin, "\n".join(lines), seen, [], [], accepted)
         checks = run_checks(a.house, a.settings.checks, a.run_id)
         for c in checks:
             a.say("result", f"check `{c.command}`: {c.status}")
@@ -349,9 +356,9 @@ class Coordinator:
             after = after.apply(change, 0)
         failed = [c for c in changes if not c["passed"]]
         passed = all(c.passed for c in checks) and not after.open_items and not failed
-        text = _finish_report(passed, checks, after, failed)
+        text = _finish_report(passed, checks, after, failed, accepted)
         seen = {"passed": passed, "open": [i.id for i in after.open_items], "board": changes}
-        return self._finished(origin, text, seen, checks, changes)
+        return self._finished(origin, text, seen, checks, changes, accepted)
 
     def _finished(
         self,
@@ -360,11 +367,13 @@ class Coordinator:
         seen: dict[str, Any],
         checks: list[Check],
         changes: list[dict[str, Any]],
+        accepted: list[dict[str, Any]] | None = None,
     ) -> ToolOutput:
         listed = [{"command": c.command, "status": c.status, "receipt": c.receipt} for c in checks]
-        seen = {"checks": listed} | seen
+        seen = {"checks": listed} | seen | {"accepted_incomplete": accepted or []}
         body = {"v": 1, "run": self.agent.run_id, "call_id": origin}
         body |= {"passed": seen["passed"], "checks": listed, "board": changes}
+        body |= {"accepted_incomplete": accepted or []}
         self.ledger.add_record(self.scope, "event", CHECKS_EVENT, body)
         return ToolOutput(text, is_error=not seen["passed"], observations=seen)
 
@@ -427,12 +436,23 @@ class Coordinator:
         )
 
 
-def _finish_report(passed: bool, checks: list[Check], board: Board, failed: list[Any]) -> str:
+def _finish_report(
+    passed: bool,
+    checks: list[Check],
+    board: Board,
+    failed: list[Any],
+    accepted: list[dict[str, Any]],
+) -> str:
+    taken = [
+        f"- accepted incomplete: step #{a['step']} ({a['status']}): {one_line(a['reason'])}"
+        for a in accepted
+    ]
     if passed:
         head = f"[finish] passed: {len(checks)} configured check(s)"
         head += f", {sum(i.status == 'verified' for i in board.items)} board item(s) verified"
+        head += "".join(f"\n{line}" for line in taken)
         return head + (f"\n\n{board.render()}" if board.items else "")
-    lines = ["[finish] NOT finished:"]
+    lines = ["[finish] NOT finished:", *taken]
     for c in checks:
         if not c.passed:
             lines.append(f"- check failed ({c.status}, receipt {c.receipt}):\n$ {c.command}")

@@ -18,6 +18,7 @@ house's host (:class:`WorkHost`). :func:`work_view` is what ``/state``, ``comal 
 TUI and the HTTP API show.
 """
 
+from ._accept import accepted_incomplete
 from ._board import BOARD_HEADER, BOARD_KINDS, STATUSES, Board, BoardItem, ItemStatus, board_of
 from ._board_ops import board_operations, check_item
 from ._drafts import DRAFT, Draft, draft_operation, drafts_of, render_draft
@@ -25,6 +26,7 @@ from ._errors import (
     BoardItemUnknown,
     BoardOrderError,
     DraftReferenceError,
+    FinishIncomplete,
     FinishRefused,
     NoWorkAgent,
     WorkStepRefused,
@@ -32,6 +34,7 @@ from ._errors import (
 from ._ops import (
     COORDINATOR_ONLY,
     FINISH,
+    AcceptIncomplete,
     FinishInput,
     WorkAgent,
     WorkHost,
@@ -52,7 +55,7 @@ from ._steps import (
     step_state,
     steps_of,
 )
-from ._view import BUDGET_EVENT, render_work, work_view
+from ._view import BUDGET_EVENT, FINISH_EVENT, render_work, work_view
 
 __all__ = [
     "BOARD_HEADER",
@@ -63,8 +66,10 @@ __all__ = [
     "DRAFT",
     "ENDED",
     "FINISH",
+    "FINISH_EVENT",
     "STARTED",
     "STATUSES",
+    "AcceptIncomplete",
     "Board",
     "BoardItem",
     "BoardItemUnknown",
@@ -72,6 +77,7 @@ __all__ = [
     "Delegation",
     "Draft",
     "DraftReferenceError",
+    "FinishIncomplete",
     "FinishInput",
     "FinishRefused",
     "ItemStatus",
@@ -82,6 +88,7 @@ __all__ = [
     "WorkStepRefused",
     "WorkStepRunInput",
     "WorkStepWaitInput",
+    "accepted_incomplete",
     "board_of",
     "board_operations",
     "check_item",

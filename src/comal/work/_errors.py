@@ -9,6 +9,7 @@ __all__ = [
     "BoardItemUnknown",
     "BoardOrderError",
     "DraftReferenceError",
+    "FinishIncomplete",
     "FinishRefused",
     "NoWorkAgent",
     "WorkStepRefused",
@@ -45,6 +46,13 @@ class FinishRefused(ToolFailure):
     """finish_call proposed beside other calls: it closes the session, so it comes alone."""
 
     code = "FINISH_ALONE"
+
+
+class FinishIncomplete(ToolFailure):
+    """finish_call with a work step that ended incomplete and that the call does not accept
+    (``accept_incomplete``), or an acceptance that names no incomplete step."""
+
+    code = "FINISH_INCOMPLETE"
 
 
 class NoWorkAgent(ToolFailure):

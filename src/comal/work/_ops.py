@@ -10,9 +10,10 @@ caller's). The agent side implements :class:`WorkAgent`; everything it records i
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..ledger import Scope
 from ..ops import CallContext, Effect, Operation, Registry, Surface, ToolOutput
@@ -23,6 +24,7 @@ from ._errors import NoWorkAgent
 __all__ = [
     "COORDINATOR_ONLY",
     "FINISH",
+    "AcceptIncomplete",
     "FinishInput",
     "WorkAgent",
     "WorkHost",
@@ -73,8 +75,33 @@ class WorkStepWaitInput(BaseModel):
     )
 
 
+class AcceptIncomplete(BaseModel):
+    """A work step that ended incomplete, accepted at finish, and why."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    step: int = Field(ge=1, description="The step's number (#n) that ended incomplete.")
+    reason: str = Field(
+        min_length=1, max_length=2_000, description="Why the task holds without that step."
+    )
+
+    @field_validator("reason")
+    @classmethod
+    def _words(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("a reason is words, not blanks")
+        return value
+
+
 class FinishInput(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    accept_incomplete: list[AcceptIncomplete] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Each work step that ended incomplete and that you accept, with why; "
+        "finish_call refuses while an incomplete step is not named here.",
+    )
 
 
 @runtime_checkable
@@ -83,7 +110,9 @@ class WorkAgent(Protocol):
 
     def delegate(self, args: WorkStepRunInput, ctx: CallContext) -> ToolOutput: ...
     def wait(self, args: WorkStepWaitInput, ctx: CallContext) -> ToolOutput: ...
-    def finish_call(self, ctx: CallContext) -> ToolOutput: ...
+    def finish_call(
+        self, ctx: CallContext, accepted: Sequence[AcceptIncomplete] = ()
+    ) -> ToolOutput: ...
 
 
 @runtime_checkable
@@ -113,7 +142,7 @@ def _wait(args: WorkStepWaitInput, ctx: CallContext) -> ToolOutput:
 
 
 def _finish(args: FinishInput, ctx: CallContext) -> ToolOutput:
-    return _agent(ctx).finish_call(ctx)
+    return _agent(ctx).finish_call(ctx, args.accept_incomplete)
 
 
 def work_operations() -> list[Operation]:
@@ -152,8 +181,9 @@ def work_operations() -> list[Operation]:
         Operation(
             FINISH,
             "Close the task: runs the configured checks and every board item's check; the "
-            "session is finished only when all pass and every item is done. Call it alone, "
-            "with your final answer as the text of the same reply.",
+            "session is finished only when all pass and every item is done. A work step that "
+            "ended incomplete must be named in accept_incomplete with why the task holds "
+            "without it. Call it alone, with your final answer as the text of the same reply.",
             FinishInput,
             _finish,
             effects=(Effect("read"),),
