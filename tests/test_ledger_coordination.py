@@ -3,6 +3,9 @@ of a name taking turns inside a transaction, and one process per session (RES-2)
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
 from typing import Any
@@ -67,3 +70,58 @@ def test_one_process_per_session(ledger_store: LedgerStore) -> None:
             assert err.value.code == "SESSION_LOCKED" and "in use by" in str(err.value)
         with second.session_lock(scope) as again:
             assert again.held
+
+
+_HOLDER = """
+import sys, time
+from comal.ledger import PostgresLedger, Scope, open_ledger
+backend, where, schema, session = sys.argv[1:5]
+led = open_ledger(where) if backend == "sqlite" else PostgresLedger(where, schema=schema)
+lock = led.session_lock(Scope("t", "a", session))
+print("held", flush=True)
+time.sleep(600)
+"""
+
+
+def test_who_holds_a_session_is_read_without_taking_it(ledger_store: LedgerStore) -> None:
+    # covers: RES-2, SCL-1
+    with ledger_store.open() as first, ledger_store.open() as second:
+        scope = first.create_session("t", "a")
+        assert second.session_lock_holder(scope) is None
+        with first.session_lock(scope):
+            holder = second.session_lock_holder(scope)
+            assert holder is not None and holder["pid"] == os.getpid()
+            # Reading took nothing: the lock is still the holder's alone.
+            with pytest.raises(SessionLocked):
+                second.session_lock(scope)
+        assert second.session_lock_holder(scope) is None
+        # A holder killed outright holds nothing, whatever its lock file or lease row says.
+        where, schema = (
+            (str(getattr(ledger_store, "path", "")), "")
+            if ledger_store.backend == "sqlite"
+            else (str(getattr(ledger_store, "dsn", "")), str(getattr(ledger_store, "schema", "")))
+        )
+        args = [ledger_store.backend, where, schema, scope.session]
+        child = subprocess.Popen(
+            [sys.executable, "-c", _HOLDER, *args], stdout=subprocess.PIPE, text=True
+        )
+        assert child.stdout is not None and child.stdout.readline().strip() == "held"
+        held = second.session_lock_holder(scope)
+        assert held is not None and held["pid"] == child.pid
+        child.kill()
+        child.wait()
+        child.stdout.close()
+        for _ in range(200):  # the database notices the closed connection a moment later
+            if second.session_lock_holder(scope) is None:
+                break
+            time.sleep(0.05)
+        assert second.session_lock_holder(scope) is None
+
+
+def test_a_derived_value_is_the_same_wherever_the_secret_is(ledger_store: LedgerStore) -> None:
+    # covers: LED-4
+    with ledger_store.open() as first, ledger_store.open() as second:
+        token = first.derived("web csrf v1", "acme\x00k1")
+        assert token == second.derived("web csrf v1", "acme\x00k1") and len(token) == 64
+        assert token != first.derived("web csrf v1", "acme\x00k2")
+        assert token != first.derived("another purpose", "acme\x00k1")

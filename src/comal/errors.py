@@ -54,7 +54,10 @@ Packages add leaves where they raise them, each also under the class a caller al
 - ``comal.serve``: ``RequestRefused`` (UserError) → ``HostNotAllowed``, ``OriginNotAllowed``,
   ``KeyInURL``, ``RequestTimeout``, each with its HTTP status; ``JSONTooDeep``,
   ``ToolPairsBroken`` (InputError); ``CannotListen`` → ``AddressInUse`` (UserError), an address
-  ``comal serve`` cannot listen on, said before it starts.
+  ``comal serve`` cannot listen on, said before it starts; the web interface's
+  ``WorkspaceNotAllowed``, ``ModelNotAllowed``, ``ModeNotAllowed`` (the operator's lists and
+  mode ceiling), ``AgentBusy`` and ``OwnerNotAnswering`` (the process that runs a session did
+  not take a request in time) (UserError).
 
 Messages say what was wrong, where, and end with what to do about it.
 """

@@ -4,9 +4,11 @@ client that sends the server's CSRF token."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -79,11 +81,8 @@ def site(tmp_path: Path, script: list[dict[str, Any]] = SCENARIO, **extra: Any) 
         path = tmp_path / f"{name}.jsonl"
         path.write_text("".join(json.dumps(r) + "\n" for r in script))
         specs.append(f"script:{path}")
-    config = {
-        "model": specs[0],
-        "mode": "ask",
-        "serve": {"workspaces": [str(work)], "models": [specs[1]]},
-    } | extra
+    serve = {"workspaces": [str(work)], "models": [specs[1]]} | extra.pop("serve", {})
+    config = {"model": specs[0], "mode": "ask", "serve": serve} | extra
     config_file = tmp_path / "config.json"
     config_file.write_text(json.dumps(config))
     return Site(tmp_path, work, config_file, tmp_path / "ledger.db", (specs[0], specs[1]))
@@ -156,11 +155,17 @@ def in_thread(s: Site, **settings: Any) -> Iterator[tuple[str, SQLiteLedger]]:
 
 
 class Process:
-    """``comal serve`` in its own process, so a test can kill it (SIGKILL) mid-turn."""
+    """``comal serve`` in its own process, so a test can kill it (SIGKILL) mid-turn; on the
+    site's SQLite ledger or on ``ledger`` (a PostgreSQL URL), with more ``options``
+    (``--workers 2``)."""
 
-    def __init__(self, s: Site, port: int | None = None) -> None:
+    def __init__(
+        self, s: Site, port: int | None = None, *options: str, ledger: str | None = None
+    ) -> None:
         self.site = s
         self.port = port or free_port()
+        self.options = options
+        self.ledger = ledger or str(s.ledger_path)
         self.proc: subprocess.Popen[bytes] | None = None
         self._log: Any = None
 
@@ -171,10 +176,15 @@ class Process:
     def start(self) -> None:
         s = self.site
         command = [sys.executable, "-m", "comal", "serve", "--port", str(self.port)]
-        command += ["--config", str(s.config_file), "--ledger", str(s.ledger_path)]
+        command += ["--config", str(s.config_file), "--ledger", self.ledger, *self.options]
         self._log = open(s.root / "serve.log", "ab")  # closed by kill()
+        # A group of its own: --workers forks, and kill() ends the workers with their parent.
         self.proc = subprocess.Popen(
-            command, stdout=self._log, stderr=self._log, env=dict(os.environ)
+            command,
+            stdout=self._log,
+            stderr=self._log,
+            env=dict(os.environ),
+            start_new_session=True,
         )
         for _ in range(400):
             if self.proc.poll() is not None:
@@ -189,7 +199,8 @@ class Process:
 
     def kill(self) -> None:
         if self.proc is not None:
-            self.proc.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
             self.proc = None
         if self._log is not None:

@@ -15,10 +15,11 @@ from typing import Any
 
 import pytest
 
-from comal.agent import Runtime
+from comal.agent import Runtime, lock_session
 from comal.ledger import open_ledger
 from comal.messages import ToolCall
 from comal.ops import Actor
+from comal.serve import _web_sessions
 from comal.serve._web_sessions import WebRuntime
 
 from ._web_support import SCENARIO, Web, in_thread, say, site, tool
@@ -57,6 +58,10 @@ def test_routes_are_scoped_to_the_callers_tenant(tmp_path: Path) -> None:
             r = b.post(f"/api/sessions/{sid}/{path}", body)
             assert r.status_code == 404, (path, r.text)
         assert sid not in {x["id"] for x in b.get("/api/sessions").json()["sessions"]}
+        # A token is the caller's: another key's is refused.
+        assert a.csrf != b.csrf
+        r = b.post("/api/sessions", {"prompt": "hi"}, headers={"x-comal-csrf": a.csrf})
+        assert r.status_code == 403 and r.json()["error"]["code"] == "CSRF_TOKEN"
         # The owner answers; the receipt's actor is the key that proved the tenant.
         r = a.post(f"/api/sessions/{sid}/approvals/{asked['id']}", {"granted": False})
         assert r.status_code == 200, r.text
@@ -141,6 +146,74 @@ def test_only_the_operators_workspaces_and_models(tmp_path: Path) -> None:
         assert web.get(f"/api/sessions/{sid}/gauge").json()["model"] == s.models[1]
         web.post(f"/api/sessions/{sid}/interrupt")
         web.idle(sid)
+
+
+def test_the_operators_mode_is_the_ceiling(tmp_path: Path) -> None:
+    # covers: CFG-2, SRF-1, OPS-6
+    s = site(tmp_path, [{"content": [say("Nothing to change.")]}])  # mode: ask
+    with in_thread(s) as (url, led):
+        web = Web(url)
+        # A page asks for a wider mode than the operator's: refused, nothing created.
+        r = web.post("/api/sessions", {"prompt": "hi", "mode": "trusted"})
+        assert r.status_code == 403 and r.json()["error"]["code"] == "MODE_NOT_ALLOWED"
+        assert led.sessions() == []
+        # Unset, serve.modes is the configured mode and the stricter ones.
+        assert web.get("/api/web").json()["modes"] == ["read-only", "ask"]
+        sid = _start(web, mode="read-only")
+        web.idle(sid)
+        r = web.post(f"/api/sessions/{sid}/commands/mode", {"mode": "trusted"})
+        assert r.status_code == 403 and r.json()["error"]["code"] == "MODE_NOT_ALLOWED"
+        assert web.get(f"/api/sessions/{sid}/gauge").json()["mode"] == "read-only"
+        r = web.post(f"/api/sessions/{sid}/commands/mode", {"mode": "ask"})
+        assert r.status_code == 200, r.text
+        assert web.get(f"/api/sessions/{sid}/gauge").json()["mode"] == "ask"
+    # An operator who names the modes: only those, and a session starts in one of them.
+    other = tmp_path / "other"
+    other.mkdir()
+    s = site(other, [{"content": [say("Nothing to change.")]}], serve={"modes": ["read-only"]})
+    with in_thread(s) as (url, led):
+        web = Web(url)
+        info = web.get("/api/web").json()
+        assert info["modes"] == ["read-only"] and info["mode"] == "read-only"
+        r = web.post("/api/sessions", {"prompt": "hi", "mode": "ask"})
+        assert r.status_code == 403 and r.json()["error"]["code"] == "MODE_NOT_ALLOWED"
+        sid = _start(web)
+        web.idle(sid)
+        assert web.get(f"/api/sessions/{sid}/gauge").json()["mode"] == "read-only"
+        r = web.post(f"/api/sessions/{sid}/commands/mode", {"mode": "ask"})
+        assert r.status_code == 403 and r.json()["error"]["code"] == "MODE_NOT_ALLOWED"
+
+
+def test_a_session_another_process_runs_is_not_taken_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # covers: SRF-1, RES-2
+    monkeypatch.setattr(_web_sessions, "RELAY_S", 0.5, raising=False)
+    monkeypatch.setattr(_web_sessions, "CLAIM_S", 0.2, raising=False)
+    s = site(tmp_path, [{"content": [say("Nothing to change.")]}])
+    with in_thread(s) as (url, led):
+        web = Web(url)
+        sid = _start(web)
+        web.idle(sid)
+        info = next(i for i in led.sessions() if i.id == sid)
+        entries = info.entries
+        # Another process holds the session (a `comal -p --resume`): it runs the session and
+        # takes no request from the web.
+        with lock_session(led, info.scope):
+            assert web.get(f"/api/sessions/{sid}/gauge").json()["working"] is True
+            r = web.post(f"/api/sessions/{sid}/prompts", {"prompt": "again"})
+            assert r.status_code == 409 and r.json()["error"]["code"] == "AGENT_BUSY"
+            r = web.post(f"/api/sessions/{sid}/commands/mode", {"mode": "read-only"})
+            assert r.status_code == 503, r.text
+            assert r.json()["error"]["code"] == "OWNER_NOT_ANSWERING"
+            assert web.post(f"/api/sessions/{sid}/commands/state").status_code == 200
+        # Let go, the session is the web's again; the request given up on never runs.
+        assert web.get(f"/api/sessions/{sid}/gauge").json()["working"] is False
+        r = web.post(f"/api/sessions/{sid}/commands/mode", {"mode": "read-only"})
+        assert r.status_code == 200, r.text
+        modes = led.records(info.scope, "receipt", kinds=("mode",))
+        assert [m.body["observations"]["after"] for m in modes] == ["read-only"]
+        assert led.session(info.scope).entries == entries  # type: ignore[union-attr]
 
 
 def test_a_crashing_session_leaves_the_server_up(
@@ -302,7 +375,7 @@ def test_a_work_step_is_told_and_shown_in_the_tree(tmp_path: Path) -> None:
         {"content": [tool("w2", "WorkStepWait")]},
         {"content": [say("The step said hello.")]},
     ]
-    s = site(tmp_path, script)
+    s = site(tmp_path, script, serve={"modes": ["ask", "trusted"]})
     for spec in s.models:
         children = Path(spec.removeprefix("script:") + ".children")
         children.mkdir()

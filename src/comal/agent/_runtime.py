@@ -382,6 +382,8 @@ class Runtime:
             "engine": settings.engine_name,
             "mode": self.host.mode,
         }
+        if self.host.effort:
+            meta["effort"] = self.host.effort
         # One transaction: a start that fails leaves no empty session behind.
         preamble = Preamble(self.clock(), self.workspace.root, self.user)
         scope = self.ledger.create_session(
@@ -405,16 +407,20 @@ class Runtime:
         say: Say | None = None,
         on_event: OnEvent | None = None,
         probe: Probe | None = None,
+        held: SessionLock | PgSessionLock | None = None,
     ) -> RunResult:
         """One run under the session's lock: a new session starts with ``prompt``; an existing
-        one gets it appended (unless it is the same unanswered prompt) or resumes without."""
+        one gets it appended (unless it is the same unanswered prompt) or resumes without.
+        ``held``: the lock, taken by the caller, who keeps it after the run and releases it
+        (a server's worker answers other workers' requests until it lets go)."""
         check_prompt(prompt)
         fresh = self.scope is None
         if fresh:
             if prompt is None:
                 raise UserError("nothing to do: give a prompt with -p, or --resume a session")
             self.start(prompt)
-        with self.lock() as held:
+        taken = contextlib.nullcontext(held) if held is not None else self.lock()
+        with taken as held:
             self._held = held
             agent = self.agent(approver=approver, say=say, on_event=on_event, probe=probe)
             self.active = agent

@@ -2,9 +2,11 @@
 
 Who may reach the server besides its own names (the DNS-rebinding and cross-origin guards'
 allow-lists), how long a client may take over a request, and where the web interface may run
-agents: the workspaces it may start sessions in and the models it may use (none listed: the
-web interface starts no session). The command line's
-``--allow-host`` / ``--allow-origin`` add to the lists; nothing a client sends changes them.
+agents: the workspaces it may start sessions in, the models it may use (none listed: the
+web interface starts no session) and the permission modes its sessions may take (none listed:
+the configured mode and the stricter ones: a page never widens the operator's mode). The
+command line's ``--allow-host`` / ``--allow-origin`` add to the lists; nothing a client sends
+changes them.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from __future__ import annotations
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from ..ops import MODES, Mode
 
 __all__ = ["ServeSettings"]
 
@@ -23,6 +27,20 @@ class ServeSettings(BaseModel):
     """Settings of ``comal serve`` (the proxy, the HTTP API and the dashboard)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def web_modes(self, configured: Mode) -> tuple[Mode, ...]:
+        """The modes a web session may take, strictest first: :attr:`modes`, or the
+        configured mode and the stricter ones."""
+        if self.modes is None:
+            return MODES[: MODES.index(configured) + 1]
+        return tuple(m for m in MODES if m in self.modes)
+
+    def web_mode(self, configured: Mode) -> Mode:
+        """The mode a web session starts in when the page names none: the configured one if
+        it is allowed, else the widest allowed one stricter than it, else the strictest."""
+        allowed = self.web_modes(configured)
+        stricter = [m for m in allowed if MODES.index(m) <= MODES.index(configured)]
+        return stricter[-1] if stricter else allowed[0]
 
     allowed_hosts: list[HostName] = Field(
         default_factory=list,
@@ -48,6 +66,14 @@ class ServeSettings(BaseModel):
         max_length=100,
         description="Model specs (provider:model) the web interface may start a session with "
         "or switch to, besides the configuration's model.",
+    )
+    modes: list[Mode] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=3,
+        description="Permission modes a web session may start in or switch to with /mode "
+        "(read-only, ask, trusted); none: the configuration's mode and the stricter ones. A "
+        "page asking for another is refused (MODE_NOT_ALLOWED).",
     )
     header_timeout: float = Field(
         default=10.0,

@@ -37,7 +37,7 @@ try:
 except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["SessionLock", "WriterGate", "lock_path", "process_start"]
+__all__ = ["SessionLock", "WriterGate", "lock_holder", "lock_path", "process_start"]
 
 
 def lock_path(ledger_path: str | Path, session: str) -> Path:
@@ -115,6 +115,21 @@ def process_start(pid: int) -> str | None:
     # The command name (field 2) may hold spaces and parentheses: split after its last ")".
     fields = stat.rsplit(")", 1)[-1].split()
     return fields[19] if len(fields) > 19 else None
+
+
+def lock_holder(path: Path) -> dict[str, Any] | None:
+    """What the holder of the session lock at ``path`` wrote, if a live process holds it, read
+    without taking the lock: taking it, even shared and for an instant, would refuse the
+    holder's own next acquire. A hint: a holder may take or let go of it just after."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        holder = _read(fd)
+    finally:
+        os.close(fd)
+    return holder if holder and _alive(holder) else None
 
 
 def _alive(holder: dict[str, Any]) -> bool:

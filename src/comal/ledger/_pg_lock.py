@@ -32,10 +32,30 @@ from ._dialect import lock_key
 from ._errors import SessionLocked
 from ._locks import _Scoped
 
-__all__ = ["DEFAULT_TTL_S", "PgSessionLock"]
+__all__ = ["DEFAULT_TTL_S", "PgSessionLock", "pg_lock_holder"]
 
 DEFAULT_TTL_S = 30.0
 _NOW = "extract(epoch from clock_timestamp())::float8"
+
+
+def pg_lock_holder(execute: Any, key: int, session: str) -> dict[str, Any] | None:
+    """Who holds the advisory lock ``key`` now (its lease row's owner, host and pid), read
+    without taking it; ``None`` when nobody does. ``execute`` runs a statement with ``?``
+    placeholders on a ledger connection whose search path holds ``session_locks``."""
+    found = execute(
+        "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1"
+        " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+        " AND classid = ? AND objid = ?",
+        ((key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF),
+    ).fetchone()
+    if found is None:
+        return None
+    row = execute(
+        "SELECT owner, host, pid FROM session_locks WHERE session = ?", (session,)
+    ).fetchone()
+    if row is None:
+        return {"advisory_lock": key}
+    return {"owner": row[0], "host": row[1], "pid": row[2]}
 
 
 class PgSessionLock(_Scoped):

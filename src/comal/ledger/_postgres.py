@@ -27,7 +27,7 @@ from ._dialect import lock_key
 from ._errors import LedgerBadTarget, LedgerReadOnly, LedgerTimeout, MemorySearchTimeout
 from ._ledger import Store
 from ._model import Scope
-from ._pg_lock import DEFAULT_TTL_S, PgSessionLock
+from ._pg_lock import DEFAULT_TTL_S, PgSessionLock, pg_lock_holder
 from ._postgres_fts import fts_query, search_vectors
 from ._postgres_index import (
     SOURCES,
@@ -288,3 +288,10 @@ class PostgresLedger(Store):
         )
         lock.acquire()
         return lock
+
+    def session_lock_holder(self, scope: Scope) -> dict[str, Any] | None:
+        """Who holds the session's lock now (its lease row's owner, host and pid), read
+        without taking it: a hint, the holder may let go a moment later; ``None``: nobody."""
+        key = lock_key(f"comal:{self.schema or ''}:{scope.session}")
+        with self._reading() as c:
+            return pg_lock_holder(c.execute, key, scope.session)

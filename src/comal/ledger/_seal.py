@@ -86,6 +86,19 @@ class Sealer:
         outer.update(inner.digest())
         return outer.hexdigest()
 
+    def derive(self, purpose: str, text: str) -> str:
+        """A value only the secret's holders can compute: HMAC-SHA256 under the secret of
+        ``purpose`` and ``text``. Every process sharing the ledger derives the same one, and
+        no seal can be made from it: its input never parses as a row's canonical JSON."""
+        if self._keyed is None or self.problem is not None:
+            raise LedgerSecretMissing(
+                self.target, f"cannot derive a {purpose}: {self.problem}", _TODO
+            )
+        inner, outer = self._keyed[0].copy(), self._keyed[1].copy()
+        inner.update(b"comal derived\x00" + purpose.encode() + b"\x00" + text.encode())
+        outer.update(inner.digest())
+        return outer.hexdigest()
+
     def status(self) -> str:
         if self.problem is not None:
             return f"not checked: {self.problem}"

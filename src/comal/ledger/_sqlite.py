@@ -22,7 +22,7 @@ from ._db import Db
 from ._dialect import Dialect
 from ._errors import BadSearchQuery, LedgerBadTarget, LedgerTimeout, MemorySearchTimeout
 from ._ledger import Store
-from ._locks import SessionLock, WriterGate, lock_path
+from ._locks import SessionLock, WriterGate, lock_holder, lock_path
 from ._migrate import statements
 from ._model import Scope, log
 from ._schema import MIGRATIONS
@@ -344,3 +344,10 @@ class SQLiteLedger(Store):
         lock = SessionLock(lock_path(self.path, scope.session), scope.session)
         lock.acquire()
         return lock
+
+    def session_lock_holder(self, scope: Scope) -> dict[str, Any] | None:
+        """What the live holder of the session's lock wrote in it, read without taking it: a
+        hint, the holder may let go a moment later; ``None``: nobody holds it."""
+        if self.path == ":memory:":
+            return None
+        return lock_holder(lock_path(self.path, scope.session))

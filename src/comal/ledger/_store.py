@@ -123,6 +123,12 @@ class StoreBase:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def derived(self, purpose: str, text: str) -> str:
+        """A value every process holding the ledger's secret derives alike for ``purpose``
+        and ``text`` (HMAC-SHA256 under the secret, apart from every seal); a ledger without
+        its secret raises :class:`~comal.ledger.LedgerSecretMissing`."""
+        return self._sealer.derive(purpose, text)
+
     def atomic(self) -> AbstractContextManager[Db]:
         """One write transaction; nested calls become savepoints (all or nothing together).
 

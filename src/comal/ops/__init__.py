@@ -52,6 +52,7 @@ from ._house import House, HouseFactory, Outcome, Probe
 from ._judge import IDENTITY_KEYS, Judge, Judgment
 from ._mcp_config import McpLimits, McpServerConfig
 from ._model import (
+    MODES,
     READ_ONLY_EFFECTS,
     SURFACES,
     Actor,
@@ -120,6 +121,7 @@ __all__ = [
     "HUMAN_CONTROLS",
     "IDENTITY_KEYS",
     "LARGE_CAP",
+    "MODES",
     "OUTPUT_KIND",
     "READ_ONLY_EFFECTS",
     "RECEIPT_SCHEMA",

@@ -45,6 +45,9 @@ Audience = Literal["model", "human", "both"]
 Surface = Literal["model", "cli", "tui", "api"]
 SURFACES: tuple[Surface, ...] = ("model", "cli", "tui", "api")
 Mode = Literal["read-only", "ask", "trusted"]
+# The modes from the strictest to the widest: read-only runs no effect, ask asks for each,
+# trusted asks for none (a rule's ask or deny holds in every mode).
+MODES: tuple[Mode, ...] = ("read-only", "ask", "trusted")
 # ``not_applied``: after a crash, a native write proven not to have landed (the file still has
 # its content from before); the only state from which the same call may run again on its own.
 Status = Literal[

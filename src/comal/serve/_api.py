@@ -71,8 +71,10 @@ STATUS = {
     "NOT_FOUND": 404,
     "WORKSPACE_NOT_ALLOWED": 403,
     "MODEL_NOT_ALLOWED": 403,
+    "MODE_NOT_ALLOWED": 403,
     "AGENT_BUSY": 409,
     "SESSION_LOCKED": 409,
+    "OWNER_NOT_ANSWERING": 503,
     "APPROVAL_NOT_PENDING": 409,
     "ALWAYS_NOT_OFFERED": 409,
 }
@@ -222,14 +224,15 @@ def api_router(gate: Gate) -> APIRouter:
         from ._web_api import check_csrf
 
         tenant, info = await session_of(request, session_id)
-        check_csrf({k.lower(): v for k, v in request.headers.items()}, request.app.state.csrf)
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        await run(lambda: check_csrf(headers, led(request), tenant))
         by = _human(tenant)
         args = {"request": request_id, "granted": body.granted, "reason": body.reason}
         outcome = await run(lambda: request.app.state.web.approve(info, args, by))
-        observed = outcome.receipt.observations
-        if outcome.result.is_error:
+        observed = outcome["observations"]
+        if outcome["is_error"]:
             code = str(observed.get("code") or "OPERATION_FAILED")
-            raise ApiError(409, code, str(observed.get("message") or outcome.result.text))
+            raise ApiError(409, code, str(observed.get("message") or outcome["text"]))
         found: dict[str, Any] = dict(observed["answer"])
         return found
 

@@ -19,7 +19,6 @@ at ``/openapi.json``, browsable in the dashboard).
 
 from __future__ import annotations
 
-import secrets
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -300,8 +299,7 @@ def create_app(
     from ._web_api import web_router
 
     app.include_router(api_router(gate))
-    app.state.csrf = secrets.token_urlsafe(32)
-    app.include_router(web_router(gate, web, app.state.csrf))
+    app.include_router(web_router(gate, web))
     if config.dashboard:
         static = resources.files("comal.serve").joinpath("static")
 

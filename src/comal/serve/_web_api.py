@@ -7,18 +7,25 @@ the caller the server authenticated as the actor (OPS-2): the proxy key's tenant
 user on a loopback server without keys. No body names an actor (extra keys are refused).
 
 Beside the guard's ``Host`` and ``Origin`` checks (:mod:`._guard`), each of those routes needs
-the ``x-comal-csrf`` header to carry this server's token (``GET /api/web`` gives it to an
+the ``x-comal-csrf`` header to carry the caller's token (``GET /api/web`` gives it to an
 authenticated caller): a page of another origin can neither read the token nor send a custom
-header without a CORS preflight, which this server never grants.
+header without a CORS preflight, which this server never grants. The token is derived, not
+drawn: HMAC-SHA256 under the ledger's secret of the caller the server authenticated (the
+tenant and the key that proved it), so every worker of ``comal serve --workers N``, every
+``comal serve`` on the same ledger and a restarted server accept it, and one caller's token is
+no use with another's key. It changes when the ledger's secret does, and not otherwise.
+
+Any worker answers any route: which process runs a session is decided by the session's lock
+(:mod:`._web_sessions`), and the events a page follows are read from the ledger
+(:mod:`._web_events`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import hmac
-import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import anyio
@@ -29,19 +36,20 @@ from sse_starlette.sse import EventSourceResponse
 
 from ..context import engine_names
 from ..ledger import LedgerBackend, SessionInfo
-from ..ops import Outcome
 from ._api import STATUS, ApiError, _error, _human, handled
 from ._views import find_session
-from ._web_sessions import LiveSession, WebSessions
-from ._web_views import changes, fingerprint, gauge_view, transcript_view, work_tree
+from ._web_events import live_stream
+from ._web_sessions import WebSessions
+from ._web_views import transcript_view, work_tree
 
 if TYPE_CHECKING:
     from ._app import Gate, Tenant
 
-__all__ = ["CSRF_HEADER", "check_csrf", "web_router"]
+__all__ = ["CSRF_HEADER", "check_csrf", "csrf_token", "web_router"]
 
 T = TypeVar("T")
 CSRF_HEADER = "x-comal-csrf"
+_CSRF_PURPOSE = "web csrf v1"
 # The human operations a page may call by name; the others have routes of their own.
 COMMANDS = frozenset({"context", "state", "compact", "cost", "model", "effort", "mode", "name"})
 
@@ -52,7 +60,9 @@ class StartBody(BaseModel):
     prompt: str = Field(min_length=1, max_length=200_000, description="The first prompt.")
     model: str | None = Field(None, max_length=500, description="One of GET /api/web's models.")
     engine: str | None = Field(None, max_length=100, description="limit, dag, pipeline, ...")
-    mode: str | None = Field(None, pattern="^(read-only|ask|trusted)$")
+    mode: str | None = Field(
+        None, pattern="^(read-only|ask|trusted)$", description="One of GET /api/web's modes."
+    )
     effort: str | None = Field(None, max_length=40)
     workspace: str | None = Field(None, max_length=4_096, description="An allowed workspace.")
 
@@ -73,30 +83,27 @@ class AnswerBody(BaseModel):
     always: bool = Field(False, description="Also allow calls like it (this subject) from now.")
 
 
-def _outcome(outcome: Outcome) -> dict[str, Any]:
-    observed = dict(outcome.receipt.observations)
-    body: dict[str, Any] = {
-        "operation": outcome.receipt.operation,
-        "text": outcome.result.text,
-        "is_error": outcome.result.is_error,
-        "observations": observed,
-        "call_id": outcome.receipt.call_id,
-        "status": outcome.receipt.status,
-        "actor": outcome.receipt.actor.as_dict(),
-    }
-    if outcome.result.is_error:
+def _outcome(body: dict[str, Any]) -> dict[str, Any]:
+    """An operation's outcome as the answer, or its coded error as the route's."""
+    if body["is_error"]:
+        observed = body["observations"]
         code = str(observed.get("code") or "OPERATION_FAILED")
         raise ApiError(STATUS.get(code, 400), code, str(observed.get("message") or body["text"]))
     return body
 
 
-def check_csrf(headers: dict[str, str], token: str) -> None:
-    """A state-changing request from a browser must carry the server's token (see above)."""
-    if not hmac.compare_digest(headers.get(CSRF_HEADER, ""), token):
+def csrf_token(ledger: LedgerBackend, tenant: Tenant) -> str:
+    """The caller's token: the same from every process that shares the ledger (see above)."""
+    return ledger.derived(_CSRF_PURPOSE, f"{tenant.name}\x00{tenant.key_id or ''}")
+
+
+def check_csrf(headers: dict[str, str], ledger: LedgerBackend, tenant: Tenant) -> None:
+    """A state-changing request from a browser must carry the caller's token (see above)."""
+    if not hmac.compare_digest(headers.get(CSRF_HEADER, ""), csrf_token(ledger, tenant)):
         raise ApiError(
             403,
             "CSRF_TOKEN",
-            f"a state-changing request needs this server's token in the {CSRF_HEADER} "
+            f"a state-changing request needs the caller's token in the {CSRF_HEADER} "
             "header; GET /api/web gives it (the web page sends it by itself)",
         )
 
@@ -111,7 +118,6 @@ class _Web:
 
     gate: Gate
     sessions: WebSessions
-    token: str
 
     async def who(self, request: Request, *, changes_state: bool) -> Tenant:
         from ._app import AuthError
@@ -122,7 +128,7 @@ class _Web:
         except AuthError as exc:
             raise ApiError(401, "UNAUTHORIZED", exc.message) from exc
         if changes_state:
-            check_csrf(headers, self.token)
+            check_csrf(headers, self.sessions.ledger, tenant)
         return tenant
 
     async def session_of(
@@ -140,13 +146,12 @@ class _Web:
     ) -> dict[str, Any]:
         tenant, info = await self.session_of(request, session_id)
         by = _human(tenant)
-        live = await _run(lambda: self.sessions.live(info))
-        return _outcome(await _run(lambda: self.sessions.operate(live, name, args, by)))
+        return _outcome(await _run(lambda: self.sessions.steer(info, name, args, by)))
 
 
-def web_router(gate: Gate, sessions: WebSessions, token: str) -> APIRouter:
+def web_router(gate: Gate, sessions: WebSessions) -> APIRouter:
     router = APIRouter(prefix="/api", tags=["web"])
-    web = _Web(gate, sessions, token)
+    web = _Web(gate, sessions)
     _steering_routes(router, web)
     _reading_routes(router, web)
     return router
@@ -206,27 +211,25 @@ def _steering_routes(router: APIRouter, w: _Web) -> None:
         if name not in COMMANDS:
             known = ", ".join(sorted(COMMANDS))
             raise ApiError(404, "UNKNOWN_COMMAND", f"no command {name!r}; one of {known}")
-        given = dict(args or {})
-        if name == "model":
-            w.sessions.check_model(str(given.get("model") or "") or None)
-        return await w.steer(request, session_id, name, given)
+        return await w.steer(request, session_id, name, dict(args or {}))
 
 
 def _reading_routes(router: APIRouter, w: _Web) -> None:
     """What the page reads: its token and choices, the transcript, asks, work, gauge, events."""
 
-    @router.get("/web", summary="What the web page needs: its token, workspaces, models")
+    @router.get("/web", summary="What the web page needs: its token, workspaces, models, modes")
     @handled
     async def web(request: Request) -> dict[str, Any]:
         tenant = await w.who(request, changes_state=False)
         return {
             "tenant": tenant.name,
             "actor": _human(tenant).as_dict(),
-            "csrf": w.token,
-            "workspaces": await _run(w.sessions.workspaces),
-            "models": await _run(w.sessions.models),
+            "csrf": await _run(lambda: csrf_token(w.sessions.ledger, tenant)),
+            "workspaces": await _run(w.sessions.allowed.workspaces),
+            "models": await _run(w.sessions.allowed.models),
             "engines": list(engine_names()),
-            "modes": ["read-only", "ask", "trusted"],
+            "modes": list(await _run(w.sessions.allowed.modes)),
+            "mode": await _run(w.sessions.allowed.default_mode),
         }
 
     @router.get("/sessions/{session_id}/transcript", summary="What the person is shown, in order")
@@ -235,11 +238,10 @@ def _reading_routes(router: APIRouter, w: _Web) -> None:
         request: Request, session_id: str, start: Annotated[int, Query(ge=0)] = 0
     ) -> dict[str, Any]:
         _, info = await w.session_of(request, session_id, changes_state=False)
-        live = w.sessions.get(info)
+        ledger: LedgerBackend = request.app.state.ledger
         # Read before the entries: a page that follows the events after it misses nothing
         # (what happened in between may arrive twice; the next transcript settles it).
-        last = live.last_event if live is not None else 0
-        ledger: LedgerBackend = request.app.state.ledger
+        last = await _run(lambda: ledger.record_mark(info.scope, "event"))
         lines = await _run(lambda: transcript_view(ledger, info.scope, start=start))
         return {"session": session_id, "lines": lines, "last_event": last}
 
@@ -260,10 +262,7 @@ def _reading_routes(router: APIRouter, w: _Web) -> None:
     @handled
     async def gauge(request: Request, session_id: str) -> dict[str, Any]:
         _, info = await w.session_of(request, session_id, changes_state=False)
-        live = w.sessions.get(info)
-        if live is None:
-            return {"live": False, "model": info.meta.get("model"), "working": False}
-        return {"live": True} | await _run(lambda: gauge_view(live.runtime, live.working))
+        return await _run(lambda: w.sessions.gauge(info))
 
     @router.get("/sessions/{session_id}/live", summary="The session as it runs (SSE)")
     async def live_events(
@@ -275,33 +274,8 @@ def _reading_routes(router: APIRouter, w: _Web) -> None:
             _, info = await w.session_of(request, session_id, changes_state=False)
         except ApiError as exc:
             return _error(exc.status, exc.code, exc.message)
-        return EventSourceResponse(_stream(request, w.sessions, info, after), ping=15)
-
-
-async def _stream(
-    request: Request, sessions: WebSessions, info: SessionInfo, after: int | None
-) -> AsyncIterator[dict[str, str]]:
-    """The worker's events after ``after`` (none: from now on) and the ledger's changes, as
-    they come. A page reads what happened before from the transcript."""
-    ledger: LedgerBackend = request.app.state.ledger
-    live: LiveSession | None = sessions.get(info)
-    newest = live.last_event if live is not None else 0
-    cursor, last = (newest if after is None else after), None
-    hello = {"working": bool(live and live.working), "last": newest}
-    yield {"event": "hello", "data": json.dumps(hello)}
-    ticks = 0
-    while True:
-        live = live or sessions.get(info)
-        if live is not None:
-            for event in live.events_after(cursor):
-                cursor = event["id"]
-                yield {"event": event["kind"], "id": str(cursor), "data": json.dumps(event)}
-        if ticks % 4 == 0:
-            now = await anyio.to_thread.run_sync(lambda: fingerprint(ledger, info.scope))
-            for change in changes(last, now):
-                yield {"event": change["kind"], "data": json.dumps(change)}
-            last = now
-        ticks += 1
-        if await request.is_disconnected():
-            return
-        await asyncio.sleep(0.05)
+        ledger: LedgerBackend = request.app.state.ledger
+        working = partial(w.sessions.working, info)
+        return EventSourceResponse(
+            live_stream(request, ledger, info.scope, after, working), ping=15
+        )

@@ -1,21 +1,24 @@
-"""Agent sessions that run in the server (SRF-1): one worker thread per working session.
+"""Agent sessions that run in the server (SRF-1), whichever worker a request reaches.
 
-A :class:`LiveSession` holds one session's :class:`~comal.agent.Runtime` (the one factory every
-surface builds an agent with) and runs its prompts in a worker thread of the server, exactly as
-the TUI runs them in its worker: ``Runtime.run`` takes the session's lock for the run, so a
-``comal -p`` beside it is refused, and a lock left by a killed server is cleared and recorded by
-the next run (RES-2). The worker reports what the TUI shows through ``say``, ``on_event`` and the
-loop's and the house's probes; :mod:`._web_events` turns that and the ledger into server-sent
-events. An approval is asked through the ledger (:class:`~comal.agent._approvals.LedgerApprover`)
-and answered by the ``approve`` operation.
+Each worker keeps a :class:`~comal.serve._web_runtime.LiveSession` for the sessions it was
+asked about; the one that holds a session's lock runs its agent (:mod:`._web_owner`). A
+request is answered by the worker it reached, one of two ways:
 
-A worker that raises anything at all is recorded (``web_worker_crashed``) and reported; the
-server, and every other session, go on. A thread cannot survive what kills its process (a
-segmentation fault, ``os._exit``): that takes the server down with its workers, and the next
-prompt resumes each session from the ledger as ``comal --resume`` would (RES-1).
+- what reads or writes only the ledger — ``context``, ``state``, ``cost``, ``compact`` (which
+  takes the lock itself, or queues the compaction for the agent that holds it), ``name`` —
+  is answered there, with the controls the ledger says the session has;
+- what steers the agent — ``prompt``, ``interrupt``, the controls ``model``, ``effort`` and
+  ``mode``, an ``approve`` — runs there if this worker runs the agent, or if it can take the
+  session's lock (nothing runs it: a prompt starts the run under that lock); otherwise the
+  session runs elsewhere and a prompt is :class:`AgentBusy`, an approval is written to the
+  ledger the running agent waits on, and the rest goes through the session's inbox
+  (:mod:`._web_inbox`) to the holder of the lock, whose answer comes back, or a coded
+  :class:`OwnerNotAnswering` after a bounded wait (the holder may be a ``comal -p``, which
+  takes no requests).
 
-Who may start what is the operator's: ``serve.workspaces`` and ``serve.models`` in the
-configuration (CFG-2); nothing a client sends widens them.
+Who may start what is the operator's (:mod:`._web_allowed`): a mode or model outside
+``serve.modes`` / ``serve.models`` is refused where the request arrives and again where it
+runs, and a session opened or resumed anywhere takes only what they allow now.
 """
 
 from __future__ import annotations
@@ -23,219 +26,77 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 import uuid
-from pathlib import Path
 from typing import Any
 
-from ..agent import Config, Flags, Runtime, house_factory, load_config
-from ..agent._approvals import LedgerApprover, answer, pending
-from ..agent._interrupt import Interrupted, Interrupter
+from ..agent import Config, Flags, house_factory, load_config, lock_session
+from ..agent._approvals import answer, pending
+from ..agent._interrupt import Interrupted
 from ..agent._steering import STEERING_OPERATIONS, always_rule
 from ..errors import ComalError, UserError
-from ..ledger import LedgerBackend, SessionInfo
+from ..ledger import LedgerBackend, Scope, SessionInfo, SessionLocked
 from ..messages import ToolCall
-from ..ops import Actor, HouseFactory, Outcome, Rule, default_registry
-from ..providers import StreamDone, StreamEvent, TextDelta, normalize_model_spec
+from ..ops import Actor, Outcome, default_registry
 from ._config import ServeConfig
+from ._web_allowed import Allowed, ModelNotAllowed, WorkspaceNotAllowed
+from ._web_inbox import Command, ask, cancel, state_of
+from ._web_owner import POLL_S, Hold, worker_name
+from ._web_runtime import AgentBusy, LiveSession, WebRuntime
+from ._web_views import gauge_view
 
 __all__ = [
     "AgentBusy",
     "Interrupted",
     "LiveSession",
-    "ModelNotAllowed",
+    "OwnerNotAnswering",
+    "WebRuntime",
     "WebSessions",
-    "WorkspaceNotAllowed",
+    "outcome_body",
 ]
 
 log = logging.getLogger("comal.serve")
 
-CRASH_EVENT = "web_worker_crashed"
 GONE = Actor.operator("comal:web")
-# Deltas of a long session are many; the page reads the transcript from the ledger, so only
-# the newest events need to stay for a reconnecting page.
-_KEEP = 4_000
+# Answered by whichever worker a request reaches: they read the ledger, or write it safely
+# beside a running agent (compact queues itself for the agent that holds the lock).
+ANYWHERE = frozenset({"context", "state", "cost", "compact", "name"})
+# How long a request waits for the holder of the lock to take it from the inbox, how long for
+# its answer once taken, and how long a prompt waits for a lock being let go.
+RELAY_S = 10.0
+TAKEN_S = 30.0
+CLAIM_S = 2.0
 
 
-class WorkspaceNotAllowed(UserError):
-    code = "WORKSPACE_NOT_ALLOWED"
+class OwnerNotAnswering(UserError):
+    """The process that runs the session did not take the request in time."""
+
+    code = "OWNER_NOT_ANSWERING"
 
 
-class ModelNotAllowed(UserError):
-    code = "MODEL_NOT_ALLOWED"
+class Relayed(UserError):
+    """The coded error the process that runs the session answered a request with."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
 
 
-class AgentBusy(UserError):
-    code = "AGENT_BUSY"
-
-
-class WebRuntime(Runtime):
-    """A runtime whose host also steers its loop (:class:`~comal.agent._steering.Steering`):
-    the house hands it to the ``prompt`` and ``interrupt`` operations."""
-
-    live: LiveSession | None = None
-
-    def submit(self, prompt: str | None, by: Actor) -> dict[str, Any]:
-        return self._live().submit(prompt, by)
-
-    def interrupt(self, by: Actor) -> bool:
-        return self._live().interrupt(by)
-
-    def allow_always(self, rule: Rule, by: Actor) -> None:
-        self.add_rule(rule, by=by)
-
-    def _live(self) -> LiveSession:
-        if self.live is None:
-            raise UserError("this runtime has no worker of the server")
-        return self.live
-
-    def houses(self, approver: Any = None) -> HouseFactory:
-        factory = super().houses(approver)
-        live = self.live
-        return factory if live is None else factory.but(probe=live.house_phase)
-
-
-class LiveSession:
-    """One session's runtime and its worker; ``events_after(n)`` is what the page is told."""
-
-    def __init__(self, runtime: WebRuntime, tenant: str) -> None:
-        self.runtime = runtime
-        runtime.live = self
-        self.tenant = tenant
-        self.session = runtime.need_scope().session
-        self._cond = threading.Condition()
-        self._events: list[dict[str, Any]] = []
-        self._first = 1
-        self._stop = Interrupter(self.session)
-        self._thread: threading.Thread | None = None
-        self.crashed: dict[str, str] | None = None
-        # The first prompt is stored with the session (one transaction): its run answers it.
-        self.started_with: str | None = None
-
-    # -- events -------------------------------------------------------------------------------
-    def emit(self, kind: str, **data: Any) -> None:
-        with self._cond:
-            n = self._first + len(self._events)
-            self._events.append({"id": n, "kind": kind} | data)
-            if len(self._events) > _KEEP:
-                drop = len(self._events) - _KEEP
-                del self._events[:drop]
-                self._first += drop
-            self._cond.notify_all()
-
-    def events_after(self, n: int) -> list[dict[str, Any]]:
-        with self._cond:
-            return [e for e in self._events if e["id"] > n]
-
-    @property
-    def last_event(self) -> int:
-        with self._cond:
-            return self._first + len(self._events) - 1
-
-    @property
-    def working(self) -> bool:
-        thread = self._thread
-        return thread is not None and thread.is_alive()
-
-    # -- steering (the operations' host) -------------------------------------------------------
-    def submit(self, prompt: str | None, by: Actor) -> dict[str, Any]:
-        with self._cond:
-            if self.working:
-                raise AgentBusy(
-                    f"session {self.session}: the agent is working; wait for its answer or "
-                    "interrupt it"
-                )
-            self._stop.clear()
-            self._thread = threading.Thread(
-                target=self._work, args=(prompt, by), name=f"comal-web-{self.session[:8]}"
-            )
-            self._thread.daemon = True
-            self._thread.start()
-        return {"session": self.session, "working": True}
-
-    def interrupt(self, by: Actor) -> bool:
-        if not self.working:
-            return False
-        self._stop.request()
-        self.emit("interrupting", by=by.id)
-        return True
-
-    def join(self, timeout: float | None = None) -> None:
-        thread = self._thread
-        if thread is not None:
-            thread.join(timeout)
-
-    # -- the worker ----------------------------------------------------------------------------
-    def _work(self, prompt: str | None, by: Actor) -> None:
-        rt = self.runtime
-        scope = rt.need_scope()
-        self.crashed = None
-        self.emit("working", by=by.id)
-        approver = LedgerApprover(rt.ledger, scope, stop=self._stop.is_set, on_request=self._asked)
-        # The prompt's sender is the person the server authenticated (the preamble says so).
-        rt.user = by.id
-        stored = prompt is not None and prompt == self.started_with
-        self.started_with = None
-        try:
-            result = rt.run(
-                None if stored else prompt,
-                approver=approver,
-                say=self._say,
-                on_event=self._stream,
-                probe=self._phase,
-            )
-            answered = result.answer if result.status == "finished" else None
-            self.emit("stopped", status=result.status, answer=answered, error=result.error)
-        except ComalError as exc:
-            self.emit("stopped", status="error", answer=None, error=_coded(exc))
-        except BaseException as exc:
-            self._crash(exc)
-
-    def _crash(self, exc: BaseException) -> None:
-        log.exception("web session %s: the worker crashed", self.session)
-        what = {"type": type(exc).__name__, "message": str(exc)[:2_000]}
-        self.crashed = what
-        try:
-            body = {"v": 1, "session": self.session} | what
-            self.runtime.ledger.add_record(self.runtime.need_scope(), "event", CRASH_EVENT, body)
-        except BaseException:
-            log.exception("web session %s: the crash could not be recorded", self.session)
-        self.emit("crashed", **what)
-
-    def _asked(self, body: dict[str, Any]) -> None:
-        rule = always_rule(self.runtime.registry, body["operation"], body["arguments"])
-        self.emit("approval", request=body | {"always": None if rule is None else str(rule)})
-
-    def _say(self, kind: str, text: str) -> None:
-        if kind == "call":
-            name, _, arguments = text.partition(" ")
-            self.emit("call", name=name, arguments=arguments)
-        else:
-            self.emit(kind, text=text)
-
-    def _stream(self, event: StreamEvent) -> None:
-        if isinstance(event, TextDelta):
-            self.emit("delta", text=event.text)
-        elif isinstance(event, StreamDone):
-            self.emit("streamed")
-
-    def _phase(self, phase: str, detail: str) -> None:
-        if phase == "delegated":
-            self.emit("child_started", child=detail)
-        self._stop.probe(phase, detail)
-
-    def house_phase(self, phase: str, call_id: str) -> None:
-        if phase == "judged":
-            self.emit("judged", call_id=call_id)
-        elif phase == "executed":
-            self.emit("executed", call_id=call_id)
-
-
-def _coded(exc: ComalError) -> dict[str, str]:
-    return {"code": exc.code, "message": str(exc)}
+def outcome_body(outcome: Outcome) -> dict[str, Any]:
+    """A human operation's outcome as the API answers it (and the inbox carries it)."""
+    return {
+        "operation": outcome.receipt.operation,
+        "text": outcome.result.text,
+        "is_error": outcome.result.is_error,
+        "observations": dict(outcome.receipt.observations),
+        "call_id": outcome.receipt.call_id,
+        "status": outcome.receipt.status,
+        "actor": outcome.receipt.actor.as_dict(),
+    }
 
 
 class WebSessions:
-    """The server's live sessions, by id; each is reached only through its tenant's lookup."""
+    """The server's sessions, by id; each is reached only through its tenant's lookup."""
 
     def __init__(self, config: ServeConfig, ledger: LedgerBackend) -> None:
         self.config = config
@@ -243,57 +104,25 @@ class WebSessions:
         self._live: dict[str, LiveSession] = {}
         self._lock = threading.Lock()
         self._operator: Config | None = config.operator
+        self.allowed = Allowed(self.operator)
 
     def operator(self) -> Config:
         if self._operator is None:
             self._operator = load_config()
         return self._operator
 
-    def workspaces(self) -> list[str]:
-        return [str(Path(w).expanduser().resolve()) for w in self.operator().serve.workspaces]
-
-    def models(self) -> list[str]:
-        config = self.operator()
-        found = [*([config.model] if config.model else []), *config.serve.models]
-        # As sessions store them (a script's path absolute), so a resume finds its own.
-        return list(dict.fromkeys(normalize_model_spec(spec) for spec in found))
-
-    def check_workspace(self, asked: str | None) -> Path:
-        allowed = self.workspaces()
-        if not allowed:
-            raise WorkspaceNotAllowed(
-                "this server runs no agent: its operator lists no workspace; add directories "
-                "to serve.workspaces in the configuration file"
-            )
-        target = Path(asked).expanduser().resolve() if asked else Path(allowed[0])
-        for root in map(Path, allowed):
-            if target == root or root in target.parents:
-                return target
-        raise WorkspaceNotAllowed(
-            f"workspace {asked!r} is not one the operator allows ({', '.join(allowed)}); "
-            "pick one of them or ask the operator to add it to serve.workspaces"
-        )
-
-    def check_model(self, asked: str | None) -> str:
-        allowed = self.models()
-        spec = normalize_model_spec(asked) if asked else (allowed[0] if allowed else None)
-        if spec is None or spec not in allowed:
-            raise ModelNotAllowed(
-                f"model {asked!r} is not one this server offers ({', '.join(allowed) or 'none'}); "
-                "the operator lists them in model and serve.models"
-            )
-        return spec
-
+    # -- sessions ------------------------------------------------------------------------------
     def start(
         self, tenant: str, by: Actor, prompt: str, *, model: str | None, **flags: Any
-    ) -> tuple[LiveSession, Outcome]:
-        """A new session in an allowed workspace with an allowed model, started with its first
-        prompt (one transaction), then run by the ``prompt`` operation."""
-        workspace = self.check_workspace(flags.pop("workspace", None))
-        spec = self.check_model(model)
+    ) -> tuple[LiveSession, dict[str, Any]]:
+        """A new session in an allowed workspace with an allowed model and mode, started with
+        its first prompt (one transaction), then run by the ``prompt`` operation."""
+        workspace = self.allowed.check_workspace(flags.pop("workspace", None))
+        spec = self.allowed.check_model(model)
+        mode = self.allowed.check_mode(flags.pop("mode", None))
         runtime = WebRuntime.open(
             self.ledger,
-            Flags(model=spec, workspace=workspace, tenant=tenant, **flags),
+            Flags(model=spec, workspace=workspace, tenant=tenant, mode=mode, **flags),
             config=self.operator(),
         )
         runtime.user = by.id
@@ -306,77 +135,234 @@ class WebSessions:
         live.started_with = prompt
         with self._lock:
             self._live[live.session] = live
-        return live, self.operate(live, "prompt", {"prompt": prompt}, by)
+        return live, self._prompt(live, {"prompt": prompt}, by)
 
     def get(self, info: SessionInfo) -> LiveSession | None:
         with self._lock:
             return self._live.get(info.id)
 
     def live(self, info: SessionInfo) -> LiveSession:
-        """The session's live runtime; one the server does not hold yet (started elsewhere, or
-        before a restart) is opened as ``comal --resume`` opens it, in an allowed workspace
-        with an allowed model."""
+        """This worker's runtime of the session, opened as ``comal --resume`` opens it, in an
+        allowed workspace with an allowed model, and the mode, engine and effort it started
+        with (its mode only where the ceiling still allows it). Opening it takes nothing: the
+        session may run in another worker meanwhile."""
         with self._lock:
             found = self._live.get(info.id)
             if found is not None:
                 return found
-            self.check_workspace(info.workspace or None)
-            self.check_model(str(info.meta.get("model") or "") or None)
-            runtime = WebRuntime.open(
-                self.ledger, Flags(tenant=info.tenant), resume=info.id, config=self.operator()
+            self.allowed.check_workspace(info.workspace or None)
+            self.allowed.check_model(str(info.meta.get("model") or "") or None)
+            meta = info.meta
+            started = str(meta.get("mode") or "")
+            flags = Flags(
+                tenant=info.tenant,
+                mode=started if started in self.allowed.modes() else self.allowed.default_mode(),
+                engine=str(meta.get("engine") or "") or None,
+                effort=str(meta.get("effort") or "") or None,
             )
-            self._orphans(info)
+            runtime = WebRuntime.open(self.ledger, flags, resume=info.id, config=self.operator())
             live = LiveSession(runtime, info.tenant)
             self._live[info.id] = live
             return live
 
-    def _orphans(self, info: SessionInfo) -> None:
-        """Approvals whose waiting worker died with an earlier server are answered "refused"
-        (its call is judged afresh when the session resumes), so none waits forever."""
-        for asked in pending(self.ledger, info.scope):
-            answer(
-                self.ledger,
-                info.scope,
-                str(asked["id"]),
-                granted=False,
-                by=GONE,
-                reason="the worker that asked is gone (the server stopped); the call is judged "
-                "again when the session resumes",
-            )
+    def working(self, info: SessionInfo) -> bool:
+        """Whether some process runs the session now: this worker, or whoever holds its lock."""
+        live = self.get(info)
+        if live is not None and live.working:
+            return True
+        return self.ledger.session_lock_holder(info.scope) is not None
+
+    def reader(self, info: SessionInfo) -> LiveSession:
+        """The session's runtime for an answer from the ledger, its controls brought up to
+        date (those of this worker's own run are already)."""
+        live = self.live(info)
+        if not live.working:
+            live.runtime.follow_controls(self.allowed.permits)
+        return live
+
+    # -- the one path of every human operation -------------------------------------------------
+    def steer(
+        self, info: SessionInfo, name: str, args: dict[str, Any], by: Actor
+    ) -> dict[str, Any]:
+        """A human operation on the ``api`` surface, judged and receipted with ``by``, in the
+        worker that may run it (see the module docstring)."""
+        self.allowed.check_args(name, args)
+        if name in ANYWHERE:
+            return outcome_body(self.operate(self.reader(info), name, args, by))
+        live = self.live(info)
+        if name == "prompt":
+            return self._prompt(live, args, by)
+        with live.guard:
+            if live.working:
+                return outcome_body(self.operate(live, name, args, by))
+            hold = self.claim(live)
+            if hold is not None:
+                try:
+                    return outcome_body(self.operate(live, name, args, by))
+                finally:
+                    hold.release()
+        if name == "approve" and not args.get("always"):
+            return outcome_body(self._answer_beside(info, args, by))
+        return self._relay(live, name, args, by)
+
+    def approve(self, info: SessionInfo, args: dict[str, Any], by: Actor) -> dict[str, Any]:
+        """The ``approve`` operation for any agent of the tenant: one of this server's, or one
+        running elsewhere beside a shared ledger (``comal -p`` with a ledger approver) in a
+        workspace the web may not run in, answered through the ledger it waits on."""
+        try:
+            self.live(info)
+        except (WorkspaceNotAllowed, ModelNotAllowed):
+            return outcome_body(self._answer_beside(info, args, by))
+        return self.steer(info, "approve", args, by)
 
     def operate(self, live: LiveSession, name: str, args: dict[str, Any], by: Actor) -> Outcome:
-        """A human operation on the ``api`` surface, judged and receipted with ``by``."""
+        """Run a human operation in this worker's runtime of the session."""
+        self.allowed.check_args(name, args)
         outcome = live.runtime.control(name, args, surface="api", actor=by)
         live.emit("operation", name=name, by=by.id, is_error=outcome.result.is_error)
         return outcome
 
-    def asks(self, info: SessionInfo) -> list[dict[str, Any]]:
-        """The session's pending approvals; for a session this server runs, each says the rule
-        "always" would add (none where the call has no subject to pin one to)."""
-        live = self.get(info)
-        found = pending(self.ledger, info.scope)
-        for ask in found:
-            rule = None
-            if live is not None:
-                rule = always_rule(live.runtime.registry, ask["operation"], ask["arguments"])
-            ask["always"] = None if rule is None else str(rule)
-        return found
+    def _prompt(self, live: LiveSession, args: dict[str, Any], by: Actor) -> dict[str, Any]:
+        """``prompt`` runs where the session's lock can be taken (waiting a moment for a lock
+        being let go); its run keeps the lock. Held elsewhere, the agent is working there."""
+        with live.guard:
+            if live.working:
+                raise AgentBusy(
+                    f"session {live.session}: the agent is working; wait for its answer or "
+                    "interrupt it"
+                )
+            hold = self.claim(live, wait=CLAIM_S)
+            if hold is None:
+                raise AgentBusy(
+                    f"session {live.session}: the agent is working in another process of this "
+                    "server; wait for its answer or interrupt it"
+                )
+            live.handing = hold
+            try:
+                return outcome_body(self.operate(live, "prompt", args, by))
+            finally:
+                left, live.handing = live.handing, None
+                if left is not None:  # the run did not start: the lock is not its
+                    left.release()
 
-    def approve(self, info: SessionInfo, args: dict[str, Any], by: Actor) -> Outcome:
-        """The ``approve`` operation for any agent of the tenant: this server's worker, or one
-        running elsewhere beside a shared ledger (``comal -p`` with a ledger approver), whose
-        house is built here by the one factory with no host (the answer is the ledger's)."""
-        live = self.get(info)
-        if live is not None:
-            return self.operate(live, "approve", args, by)
+    # -- the session's lock --------------------------------------------------------------------
+    def claim(self, live: LiveSession, *, wait: float = 0.0) -> Hold | None:
+        """Take the session's lock for this worker (trying for up to ``wait`` seconds); None
+        when another process holds it. Holding it, this worker knows nobody else runs the
+        session: approvals still pending are answered "refused" (their asker is gone), the
+        controls set elsewhere are taken up, and the inbox is answered."""
+        scope = live.runtime.need_scope()
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                lock = lock_session(self.ledger, scope)
+                break
+            except SessionLocked:
+                if time.monotonic() >= deadline:
+                    return None
+                time.sleep(POLL_S / 2)
+        hold = Hold(self.ledger, scope, lock, lambda command: self._answer(live, command))
+        try:
+            self._orphans(scope)
+            live.runtime.follow_controls(self.allowed.permits)
+            hold.drain()
+        except BaseException:
+            lock.release()
+            raise
+        return hold
+
+    def _orphans(self, scope: Scope) -> None:
+        """Approvals whose asker is gone (this worker holds the lock it would hold) are
+        answered "refused": the call is judged afresh when the session resumes."""
+        for asked in pending(self.ledger, scope):
+            answer(
+                self.ledger,
+                scope,
+                str(asked["id"]),
+                granted=False,
+                by=GONE,
+                reason="the worker that asked is gone (its process stopped); the call is "
+                "judged again when the session resumes",
+            )
+
+    def _answer(self, live: LiveSession, command: Command) -> dict[str, Any]:
+        """A request from the inbox, run here (this worker holds the lock)."""
+        try:
+            return outcome_body(self.operate(live, command.name, command.args, command.by))
+        except ComalError as exc:
+            return {"error": {"code": exc.code, "message": str(exc)}}
+        except Exception as exc:
+            log.exception("web session %s: %s from the inbox failed", live.session, command.name)
+            return {"error": {"code": "OPERATION_FAILED", "message": f"{type(exc).__name__}"}}
+
+    def _relay(
+        self, live: LiveSession, name: str, args: dict[str, Any], by: Actor
+    ) -> dict[str, Any]:
+        """Leave the request in the session's inbox and wait for the holder's answer; when
+        the lock comes free meanwhile, take it and answer the request here."""
+        scope, me = live.runtime.need_scope(), worker_name()
+        command = ask(self.ledger, scope, name, args, by, me)
+        deadline = time.monotonic() + RELAY_S
+        while True:
+            state = state_of(self.ledger, scope, command)
+            if state is not None and state.get("state") == "done":
+                return _answered(dict(state.get("answer") or {}))
+            now = time.monotonic()
+            if state is None and now > deadline and cancel(self.ledger, scope, command, me):
+                raise OwnerNotAnswering(
+                    f"session {live.session}: the process that runs it did not take the "
+                    f"{name} request within {RELAY_S:g} s (a `comal -p` takes none from the "
+                    "web); try again, or wait for it to finish"
+                )
+            if state is not None and now > deadline + TAKEN_S:
+                raise OwnerNotAnswering(
+                    f"session {live.session}: the process that runs it took the {name} "
+                    f"request but did not answer within {RELAY_S + TAKEN_S:g} s"
+                )
+            if state is None and self.ledger.session_lock_holder(scope) is None:
+                with live.guard:
+                    hold = None if live.working else self.claim(live)
+                if hold is not None:
+                    hold.release()
+                    continue
+            time.sleep(POLL_S)
+
+    def _answer_beside(self, info: SessionInfo, args: dict[str, Any], by: Actor) -> Outcome:
+        """``approve`` for an agent running in another process: the answer goes to the ledger
+        it waits on, through a house built here by the one factory with no host."""
         registry = default_registry()
         registry.add_all(STEERING_OPERATIONS)
         house = house_factory(self.ledger, self.operator(), registry).house(info.scope)
         call = ToolCall(f"api-{uuid.uuid4().hex[:12]}", "approve", json.dumps(args))
         return house.handle(call, by, surface="api")[0]
 
+    # -- reads ---------------------------------------------------------------------------------
+    def gauge(self, info: SessionInfo) -> dict[str, Any]:
+        """The TUI's status line, from any worker; ``live``: the web may run the session."""
+        working = self.working(info)
+        try:
+            live = self.reader(info)
+        except ComalError:
+            return {"live": False, "model": info.meta.get("model"), "working": working}
+        return {"live": True} | gauge_view(live.runtime, working)
+
+    def asks(self, info: SessionInfo) -> list[dict[str, Any]]:
+        """The session's pending approvals; where the web may run the session, each says the
+        rule "always" would add (none where the call has no subject to pin one to)."""
+        found = pending(self.ledger, info.scope)
+        try:
+            registry = self.live(info).runtime.registry
+        except ComalError:
+            registry = None
+        for asked in found:
+            rule = None
+            if registry is not None:
+                rule = always_rule(registry, asked["operation"], asked["arguments"])
+            asked["always"] = None if rule is None else str(rule)
+        return found
+
     def close(self) -> None:
-        """Interrupt every worker and give each a moment to stop at its next phase."""
+        """Interrupt every worker thread and give each a moment to stop at its next phase."""
         with self._lock:
             lives = list(self._live.values())
         for live in lives:
@@ -384,3 +370,10 @@ class WebSessions:
         for live in lives:
             live.join(timeout=5)
             live.runtime.close()
+
+
+def _answered(answer: dict[str, Any]) -> dict[str, Any]:
+    error = answer.get("error")
+    if isinstance(error, dict):
+        raise Relayed(str(error.get("code") or "OPERATION_FAILED"), str(error.get("message")))
+    return answer

@@ -40,7 +40,8 @@ async function post(path, body, again = true) {
       body: JSON.stringify(body ?? {}),
     });
   } catch (error) {
-    // A restarted server has a new token: fetch it once more and try again.
+    // The token is the caller's, derived from the ledger's secret: fetch it once more and try
+    // again (a key changed, or the ledger's secret).
     if (!again || !/x-comal-csrf/.test(error.message)) throw error;
     web.info = null;
     return post(path, body, false);
@@ -59,7 +60,7 @@ async function runView() {
     el("label", {}, "Engine", select("new-engine", info.engines)),
     el("label", {}, "Mode", select("new-mode", info.modes)),
     prompt, el("button", { type: "submit", class: "approve" }, "Start"), problem);
-  form.querySelector("#new-mode").value = "ask";
+  form.querySelector("#new-mode").value = info.mode;
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     try {
@@ -268,17 +269,18 @@ async function follow(sid) {
   // The server went away (a restart): follow again, from the ledger.
   if (web.stream === controller) setTimeout(() => {
     if (web.stream === controller && web.sid === sid) {
-      // Event ids start again in a restarted server: read the transcript, follow from there.
+      // Read the transcript again (what was missed is there), and follow from there.
       web.cursor = null; web.info = null;
       transcript().catch(() => {}).then(() => follow(sid));
     }
   }, 1000);
 }
 
-const HELP = "commands: /model ID, /effort LEVEL, /mode read-only|ask|trusted, /name TEXT, /context, /state, /compact, /cost, /resume (continue without a new prompt), /help; anything else is a prompt";
+// The modes are the operator's (serve.modes): a page cannot widen them.
+const help = () => `commands: /model ID, /effort LEVEL, /mode ${(web.info ? web.info.modes : ["read-only", "ask"]).join("|")}, /name TEXT, /context, /state, /compact, /cost, /resume (continue without a new prompt), /help; anything else is a prompt`;
 
 async function send(text) {
-  if (text === "/help") { note(HELP); return; }
+  if (text === "/help") { note(help()); return; }
   if (text === "/resume") { await post(`/api/sessions/${web.sid}/prompts`, {}); return; }
   if (text.startsWith("/")) {
     const [name, ...rest] = text.slice(1).split(" ");
