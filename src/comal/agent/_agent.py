@@ -273,8 +273,6 @@ class Agent:
             self.turns += 1
             for call in proposal.response.runnable_calls:
                 self._execute(call, step)
-            # The turn is whole in the ledger: the engine may now plan its maintenance.
-            self.proposer.maintain()
 
     def _intend(self, prompt: str) -> None:
         last = self._last_entry()
@@ -290,7 +288,7 @@ class Agent:
 
     def _append(self, proposal: Proposal) -> int:
         response = proposal.response
-        usage = self.proposer.usage_input(response, proposal.meta)
+        usage = self.proposer.usage_input(response, proposal.turn)
         entries = self.ledger.append(self.scope, [response.message], usage=usage)
         self.probe("appended", str(entries[0].seq))
         return entries[0].step

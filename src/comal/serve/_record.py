@@ -196,11 +196,11 @@ class Recorder:
             except InputError:
                 meta = {**meta, "usage_raw": reply.usage}
         model = (reply.model if reply is not None else None) or call.request.model
-        full = {"v": 1, "route": call.protocol, "stream": call.request.stream, **turn.meta, **meta}
-        full[REQUEST_DIGEST] = call.digest
+        own = {"v": 1, "route": call.protocol, "stream": call.request.stream, **meta}
+        own[REQUEST_DIGEST] = call.digest
         if reply is not None:
-            full |= {"stop": reply.stop, "response_id": reply.response_id}
-        return UsageInput(usage, model=model, protocol=call.protocol, meta=full)
+            own |= {"stop": reply.stop, "response_id": reply.response_id}
+        return turn.prepared.usage(usage, model=model, protocol=call.protocol, fields=own)
 
     def request_record(
         self,

@@ -56,13 +56,27 @@ from ..ledger import CheckpointRecord, LedgerBackend, Scope
 from ..memory import remember
 from ..messages import Message
 from ..providers import Provider
-from ..tokens import Budget, TokenCounter
+from ..tokens import Budget, TokenCounter, Usage
 from ._events import assembly_events
+from ._turn import Turn
 
-__all__ = ["ContextSession", "SummarizerSource", "configure", "sent_ranges", "sweep"]
+__all__ = [
+    "Beside",
+    "BudgetFor",
+    "ContextSession",
+    "SummarizerSource",
+    "configure",
+    "sent_ranges",
+    "sweep",
+]
 
 Say = Callable[[str, str], None]
 Probe = Callable[[str, str], None]
+# A turn's budget, or how to make it from the view (the agent's tool catalog depends on it).
+BudgetFor = Budget | Callable[[View], Budget]
+# What a surface stores beside a turn's commit, in its transaction, decided from the view and
+# the assembly (the agent's cache events): given the checkpoint stored, or None.
+Beside = Callable[[View, Assembly], Callable[[CheckpointRecord | None], None] | None]
 # Builds the configured summarizer when a job first needs one; ``None``: the engine's default.
 SummarizerSource = Callable[[], Summarizer | None]
 
@@ -142,7 +156,70 @@ class ContextSession:
     def name(self) -> str:
         return self.engine.name
 
-    # -- one turn ----------------------------------------------------------------------------
+    # -- the turn ----------------------------------------------------------------------------
+    def prepare(
+        self,
+        budget: BudgetFor,
+        *,
+        state: object = None,
+        beside: Beside | None = None,
+        compact: bool = False,
+        maintain: bool = True,
+        defer: bool | None = None,
+        preview: bool = False,
+    ) -> Turn:
+        """One turn up to the send, in the one order every surface takes (docs/architecture.md):
+
+        1. ``compact``: a forced compaction first (``/compact`` queued while the agent worked);
+        2. the maintenance the engine plans for the session as it stands — the previous turn is
+           whole in the ledger now — run inline, or under the lease in a sweep, on a background
+           thread when the engine's configuration defers it (``defer`` overrides);
+        3. the view, read again when maintenance stored something, and the budget over it;
+        4. the assembly, with the surface's engine ``state``;
+        5. the commit: the proposed checkpoint and the engine's new events, with what the
+           surface stores ``beside`` them, in one transaction, before anything is sent;
+        6. the request record's fields the service owns (:attr:`Turn.meta`).
+
+        ``preview`` (``/context``, a status line) does steps 3, 4 and 6 only: nothing written,
+        nothing maintained."""
+        made: tuple[object, ...] = ()
+        view = self.view()
+        given = budget(view) if callable(budget) else budget
+        if not preview:
+            if compact:
+                made += tuple(self.compact(given).made)
+            if maintain:
+                made += self.maintain(given, view=None if made else view, defer=defer)
+            if made:
+                view = self.view()  # maintenance stored something: read the session again
+                given = budget(view) if callable(budget) else budget
+        self.probe("turn_viewed", str(view.end_seq))
+        assembly = self.assemble(view, given, state=state)
+        self.probe("turn_assembled", str(view.end_seq))
+        since = self.since()
+        stored = None
+        if not preview:
+            extra = beside(view, assembly) if beside is not None else None
+            stored = self.commit(assembly, at=view.end_seq, since=since, beside=extra)
+        meta = self.meta(view, given, assembly)
+        return Turn(view, given, assembly, since, stored, made, meta, committed=not preview)
+
+    def record_request(
+        self,
+        turn: Turn,
+        usage: Usage,
+        *,
+        model: str | None = None,
+        protocol: str | None = None,
+        fields: Mapping[str, Any] | None = None,
+        entry_id: int | None = None,
+    ) -> None:
+        """Record ``turn``'s request with no reply appended (a failure, an interruption, a
+        reply that was not kept), or anchored to ``entry_id``."""
+        made = turn.usage(usage, model=model, protocol=protocol, fields=fields)
+        self.ledger.record_request(self.scope, entry_id, made)
+
+    # -- the turn's parts --------------------------------------------------------------------
     def budget(
         self,
         window: int,
