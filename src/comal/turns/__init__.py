@@ -19,7 +19,8 @@ an engine's ``assemble`` or ``plan`` (a test walks the package to keep it so).
 """
 
 from ._events import EVENT_KINDS, action_kind, assembly_events, is_new
-from ._replay import MemoryTurns, replay
+from ._memory import MemoryStore
+from ._replay import replay
 from ._service import (
     Beside,
     BudgetFor,
@@ -37,7 +38,7 @@ __all__ = [
     "Beside",
     "BudgetFor",
     "ContextSession",
-    "MemoryTurns",
+    "MemoryStore",
     "SummarizerSource",
     "Turn",
     "TurnFieldOwned",

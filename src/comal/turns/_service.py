@@ -52,12 +52,14 @@ from ..context import (
     get_engine,
     store_checkpoint,
 )
+from ..errors import UserError
 from ..ledger import CheckpointRecord, LedgerBackend, Scope
 from ..memory import remember
 from ..messages import Message
 from ..providers import Provider
 from ..tokens import Budget, TokenCounter, Usage
 from ._events import assembly_events
+from ._memory import MemoryStore
 from ._turn import Turn
 
 __all__ = [
@@ -114,7 +116,7 @@ class ContextSession:
 
     def __init__(
         self,
-        ledger: LedgerBackend,
+        ledger: LedgerBackend | MemoryStore,
         scope: Scope,
         engine: Engine | str,
         config: Mapping[str, Any] | BaseModel | None = None,
@@ -128,7 +130,9 @@ class ContextSession:
         probe: Probe = lambda phase, detail: None,
         where: str = "",
     ) -> None:
-        self.ledger = ledger
+        # A ledger, or a replay's entries in memory (:mod:`._memory`): the turn is the same.
+        self.memory = ledger if isinstance(ledger, MemoryStore) else None
+        self._ledger = None if isinstance(ledger, MemoryStore) else ledger
         self.scope = scope
         self.engine = get_engine(engine) if isinstance(engine, str) else engine
         config = configure(self.engine, config, ledger.counter, where=where)
@@ -155,6 +159,12 @@ class ContextSession:
     @property
     def name(self) -> str:
         return self.engine.name
+
+    @property
+    def ledger(self) -> LedgerBackend:
+        if self._ledger is None:
+            raise UserError("this turn service runs over entries in memory: it has no ledger")
+        return self._ledger
 
     # -- the turn ----------------------------------------------------------------------------
     def prepare(
@@ -217,7 +227,8 @@ class ContextSession:
         """Record ``turn``'s request with no reply appended (a failure, an interruption, a
         reply that was not kept), or anchored to ``entry_id``."""
         made = turn.usage(usage, model=model, protocol=protocol, fields=fields)
-        self.ledger.record_request(self.scope, entry_id, made)
+        if self.memory is None:  # a replay records nothing
+            self.ledger.record_request(self.scope, entry_id, made)
 
     # -- the turn's parts --------------------------------------------------------------------
     def budget(
@@ -243,6 +254,8 @@ class ContextSession:
 
     def view(self) -> View:
         """The session as the engine sees it now (its stand-ins read from the ledger)."""
+        if self.memory is not None:
+            return self.memory.view(self.system, self.engine.bases)
         return View.from_ledger(
             self.ledger, self.scope, system=self.system, bases=self.engine.bases
         )
@@ -265,6 +278,8 @@ class ContextSession:
         """Store what ``assembly`` proposes, before anything is sent: its checkpoint and the
         events of the engine's actions new since seq ``since`` (OBS-2), with ``beside`` (the
         caller's own records) in the same transaction. ``at`` is the seq the next entry takes."""
+        if self.memory is not None:
+            return self.memory.commit(assembly, at)
         events = assembly_events(assembly, since, at_seq=at)
         if assembly.checkpoint_to_store is None and not events and beside is None:
             return None
@@ -287,6 +302,8 @@ class ContextSession:
     def since(self) -> int:
         """The last seq the previous request of this session carried (-1: none yet), read from
         its record: what an assembly did after it is new (OBS-2)."""
+        if self.memory is not None:
+            return self.memory.last_sent
         previous = self.ledger.last_request(self.scope, measured=False)
         last = previous.meta.get("prompt_last_seq") if previous is not None else None
         return last if isinstance(last, int) else -1
@@ -298,7 +315,11 @@ class ContextSession:
         made = next((a for a in assembly.actions if isinstance(a, Checkpointed)), None)
         latest = view.checkpoint
         span = made if made is not None else latest
-        info = self.ledger.session(self.scope)
+        if self.memory is not None:
+            held = self.memory.session_tokens()
+        else:
+            info = self.ledger.session(self.scope)
+            held = info.tokens if info is not None else 0
         input_tokens = budget.fixed + assembly.history_tokens
         return {
             "engine": self.engine.name,
@@ -310,7 +331,7 @@ class ContextSession:
             "fixed_tokens": budget.fixed,
             "history_tokens": assembly.history_tokens,
             "input_tokens": input_tokens,
-            "session_tokens": budget.fixed + (info.tokens if info is not None else 0),
+            "session_tokens": budget.fixed + held,
             "sent_seqs": sent_ranges(sent),
             "referenced": [a.entry_id for a in assembly.actions if isinstance(a, Referenced)],
             "bounded": [a.entry_id for a in assembly.actions if isinstance(a, Bounded)],
@@ -329,6 +350,8 @@ class ContextSession:
         """After a turn: the maintenance the engine plans now, run inline, or in a sweep under
         the session's lease when a job asks for one — on a background thread when the engine's
         configuration defers compaction (``defer`` overrides); the records made here."""
+        if self.memory is not None:
+            return self._rehearse(budget, force=False)
         jobs = self.plan(view if view is not None else self.view(), budget)
         if not jobs:
             return ()
@@ -351,6 +374,10 @@ class ContextSession:
     def compact(self, budget: Budget) -> SweepReport:
         """``/compact``: do what can be done now even under the thresholds, with the
         configured summarizer — in a sweep under the lease when the engine's jobs need one."""
+        if self.memory is not None:
+            report = SweepReport(self.scope.session)
+            report.made.extend(self._rehearse(budget, force=True))
+            return report
         jobs = self.plan(self.view(), budget, force=True)
         if self._leased(jobs):
             return self.sweep(budget, force=True)
@@ -385,6 +412,16 @@ class ContextSession:
     def drain(self, timeout: float | None = None) -> None:
         """Wait (bounded) for a deferred sweep to finish."""
         self.background.drain(timeout)
+
+    def _rehearse(self, budget: Budget, *, force: bool) -> tuple[object, ...]:
+        assert self.memory is not None
+        return self.memory.maintain(
+            lambda view, forced: self.plan(view, budget, force=forced),
+            self.view,
+            self.config,
+            self.summarizer(),
+            force=force,
+        )
 
     def _compactor(self) -> Compactor:
         return Compactor(self.ledger, self.scope, self.summarizer, self.config, probe=self.probe)
