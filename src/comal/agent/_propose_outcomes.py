@@ -26,7 +26,7 @@ from ._lengths import (
 from ._settings import AgentSettings
 
 if TYPE_CHECKING:
-    from ..turns import ContextSession, Turn
+    from ..turns import Turn
 
 __all__ = ["Outcomes", "Probe", "Say"]
 
@@ -46,7 +46,6 @@ class Outcomes:
     settings: AgentSettings
     run: str
     say: Say
-    service: ContextSession
 
     def _streaks(self, events: list[Record], at: int) -> list[Record]:
         """The OUTPUT_LENGTH events at this point; raise when a streak is over (OUT-3)."""
@@ -144,9 +143,7 @@ class Outcomes:
         # The call reached the provider (or may have): it counts as a request, with its usage
         # unknown, so the spend guard and a script's position both see it.
         unknown = Usage(None, None, None, None, None)
-        self.service.record_request(
-            turn, unknown, model=self.settings.model, fields=fields | {"savedVsUncached": None}
-        )
+        turn.record(unknown, model=self.settings.model, fields=fields | {"savedVsUncached": None})
 
     def _incomplete(self, response: ModelResponse, turn: Turn, estimate: InputEstimate) -> None:
         body = incomplete_body(response, turn.at, int(turn.extra["max_output_tokens"]))
@@ -154,8 +151,7 @@ class Outcomes:
         self.say("warn", f"{response.stop}: response discarded (tool calls not run: {discarded})")
         with self.ledger.atomic():
             self.ledger.add_record(self.scope, "event", INCOMPLETE_EVENT, body)
-            usage = self.usage_input(response, turn, {"incomplete": response.stop})
-            self.ledger.record_request(self.scope, None, usage)
+            turn.record_usage(self.usage_input(response, turn, {"incomplete": response.stop}))
             if response.stop == CONTEXT_LENGTH:
                 self._rejected(turn, estimate, None, response)
 
@@ -182,8 +178,7 @@ class Outcomes:
         body |= {"stop": "duplicate_call_ids", "duplicates": twice}
         with self.ledger.atomic():
             self.ledger.add_record(self.scope, "event", INCOMPLETE_EVENT, body)
-            usage = self.usage_input(response, turn, {"incomplete": "duplicate"})
-            self.ledger.record_request(self.scope, None, usage)
+            turn.record_usage(self.usage_input(response, turn, {"incomplete": "duplicate"}))
         raise DuplicateCallIds(
             f"the model's reply gave {len(ids)} tool calls with the id(s) {', '.join(twice)} "
             "used more than once, so their results could not be told apart; it was recorded as "

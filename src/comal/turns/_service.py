@@ -53,7 +53,7 @@ from ..context import (
     store_checkpoint,
 )
 from ..errors import UserError
-from ..ledger import CheckpointRecord, LedgerBackend, Scope
+from ..ledger import CheckpointRecord, LedgerBackend, Scope, UsageInput
 from ..memory import remember
 from ..messages import Message
 from ..providers import Provider
@@ -212,7 +212,9 @@ class ContextSession:
             extra = beside(view, assembly) if beside is not None else None
             stored = self.commit(assembly, at=view.end_seq, since=since, beside=extra)
         meta = self.meta(view, given, assembly)
-        return Turn(view, given, assembly, since, stored, made, meta, committed=not preview)
+        return Turn(
+            view, given, assembly, since, stored, made, meta, committed=not preview, service=self
+        )
 
     def record_request(
         self,
@@ -226,8 +228,11 @@ class ContextSession:
     ) -> None:
         """Record ``turn``'s request with no reply appended (a failure, an interruption, a
         reply that was not kept), or anchored to ``entry_id``."""
-        made = turn.usage(usage, model=model, protocol=protocol, fields=fields)
-        if self.memory is None:  # a replay records nothing
+        self.record(turn.usage(usage, model=model, protocol=protocol, fields=fields), entry_id)
+
+    def record(self, made: UsageInput, entry_id: int | None = None) -> None:
+        """Write a request record built by :meth:`Turn.usage` (a replay records nothing)."""
+        if self.memory is None:
             self.ledger.record_request(self.scope, entry_id, made)
 
     # -- the turn's parts --------------------------------------------------------------------

@@ -18,12 +18,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..context import Assembly, View
 from ..errors import UserError
 from ..ledger import CheckpointRecord, UsageInput
 from ..tokens import Budget, Usage
+
+if TYPE_CHECKING:
+    from ._service import ContextSession
 
 __all__ = ["SERVICE_FIELDS", "Turn", "TurnFieldOwned"]
 
@@ -83,6 +86,7 @@ class Turn:
     meta: Mapping[str, Any]
     committed: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
+    service: ContextSession | None = field(default=None, compare=False, repr=False)
 
     @property
     def at(self) -> int:
@@ -113,3 +117,27 @@ class Turn:
         """The request record of this turn's reply, to append with it (the one shape every
         surface records, OBS-1)."""
         return UsageInput(usage, model=model, protocol=protocol, meta=self.record_meta(fields))
+
+    def record(
+        self,
+        usage: Usage,
+        *,
+        model: str | None = None,
+        protocol: str | None = None,
+        fields: Mapping[str, Any] | None = None,
+        entry_id: int | None = None,
+    ) -> None:
+        """Record this turn's request with no reply appended (a failure, an interruption, a
+        reply that was not kept), or anchored to ``entry_id``: through its service."""
+        if self.service is None:
+            raise UserError("this turn was not prepared by a turn service: it cannot record")
+        self.service.record_request(
+            self, usage, model=model, protocol=protocol, fields=fields, entry_id=entry_id
+        )
+
+    def record_usage(self, made: UsageInput, *, entry_id: int | None = None) -> None:
+        """Record ``made`` (built by :meth:`usage`) as this turn's request, through its
+        service."""
+        if self.service is None:
+            raise UserError("this turn was not prepared by a turn service: it cannot record")
+        self.service.record(made, entry_id=entry_id)
