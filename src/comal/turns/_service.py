@@ -59,6 +59,7 @@ from ..messages import Message
 from ..providers import Provider
 from ..tokens import Budget, TokenCounter, Usage
 from ._events import assembly_events
+from ._hooks import post_compact, pre_compact
 from ._memory import MemoryStore
 from ._turn import Turn
 
@@ -360,15 +361,19 @@ class ContextSession:
         jobs = self.plan(view if view is not None else self.view(), budget)
         if not jobs:
             return ()
+        if any(j.actionable for j in jobs):
+            pre_compact(self.ledger, self.scope, "auto")
         if not self._leased(jobs):
             report = SweepReport(self.scope.session)
             self._compactor().run(jobs, report)
+            post_compact(self.ledger, self.scope, "auto", report.made)
             return tuple(report.made)
         deferred = bool(getattr(self.config, "defer_compaction", False)) if defer is None else defer
 
         def work() -> SweepReport:
             report = self.sweep(budget, owner=self.owner)
             self._tell(report)
+            post_compact(self.ledger, self.scope, "auto", report.made)
             return report
 
         if deferred:
@@ -384,12 +389,15 @@ class ContextSession:
             report.made.extend(self._rehearse(budget, force=True))
             return report
         jobs = self.plan(self.view(), budget, force=True)
+        pre_compact(self.ledger, self.scope, "manual")
         if self._leased(jobs):
-            return self.sweep(budget, force=True)
-        report = SweepReport(self.scope.session)
-        self._compactor().run(jobs, report)
-        if any(not j.actionable for j in jobs) and not report.made:
-            report.stopped = "blocked"
+            report = self.sweep(budget, force=True)
+        else:
+            report = SweepReport(self.scope.session)
+            self._compactor().run(jobs, report)
+            if any(not j.actionable for j in jobs) and not report.made:
+                report.stopped = "blocked"
+        post_compact(self.ledger, self.scope, "manual", report.made)
         return report
 
     def sweep(
