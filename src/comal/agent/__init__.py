@@ -51,6 +51,7 @@ from ._errors import (
     AgentError,
     BudgetLimited,
     DuplicateCallIds,
+    HookStopped,
     IncompleteResponse,
     RepeatedContextLength,
     RepeatedOutputLength,
@@ -68,6 +69,7 @@ from ._human import (
     window_note,
 )
 from ._lengths import CONTEXT_EVENT, INCOMPLETE_EVENT
+from ._lifecycle import PromptBlocked
 from ._lock import SessionLock, lock_path
 from ._opening import check_prompt, resumable
 from ._propose import COMPACT_APPLIED, COMPACT_REQUESTED, Proposal, Proposer, queued_compactions
@@ -103,10 +105,12 @@ __all__ = [
     "ConfigNotFound",
     "DuplicateCallIds",
     "Flags",
+    "HookStopped",
     "HostControls",
     "HumanOperationFailed",
     "IncompleteResponse",
     "Preamble",
+    "PromptBlocked",
     "Proposal",
     "Proposer",
     "RepeatedContextLength",

@@ -43,7 +43,8 @@ from ..work import FINISH, WorkAgent, ensure_work_operations
 from ._catalog import ensure_tool_search, model_catalog, recall_tools
 from ._children import ChildModels, SameModel
 from ._coordinator import Coordinator
-from ._errors import BudgetLimited
+from ._errors import BudgetLimited, HookStopped
+from ._lifecycle import AgentHooks
 from ._propose import Probe, Proposal, Proposer, Say
 from ._result import (
     RunResult,
@@ -146,6 +147,14 @@ class Agent:
         self._mark = receipt_mark(ledger, scope)
         self.coordinator = Coordinator(self, children or SameModel(provider))
         self._limited: str | None = None
+        root = house.workspace.root if house.workspace is not None else None
+        self.hooks = AgentHooks(
+            ledger,
+            scope,
+            cwd=str(root) if root is not None else None,
+            subagent=self.actor.kind == "subagent",
+            say=self.say,
+        )
 
     def work_agent(self, scope: Scope) -> WorkAgent | None:
         """:class:`~comal.work.WorkHost`: this agent's coordinator serves its own session."""
@@ -166,6 +175,7 @@ class Agent:
             self.ledger.set_status(self.scope, "active")
         try:
             self.blocked = self._recover()
+            self.hooks.session_start("resume" if info.entries else "startup")
             if prompt is not None:
                 self._intend(prompt)
             status = self._drive()
@@ -174,6 +184,8 @@ class Agent:
             self.coordinator.settle()
         if status == "budget_limited":
             return self.result(status, BudgetLimited(self._limited or "the budget is spent"))
+        if status == "stopped":
+            return self.result(status, HookStopped(self.hooks.halt or "a hook stopped the run"))
         return self.result(status)
 
     def resume(self, prompt: str | None = None) -> RunResult:
@@ -256,8 +268,13 @@ class Agent:
                 self.ledger.set_status(self.scope, "finished")
                 self.probe("checked", "passed")
                 return "finished"
+            if self.hooks.halt is not None:
+                self.say("warn", self.hooks.halt)
+                return "stopped"
             if last.role == Role.ASSISTANT.value and not last.message.tool_calls:
-                if self.finish():
+                if self.hooks.stop():
+                    continue  # a Stop hook's reason is now the newest message
+                if self.hooks.halt is None and self.finish():
                     return "finished"
                 continue  # the failed checks are now the newest message
             if turns >= self.settings.max_turns:
@@ -274,8 +291,6 @@ class Agent:
             self.turns += 1
             for call in proposal.response.runnable_calls:
                 self._execute(call, step)
-            # The turn is whole in the ledger: the engine may now plan its maintenance.
-            self.proposer.maintain()
 
     def _intend(self, prompt: str) -> None:
         last = self._last_entry()
@@ -284,14 +299,18 @@ class Agent:
             # stored instead of storing it twice.
             self.say("note", "this prompt is already the newest message: answering it")
             return
+        added = self.hooks.prompt(prompt)
         root = self.house.workspace.root if self.house.workspace is not None else None
         preamble = Preamble(self.clock(), root, self.actor.id, self.channel)
-        self.ledger.append(self.scope, [intention(prompt, self.settings, preamble=preamble)])
+        said = intention(prompt, self.settings, preamble=preamble)
+        with self.ledger.atomic():  # the prompt and what its hooks added, or neither
+            for message in (said, *added):
+                self.ledger.append(self.scope, [message])
         self.probe("intended", self.scope.session)
 
     def _append(self, proposal: Proposal) -> int:
         response = proposal.response
-        usage = self.proposer.usage_input(response, proposal.meta)
+        usage = self.proposer.usage_input(response, proposal.turn)
         entries = self.ledger.append(self.scope, [response.message], usage=usage)
         self.probe("appended", str(entries[0].seq))
         return entries[0].step

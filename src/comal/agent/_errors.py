@@ -26,6 +26,7 @@ __all__ = [
     "AgentError",
     "BudgetLimited",
     "DuplicateCallIds",
+    "HookStopped",
     "IncompleteResponse",
     "RepeatedContextLength",
     "RepeatedOutputLength",
@@ -75,6 +76,13 @@ class RepeatedContextLength(AgentError, ContextLength):
     """OUT-1: the provider rejected the input again after one recalibrated assembly."""
 
     code = "CONTEXT_LENGTH"
+
+
+class HookStopped(AgentError):
+    """A lifecycle hook asked the run to end (Claude Code's ``continue: false``): the run
+    stopped as ``stopped`` (the run's ``error``, with the hook's reason; not raised)."""
+
+    code = "HOOK_STOPPED"
 
 
 class BudgetLimited(AgentError):

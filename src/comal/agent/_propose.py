@@ -22,6 +22,7 @@ each request's prefix is compared with the previous one's (CCH-1: ``cache_break`
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import EllipsisType
 from typing import Any
@@ -36,7 +37,7 @@ from ..context import (
     get_engine,
 )
 from ..errors import ContextLength, UserError
-from ..ledger import CheckpointRecord, LedgerBackend, Scope
+from ..ledger import CheckpointRecord, LedgerBackend, Record, Scope
 from ..messages import Message, canonical_json, sha256_hex
 from ..ops import Catalog
 from ..providers import (
@@ -60,7 +61,7 @@ from ..tokens import (
     count_message,
     estimate_input,
 )
-from ..turns import ContextSession
+from ..turns import BudgetFor, ContextSession, Turn
 from ._cache import RETENTION_EVENT, CacheWatch, Prefix, Retention, explain, stand_ins
 from ._catalog import CATALOG_EVENT, CatalogPlan, ToolDeferral
 from ._errors import (
@@ -105,6 +106,7 @@ class Proposal:
     assembly: Assembly
     budget: Budget
     estimate: InputEstimate
+    turn: Turn
 
 
 COMPACT_REQUESTED = "compact_requested"
@@ -165,7 +167,10 @@ class Proposer(Outcomes):
         self.cache_ttl: str | None = None
         self._bases: list[int | None] | None = None
         self._resumed = False
-        self._use(self.deferral.plan(View(()), self.settings.window.window))
+        self._plan = self.deferral.plan(View(()), self.settings.window.window)
+        self._use(self._plan)
+        self._outs: list[Record] = []  # this turn's OUTPUT_LENGTH streak (OUT-3)
+        self._prefix: Prefix | None = None  # this turn's request prefix (CCH-1)
         engine = self.settings.engine.model_dump(mode="json")
         # Sets dump in hash order, which differs per process; sorted, the digest is stable.
         engine = {k: sorted(v, key=str) if isinstance(v, list) else v for k, v in engine.items()}
@@ -247,28 +252,39 @@ class Proposer(Outcomes):
         return estimate_input(anchor, current=now, delta_tokens=delta, estimated_total=total), mine
 
     # -- the proposal -----------------------------------------------------------------------
+    def _budget_for(self, scale: float, events: list[Record] | None = None) -> BudgetFor:
+        """The turn's budget over the view the turn service reads: the tools sent follow the
+        deferral's plan over it (CCH-3); with ``events``, a streak of OUTPUT_LENGTH or
+        CONTEXT_LENGTH outcomes at its point stops the turn before anything is stored."""
+
+        def budget_for(view: View) -> Budget:
+            if events is not None:
+                self._outs = self._streaks(events, view.end_seq)
+            self._plan = self._tools_for(view)
+            return self.budget(scale)
+
+        return budget_for
+
     def preview(self) -> Preview:
         """The next request as :meth:`propose` would assemble it, with nothing stored; a
         checkpoint the engine would derive counts as new (the measured anchor no longer
         applies to it, TOK-2)."""
-        view = self._view()
-        plan = self._tools_for(view)
         events = self.ledger.records(self.scope, "event", kinds=(INCOMPLETE_EVENT, CONTEXT_EVENT))
-        budget = self.budget(session_scale(events, self.settings.model))
-        assembly = self.service.assemble(view, budget, state=self.state)
+        scale = session_scale(events, self.settings.model)
+        turn = self.service.prepare(self._budget_for(scale), state=self.state, preview=True)
         latest = self.ledger.latest_checkpoint(self.scope)
         checkpoint = latest.id if latest is not None else None
-        if assembly.checkpoint_to_store is not None:
+        if turn.assembly.checkpoint_to_store is not None:
             checkpoint = -1  # not stored yet: no recorded request measured this prefix
-        estimate, _ = self._estimate(view, budget, assembly, checkpoint)
+        estimate, _ = self._estimate(turn.view, turn.budget, turn.assembly, checkpoint)
         return Preview(
-            view,
-            budget,
-            assembly,
+            turn.view,
+            turn.budget,
+            turn.assembly,
             estimate,
             self.system_tokens,
             self.tools_tokens,
-            plan.deferred,
+            self._plan.deferred,
         )
 
     def ttl_at(self, requests_made: int) -> str | None:
@@ -293,26 +309,35 @@ class Proposer(Outcomes):
 
     def propose(self) -> Proposal:
         while True:
-            view = self._view()
-            at = view.end_seq  # the seq the next entry takes: the point length streaks count at
             # Only the small events the loop needs: stored tool outputs are events too.
             events = self.ledger.records(
                 self.scope, "event", kinds=(INCOMPLETE_EVENT, CONTEXT_EVENT)
             )
-            outs = self._streaks(events, at)
-            plan = self._tools_for(view)
-            budget = self.budget(session_scale(events, self.settings.model))
-            view = self._compact_if_asked(view, budget)
-            assembly = self.service.assemble(view, budget, state=self.state)
-            prefix = self._record(assembly, at, view, plan)
-            self.state = assembly.next_state
+            queued = queued_compactions(self.ledger, self.scope)
+            compact = self.compact_requested or queued > 0
+            self.compact_requested = False
+            # The turn service's one order: a /compact asked for while work was running
+            # (LIM-7), the maintenance due, the view, the assembly, its commit with the cache's
+            # events beside it (:meth:`_beside`), the record's fields.
+            turn = self.service.prepare(
+                self._budget_for(session_scale(events, self.settings.model), events),
+                state=self.state,
+                beside=self._beside,
+                compact=compact,
+            )
+            self._compacted(turn, queued)
+            self.deferral.commit(self._plan)
+            if self._prefix is not None:
+                self.watch.accept(self._prefix)
+            self.state = turn.assembly.next_state
             latest = self.ledger.latest_checkpoint(self.scope)
             checkpoint = latest.id if latest is not None else None
-            estimate, key = self._estimate(view, budget, assembly, checkpoint)
-            max_out = self._reserve(outs, budget, estimate)
+            estimate, key = self._estimate(turn.view, turn.budget, turn.assembly, checkpoint)
+            outs = self._outs
+            max_out = self._reserve(outs, turn.budget, estimate)
             escalated = None
             if not outs:  # a retry after OUTPUT_LENGTH grows its own reserve (OUT-3)
-                max_out, escalated = self._escalate(max_out, budget, estimate)
+                max_out, escalated = self._escalate(max_out, turn.budget, estimate)
             check_spend(
                 self.ledger,
                 self.scope,
@@ -320,26 +345,37 @@ class Proposer(Outcomes):
                 run=self.run,
                 next_tokens=estimate.tokens + max_out,
             )
-            # One shape for every surface's request records (OBS-1), then the agent's own.
-            meta = self.service.meta(view, budget, assembly)
-            meta |= self._meta(key, at, max_out, budget, estimate)
-            meta["cache_ttl"] = self.cache_ttl
+            # The agent's own fields of the request record, beside the service's (OBS-1).
+            fields = self._meta(key, max_out, estimate)
+            fields["cache_ttl"] = self.cache_ttl
             if escalated is not None:
-                meta["output_escalated"] = escalated
-            if prefix is not None:
-                meta["prefix"] = prefix.compact()
-                meta["stand_ins"] = self._bases
-            request = self.request_for(assembly, max_out)
+                fields["output_escalated"] = escalated
+            if self._prefix is not None:
+                fields["prefix"] = self._prefix.compact()
+                fields["stand_ins"] = self._bases
+            turn.add(fields)
+            request = self.request_for(turn.assembly, max_out)
             self.say("turn", f"{estimate.marker} {estimate.tokens:,} → {self.settings.model}")
-            response = self._send(request, at, budget, estimate, meta)
+            response = self._send(request, turn, estimate)
             if response is not None:
-                self.last = Proposal(response, meta, assembly, budget, estimate)
+                meta = turn.record_meta()
+                self.last = Proposal(response, meta, turn.assembly, turn.budget, estimate, turn)
                 return self.last
 
-    def _record(self, assembly: Assembly, at: int, view: View, plan: CatalogPlan) -> Prefix | None:
-        """Store the proposed checkpoint and the OBS-2 events of what is new in this assembly
-        — with the cache's: a change of the tools sent, a TTL promotion, a cache break or
-        edit — in one transaction, before anything is sent; the request's prefix."""
+    def _compacted(self, turn: Turn, queued: int) -> None:
+        if queued:
+            # Another process (``comal compact``) asked while this one held the lock.
+            body = {"v": 1, "requests": queued}
+            self.ledger.add_record(self.scope, "event", COMPACT_APPLIED, body)
+        for record in turn.maintained:
+            first, last = getattr(record, "first_seq", "?"), getattr(record, "last_seq", "?")
+            self.say("note", f"compacted seq {first}..{last}")
+
+    def _beside(self, view: View, assembly: Assembly) -> Callable[[CheckpointRecord | None], None]:
+        """What the agent stores beside the turn's commit, in its transaction, before anything
+        is sent: the cache's events — a change of the tools sent, a TTL promotion, a cache
+        break or edit (CCH-1..4); the request's prefix is kept for the turn's record."""
+        at, plan = view.end_seq, self._plan
         # Indexed reads only: the previous request (one row) and a count, never the log.
         previous = self.ledger.last_request(self.scope, measured=False)
         since = -1
@@ -376,6 +412,7 @@ class Proposer(Outcomes):
                     checkpoint_stored=assembly.checkpoint_to_store is not None,
                     stand_ins_changed=moved,
                 )
+        self._prefix = prefix
 
         def beside(stored: CheckpointRecord | None) -> None:
             if stored is not None and self._bases is not None:
@@ -393,39 +430,31 @@ class Proposer(Outcomes):
                 if not finding.announced:
                     self.say("warn", f"prompt cache broken at {finding.part}")
 
-        self.service.commit(assembly, at=at, since=since, beside=beside)
-        self.deferral.commit(plan)
-        if prefix is not None:
-            self.watch.accept(prefix)
-        return prefix
+        return beside
 
     def _send(
-        self,
-        request: ModelRequest,
-        at: int,
-        budget: Budget,
-        estimate: InputEstimate,
-        meta: dict[str, Any],
+        self, request: ModelRequest, turn: Turn, estimate: InputEstimate
     ) -> ModelResponse | None:
         """Call the model; ``None`` when the outcome was recorded and the loop goes again."""
+        at = turn.at
         self.probe("assembled", str(at))
         if self.provider is None:
             raise UserError("this proposer has no provider: it can only preview the next request")
         try:
             response = call_model(self.provider, request, self.on_event)
         except ContextLength as exc:
-            self._rejected(at, budget, estimate, exc, meta, None)
+            self._rejected(turn, estimate, exc, None)
             return None
         except ProviderError as exc:
-            self._failed(meta | {"error": exc.code})
+            self._failed(turn, {"error": exc.code})
             raise
         self.probe("proposed", str(at))
         ids = [c.id for c in response.message.tool_calls]
         if len(set(ids)) != len(ids):
-            self._duplicate_ids(response, at, meta, ids)
+            self._duplicate_ids(response, turn, ids)
         if response.stop not in (OUTPUT_LENGTH, CONTEXT_LENGTH, "error"):
             return response
-        self._incomplete(response, at, budget, estimate, meta)
+        self._incomplete(response, turn, estimate)
         if response.stop == "error":
             raise IncompleteResponse(
                 f"the model's response did not finish (stop {response.raw_stop!r}); it was "
@@ -433,31 +462,10 @@ class Proposer(Outcomes):
             )
         return None
 
-    def _compact_if_asked(self, view: View, budget: Budget) -> View:
-        """LIM-7: a ``/compact`` asked for while work was running is derived here, at the start
-        of the next turn, never in the middle of one."""
-        queued = queued_compactions(self.ledger, self.scope)
-        if not self.compact_requested and not queued:
-            return view
-        self.compact_requested = False
-        # The same compaction as an idle /compact: forced, with the configured summarizer.
-        report = self.service.compact(budget)
-        if queued:
-            # Another process (``comal compact``) asked while this one held the lock.
-            body = {"v": 1, "requests": queued}
-            self.ledger.add_record(self.scope, "event", COMPACT_APPLIED, body)
-        if not report.made:
-            return view
-        for record in report.made:
-            first, last = getattr(record, "first_seq", "?"), getattr(record, "last_seq", "?")
-            self.say("note", f"compacted seq {first}..{last}")
-        return self._view()
-
     def _view(self) -> View:
         return self.service.view()
 
     def maintain(self) -> tuple[object, ...]:
-        """After a turn: run the maintenance the engine plans now (inline, or deferred to a
-        background sweep under the session's lease when the configuration says so); the
-        records made."""
+        """The maintenance the engine plans now, outside a turn (a library caller's, a test's):
+        the turn service runs it at the start of every turn (:meth:`propose`)."""
         return self.service.maintain(self.budget())

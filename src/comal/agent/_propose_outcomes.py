@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..compaction import CHECKPOINTED, CONDENSED, PIPELINE_SUMMARIZED, SUMMARIZED
 from ..errors import ContextLength
@@ -24,6 +24,9 @@ from ._lengths import (
     recalibrate,
 )
 from ._settings import AgentSettings
+
+if TYPE_CHECKING:
+    from ..turns import Turn
 
 __all__ = ["Outcomes", "Probe", "Say"]
 
@@ -104,9 +107,8 @@ class Outcomes:
         self.say("note", f"after a compaction, up to {raised:,} output tokens")
         return raised, {"from": reserve, "to": raised, "after": made[0].kind}
 
-    def _meta(
-        self, key: AnchorKey, at: int, max_out: int, budget: Budget, estimate: InputEstimate
-    ) -> dict[str, Any]:
+    def _meta(self, key: AnchorKey, max_out: int, estimate: InputEstimate) -> dict[str, Any]:
+        """The agent's own fields of a request record (the turn service writes the rest)."""
         return {
             "v": 1,
             "run": self.run,
@@ -116,83 +118,67 @@ class Outcomes:
             "catalog_digest": key.catalog_digest,
             "config_digest": key.config_digest,
             "checkpoint_id": key.checkpoint_id,
-            "prompt_last_seq": at - 1,
             "max_output_tokens": max_out,
             # The newest event this request saw: the next one knows what is new (MEM-3).
             "event_mark": self.ledger.record_mark(self.scope, "event"),
-            "window": budget.window,
             "estimate": {"tokens": estimate.tokens, "measured": estimate.measured},
         }
 
-    def usage_input(self, response: ModelResponse, meta: dict[str, Any]) -> UsageInput:
+    def usage_input(
+        self, response: ModelResponse, turn: Turn, fields: dict[str, Any] | None = None
+    ) -> UsageInput:
         """The request record of ``response``: its usage, and in its meta what prompt caching
         saved against no caching at list prices (CCH-2; ``None`` when unknown)."""
         model = response.model or self.settings.model
-        ttl = meta.get("cache_ttl")
+        ttl = turn.record_meta().get("cache_ttl")
         saved = saved_vs_uncached(response.usage, price_for(model), ttl=ttl)
-        return UsageInput(
+        return turn.usage(
             response.usage,
             model=model,
             protocol=response.provider or None,
-            meta=meta | {"savedVsUncached": saved},
+            fields={**(fields or {}), "savedVsUncached": saved},
         )
 
-    def _failed(self, meta: dict[str, Any]) -> None:
+    def _failed(self, turn: Turn, fields: dict[str, Any]) -> None:
         # The call reached the provider (or may have): it counts as a request, with its usage
         # unknown, so the spend guard and a script's position both see it.
         unknown = Usage(None, None, None, None, None)
-        usage = UsageInput(unknown, self.settings.model, None, meta | {"savedVsUncached": None})
-        self.ledger.record_request(self.scope, None, usage)
+        turn.record(unknown, model=self.settings.model, fields=fields | {"savedVsUncached": None})
 
-    def _incomplete(
-        self,
-        response: ModelResponse,
-        at: int,
-        budget: Budget,
-        estimate: InputEstimate,
-        meta: dict[str, Any],
-    ) -> None:
-        body = incomplete_body(response, at, int(meta["max_output_tokens"]))
+    def _incomplete(self, response: ModelResponse, turn: Turn, estimate: InputEstimate) -> None:
+        body = incomplete_body(response, turn.at, int(turn.extra["max_output_tokens"]))
         discarded = ", ".join(c["name"] for c in body["discarded_calls"]) or "none"
         self.say("warn", f"{response.stop}: response discarded (tool calls not run: {discarded})")
         with self.ledger.atomic():
             self.ledger.add_record(self.scope, "event", INCOMPLETE_EVENT, body)
-            self.ledger.record_request(
-                self.scope, None, self.usage_input(response, meta | {"incomplete": response.stop})
-            )
+            turn.record_usage(self.usage_input(response, turn, {"incomplete": response.stop}))
             if response.stop == CONTEXT_LENGTH:
-                self._rejected(at, budget, estimate, None, meta, response)
+                self._rejected(turn, estimate, None, response)
 
     def _rejected(
         self,
-        at: int,
-        budget: Budget,
+        turn: Turn,
         estimate: InputEstimate,
         exc: ContextLength | None,
-        meta: dict[str, Any],
         response: ModelResponse | None,
     ) -> None:
-        body = recalibrate(budget, self.settings.window.window, estimate.tokens, exc)
-        body |= {"v": 1, "at_seq": at, "model": self.settings.model}
+        body = recalibrate(turn.budget, self.settings.window.window, estimate.tokens, exc)
+        body |= {"v": 1, "at_seq": turn.at, "model": self.settings.model}
         self.say("warn", f"CONTEXT_LENGTH: {body['reason']}")
         with self.ledger.atomic():
             self.ledger.add_record(self.scope, "event", CONTEXT_EVENT, body)
             if response is None:
-                self._failed(meta | {"error": "CONTEXT_LENGTH"})
+                self._failed(turn, {"error": "CONTEXT_LENGTH"})
 
-    def _duplicate_ids(
-        self, response: ModelResponse, at: int, meta: dict[str, Any], ids: list[str]
-    ) -> None:
+    def _duplicate_ids(self, response: ModelResponse, turn: Turn, ids: list[str]) -> None:
         """Two calls with one id: record the reply as an event (never as history) and stop
         before anything runs; a resume asks the model again."""
         twice = sorted({i for i in ids if ids.count(i) > 1})
-        body = incomplete_body(response, at, int(meta["max_output_tokens"]))
+        body = incomplete_body(response, turn.at, int(turn.extra["max_output_tokens"]))
         body |= {"stop": "duplicate_call_ids", "duplicates": twice}
         with self.ledger.atomic():
             self.ledger.add_record(self.scope, "event", INCOMPLETE_EVENT, body)
-            self.ledger.record_request(
-                self.scope, None, self.usage_input(response, meta | {"incomplete": "duplicate"})
-            )
+            turn.record_usage(self.usage_input(response, turn, {"incomplete": "duplicate"}))
         raise DuplicateCallIds(
             f"the model's reply gave {len(ids)} tool calls with the id(s) {', '.join(twice)} "
             "used more than once, so their results could not be told apart; it was recorded as "

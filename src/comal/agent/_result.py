@@ -17,7 +17,7 @@ from ..ops import Receipt
 
 __all__ = ["RunResult", "RunStatus", "answer_of", "receipt_mark", "receipts_since", "run_usage"]
 
-RunStatus = Literal["finished", "max_turns", "budget_limited", "error"]
+RunStatus = Literal["finished", "max_turns", "budget_limited", "stopped", "error"]
 
 
 @dataclass(frozen=True, slots=True)

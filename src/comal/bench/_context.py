@@ -1,8 +1,10 @@
 """``comal bench context``: per-turn assembly time of an engine, from the ledger.
 
 A session is grown step by step with the engine running as an agent would (assembling and
-storing the checkpoints it proposes), then ``measure`` more turns are timed end to end: read the
-view from the ledger (``View.from_ledger``) and assemble a window's worth of active memory.
+storing the checkpoints it proposes), then ``measure`` more turns are timed end to end as a
+live turn pays them: the turn service's ``prepare`` (maintenance where the engine places it,
+the view read from the ledger, the assembly of a window's worth of active memory, the
+commit); the view and assembly columns are its two middle phases.
 """
 
 from __future__ import annotations
@@ -53,46 +55,44 @@ def run_context_bench(
     counter = EstimatingCounter()
     chosen = get_engine(engine)
     steps = list(synthetic_steps(11, entries + measure * 4))
+    marks: dict[str, float] = {}
+
+    def mark(phase: str, _detail: str) -> None:
+        marks[phase] = time.perf_counter()
+
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         led = open_ledger(Path(tmp) / "ctx.db", counter=counter)
         scope = led.create_session("bench", "context")
         # The turn service, as an agent runs it (its configuration gets the ledger's counter).
-        service = ContextSession(led, scope, chosen)
+        service = ContextSession(led, scope, chosen, probe=mark)
         budget = service.budget(window, system_tokens=0, tools_tokens=0)
         made = 0
         i = 0
-        since = -1  # the previous request's last seq: what is new after it gets its events
         progress(f"growing a {entries:,}-entry session with the engine running")
         while made < entries:
             made += len(led.append(scope, steps[i]))
             i += 1
             if i % every == 0:
                 # Growing with the engine in the loop leaves the stand-ins an agent would have.
-                view = service.view()
-                service.commit(service.assemble(view, budget), at=view.end_seq, since=since)
-                since = view.end_seq - 1
-                service.maintain(budget, defer=False)
+                service.prepare(budget)
+                service.drain()
         progress(f"timing {measure} turns")
         total, view_ms, asm_ms = [], [], []
         last_input = 0
         for _ in range(measure):
             led.append(scope, steps[i])
             i += 1
+            # What a live turn pays: the whole prepare (maintenance as the engine places it,
+            # view, assembly, commit); a sweep the engine defers runs after it, untimed, as it
+            # runs beside the model call and the tools in a live turn.
             t0 = time.perf_counter()
-            view = service.view()
-            t1 = time.perf_counter()
-            a = service.assemble(view, budget)
-            t2 = time.perf_counter()
-            service.commit(a, at=view.end_seq, since=since)
-            since = view.end_seq - 1
-            if i % every == 0:
-                # Maintenance between turns (untimed), as during growth: an agent's compaction
-                # runs after its reply, off the turn.
-                service.maintain(budget, defer=False)
-            total.append((t2 - t0) * 1000)
-            view_ms.append((t1 - t0) * 1000)
-            asm_ms.append((t2 - t1) * 1000)
-            last_input = budget.fixed + a.history_tokens
+            turn = service.prepare(budget)
+            t3 = time.perf_counter()
+            service.drain()
+            total.append((t3 - t0) * 1000)
+            view_ms.append((marks["turn_viewed"] - t0) * 1000)
+            asm_ms.append((marks["turn_assembled"] - marks["turn_viewed"]) * 1000)
+            last_input = turn.budget.fixed + turn.assembly.history_tokens
         info = led.session(scope)
         checkpoints = len(led.checkpoints(scope))
         summaries = len(led.summaries(scope))

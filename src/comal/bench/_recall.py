@@ -40,14 +40,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..context import Bases, get_engine
+from ..context import Assembly
 from ..context.dag import DagConfig
 from ..context.limit import EngineConfig
 from ..errors import InputError
 from ..ledger import Entry, open_ledger
 from ..messages import Message, Role, Text
 from ..tokens import EstimatingCounter
-from ..turns import ContextSession, MemoryTurns, replay
+from ..turns import ContextSession
 
 __all__ = ["RecallRow", "load_locomo", "run_recall"]
 
@@ -185,29 +185,33 @@ def run_conversation(
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         led = open_ledger(Path(tmp) / "recall.db", counter=counter)
         scope = led.create_session("bench", "recall", title=conv.name)
-        # The dag engine's turn service, as an agent with inline compaction runs it.
+        # Each engine's turn service, as an agent with inline compaction runs it, turn after
+        # turn over the one session: the dag reads its summaries, the limit engine its
+        # checkpoints, so neither sees the other's stand-ins.
         dag = ContextSession(led, scope, "dag", config)
+        limit = ContextSession(led, scope, "limit", EngineConfig(counter=counter))
         budget = dag.budget(window, system_tokens=0, tools_tokens=0)
         dia: dict[int, str] = {}
+        states: dict[str, object] = {}
+
+        def turn(service: ContextSession) -> Assembly:
+            made = service.prepare(budget, state=states.get(service.name)).assembly
+            states[service.name] = made.next_state
+            return made
+
         for t in conv.turns:
             role = Role.USER if t.speaker == conv.speaker_a else Role.ASSISTANT
             (entry,) = led.append(scope, [Message(role, (Text(t.text),), t.speaker)])
             dia[entry.id] = t.dia_id
             if role is Role.ASSISTANT:
-                dag.maintain(budget)
+                turn(dag)
+                turn(limit)
         entries = list(led.iter_entries(scope))
         by_id = {e.id: e for e in entries}
-        # dag: the active memory for the next request, from the ledger and its summaries.
-        a = dag.assemble(dag.view(), budget)
+        # The active memory each engine assembles for the next request.
+        a = turn(dag)
         dag_ctx = {dia[i] for i in _verbatim(a.entry_ids, a.messages, by_id)}
-        # limit: replayed over the same turns, its checkpoints held in memory.
-        limit_cfg = EngineConfig(counter=counter)
-        checkpoint = None
-        for turn in replay(entries, scope.session, budget, limit_cfg):
-            if turn.checkpoint is not None:
-                checkpoint = turn.checkpoint
-        limit = MemoryTurns(get_engine("limit"), limit_cfg, session=scope.session)
-        b = limit.assemble(limit.view(entries, Bases(checkpoint)), budget)
+        b = turn(limit)
         limit_ctx = {dia[i] for i in _verbatim(b.entry_ids, b.messages, by_id)}
         from rank_bm25 import BM25Okapi
 
@@ -267,7 +271,7 @@ def run_cross_session(
                 (entry,) = led.append(scope, [Message(role, (Text(t.text),), t.speaker)])
                 dia[entry.id] = t.dia_id
                 if role is Role.ASSISTANT:
-                    service.maintain(budget)
+                    service.prepare(budget)
             service.compact(budget)
         asking = led.create_session("bench", "recall", title=f"{conv.name}: the questions")
         for item in conv.items:

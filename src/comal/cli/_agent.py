@@ -49,7 +49,7 @@ from ._common import emit_json, ledger
 
 __all__ = ["EXIT_CODES", "run_prompt"]
 
-EXIT_CODES = {"finished": 0, "error": 2, "max_turns": 3, "budget_limited": 4}
+EXIT_CODES = {"finished": 0, "error": 2, "max_turns": 3, "budget_limited": 4, "stopped": 5}
 _STYLE = {"turn": "dim", "call": "cyan", "result": "green", "note": "dim", "warn": "yellow"}
 _PREVIEW = 200
 # A tool's output on stderr: its first lines, enough to follow the run; comal show and

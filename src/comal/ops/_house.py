@@ -37,9 +37,11 @@ from typing import Any
 from ..errors import ComalError, LedgerError, UserError
 from ..ledger import LedgerBackend, Scope
 from ..messages import Message, Role, ToolCall, ToolResult, sha256_hex
+from ..plugins import HookOutcome
 from ._approval import Approver
 from ._errors import OperationTimeout, ToolFailure
 from ._guard import guard_output
+from ._hooks import post_note, post_tool_use, pre_tool_use
 from ._house_factory import HouseFactory, Probe
 from ._judge import Judge, Judgment
 from ._model import (
@@ -84,6 +86,14 @@ def _failure(exc: BaseException) -> dict[str, Any]:
     if isinstance(cause, OSError) and cause.errno is not None:
         seen["errno"] = errno.errorcode.get(cause.errno, str(cause.errno))
     return seen
+
+
+def _hook_seen(hooks: HookOutcome | None) -> dict[str, Any]:
+    """A PostToolUse outcome as the receipt keeps it (nothing when no hook answered)."""
+    if hooks is None:
+        return {}
+    body = hooks.as_dict()
+    return {"hooks": {"results": body["results"], "failures": body["failures"]}}
 
 
 class House:
@@ -137,6 +147,7 @@ class House:
         self._sandbox: Sandbox | None = None
         if workspace is not None:
             self._sandbox = Sandbox(policy.sandbox, workspace.root, self.protected_paths, bwrap)
+        cwd = str(workspace.root) if workspace is not None else None
         self.judge = Judge(
             registry,
             policy,
@@ -144,6 +155,7 @@ class House:
             workspace=workspace,
             approver=approver,
             sandbox=self.sandbox,
+            before=lambda call, surface, d: pre_tool_use(call, scope, surface, cwd, d),
         )
         self._probe = probe
 
@@ -256,7 +268,18 @@ class House:
             )
         ended = now()
         self._phase("executed", call.id)
-        return self._finish(judgment, op, output, started, ended, prepared[0] if prepared else None)
+        hooks = self._after(judgment, output)
+        first = prepared[0] if prepared else None
+        return self._finish(judgment, op, output, started, ended, first, hooks)
+
+    def _after(self, j: Judgment, output: ToolOutput) -> HookOutcome | None:
+        """The lifecycle's PostToolUse of a model's call that ran."""
+        if j.surface != "model":
+            return None
+        root = str(self.workspace.root) if self.workspace is not None else None
+        response = {"text": output.text, "is_error": output.is_error}
+        outcome = post_tool_use(j.call, self.scope, j.surface, root, response)
+        return outcome if outcome else None
 
     def _refused(self, j: Judgment) -> Outcome:
         d = j.decision
@@ -283,6 +306,7 @@ class House:
         started: str,
         ended: str,
         preparation: int | None,
+        hooks: HookOutcome | None = None,
     ) -> Outcome:
         status: Status = "timeout" if output.timed_out else "error" if output.is_error else "ok"
         if output.uncertain:
@@ -313,10 +337,13 @@ class House:
             started_at=started,
             ended_at=ended,
             output=info,
-            observations=dict(output.observations),
+            observations=dict(output.observations) | _hook_seen(hooks),
             effects=j.effects,
             preparation=preparation,
         )
+        note = post_note(hooks) if hooks is not None else ""
+        if note:
+            inline = f"{inline}\n\n{note}"
         result = ToolResult(j.call.id, inline, is_error=status != "ok", name=op.name)
         return Outcome(j, Message(Role.TOOL, (result,)), receipt)
 

@@ -46,6 +46,10 @@ IDENTITY_KEYS = frozenset(
 )
 
 
+# The lifecycle's PreToolUse: the decision as hooks leave it, and what they answered (or None).
+Before = Callable[[ToolCall, Surface, Decision], tuple[Decision, Mapping[str, Any] | None]]
+
+
 @dataclass(frozen=True, slots=True)
 class Judgment:
     """The house's verdict on one proposal; ``allowed`` means the handler may run."""
@@ -61,6 +65,7 @@ class Judgment:
     timeout: float | None = None
     effects: tuple[Effect, ...] = ()
     paths: Mapping[str, str] = field(default_factory=dict)
+    hooks: Mapping[str, Any] | None = None  # what PreToolUse hooks answered, when any did
 
     @property
     def allowed(self) -> bool:
@@ -72,6 +77,8 @@ class Judgment:
         out["contract"] = self.operation.contract if self.operation is not None else None
         if self.timeout is not None and self.operation is not None:
             out["limits"] = {"timeout": self.timeout, "inline_cap": self.operation.inline_cap}
+        if self.hooks is not None:
+            out["hooks"] = dict(self.hooks)
         return out
 
 
@@ -93,6 +100,7 @@ class Judge:
         workspace: Workspace | None = None,
         approver: Approver | None = None,
         sandbox: Callable[[], Sandbox | None] | None = None,
+        before: Before | None = None,
     ) -> None:
         self.registry = registry
         self.policy = policy
@@ -100,6 +108,8 @@ class Judge:
         self.workspace = workspace
         self.approver = approver
         self._sandbox = sandbox
+        # The lifecycle's PreToolUse: it may only tighten what the policy decided.
+        self.before = before
 
     def judge(
         self,
@@ -140,6 +150,9 @@ class Judge:
             subject = located[subject]
         decision = self.policy.decide(op, args, self.settings.mode, subject=subject)
         decision = self._under_sandbox(op, decision)
+        hooks: Mapping[str, Any] | None = None
+        if self.before is not None and surface == "model":
+            decision, hooks = self.before(call, surface, decision)
         approval: Approval | None = None
         if decision.action == "ask":
             change = None
@@ -160,6 +173,7 @@ class Judge:
             timeout,
             effects,
             located,
+            hooks,
         )
 
     def _admit(

@@ -34,12 +34,14 @@ from ._errors import PluginConflict, PluginError, PluginHookError, PluginLoadErr
 from ._settings import PluginSettings
 
 if TYPE_CHECKING:
+    from ._lifecycle import EVENTS, HookEvent, HookOutcome, HookResult, LifecycleEvent
     from ._manager import (
         ENTRY_POINT_GROUP,
         PluginInfo,
         enable_plugins,
         engines,
         job_handlers,
+        lifecycle,
         operations,
         plugin_infos,
         provider_schemes,
@@ -50,7 +52,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "EVENTS",
     "PROJECT",
+    "HookEvent",
+    "HookOutcome",
+    "HookResult",
+    "LifecycleEvent",
     "PluginConflict",
     "PluginError",
     "PluginHookError",
@@ -62,6 +69,7 @@ __all__ = [
     "hookimpl",
     "hookspec",
     "job_handlers",
+    "lifecycle",
     "operations",
     "plugin_infos",
     "provider_schemes",
@@ -76,6 +84,12 @@ _LAZY = {
     "enable_plugins": "._manager",
     "engines": "._manager",
     "job_handlers": "._manager",
+    "lifecycle": "._manager",
+    "EVENTS": "._lifecycle",
+    "HookEvent": "._lifecycle",
+    "HookOutcome": "._lifecycle",
+    "HookResult": "._lifecycle",
+    "LifecycleEvent": "._lifecycle",
     "operations": "._manager",
     "plugin_infos": "._manager",
     "provider_schemes": "._manager",

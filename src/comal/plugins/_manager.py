@@ -27,7 +27,7 @@ from typing import Any, Final, Literal
 import pluggy
 
 from ..errors import ComalError
-from . import _specs
+from . import _lifecycle, _specs
 from ._errors import PluginConflict, PluginHookError, PluginLoadError
 
 __all__ = [
@@ -39,6 +39,7 @@ __all__ = [
     "enable_plugins",
     "engines",
     "job_handlers",
+    "lifecycle",
     "operations",
     "plugin_infos",
     "provider_schemes",
@@ -133,6 +134,7 @@ class Plugins:
 
     def __post_init__(self) -> None:
         self.pm.add_hookspecs(_specs)
+        self.pm.add_hookspecs(_lifecycle)
 
     def add(
         self, plugin: object, *, name: str, source: Source, module: str, version: str | None
@@ -257,7 +259,7 @@ def _call(function: Any, name: str, kind: _Kind) -> list[Any]:
 def _require_markers(pm: pluggy.PluginManager, plugin: object, name: str) -> None:
     """A function named like a hook but not marked would be ignored in silence; say so."""
     marked = {caller.name for caller in pm.get_hookcallers(plugin) or ()}
-    for hook in _specs.HOOKS:
+    for hook in (*_specs.HOOKS, *_lifecycle.EVENTS.values()):
         if callable(getattr(plugin, hook, None)) and hook not in marked:
             raise PluginLoadError(
                 f"plugin {name!r} defines {hook}() without @comal.plugins.hookimpl, so it "
@@ -361,6 +363,11 @@ def engines() -> Mapping[str, Any]:
 def job_handlers() -> tuple[Any, ...]:
     """Every plugin's maintenance job handlers, flattened in plugin order."""
     return current().flat("job_handlers")
+
+
+def lifecycle(event: _lifecycle.HookEvent) -> _lifecycle.HookOutcome:
+    """Every enabled plugin's hook for ``event``, merged (:mod:`._lifecycle`)."""
+    return _lifecycle.dispatch(current().pm, event)
 
 
 def settings_sections() -> Mapping[str, Any]:

@@ -438,14 +438,14 @@ class ProxyService(Relay):
                 acc.feed(event.event, event.data)
         except httpx.TimeoutException as exc:
             await anyio.to_thread.run_sync(
-                self.recorder.interrupted, call, acc, f"upstream timed out: {exc}"
+                self.recorder.interrupted, call, turn, acc, f"upstream timed out: {exc}"
             )
             return await self._error_exchange(
                 call, turn, 504, f"upstream timed out: {exc}", started, record=False
             )
         except httpx.HTTPError as exc:
             await anyio.to_thread.run_sync(
-                self.recorder.interrupted, call, acc, f"upstream broke: {exc}"
+                self.recorder.interrupted, call, turn, acc, f"upstream broke: {exc}"
             )
             return await self._error_exchange(
                 call, turn, 502, f"upstream stream broke: {exc}", started, record=False
@@ -454,7 +454,7 @@ class ProxyService(Relay):
             await response.aclose()
         if not acc.done or acc.error is not None:
             why = "upstream sent an error event" if acc.error else "stream ended before its end"
-            await anyio.to_thread.run_sync(self.recorder.interrupted, call, acc, why)
+            await anyio.to_thread.run_sync(self.recorder.interrupted, call, turn, acc, why)
             return await self._error_exchange(
                 call, turn, 502, f"upstream {why}", started, record=False
             )

@@ -196,11 +196,11 @@ class Recorder:
             except InputError:
                 meta = {**meta, "usage_raw": reply.usage}
         model = (reply.model if reply is not None else None) or call.request.model
-        full = {"v": 1, "route": call.protocol, "stream": call.request.stream, **turn.meta, **meta}
-        full[REQUEST_DIGEST] = call.digest
+        own = {"v": 1, "route": call.protocol, "stream": call.request.stream, **meta}
+        own[REQUEST_DIGEST] = call.digest
         if reply is not None:
-            full |= {"stop": reply.stop, "response_id": reply.response_id}
-        return UsageInput(usage, model=model, protocol=call.protocol, meta=full)
+            own |= {"stop": reply.stop, "response_id": reply.response_id}
+        return turn.prepared.usage(usage, model=model, protocol=call.protocol, fields=own)
 
     def request_record(
         self,
@@ -210,7 +210,7 @@ class Recorder:
         reply: Reply | None,
         meta: dict[str, Any],
     ) -> None:
-        self.ledger.record_request(call.scope, entry_id, self.usage(call, reply, turn, meta))
+        turn.prepared.record_usage(self.usage(call, reply, turn, meta), entry_id=entry_id)
 
     def record(
         self,
@@ -238,12 +238,17 @@ class Recorder:
         body |= {"route": call.protocol, "stream": call.request.stream}
         self.ledger.add_record(call.scope, "event", REPLAY_EVENT, body)
 
-    def interrupted(self, call: Call, acc: Accumulator, why: str) -> None:
+    def interrupted(self, call: Call, turn: Turn, acc: Accumulator, why: str) -> None:
         body = {"v": 1, "reason": why, "route": call.protocol, **acc.partial()}
         with self.ledger.atomic():
             self.ledger.add_record(call.scope, "event", INTERRUPTED_EVENT, body)
-            usage = UsageInput(_UNKNOWN, call.request.model, call.protocol, {"interrupted": why})
-            self.ledger.record_request(call.scope, None, usage)
+            own = {"v": 1, "route": call.protocol, "stream": call.request.stream}
+            turn.prepared.record(
+                _UNKNOWN,
+                model=call.request.model,
+                protocol=call.protocol,
+                fields=own | {REQUEST_DIGEST: call.digest, "interrupted": why},
+            )
 
     def recall(self, call: Call, turn: Turn, exchange: Exchange) -> None:
         """Run the reply's calls of offered recall tools through the house, then record them

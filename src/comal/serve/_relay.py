@@ -132,7 +132,11 @@ class Relay:
                     elif broken is None and acc.done is False:
                         broken = "the stream ended (or the client left) before the reply ended"
                     await anyio.to_thread.run_sync(
-                        self.recorder.interrupted, call, acc, broken or "the reply did not finish"
+                        self.recorder.interrupted,
+                        call,
+                        turn,
+                        acc,
+                        broken or "the reply did not finish",
                     )
 
     async def _open(self, call: Call, turn: Turn) -> httpx.Response | Forward:
@@ -284,7 +288,9 @@ class Relay:
                     await current.aclose()
                 if not recorded:
                     reason = why or "the stream ended (or the client left) before the reply ended"
-                    await anyio.to_thread.run_sync(self.recorder.interrupted, call, acc, reason)
+                    await anyio.to_thread.run_sync(
+                        self.recorder.interrupted, call, turn, acc, reason
+                    )
 
 
 def _is_stream(response: httpx.Response) -> bool:

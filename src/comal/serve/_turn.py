@@ -24,6 +24,7 @@ from ..ledger import LedgerBackend, Scope
 from ..messages import Message, canonical_json, message_to_json
 from ..ops import CatalogFormat, Registry, default_registry
 from ..tokens import TokenCounter, count_messages, resolve_window
+from ..turns import Turn as Prepared
 from ._config import ServeConfig
 from ._engine import EngineAdapter
 from ._wire import ClientRequest, Item, Piece, Protocol, upstream_body
@@ -64,7 +65,11 @@ class Turn:
     max_tokens: int | None
     lowered_from: int | None
     stage: str
-    meta: dict[str, Any]
+    prepared: Prepared  # the turn service's: its record's fields, the one recorder
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        return self.prepared.record_meta()
 
     @property
     def offered_recall(self) -> bool:
@@ -187,14 +192,10 @@ def build_turn(
         max_output=resolution.max_output,
         max_input=resolution.max_input,
     )
-    # The client's previous turn is whole now (its results came with this request): the
-    # engine's planned maintenance runs before this assembly, as at the end of an agent's turn
-    # (inline: the proxy's reply waits on nothing else).
-    view = service.view()
-    if service.maintain(budget, view=view, defer=False):
-        view = service.view()  # maintenance stored something: read the session again
-    assembly = service.assemble(view, budget)
-    service.commit(assembly, at=view.end_seq, since=service.since())
+    # The turn service's one order (maintenance, view, assembly, commit, the record's fields);
+    # maintenance inline: the proxy's reply waits on nothing else, and no thread outlives it.
+    prepared = service.prepare(budget, defer=False)
+    view, assembly = prepared.view, prepared.assembly
     rewritten = {a.entry_id for a in assembly.actions if isinstance(a, _REWRITES)}
     # Any engine may send a message other than the stored one under its entry id (the
     # pipeline's placeholders, the dag's bounds): those are rendered anew, never the client's.
@@ -247,12 +248,14 @@ def build_turn(
         except (orjson.JSONEncodeError, TypeError):  # a lone surrogate, an int over 64 bits
             body = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
     # The request record: the fields every surface records (OBS-1), then the proxy's own.
-    meta = service.meta(view, budget, assembly) | {
-        "verbatim": verbatim,
-        "window_source": resolution.source,
-        "recall_offered": sorted(_name(t) for t in extra) if offer else [],
-        "max_tokens": {"client": request.max_tokens, "upstream": upstream_max},
-    }
-    stage = str(meta["stage"])
+    prepared.add(
+        {
+            "verbatim": verbatim,
+            "window_source": resolution.source,
+            "recall_offered": sorted(_name(t) for t in extra) if offer else [],
+            "max_tokens": {"client": request.max_tokens, "upstream": upstream_max},
+        }
+    )
+    stage = str(prepared.meta["stage"])
     offered = frozenset(_name(t) for t in extra) if offer else frozenset()
-    return Turn(body, verbatim, offered, upstream_max, lowered, stage, meta)
+    return Turn(body, verbatim, offered, upstream_max, lowered, stage, prepared)

@@ -19,14 +19,29 @@ an engine's ``assemble`` or ``plan`` (a test walks the package to keep it so).
 """
 
 from ._events import EVENT_KINDS, action_kind, assembly_events, is_new
-from ._replay import MemoryTurns, replay
-from ._service import ContextSession, SummarizerSource, configure, sent_ranges, sweep
+from ._memory import MemoryStore
+from ._replay import replay
+from ._service import (
+    Beside,
+    BudgetFor,
+    ContextSession,
+    SummarizerSource,
+    configure,
+    sent_ranges,
+    sweep,
+)
+from ._turn import SERVICE_FIELDS, Turn, TurnFieldOwned
 
 __all__ = [
     "EVENT_KINDS",
+    "SERVICE_FIELDS",
+    "Beside",
+    "BudgetFor",
     "ContextSession",
-    "MemoryTurns",
+    "MemoryStore",
     "SummarizerSource",
+    "Turn",
+    "TurnFieldOwned",
     "action_kind",
     "assembly_events",
     "configure",

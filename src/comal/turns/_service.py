@@ -52,17 +52,34 @@ from ..context import (
     get_engine,
     store_checkpoint,
 )
-from ..ledger import CheckpointRecord, LedgerBackend, Scope
+from ..errors import UserError
+from ..ledger import CheckpointRecord, LedgerBackend, Scope, UsageInput
 from ..memory import remember
 from ..messages import Message
 from ..providers import Provider
-from ..tokens import Budget, TokenCounter
+from ..tokens import Budget, TokenCounter, Usage
 from ._events import assembly_events
+from ._hooks import post_compact, pre_compact
+from ._memory import MemoryStore
+from ._turn import Turn
 
-__all__ = ["ContextSession", "SummarizerSource", "configure", "sent_ranges", "sweep"]
+__all__ = [
+    "Beside",
+    "BudgetFor",
+    "ContextSession",
+    "SummarizerSource",
+    "configure",
+    "sent_ranges",
+    "sweep",
+]
 
 Say = Callable[[str, str], None]
 Probe = Callable[[str, str], None]
+# A turn's budget, or how to make it from the view (the agent's tool catalog depends on it).
+BudgetFor = Budget | Callable[[View], Budget]
+# What a surface stores beside a turn's commit, in its transaction, decided from the view and
+# the assembly (the agent's cache events): given the checkpoint stored, or None.
+Beside = Callable[[View, Assembly], Callable[[CheckpointRecord | None], None] | None]
 # Builds the configured summarizer when a job first needs one; ``None``: the engine's default.
 SummarizerSource = Callable[[], Summarizer | None]
 
@@ -100,7 +117,7 @@ class ContextSession:
 
     def __init__(
         self,
-        ledger: LedgerBackend,
+        ledger: LedgerBackend | MemoryStore,
         scope: Scope,
         engine: Engine | str,
         config: Mapping[str, Any] | BaseModel | None = None,
@@ -114,7 +131,9 @@ class ContextSession:
         probe: Probe = lambda phase, detail: None,
         where: str = "",
     ) -> None:
-        self.ledger = ledger
+        # A ledger, or a replay's entries in memory (:mod:`._memory`): the turn is the same.
+        self.memory = ledger if isinstance(ledger, MemoryStore) else None
+        self._ledger = None if isinstance(ledger, MemoryStore) else ledger
         self.scope = scope
         self.engine = get_engine(engine) if isinstance(engine, str) else engine
         config = configure(self.engine, config, ledger.counter, where=where)
@@ -142,7 +161,82 @@ class ContextSession:
     def name(self) -> str:
         return self.engine.name
 
-    # -- one turn ----------------------------------------------------------------------------
+    @property
+    def ledger(self) -> LedgerBackend:
+        if self._ledger is None:
+            raise UserError("this turn service runs over entries in memory: it has no ledger")
+        return self._ledger
+
+    # -- the turn ----------------------------------------------------------------------------
+    def prepare(
+        self,
+        budget: BudgetFor,
+        *,
+        state: object = None,
+        beside: Beside | None = None,
+        compact: bool = False,
+        maintain: bool = True,
+        defer: bool | None = None,
+        preview: bool = False,
+    ) -> Turn:
+        """One turn up to the send, in the one order every surface takes (docs/architecture.md):
+
+        1. ``compact``: a forced compaction first (``/compact`` queued while the agent worked);
+        2. the maintenance the engine plans for the session as it stands — the previous turn is
+           whole in the ledger now — run inline, or under the lease in a sweep, on a background
+           thread when the engine's configuration defers it (``defer`` overrides);
+        3. the view, read again when maintenance stored something, and the budget over it;
+        4. the assembly, with the surface's engine ``state``;
+        5. the commit: the proposed checkpoint and the engine's new events, with what the
+           surface stores ``beside`` them, in one transaction, before anything is sent;
+        6. the request record's fields the service owns (:attr:`Turn.meta`).
+
+        ``preview`` (``/context``, a status line) does steps 3, 4 and 6 only: nothing written,
+        nothing maintained."""
+        made: tuple[object, ...] = ()
+        view = self.view()
+        given = budget(view) if callable(budget) else budget
+        if not preview:
+            if compact:
+                made += tuple(self.compact(given).made)
+            if maintain:
+                made += self.maintain(given, view=None if made else view, defer=defer)
+            if made:
+                view = self.view()  # maintenance stored something: read the session again
+                given = budget(view) if callable(budget) else budget
+        self.probe("turn_viewed", str(view.end_seq))
+        assembly = self.assemble(view, given, state=state)
+        self.probe("turn_assembled", str(view.end_seq))
+        since = self.since()
+        stored = None
+        if not preview:
+            extra = beside(view, assembly) if beside is not None else None
+            stored = self.commit(assembly, at=view.end_seq, since=since, beside=extra)
+        meta = self.meta(view, given, assembly)
+        return Turn(
+            view, given, assembly, since, stored, made, meta, committed=not preview, service=self
+        )
+
+    def record_request(
+        self,
+        turn: Turn,
+        usage: Usage,
+        *,
+        model: str | None = None,
+        protocol: str | None = None,
+        fields: Mapping[str, Any] | None = None,
+        entry_id: int | None = None,
+    ) -> None:
+        """Record ``turn``'s request with no reply appended (a failure, an interruption, a
+        reply that was not kept), or anchored to ``entry_id``."""
+        self.record(turn.usage(usage, model=model, protocol=protocol, fields=fields), entry_id)
+
+    def record(self, made: UsageInput, entry_id: int | None = None) -> None:
+        """Write a request record built by :meth:`Turn.usage` (a replay records nothing)."""
+        if self.memory is None:
+            self.ledger.record_request(self.scope, entry_id, made)
+
+    # -- the turn's parts --------------------------------------------------------------------
     def budget(
         self,
         window: int,
@@ -166,6 +260,8 @@ class ContextSession:
 
     def view(self) -> View:
         """The session as the engine sees it now (its stand-ins read from the ledger)."""
+        if self.memory is not None:
+            return self.memory.view(self.system, self.engine.bases)
         return View.from_ledger(
             self.ledger, self.scope, system=self.system, bases=self.engine.bases
         )
@@ -188,6 +284,8 @@ class ContextSession:
         """Store what ``assembly`` proposes, before anything is sent: its checkpoint and the
         events of the engine's actions new since seq ``since`` (OBS-2), with ``beside`` (the
         caller's own records) in the same transaction. ``at`` is the seq the next entry takes."""
+        if self.memory is not None:
+            return self.memory.commit(assembly, at)
         events = assembly_events(assembly, since, at_seq=at)
         if assembly.checkpoint_to_store is None and not events and beside is None:
             return None
@@ -210,6 +308,8 @@ class ContextSession:
     def since(self) -> int:
         """The last seq the previous request of this session carried (-1: none yet), read from
         its record: what an assembly did after it is new (OBS-2)."""
+        if self.memory is not None:
+            return self.memory.last_sent
         previous = self.ledger.last_request(self.scope, measured=False)
         last = previous.meta.get("prompt_last_seq") if previous is not None else None
         return last if isinstance(last, int) else -1
@@ -221,7 +321,11 @@ class ContextSession:
         made = next((a for a in assembly.actions if isinstance(a, Checkpointed)), None)
         latest = view.checkpoint
         span = made if made is not None else latest
-        info = self.ledger.session(self.scope)
+        if self.memory is not None:
+            held = self.memory.session_tokens()
+        else:
+            info = self.ledger.session(self.scope)
+            held = info.tokens if info is not None else 0
         input_tokens = budget.fixed + assembly.history_tokens
         return {
             "engine": self.engine.name,
@@ -233,7 +337,7 @@ class ContextSession:
             "fixed_tokens": budget.fixed,
             "history_tokens": assembly.history_tokens,
             "input_tokens": input_tokens,
-            "session_tokens": budget.fixed + (info.tokens if info is not None else 0),
+            "session_tokens": budget.fixed + held,
             "sent_seqs": sent_ranges(sent),
             "referenced": [a.entry_id for a in assembly.actions if isinstance(a, Referenced)],
             "bounded": [a.entry_id for a in assembly.actions if isinstance(a, Bounded)],
@@ -252,18 +356,24 @@ class ContextSession:
         """After a turn: the maintenance the engine plans now, run inline, or in a sweep under
         the session's lease when a job asks for one — on a background thread when the engine's
         configuration defers compaction (``defer`` overrides); the records made here."""
+        if self.memory is not None:
+            return self._rehearse(budget, force=False)
         jobs = self.plan(view if view is not None else self.view(), budget)
         if not jobs:
             return ()
+        if any(j.actionable for j in jobs):
+            pre_compact(self.ledger, self.scope, "auto")
         if not self._leased(jobs):
             report = SweepReport(self.scope.session)
             self._compactor().run(jobs, report)
+            post_compact(self.ledger, self.scope, "auto", report.made)
             return tuple(report.made)
         deferred = bool(getattr(self.config, "defer_compaction", False)) if defer is None else defer
 
         def work() -> SweepReport:
             report = self.sweep(budget, owner=self.owner)
             self._tell(report)
+            post_compact(self.ledger, self.scope, "auto", report.made)
             return report
 
         if deferred:
@@ -274,13 +384,20 @@ class ContextSession:
     def compact(self, budget: Budget) -> SweepReport:
         """``/compact``: do what can be done now even under the thresholds, with the
         configured summarizer — in a sweep under the lease when the engine's jobs need one."""
+        if self.memory is not None:
+            report = SweepReport(self.scope.session)
+            report.made.extend(self._rehearse(budget, force=True))
+            return report
         jobs = self.plan(self.view(), budget, force=True)
+        pre_compact(self.ledger, self.scope, "manual")
         if self._leased(jobs):
-            return self.sweep(budget, force=True)
-        report = SweepReport(self.scope.session)
-        self._compactor().run(jobs, report)
-        if any(not j.actionable for j in jobs) and not report.made:
-            report.stopped = "blocked"
+            report = self.sweep(budget, force=True)
+        else:
+            report = SweepReport(self.scope.session)
+            self._compactor().run(jobs, report)
+            if any(not j.actionable for j in jobs) and not report.made:
+                report.stopped = "blocked"
+        post_compact(self.ledger, self.scope, "manual", report.made)
         return report
 
     def sweep(
@@ -308,6 +425,16 @@ class ContextSession:
     def drain(self, timeout: float | None = None) -> None:
         """Wait (bounded) for a deferred sweep to finish."""
         self.background.drain(timeout)
+
+    def _rehearse(self, budget: Budget, *, force: bool) -> tuple[object, ...]:
+        assert self.memory is not None
+        return self.memory.maintain(
+            lambda view, forced: self.plan(view, budget, force=forced),
+            self.view,
+            self.config,
+            self.summarizer(),
+            force=force,
+        )
 
     def _compactor(self) -> Compactor:
         return Compactor(self.ledger, self.scope, self.summarizer, self.config, probe=self.probe)
