@@ -276,3 +276,57 @@ def test_one_session_written_from_several_threads_keeps_every_item(ledger: Ledge
     back = _run(session.get_items())
     assert sorted(i["content"] for i in back) == sorted(i["content"] for i in items)
     assert len(session.comal.entries()) == 10
+
+
+@pytest.mark.parametrize("change", ["add", "pop", "clear"])
+def test_a_cancelled_change_returns_once_its_outcome_is_known(
+    ledger: LedgerBackend, change: str
+) -> None:
+    # covers: INT-1
+    session = ComalSession(ledger)
+    item = {"role": "user", "content": "once"}
+    if change != "add":
+        _run(session.add_items([item]))
+
+    async def scenario() -> None:
+        with session.comal.lock:  # the write's worker waits here until released below
+            if change == "add":
+                task = asyncio.create_task(session.add_items([item]))
+            elif change == "pop":
+                task = asyncio.create_task(session.pop_item())
+            else:
+                task = asyncio.create_task(session.clear_session())
+            for _ in range(3):
+                await asyncio.sleep(0)
+            task.cancel()
+            for _ in range(3):
+                await asyncio.sleep(0)
+            # The caller does not hear of the cancellation while the write may still happen.
+            assert not task.done()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    _run(scenario())
+    assert _run(session.get_items()) == ([item] if change == "add" else [])
+
+
+def test_a_session_written_before_items_were_kept_gives_back_its_entries(
+    ledger: LedgerBackend,
+) -> None:
+    # covers: INT-1
+    from comal.messages import Message, ToolCall
+
+    scope = ledger.create_session("default", "agent", source="integration:openai-agents")
+    ledger.append(scope, [Message.user("go")])
+    ledger.append(
+        scope, [Message.assistant("", ToolCall("c1", "f", "{}")), Message.tool("c1", "ok")]
+    )
+    session = ComalSession(ledger, session=scope.session)
+    back = _run(session.get_items())
+    assert [i.get("type") for i in back] == ["message", "function_call", "function_call_output"]
+    assert back[2]["output"] == "ok"
+    # Read once: the items are kept from then on, and new ones follow them.
+    _run(session.add_items([{"role": "user", "content": "next"}]))
+    assert _run(ComalSession(ledger, session=scope.session).get_items())[3] == {
+        "role": "user", "content": "next",
+    }  # fmt: skip

@@ -35,8 +35,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from ..ledger import LedgerBackend, Record
 from ..messages import Message
@@ -60,6 +60,7 @@ ITEMS_EVENT = "agents_items"  # {"v": 1, "items": [the JSON text of each item ad
 POP_EVENT = "agents_pop"  # {"v": 1, "item": the JSON text of the item popped}
 CLEAR_EVENT = "agents_clear"  # {"v": 1, "items": how many items the clear removed}
 _KINDS = (ITEMS_EVENT, POP_EVENT, CLEAR_EVENT)
+T = TypeVar("T")
 
 
 def _text(item: Any) -> str:
@@ -70,6 +71,24 @@ def _text(item: Any) -> str:
             f"an item the Runner added is not JSON ({exc}); a session stores input items "
             "as JSON: give dicts of JSON values"
         ) from exc
+
+
+async def _settled(work: Callable[[], T]) -> T:
+    """``work`` in a worker thread, its outcome known before the caller returns: a cancellation
+    that comes while the ledger writes is raised once the write has committed or failed, so the
+    Runner never retries a write that happened (the SDK's own sessions do the same)."""
+    running = asyncio.ensure_future(asyncio.to_thread(work))
+    interrupted: asyncio.CancelledError | None = None
+    while not running.done():
+        try:
+            await asyncio.wait({running})
+        except asyncio.CancelledError as exc:
+            interrupted = interrupted or exc
+    if interrupted is not None:
+        if not running.cancelled():
+            running.exception()  # retrieved: the cancellation is what the caller hears
+        raise interrupted
+    return running.result()
 
 
 def _fold(records: Sequence[Record]) -> tuple[list[str], str | None]:
@@ -208,14 +227,15 @@ class ComalSession:
 
     async def add_items(self, items: list[Any]) -> None:
         if items:
-            await asyncio.to_thread(self._add, list(items))
+            given = list(items)
+            await _settled(lambda: self._add(given))
 
     async def pop_item(self) -> Any:
         """Remove the newest item and return it; ``None`` when the session is empty."""
-        return await asyncio.to_thread(self._pop)
+        return await _settled(self._pop)
 
     async def clear_session(self) -> None:
-        await asyncio.to_thread(self._clear)
+        await _settled(self._clear)
 
     def close(self) -> None:
         """Wait for the engine's deferred maintenance; the ledger stays open (it is the
