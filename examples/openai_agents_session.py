@@ -1,10 +1,11 @@
 """comal inside the OpenAI Agents SDK, offline: ``python examples/openai_agents_session.py``.
 
 The SDK's ``Runner`` runs an agent whose OpenAI client points at ``comal.testing.FakeServer``
-(a loopback server speaking the Responses API from a script), with a ``ComalSession``: the
-items the Runner reads are comal's assembly of the ledger. Five large build logs go past an
-8,000-token window; a second run, in a new session object, resumes from the ledger and reads
-a referenced log back through ``EvidenceRead``. Needs ``pip install 'comal[openai-agents]'``.
+(a loopback server speaking the Responses API from a script), with a ``ComalSession``: it gives
+the Runner back exactly the items it stored, and ``run_config()`` sends the model comal's
+assembly of the ledger. Five large build logs go past an 8,000-token window; a second run, in
+a new session object, resumes from the ledger and reads a referenced log back through
+``EvidenceRead``. Needs ``pip install 'comal[openai-agents]'``.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from _integration_support import (
     page_text,
     references,
 )
-from comal.integrations import ComalSession, IntegrationInput
+from comal.integrations import ComalSession
 from comal.ledger import LedgerBackend
 from comal.messages.wire import from_openai_responses
 from comal.testing import FakeServer
@@ -114,32 +114,6 @@ def test_runner_reads_comal_assembly_keeps_outputs_recalls_and_resumes(
     assert [r.kind for r in ledger.records(comal.scope, "receipt")] == ["EvidenceRead"]
     assert_outputs_kept(again.comal, {**outputs, "r1": page})
     assert_requests_fit(again.comal)
-
-
-def test_the_ledger_is_append_only_for_the_runner(ledger: LedgerBackend) -> None:
-    session = ComalSession(ledger, window=WINDOW)
-    for method in (session.pop_item, session.clear_session):
-        with pytest.raises(IntegrationInput) as caught:
-            asyncio.run(method())
-        assert caught.value.code == "INTEGRATION_INPUT"
-
-
-def test_get_items_honours_a_limit_without_orphans(ledger: LedgerBackend) -> None:
-    session = ComalSession(ledger, window=32_000)
-    asyncio.run(
-        session.add_items(
-            [
-                {"role": "user", "content": "go"},
-                {"type": "function_call", "call_id": "c1", "name": "run_job", "arguments": "{}"},
-                {"type": "function_call_output", "call_id": "c1", "output": "out"},
-            ]
-        )
-    )
-    assert [i["type"] for i in asyncio.run(session.get_items())] == [
-        "message", "function_call", "function_call_output",
-    ]  # fmt: skip
-    assert asyncio.run(session.get_items(limit=1)) == []
-    assert len(asyncio.run(session.get_items(limit=2))) == 2
 
 
 def test_pipeline_session_search_runs_through_the_runner(ledger: LedgerBackend) -> None:

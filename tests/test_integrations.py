@@ -52,8 +52,9 @@ def test_a_missing_framework_is_a_coded_error_naming_the_extra() -> None:
 def test_exports_are_pinned() -> None:
     assert sorted(comal.integrations.__all__) == sorted(
         [
-            "KEYS_EVENT", "Assembled", "ComalHistory", "ComalMiddleware", "ComalSession",
-            "IntegrationInput", "IntegrationUnavailable", "LedgerSession", "RecallTool",
+            "BRANCH_EVENT", "KEYS_EVENT", "Assembled", "ComalHistory", "ComalMiddleware",
+            "ComalSession", "IntegrationInput", "IntegrationUnavailable", "LedgerSession",
+            "RecallTool",
         ]
     )  # fmt: skip
 

@@ -16,6 +16,7 @@ extra to install.
 from typing import TYPE_CHECKING, Any
 
 from ._core import (
+    BRANCH_EVENT,
     KEYS_EVENT,
     Assembled,
     IntegrationInput,
@@ -47,6 +48,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "BRANCH_EVENT",
     "KEYS_EVENT",
     "Assembled",
     "ComalHistory",

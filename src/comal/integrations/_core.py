@@ -6,10 +6,20 @@ its loop, through the public API only:
 - **record**: what the agent says and does is appended to the ledger as it happens — the
   framework's messages converted to canonical :class:`~comal.messages.Message` values, tool
   results joining the step of the call they answer, each model reply as a step with the request
-  record of the assembly that produced it (OBS-1). A message is recorded once: the framework's
-  own id (LangChain's message id) is kept in a ``framework_keys`` event, and a tool result whose
-  call is already answered is not appended again, so a history handed back in (a checkpointer, a
-  second run given the first run's messages) adds nothing twice.
+  record of the assembly that produced it (OBS-1). A framework that hands its whole history to
+  every call (pydantic-ai, LangChain) goes through :meth:`LedgerSession.sync`: the part the
+  session holds already is matched (:mod:`._line`) and only what follows is appended, so a
+  history handed back in (a checkpointer, a second run given the first run's messages) adds
+  nothing twice, and a history given to a fresh session is recorded whole. The framework's own
+  message ids, where it has them, are kept in a ``framework_keys`` event.
+- **branch**: the framework's history is the authority, and the ledger is append-only (LED-1).
+  When the framework no longer extends what the session holds — the Agents SDK popped an item
+  or cleared the session, a LangChain ``RemoveMessage`` or an edit changed the state, a run was
+  given a shorter or another history — the session continues in a *branch*: a new ledger
+  session whose ``parent`` is the old one (meta ``branch_of``, ``fork_at``, ``reason``), holding
+  the framework's history as it now is; a ``framework_branch`` event in the old session names
+  it. Nothing is deleted: every byte stays in the old session for audit and ``comal show``.
+  Opening the old session id again (``session=``) follows its branches to the newest one.
 - **assemble**: before each model call the turn service (:class:`comal.turns.ContextSession`)
   budgets, assembles, commits and maintains the session under the model's window, exactly as the
   agent and the proxy do; the adapter sends its messages instead of the framework's list.
@@ -22,7 +32,7 @@ from __future__ import annotations
 
 import importlib
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -36,8 +46,10 @@ from ..messages import Message, Role, canonical_json, group_messages
 from ..ops import Actor, HouseFactory, Policy, Registry, default_registry
 from ..tokens import Usage, count_messages
 from ..turns import ContextSession, configure
+from ._line import Keyed, match, match_key
 
 __all__ = [
+    "BRANCH_EVENT",
     "KEYS_EVENT",
     "Assembled",
     "IntegrationInput",
@@ -48,6 +60,7 @@ __all__ = [
 ]
 
 KEYS_EVENT = "framework_keys"
+BRANCH_EVENT = "framework_branch"
 _UNKNOWN = Usage(None, None, None, None, None)
 
 
@@ -85,10 +98,18 @@ class RecallTool:
 @dataclass(frozen=True, slots=True)
 class Assembled:
     """What the model is sent this call (no system message: the framework keeps its own) and
-    the request record's fields."""
+    the request record's fields.
+
+    ``entry_ids`` gives, per message, the entry it stands for (``None``: a stand-in), and
+    ``kept`` whether it is that entry's message unchanged. ``verbatim``: the assembly is every
+    entry of the session, each unchanged, and nothing else — the framework's own messages can
+    be sent as they are (their ids, timestamps and fields comal's form does not carry)."""
 
     messages: tuple[Message, ...]
     meta: dict[str, Any]
+    entry_ids: tuple[int | None, ...] = ()
+    kept: tuple[bool, ...] = ()
+    verbatim: bool = False
 
 
 class LedgerSession:
@@ -98,6 +119,9 @@ class LedgerSession:
     ``window``: the model's context window in tokens; ``output_reserve`` what is kept for the
     reply (default: the budget's). ``engine`` and ``settings`` name an engine of the registry and
     its configuration, validated with its ranges.
+
+    ``session_id`` is the id the session was opened with, and stays; ``scope`` is the ledger
+    session that holds the framework's history now (a branch of it after a divergence).
     """
 
     def __init__(
@@ -120,22 +144,13 @@ class LedgerSession:
         self.output_reserve = output_reserve
         self.framework = framework
         # The engine and its settings are checked before a session exists: a typo creates none.
-        found_engine = get_engine(engine)
-        config = configure(found_engine, settings, ledger.counter, where="settings")
-        self.scope = self._open(session, tenant, agent)
-        self.service = ContextSession(ledger, self.scope, found_engine, config)
-        registry = default_registry()
-        found = [registry.get(name) for name in self.service.engine.model_tools]
-        self.registry = Registry([op for op in found if op is not None])
-        self.house = HouseFactory(ledger, self.registry, Policy()).house(self.scope)
+        self._engine = get_engine(engine)
+        self._config = configure(self._engine, settings, ledger.counter, where="settings")
         self.actor = Actor.user(f"{framework}:{tenant}")
         self._lock = threading.RLock()
-        self._keys: set[str] = set()
-        self._answered: set[str] = set()
-        self._open_calls: set[str] = set()
-        self._last_step: int | None = None
-        self._meta: dict[str, Any] | None = None
-        self._load()
+        opened = self._open(session, tenant, agent)
+        self.session_id = opened.session
+        self._bind(self._follow(opened))
 
     # -- the session ---------------------------------------------------------------------------
     def _open(self, session: str | None, tenant: str, agent: str) -> Scope:
@@ -147,28 +162,50 @@ class LedgerSession:
             return scope
         return self.ledger.create_session(tenant, agent, session_id=session, source=source)
 
-    @property
-    def session_id(self) -> str:
-        return self.scope.session
+    def _follow(self, scope: Scope) -> Scope:
+        # A session the framework went another way from continues in its newest branch.
+        seen = {scope.session}
+        while found := self.ledger.records(scope, "event", kinds=(BRANCH_EVENT,)):
+            after = found[-1].body.get("session")
+            if not isinstance(after, str) or after in seen:
+                break
+            seen.add(after)
+            scope = Scope(scope.tenant, scope.agent, after)
+        return scope
 
-    def _load(self) -> None:
-        # What is recorded already: the framework's keys, the answered calls and the open step.
-        for record in self.ledger.records(self.scope, "event", kinds=(KEYS_EVENT,)):
+    def _bind(self, scope: Scope) -> None:
+        self.scope = scope
+        self.service = ContextSession(self.ledger, scope, self._engine, self._config)
+        registry = default_registry()
+        found = [registry.get(name) for name in self.service.engine.model_tools]
+        self.registry = Registry([op for op in found if op is not None])
+        self.house = HouseFactory(self.ledger, self.registry, Policy()).house(scope)
+        self._keys: set[str] = set()
+        self._open_calls: set[str] = set()
+        self._step_calls: set[str] = set()  # every call of the last step, answered or not
+        self._last_step: int | None = None
+        self._meta: dict[str, Any] | None = None
+        self._line: list[tuple[Keyed, int]] = []
+        # Whether a framework's history was matched here yet: the first one may start empty
+        # (a resume: the ledger brings the history the framework does not hold).
+        self._attached = False
+        for record in self.ledger.records(scope, "event", kinds=(KEYS_EVENT,)):
             self._keys.update(str(k) for k in record.body.get("keys", ()))
-        for entry in self.ledger.iter_entries(self.scope):
+        for entry in self.ledger.iter_entries(scope):
             self._note(entry)
 
     def _note(self, entry: Entry) -> None:
         message = entry.message
         if message.tool_calls:
             self._last_step = entry.step
-            self._open_calls = {c.id for c in message.tool_calls}
+            self._step_calls = {c.id for c in message.tool_calls}
+            self._open_calls = set(self._step_calls)
         elif entry.step != self._last_step:
-            self._open_calls = set()
+            self._open_calls, self._step_calls = set(), set()
         result = message.tool_result
         if result is not None:
-            self._answered.add(result.call_id)
             self._open_calls.discard(result.call_id)
+        self._line.append((Keyed(match_key(message), result is not None), entry.id))
 
     def knows(self, key: str) -> bool:
         """Whether the framework's message ``key`` is recorded."""
@@ -177,33 +214,40 @@ class LedgerSession:
     def entries(self) -> list[Entry]:
         return self.ledger.entries(self.scope)
 
-    # -- record --------------------------------------------------------------------------------
-    def _new(self, items: Sequence[tuple[str | None, Message]]) -> list[tuple[str | None, Message]]:
-        # A result is a repeat when its call was answered and no call of that id is open
-        # since (a model may reuse an id in a later step).
-        out: list[tuple[str | None, Message]] = []
-        waiting = set(self._open_calls)
-        for key, message in items:
-            if key is not None and key in self._keys:
-                continue
-            result = message.tool_result
-            if result is not None:
-                if result.call_id in self._answered and result.call_id not in waiting:
-                    continue
-                waiting.discard(result.call_id)
-            elif message.tool_calls:
-                waiting = {c.id for c in message.tool_calls}
-            out.append((key, message))
-        return out
+    def held(self) -> int:
+        """How many entries the session holds now."""
+        return len(self._line)
 
-    def record(self, items: Sequence[tuple[str | None, Message]]) -> list[Entry]:
-        """Append what is new in ``items`` (key, message) as whole steps: results of the open
-        step join it; the rest is grouped into steps as :func:`group_messages` reads them."""
+    @property
+    def lock(self) -> threading.RLock:
+        """Held around a change that must see the session as it stands (re-entrant)."""
+        return self._lock
+
+    def mirrors(self, ids: Sequence[int | None]) -> bool:
+        """Whether the framework's history, as :meth:`sync` mapped it (``ids``), is every
+        entry of the session and nothing else (not so on a resume: the ledger brought more)."""
+        known = [i for i in ids if i is not None]
+        return len(known) == len(ids) and sorted(known) == sorted(e for _, e in self._line)
+
+    def agreed(self, messages: Sequence[Message]) -> int:
+        """How many of the session's entries ``messages`` agree with, from the start."""
+        keyed = [Keyed(match_key(m), m.tool_result is not None) for m in messages]
+        return match([k for k, _ in self._line], keyed).line
+
+    # -- record --------------------------------------------------------------------------------
+    def record(
+        self, items: Sequence[tuple[str | None, Message]], *, once: bool = False
+    ) -> list[Entry]:
+        """Append ``items`` (key, message) as whole steps: results of the open step join it;
+        the rest is grouped into steps as :func:`group_messages` reads them. ``once``: a result
+        whose call the open step has answered already (a recall the house recorded) is not
+        appended again."""
         with self._lock:
-            new = self._new(items)
-            if not new:
+            rest = [m for _, m in items]
+            if once:
+                rest = [m for m in rest if not self._answers_open(m)]
+            if not rest:
                 return []
-            rest = [m for _, m in new]
             joining: list[Message] = []
             while rest and (r := rest[0].tool_result) is not None and r.call_id in self._open_calls:
                 joining.append(rest.pop(0))
@@ -216,10 +260,18 @@ class LedgerSession:
                     made += self.ledger.append(
                         self.scope, list(group.messages), usage=self._reply_usage(group.messages)
                     )
-                self._keep([k for k, _ in new if k is not None])
+                self._keep([k for k, _ in items if k is not None])
             for entry in made:
                 self._note(entry)
             return made
+
+    def _answers_open(self, message: Message) -> bool:
+        result = message.tool_result
+        return (
+            result is not None
+            and result.call_id in self._step_calls
+            and result.call_id not in self._open_calls
+        )
 
     def _reply_usage(self, messages: Sequence[Message]) -> UsageInput | None:
         # A framework that hands the reply over with the rest of its turn (the Agents SDK, a
@@ -231,9 +283,10 @@ class LedgerSession:
         return UsageInput(_UNKNOWN, protocol=self.framework, meta=meta)
 
     def _keep(self, keys: Sequence[str]) -> None:
-        if keys:
-            self.ledger.add_record(self.scope, "event", KEYS_EVENT, {"v": 1, "keys": list(keys)})
-            self._keys.update(keys)
+        fresh = [k for k in keys if k not in self._keys]
+        if fresh:
+            self.ledger.add_record(self.scope, "event", KEYS_EVENT, {"v": 1, "keys": fresh})
+            self._keys.update(fresh)
 
     def record_reply(
         self, message: Message, *, key: str | None = None, usage: Usage | None = None,
@@ -252,6 +305,64 @@ class LedgerSession:
             self._meta = None
             self._note(entry)
             return entry
+
+    # -- follow a framework's whole history ----------------------------------------------------
+    def sync(
+        self, items: Sequence[tuple[str | None, Message]], *, covered: int = 0
+    ) -> list[int | None]:
+        """Make the session hold ``items``, the framework's whole history (its system prompt
+        aside): append what follows the part it holds, or continue in a branch when the
+        framework went another way. ``covered``: the history starts with comal's own assembly,
+        standing for the session's first ``covered`` entries. The entry id of each item."""
+        with self._lock:
+            keyed = [Keyed(match_key(m), m.tool_result is not None) for _, m in items]
+            line = [k for k, _ in self._line]
+            covered = min(covered, len(line))
+            found = match(line[covered:], keyed)
+            held = covered + found.line
+            ids: list[int | None] = [None] * len(items)
+            for n, at in found.pairs:
+                ids[n] = self._line[covered + at][1]
+            resume = not self._attached and covered == 0 and found.line == 0
+            self._attached = True
+            if held == len(line) or resume:
+                new = [items[n] for n in found.rest]
+                for n, entry in zip(found.rest, self.record(new), strict=True):
+                    ids[n] = entry.id
+                return ids
+            first = [e.message for e in self.ledger.entries(self.scope)[:covered]]
+            made = self.branch([(None, m) for m in first] + list(items), at=held, reason="diverged")
+            return [e.id for e in made[covered:]]
+
+    def branch(
+        self, items: Sequence[tuple[str | None, Message]], *, at: int, reason: str,
+        beside: Callable[[], None] | None = None,
+    ) -> list[Entry]:  # fmt: skip
+        """Continue in a new ledger session holding ``items``: the old one is kept whole and
+        names its branch in a ``framework_branch`` event (``at``: how many of its entries the
+        framework still agreed with; ``reason`` why). ``beside`` writes the caller's own
+        records in the same transaction, once the branch is the session's scope."""
+        with self._lock:
+            old = self.scope
+            meta = {"branch_of": old.session, "fork_at": at, "reason": reason,
+                    "framework": self.framework}  # fmt: skip
+            try:
+                with self.ledger.atomic():
+                    scope = self.ledger.create_session(
+                        old.tenant, old.agent, parent=old.session,
+                        source=f"integration:{self.framework}", meta=meta,
+                    )  # fmt: skip
+                    body = {"v": 1, "session": scope.session, "fork_at": at, "reason": reason}
+                    self.ledger.add_record(old, "event", BRANCH_EVENT, body)
+                    self._bind(scope)
+                    self._attached = True
+                    made = self.record(items)
+                    if beside is not None:
+                        beside()
+            except BaseException:
+                self._bind(old)
+                raise
+            return made
 
     # -- assemble ------------------------------------------------------------------------------
     def assemble(
@@ -272,7 +383,15 @@ class LedgerSession:
             assembly = self.service.assemble(view, budget)
             self.service.commit(assembly, at=view.end_seq, since=self.service.since())
             self._meta = self.service.meta(view, budget, assembly)
-            return Assembled(tuple(assembly.messages), dict(self._meta))
+            messages, ids = tuple(assembly.messages), tuple(assembly.entry_ids)
+            stored = {e.id: e.message for e in (*view.pinned, *view.head, *view.entries)}
+            pairs = zip(messages, ids, strict=True)
+            kept = tuple(i is not None and stored.get(i) == m for m, i in pairs)
+            verbatim = (
+                view.checkpoint is None and not view.summaries and all(kept)
+                and list(ids) == list(stored) and len(stored) == len(self._line)
+            )  # fmt: skip
+            return Assembled(messages, dict(self._meta), ids, kept, verbatim)
 
     # -- recall --------------------------------------------------------------------------------
     def recall_tools(self) -> list[RecallTool]:
@@ -292,10 +411,12 @@ class LedgerSession:
             call = ToolCall(call_id, name, arguments)
             outcome = self.house.run(call, self.actor, offered=self.registry.catalog("model"))
             joined = call_id in self._open_calls
-            self.house.record(
+            receipt = self.house.record(
                 outcome, join_step=self._last_step if joined else None, append_result=joined
             )
-            if joined:
-                self._answered.add(call_id)
-                self._open_calls.discard(call_id)
+            stored = None if receipt.result_entry is None else self.ledger.entry(
+                self.scope, receipt.result_entry
+            )  # fmt: skip
+            if stored is not None:
+                self._note(stored)
             return outcome.result.text, outcome.result.is_error

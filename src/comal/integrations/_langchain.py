@@ -6,19 +6,31 @@
     comal = ComalMiddleware(ledger, window=128_000, engine="limit")   # session=... resumes
     agent = create_agent(model, tools=[...], middleware=[comal])
 
-``wrap_model_call`` records what is new in the agent's state (user messages, tool results) in
-the ledger, replaces the messages sent to the model with comal's assembly under ``window`` (the
+``wrap_model_call`` matches the agent's state against the ledger session
+(:meth:`LedgerSession.sync`) and records what the session does not hold yet (user messages, tool
+results), replaces the messages sent to the model with comal's assembly under ``window`` (the
 system message and tool schemas the agent sends are budgeted, and sent as they are), and records
 the model's reply with the request record. ``wrap_tool_call`` records every tool's result as it
 returns, and runs the engine's recall tools (``middleware.tools``: EvidenceRead, ``ctx_*`` under
-``dag``, ``session_search`` under ``pipeline``, ``memory_search``) through comal's house. The
-agent's state keeps the framework's own messages; the ledger keeps them byte for byte.
+``dag``, ``session_search`` under ``pipeline``, ``memory_search``) through comal's house.
 
-Messages cross through OpenAI Chat form (``convert_to_openai_messages`` and
-``convert_to_messages``), so what that form does not carry is not kept: a tool call's arguments
-are stored as LangChain parsed them (re-serialised JSON, not the model's raw text), a
-``ToolMessage``'s ``status="error"`` and ``artifact``, and provider-specific
-``additional_kwargs`` / ``response_metadata``.
+LangChain's invariants hold: the state keeps the framework's own messages and their ids (comal
+changes neither); while the engine sends every entry unchanged the request goes to the model as
+the agent built it, and once it compacts every message the engine sends unchanged is the
+state's own object (its id, ``additional_kwargs`` and ``response_metadata`` with it) while
+stand-ins are new messages; an ``AIMessage`` with ``tool_calls`` is never sent without the
+``ToolMessage`` of each call. The state is the authority: when a ``RemoveMessage`` (or an edit
+through an id, or a ``REMOVE_ALL_MESSAGES``) changes messages the session holds, the session
+continues in a branch that holds the state as it now is (the old ledger session keeps every
+byte), so a removed message is no longer sent. A fresh middleware opened on a session
+(``session=``) with a state that shares nothing with it resumes it: the ledger brings the
+history the state does not hold.
+
+Messages are recorded in the ledger through OpenAI Chat form (``convert_to_openai_messages``
+and ``convert_to_messages``), so what that form does not carry is not kept there (nor in a
+stand-in or a resumed history): a tool call's arguments are stored as LangChain parsed them
+(re-serialised JSON, not the model's raw text), a ``ToolMessage``'s ``status="error"`` and
+``artifact``, and provider-specific ``additional_kwargs`` / ``response_metadata``.
 """
 
 from __future__ import annotations
@@ -29,6 +41,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from ..errors import InputError
 from ..ledger import LedgerBackend
 from ..messages import Message
 from ..messages.wire import from_openai_chat, to_openai_chat
@@ -67,11 +80,8 @@ def to_langchain(messages: Sequence[Message]) -> list[BaseMessage]:
     return list(convert_to_messages(wire))
 
 
-def _keyed(message: BaseMessage) -> str:
-    # The reducer keeps an id it is given: one set here is the key the state will hold.
-    if not message.id:
-        message.id = f"comal-{uuid.uuid4()}"
-    return str(message.id)
+def _key(message: BaseMessage) -> str | None:
+    return str(message.id) if message.id else None
 
 
 def _usage(message: BaseMessage) -> Usage | None:
@@ -95,14 +105,16 @@ def _tool_specs(tools: Sequence[Any]) -> list[dict[str, Any]]:
 
 class ComalMiddleware(AgentMiddleware):
     """The ledger, the engine's assembly and its recall tools for an agent; see the module
-    docstring. Arguments are :class:`~comal.integrations.LedgerSession`'s."""
+    docstring. ``recall=False`` offers no recall tools (a model that cannot bind tools: what
+    the engine leaves out is then read in the ledger only). The other arguments are
+    :class:`~comal.integrations.LedgerSession`'s."""
 
-    def __init__(self, ledger: LedgerBackend, **options: Any) -> None:
+    def __init__(self, ledger: LedgerBackend, *, recall: bool = True, **options: Any) -> None:
         super().__init__()
         self.comal = LedgerSession(ledger, framework="langchain", **options)
-        recall = self.comal.recall_tools()
-        self._recall = {t.name for t in recall}
-        self.tools = [self._tool(t) for t in recall]
+        found = self.comal.recall_tools() if recall else []
+        self._recall = {t.name for t in found}
+        self.tools = [self._tool(t) for t in found]
 
     @property
     def session_id(self) -> str:
@@ -120,27 +132,40 @@ class ComalMiddleware(AgentMiddleware):
 
     # -- the model call ------------------------------------------------------------------------
     def _before(self, request: Any) -> Any:
-        # Only what the ledger does not hold yet is converted: the state grows every call.
-        new = [m for m in request.messages if not self.comal.knows(_keyed(m))]
-        keys = [_keyed(m) for m in new]
-        self.comal.record(list(zip(keys, to_comal(new), strict=True)))
-        system = request.system_message
-        assembled = self.comal.assemble(
-            system=to_comal([system]) if isinstance(system, SystemMessage) else (),
-            tools=_tool_specs(request.tools),
-        )
-        return request.override(messages=to_langchain(assembled.messages))
+        messages = list(request.messages)
+        with self.comal.lock:
+            ids = self.comal.sync(list(zip([_key(m) for m in messages], to_comal(messages),
+                                           strict=True)))  # fmt: skip
+            system = request.system_message
+            assembled = self.comal.assemble(
+                system=to_comal([system]) if isinstance(system, SystemMessage) else (),
+                tools=_tool_specs(request.tools),
+            )
+        if assembled.verbatim and self.comal.mirrors(ids):
+            return request  # nothing compacted: the model gets the agent's own messages
+        own = {i: m for i, m in zip(ids, messages, strict=True) if i is not None}
+        sent = to_langchain(assembled.messages)
+        for n, (entry, kept) in enumerate(zip(assembled.entry_ids, assembled.kept, strict=True)):
+            if kept and entry in own:
+                sent[n] = own[entry]  # the state's own message, its id and fields with it
+        return request.override(messages=sent)
 
     def _after(self, response: Any, request: Any) -> None:
         replies = response.result if hasattr(response, "result") else [response]
         model = getattr(request.model, "model_name", None) or type(request.model).__name__
         for reply in replies:
-            key = _keyed(reply)
-            (message,) = to_comal([reply])
+            try:
+                (message,) = to_comal([reply])
+            except InputError:
+                # Not comal's to refuse first (a tool call without an id): the agent's own
+                # checks speak, and the state's next model call records it or says why not.
+                continue
             if isinstance(reply, AIMessage):
-                self.comal.record_reply(message, key=key, usage=_usage(reply), model=str(model))
+                self.comal.record_reply(
+                    message, key=_key(reply), usage=_usage(reply), model=str(model)
+                )
             else:  # what a structured-output strategy adds beside the reply
-                self.comal.record([(key, message)])
+                self.comal.record([(_key(reply), message)])
 
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         sent = self._before(request)
@@ -167,8 +192,9 @@ class ComalMiddleware(AgentMiddleware):
 
     def _record_result(self, result: Any) -> None:
         if isinstance(result, ToolMessage):
-            key = _keyed(result)
-            self.comal.record(list(zip([key], to_comal([result]), strict=True)))
+            # once: a recall's result is in the ledger already (the house joined it).
+            (message,) = to_comal([result])
+            self.comal.record([(_key(result), message)], once=True)
 
     def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         if request.tool_call["name"] in self._recall:

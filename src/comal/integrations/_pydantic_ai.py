@@ -8,26 +8,37 @@
     # or, as a plain history processor and toolset (``history_processors=[comal]`` before v2):
     agent = Agent(model, capabilities=[ProcessHistory(comal)], toolsets=[comal.toolset])
 
-Before each model request the messages the run has not recorded yet (the user prompt, tool
-returns, and — for the plain processor — the previous reply) are appended to the ledger, and
-the model is sent comal's assembly under ``window`` instead of the run's history. The capability
-also records each reply as it arrives, with its request record, and leaves the run's own
-history as the framework built it (it changes only the request); a history processor, by
-pydantic-ai's contract, replaces the run's history with what it returns, so
-``result.all_messages()`` then holds the assembly the model saw (the ledger keeps the
-originals). What comal recorded is marked in the message's ``metadata`` (never sent to a model),
-so a history handed to the next run is not recorded twice.
+Before each model request the run's history is matched against the ledger session
+(:meth:`LedgerSession.sync`): what the session does not hold yet (the user prompt, tool returns,
+and — for the plain processor — the previous reply) is appended, and the model is sent comal's
+assembly under ``window``. The history a run is given is the authority: given to a fresh
+``ComalHistory`` it is recorded whole and reaches the model whole; a run given a shorter or
+another history than the session holds continues the session in a branch that holds it (the
+old ledger session is kept whole). While the engine sends every entry unchanged, the model
+gets the run's own messages as they are (their timestamps, ids, metadata, thinking and file
+parts included); once it compacts, it gets the assembly (references, summaries and checkpoints
+rendered as text). The caller's messages are never changed.
 
-Messages cross through OpenAI Chat form, so what it does not carry is not kept: thinking parts,
-built-in tool parts, files and images in user prompts (their text only), a tool return's
-``metadata``; a non-text tool return is stored as the JSON text pydantic-ai sends for it.
+The capability also records each reply as it arrives, with its request record, and leaves the
+run's own history as the framework built it (it changes only the request); a history
+processor, by pydantic-ai's contract, replaces the run's history with what it returns, so once
+the engine compacts ``result.all_messages()`` holds the assembly the model saw (the ledger
+keeps the originals). Those assembly messages are comal's own objects, marked in their
+``metadata`` with the ledger session and how many of its entries they stand for, so a history
+that holds them is read as that part of the session rather than recorded again.
+
+Messages are recorded in the ledger through OpenAI Chat form, so what it does not carry is
+not kept there: thinking parts, built-in tool parts, files and images in user prompts (their
+text only), a tool return's ``metadata``; a non-text tool return is stored as the JSON text
+pydantic-ai sends for it. A resumed session with no history given rebuilds its messages from
+that form.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..ledger import LedgerBackend
@@ -57,7 +68,7 @@ from pydantic_ai.toolsets import FunctionToolset  # noqa: E402
 
 __all__ = ["ComalHistory", "to_comal", "to_pydantic_ai"]
 
-MARK = "comal"  # the metadata key of a message comal recorded or assembled
+MARK = "comal"  # the metadata key of comal's own assembly messages
 
 
 def _user_text(part: UserPromptPart) -> str:
@@ -102,16 +113,19 @@ def to_comal(messages: Sequence[ModelMessage]) -> list[Message]:
     return from_openai_chat(wire) if wire else []
 
 
-def to_pydantic_ai(messages: Sequence[Message]) -> list[ModelMessage]:
-    """Canonical messages (an assembly, stand-ins rendered as text) as pydantic-ai messages,
-    each marked as comal's."""
+def to_pydantic_ai(
+    messages: Sequence[Message], *, mark: Mapping[str, Any] | None = None
+) -> list[ModelMessage]:
+    """Canonical messages (an assembly, stand-ins rendered as text) as pydantic-ai messages;
+    ``mark``: what each message's ``metadata`` says under ``"comal"``."""
     names: dict[str, str] = {}
     out: list[ModelMessage] = []
     pending: list[Any] = []
+    metadata = None if mark is None else {MARK: dict(mark)}
 
     def flush() -> None:
         if pending:
-            out.append(ModelRequest(parts=list(pending), metadata={MARK: "assembly"}))
+            out.append(ModelRequest(parts=list(pending), metadata=_copy(metadata)))
             pending.clear()
 
     for item in to_openai_chat(list(messages)):
@@ -126,7 +140,7 @@ def to_pydantic_ai(messages: Sequence[Message]) -> list[ModelMessage]:
                 fn = call["function"]
                 names[call["id"]] = fn["name"]
                 parts.append(ToolCallPart(fn["name"], fn["arguments"], tool_call_id=call["id"]))
-            out.append(ModelResponse(parts=parts, metadata={MARK: "assembly"}))
+            out.append(ModelResponse(parts=parts, metadata=_copy(metadata)))
         elif role == "tool":
             call_id = wire["tool_call_id"]
             name = names.get(call_id, "tool")
@@ -139,18 +153,24 @@ def to_pydantic_ai(messages: Sequence[Message]) -> list[ModelMessage]:
     return out
 
 
+def _copy(metadata: dict[str, Any] | None) -> dict[str, Any] | None:
+    return None if metadata is None else {k: dict(v) for k, v in metadata.items()}
+
+
 def _joined(content: Any) -> str:
     if not isinstance(content, list):
         return ""
     return "".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
 
 
-def _marked(message: ModelMessage) -> bool:
-    return bool(message.metadata and MARK in message.metadata)
-
-
-def _mark(message: ModelMessage, value: object) -> None:
-    message.metadata = {**(message.metadata or {}), MARK: value}
+def _stands_for(message: ModelMessage, session: str) -> int | None:
+    """How many entries of ``session`` one of comal's assembly messages stands for."""
+    mark = (message.metadata or {}).get(MARK)
+    if isinstance(mark, Mapping) and mark.get("session") == session:
+        upto = mark.get("upto")
+        if isinstance(upto, int) and not isinstance(upto, bool):
+            return upto
+    return None
 
 
 class ComalHistory:
@@ -187,10 +207,21 @@ class ComalHistory:
         """Record what is new in ``messages``; the assembly to send, with the system prompt
         parts and the latest instructions the agent gave. ``tools``: the request's tool
         definitions, budgeted (a plain processor is not told them: the recall tools are)."""
-        new = [m for m in messages if not _marked(m)]
-        self.comal.record([(None, m) for m in to_comal(new)])
-        for message in new:
-            _mark(message, "recorded")
+        with self.comal.lock:
+            covered, own = 0, []
+            for message in messages:
+                upto = _stands_for(message, self.comal.scope.session)
+                if upto is None:
+                    own.append(message)
+                else:
+                    covered = max(covered, upto)
+            ids = self.comal.sync([(None, m) for m in to_comal(own)], covered=covered)
+            whole = covered == 0 and self.comal.mirrors(ids)
+            return self._send(messages, tools, whole=whole)
+
+    def _send(
+        self, messages: list[ModelMessage], tools: Sequence[Any] | None, *, whole: bool
+    ) -> list[ModelMessage]:
         system = [
             p for m in messages if isinstance(m, ModelRequest)
             for p in m.parts if isinstance(p, SystemPromptPart)
@@ -209,11 +240,15 @@ class ComalHistory:
         assembled = self.comal.assemble(
             system=[Message.system(text) for text in instructions], tools=specs
         )
-        out = to_pydantic_ai(assembled.messages)
+        if assembled.verbatim and whole:
+            # Nothing compacted: the model gets the run's own messages, as they are.
+            return messages
+        mark = {"session": self.comal.scope.session, "upto": self.comal.held()}
+        out = to_pydantic_ai(assembled.messages, mark=mark)
         if system:
             first = out[0] if out and isinstance(out[0], ModelRequest) else None
             if first is None:
-                first = ModelRequest(parts=[], metadata={MARK: "assembly"})
+                first = ModelRequest(parts=[], metadata={MARK: dict(mark)})
                 out.insert(0, first)
             first.parts = [*system, *first.parts]
         if last is not None and out and isinstance(out[-1], ModelRequest):
@@ -228,15 +263,12 @@ class ComalHistory:
 
     def record_reply(self, response: ModelResponse) -> None:
         """The model's reply, with the request record of the assembly sent for it."""
-        if _marked(response):
-            return
         (message,) = to_comal([response]) or (None,)
         if message is not None:
             u = response.usage
             usage = Usage(u.input_tokens - u.cache_read_tokens, u.cache_read_tokens,
                           u.cache_write_tokens, u.output_tokens, None)  # fmt: skip
             self.comal.record_reply(message, usage=usage, model=response.model_name)
-        _mark(response, "recorded")
 
 
 class _Capability(AbstractCapability[Any]):
