@@ -67,6 +67,63 @@ def test_the_walk_would_see_a_direct_call(tmp_path: Path) -> None:
     assert list(_engine_calls(copy)) == [(2, "engine.assemble")]
 
 
+# The turn's steps a surface could order itself, and what writes a request record.
+_STEPS = frozenset({"assemble", "maintain", "commit", "meta", "plan"})
+_RECORDERS = frozenset({"record_request", "UsageInput"})
+# Who may build a request record without a turn: the ledger itself, transcripts' own usage
+# (importers), and the ledger bench's synthetic rows (no engine is in it).
+_RECORDS_ALLOWED = ("turns/", "ledger/", "importers/", "bench/_turn.py")
+
+
+def _turn_steps(path: Path) -> Iterator[tuple[int, str]]:
+    """Calls of a turn service's steps (``service.assemble(...)``, ``x.service.maintain(...)``)
+    and of the request-record writers."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr in _STEPS:
+            owner = func.value
+            name = owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", "")
+            if name == "service":
+                yield node.lineno, ast.unparse(func)
+        called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if called in _RECORDERS:
+            yield node.lineno, called
+
+
+def test_no_surface_orders_the_turn_or_writes_a_request_record_itself() -> None:
+    # covers: SRF-2, OBS-1
+    offenders = []
+    for path in sorted(SRC.rglob("*.py")):
+        rel = path.relative_to(SRC).as_posix()
+        if rel.startswith(("turns/", "context/", "compaction/")):
+            continue
+        for line, call in _turn_steps(path):
+            if call in _RECORDERS and rel.startswith(_RECORDS_ALLOWED):
+                continue
+            offenders.append(f"{rel}:{line} {call}(...)")
+    assert offenders == []
+
+
+def test_the_step_walk_would_see_a_surface_written_the_old_way(tmp_path: Path) -> None:
+    copy = tmp_path / "surface.py"
+    copy.write_text(
+        "def turn(self, budget):\n"
+        "    view = self.service.view()\n"
+        "    self.service.maintain(budget)\n"
+        "    a = self.service.assemble(view, budget)\n"
+        "    self.ledger.record_request(self.scope, None, UsageInput(u))\n"
+    )
+    assert [c for _, c in _turn_steps(copy)] == [
+        "self.service.maintain",
+        "self.service.assemble",
+        "record_request",
+        "UsageInput",
+    ]
+
+
 @pytest.fixture
 def callers(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
     """Every engine's ``assemble`` and ``plan`` wrapped to note the module that called it."""

@@ -165,8 +165,7 @@ def _dag_part(runtime: HostControls, engine: str, preview: Preview) -> dict[str,
     config = runtime.settings().engine
     dag = config if isinstance(config, DagConfig) else DagConfig(counter=runtime.ledger.counter)
     service = ContextSession(runtime.ledger, scope, "dag", dag)
-    view = preview.view if engine == "dag" else service.view()
-    pending = service.plan(view, preview.budget)
+    pending = service.pending(preview.budget, preview.view if engine == "dag" else None)
     return {"dag": dag_report(runtime.ledger, scope, pending, dag)}
 
 

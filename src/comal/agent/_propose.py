@@ -464,8 +464,3 @@ class Proposer(Outcomes):
 
     def _view(self) -> View:
         return self.service.view()
-
-    def maintain(self) -> tuple[object, ...]:
-        """The maintenance the engine plans now, outside a turn (a library caller's, a test's):
-        the turn service runs it at the start of every turn (:meth:`propose`)."""
-        return self.service.maintain(self.budget())

@@ -45,7 +45,7 @@ from ..ledger import Entry, LedgerBackend, Scope, UsageInput
 from ..messages import Message, Role, canonical_json, group_messages
 from ..ops import Actor, HouseFactory, Policy, Registry, default_registry
 from ..tokens import Usage, count_messages
-from ..turns import ContextSession, configure
+from ..turns import ContextSession, Turn, configure, unassembled_usage
 from ._line import Keyed, match, match_key
 
 __all__ = [
@@ -184,7 +184,7 @@ class LedgerSession:
         self._open_calls: set[str] = set()
         self._step_calls: set[str] = set()  # every call of the last step, answered or not
         self._last_step: int | None = None
-        self._meta: dict[str, Any] | None = None
+        self._turn: Turn | None = None  # the assembly the next reply answers
         self._line: list[tuple[Keyed, int]] = []
         # Whether a framework's history was matched here yet: the first one may start empty
         # (a resume: the ledger brings the history the framework does not hold).
@@ -276,11 +276,14 @@ class LedgerSession:
     def _reply_usage(self, messages: Sequence[Message]) -> UsageInput | None:
         # A framework that hands the reply over with the rest of its turn (the Agents SDK, a
         # plain history processor) still gets the request record of the assembly it was sent.
-        if self._meta is None or messages[0].role is not Role.ASSISTANT:
+        if self._turn is None or messages[0].role is not Role.ASSISTANT:
             return None
-        meta = {"v": 1, "framework": self.framework, **self._meta}
-        self._meta = None
-        return UsageInput(_UNKNOWN, protocol=self.framework, meta=meta)
+        turn, self._turn = self._turn, None
+        return turn.usage(_UNKNOWN, protocol=self.framework, fields=self._fields())
+
+    def _fields(self) -> dict[str, Any]:
+        """The adapter's own fields of a request record (the turn service writes the rest)."""
+        return {"v": 1, "framework": self.framework}
 
     def _keep(self, keys: Sequence[str]) -> None:
         fresh = [k for k in keys if k not in self._keys]
@@ -297,12 +300,17 @@ class LedgerSession:
         with self._lock:
             if key is not None and key in self._keys:
                 return None
-            meta = {"v": 1, "framework": self.framework, **(self._meta or {})}
-            made = UsageInput(usage or _UNKNOWN, model=model, protocol=self.framework, meta=meta)
+            given = usage or _UNKNOWN
+            if self._turn is not None:
+                made = self._turn.usage(given, model=model, protocol=self.framework,
+                                        fields=self._fields())  # fmt: skip
+            else:  # a reply the framework asked for without comal's assembly
+                made = unassembled_usage(given, model=model, protocol=self.framework,
+                                         fields=self._fields())  # fmt: skip
             with self.ledger.atomic():
                 entry = self.ledger.append(self.scope, [message], usage=made)[0]
                 self._keep([key] if key is not None else [])
-            self._meta = None
+            self._turn = None
             self._note(entry)
             return entry
 
@@ -378,11 +386,10 @@ class LedgerSession:
                 tools_tokens=counter.count(canonical_json(list(tools))) if tools else 0,
                 output_reserve=self.output_reserve,
             )
-            self.service.maintain(budget, defer=False)
-            view = self.service.view()
-            assembly = self.service.assemble(view, budget)
-            self.service.commit(assembly, at=view.end_seq, since=self.service.since())
-            self._meta = self.service.meta(view, budget, assembly)
+            # The turn service's one order; maintenance inline: the framework's call waits.
+            turn = self.service.prepare(budget, defer=False)
+            self._turn = turn
+            view, assembly = turn.view, turn.assembly
             messages, ids = tuple(assembly.messages), tuple(assembly.entry_ids)
             stored = {e.id: e.message for e in (*view.pinned, *view.head, *view.entries)}
             pairs = zip(messages, ids, strict=True)
@@ -391,7 +398,7 @@ class LedgerSession:
                 view.checkpoint is None and not view.summaries and all(kept)
                 and list(ids) == list(stored) and len(stored) == len(self._line)
             )  # fmt: skip
-            return Assembled(messages, dict(self._meta), ids, kept, verbatim)
+            return Assembled(messages, turn.record_meta(self._fields()), ids, kept, verbatim)
 
     # -- recall --------------------------------------------------------------------------------
     def recall_tools(self) -> list[RecallTool]:

@@ -30,7 +30,7 @@ from ._service import (
     sent_ranges,
     sweep,
 )
-from ._turn import SERVICE_FIELDS, Turn, TurnFieldOwned
+from ._turn import SERVICE_FIELDS, Turn, TurnFieldOwned, unassembled_usage
 
 __all__ = [
     "EVENT_KINDS",
@@ -49,4 +49,5 @@ __all__ = [
     "replay",
     "sent_ranges",
     "sweep",
+    "unassembled_usage",
 ]

@@ -269,6 +269,10 @@ class ContextSession:
     def assemble(self, view: View, budget: Budget, *, state: object = None) -> Assembly:
         return self.engine.assemble(view, budget, self.config, state=state, cache=self.cache)
 
+    def pending(self, budget: Budget, view: View | None = None) -> tuple[Job, ...]:
+        """The maintenance due now, nothing run: what ``/state`` reports as pending."""
+        return self.plan(view if view is not None else self.view(), budget)
+
     def plan(self, view: View, budget: Budget, *, force: bool = False) -> tuple[Job, ...]:
         """The maintenance due now (``force``: ``/compact``), nothing run."""
         return self.engine.plan(view, budget, self.config, force=force, cache=self.cache)

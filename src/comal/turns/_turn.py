@@ -28,7 +28,7 @@ from ..tokens import Budget, Usage
 if TYPE_CHECKING:
     from ._service import ContextSession
 
-__all__ = ["SERVICE_FIELDS", "Turn", "TurnFieldOwned"]
+__all__ = ["SERVICE_FIELDS", "Turn", "TurnFieldOwned", "unassembled_usage"]
 
 # The request record's fields :meth:`ContextSession.meta` writes (OBS-1).
 SERVICE_FIELDS = frozenset(
@@ -141,3 +141,17 @@ class Turn:
         if self.service is None:
             raise UserError("this turn was not prepared by a turn service: it cannot record")
         self.service.record(made, entry_id=entry_id)
+
+
+def unassembled_usage(
+    usage: Usage,
+    *,
+    model: str | None = None,
+    protocol: str | None = None,
+    fields: Mapping[str, Any] | None = None,
+) -> UsageInput:
+    """The request record of a reply comal did not assemble the request for (a framework
+    that called its model with its own history): the surface's fields, marked so."""
+    own = dict(fields or {})
+    _own(own)
+    return UsageInput(usage, model=model, protocol=protocol, meta=own | {"assembled": False})
