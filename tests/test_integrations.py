@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 import comal.integrations
+from comal.agent import load_config
 from comal.errors import ComalError
 from comal.integrations import IntegrationUnavailable, LedgerSession
 from comal.integrations._core import require
 from comal.ledger import LedgerBackend
+from comal.ops import receipts
 
 FRAMEWORKS = ("langchain", "langgraph", "pydantic_ai", "agents")
 
@@ -65,3 +68,20 @@ def test_a_bad_engine_or_setting_is_coded_and_creates_no_session(ledger: LedgerB
             LedgerSession(ledger, **options)
         assert caught.value.code
     assert ledger.sessions() == []
+
+
+def test_recall_calls_are_judged_under_the_operators_configuration(
+    ledger: LedgerBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # covers: INT-1, OPS-2
+    # The operator denies memory_search; an adapter's recall call must be refused like the
+    # agent's and the proxy's (it was judged under a bare default policy before).
+    config = tmp_path / "comal.yaml"
+    config.write_text("deny: [memory_search]\n")
+    monkeypatch.setenv("COMAL_CONFIG", str(config))
+    for given in (None, load_config(config)):
+        session = LedgerSession(ledger, engine="limit", config=given)
+        text, is_error = session.recall("memory_search", '{"query": "deploy token"}', "c1")
+        assert is_error and "denied" in text and "memory_search" in text
+        (receipt,) = receipts(ledger, session.scope)
+        assert receipt.status == "denied" and receipt.judgment["rule"] == "memory_search"

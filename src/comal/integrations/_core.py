@@ -39,11 +39,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from ..agent import Config, house_factory, load_config
 from ..context import get_engine
 from ..errors import UserError
 from ..ledger import Entry, LedgerBackend, Scope, UsageInput
 from ..messages import Message, Role, canonical_json, group_messages
-from ..ops import Actor, HouseFactory, Policy, Registry, default_registry
+from ..ops import Actor, Registry, default_registry
 from ..tokens import Usage, count_messages
 from ..turns import ContextSession, Turn, configure, unassembled_usage
 from ._line import Keyed, match, match_key
@@ -118,7 +119,10 @@ class LedgerSession:
     ``session``: an id to resume (or to create with that id); ``None`` starts a new session.
     ``window``: the model's context window in tokens; ``output_reserve`` what is kept for the
     reply (default: the budget's). ``engine`` and ``settings`` name an engine of the registry and
-    its configuration, validated with its ranges.
+    its configuration, validated with its ranges. ``config``: the operator's configuration whose
+    policy judges the recall calls (its deny rules, limits and protected paths), as on every
+    other surface; default: the one every comal command loads (``COMAL_CONFIG``, else the user's
+    file, else the defaults).
 
     ``session_id`` is the id the session was opened with, and stays; ``scope`` is the ledger
     session that holds the framework's history now (a branch of it after a divergence).
@@ -136,6 +140,7 @@ class LedgerSession:
         window: int = 128_000,
         output_reserve: int | None = None,
         framework: str = "framework",
+        config: Config | None = None,
     ) -> None:
         if window < 256:
             raise IntegrationInput(f"window={window} is too small; give the model's window")
@@ -146,6 +151,12 @@ class LedgerSession:
         # The engine and its settings are checked before a session exists: a typo creates none.
         self._engine = get_engine(engine)
         self._config = configure(self._engine, settings, ledger.counter, where="settings")
+        registry = default_registry()
+        found = [registry.get(name) for name in self._engine.model_tools]
+        self.registry = Registry([op for op in found if op is not None])
+        # The one house factory, from the operator's configuration (its deny rules included).
+        operator = config if config is not None else load_config()
+        self._houses = house_factory(ledger, operator, self.registry)
         self.actor = Actor.user(f"{framework}:{tenant}")
         self._lock = threading.RLock()
         opened = self._open(session, tenant, agent)
@@ -176,10 +187,7 @@ class LedgerSession:
     def _bind(self, scope: Scope) -> None:
         self.scope = scope
         self.service = ContextSession(self.ledger, scope, self._engine, self._config)
-        registry = default_registry()
-        found = [registry.get(name) for name in self.service.engine.model_tools]
-        self.registry = Registry([op for op in found if op is not None])
-        self.house = HouseFactory(self.ledger, self.registry, Policy()).house(scope)
+        self.house = self._houses.house(scope)
         self._keys: set[str] = set()
         self._open_calls: set[str] = set()
         self._step_calls: set[str] = set()  # every call of the last step, answered or not
