@@ -357,3 +357,22 @@ def _config(tmp_path: Path, data: dict[str, Any]) -> Path:
     path = tmp_path / "conf.json"
     path.write_text(json.dumps(data))
     return path
+
+
+def test_the_executor_table_is_built_once_per_plugin_set(mods: Path) -> None:
+    # covers: PLG-1
+    from comal.compaction import handler_table
+
+    first = handler_table()
+    assert handler_table() is first  # not rebuilt for every job looked up
+    write_module(mods, "another_job", (
+        "from dataclasses import dataclass\n"
+        "from comal.compaction import JobHandler\nfrom comal.context import Job\n"
+        "from comal.plugins import hookimpl\n\n"
+        "@dataclass(frozen=True, slots=True)\nclass Ping(Job):\n    pass\n\n"
+        "@hookimpl\ndef comal_job_handlers():\n"
+        "    return [JobHandler(Ping, lambda run, job: None)]\n"
+    ))  # fmt: skip
+    enable_plugins(["another_job"])
+    after = handler_table()
+    assert after is not first and len(after) == len(first) + 1

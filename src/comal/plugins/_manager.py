@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import importlib
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final, Literal
@@ -40,6 +40,7 @@ __all__ = [
     "engines",
     "job_handlers",
     "lifecycle",
+    "memo",
     "operations",
     "plugin_infos",
     "provider_schemes",
@@ -207,6 +208,14 @@ class Plugins:
                     )
                 owners[key] = info.name
 
+    def memo(self, name: str, build: Callable[[], Any]) -> Any:
+        """``build()``, made once per plugin set: what a registry derives from the plugins
+        (the executor table) is made again only when a plugin is added."""
+        key = f"memo:{name}"
+        if key not in self._views:
+            self._views[key] = build()
+        return self._views[key]
+
     def flat(self, field_name: str) -> tuple[Any, ...]:
         return tuple(item for info in self.infos for item in getattr(info, field_name))
 
@@ -368,6 +377,11 @@ def job_handlers() -> tuple[Any, ...]:
 def lifecycle(event: _lifecycle.HookEvent) -> _lifecycle.HookOutcome:
     """Every enabled plugin's hook for ``event``, merged (:mod:`._lifecycle`)."""
     return _lifecycle.dispatch(current().pm, event)
+
+
+def memo(name: str, build: Callable[[], Any]) -> Any:
+    """``build()`` made once per set of enabled plugins (see :meth:`Plugins.memo`)."""
+    return current().memo(name, build)
 
 
 def settings_sections() -> Mapping[str, Any]:
