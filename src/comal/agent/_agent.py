@@ -39,8 +39,8 @@ from ..ledger import Entry, LedgerBackend, Scope
 from ..messages import Message, Role, Text, ToolCall, preamble_text
 from ..ops import Actor, House, Reconciled, reconcile
 from ..providers import OnEvent, Provider
-from ..work import FINISH, WorkAgent, ensure_work_operations
-from ._catalog import ensure_tool_search, model_catalog, recall_tools
+from ..work import FINISH, WorkAgent
+from ._catalog import agent_catalog, recall_tools
 from ._children import ChildModels, SameModel
 from ._coordinator import Coordinator
 from ._errors import BudgetLimited, HookStopped
@@ -122,14 +122,14 @@ class Agent:
         self.clock: Clock = clock or utc_now
         self.channel = channel
         self.run_id = uuid.uuid4().hex
-        # CCH-3: deferred tools are found through ToolSearch, an operation like any other.
-        ensure_tool_search(house.registry)
-        if self.actor.kind != "subagent":
-            ensure_work_operations(house.registry)
         if house.host is None or isinstance(house.host, Agent):
             # A house another agent ran before serves this one now.
             house.host = self
-        self.catalog = model_catalog(house.catalog("model"), get_engine(settings.engine_name))
+        # The one catalog function (`comal tools --surface model` prints the same); CCH-3:
+        # deferred tools are found through ToolSearch, an operation like any other.
+        engine = get_engine(settings.engine_name)
+        subagent = self.actor.kind == "subagent"
+        self.catalog = agent_catalog(house.registry, engine, subagent=subagent)
         self.proposer = Proposer(
             ledger,
             scope,

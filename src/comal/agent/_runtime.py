@@ -60,14 +60,13 @@ from ..providers import (
     provider_for,
 )
 from ..tokens import default_counter
-from ..work import WorkAgent, work_operations
+from ..work import WorkAgent
 from ._agent import Agent, Clock, Preamble, intention, utc_now
-from ._catalog import ensure_tool_search
+from ._catalog import agent_catalog, session_registry
 from ._children import SpecModels
 from ._config import Config, load_config, settings_from_config
 from ._flags import Flags, SessionNotHeld, normalize_spec
 from ._houses import house_factory
-from ._human import HUMAN_OPERATIONS
 from ._lock import PgSessionLock, SessionLock
 from ._mcp_servers import MCP_EVENT, McpServers
 from ._opening import check_prompt, instructions_file, latest_session, open_workspace
@@ -75,7 +74,6 @@ from ._propose import Probe, Proposer, Say
 from ._result import RunResult
 from ._session import lock_session
 from ._settings import AgentSettings
-from ._steering import STEERING_OPERATIONS
 
 __all__ = ["Flags", "Runtime", "SessionNotHeld"]
 
@@ -116,11 +114,7 @@ class Runtime:
     mcp: McpServers = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.registry = default_registry()
-        self.registry.add_all(HUMAN_OPERATIONS)
-        self.registry.add_all(STEERING_OPERATIONS)
-        self.registry.add_all(work_operations())
-        ensure_tool_search(self.registry)
+        self.registry = session_registry()
         self.mcp = McpServers(self.config.mcp_servers)
 
     # -- building -----------------------------------------------------------------------------
@@ -324,12 +318,10 @@ class Runtime:
 
     def proposer(self) -> Proposer:
         """A proposer for previews (``/context``): no provider, the catalog the agent sends."""
-        from ._catalog import model_catalog
-
         settings = self.settings()
         house = self.house()
         self.start_mcp(house)  # the preview shows the tools the agent will really send
-        catalog = model_catalog(house.catalog("model"), get_engine(settings.engine_name))
+        catalog = agent_catalog(house.registry, get_engine(settings.engine_name))
         return Proposer(self.ledger, self.need_scope(), None, settings, catalog, run="preview")
 
     def start_mcp(self, house: House, say: Say | None = None) -> None:

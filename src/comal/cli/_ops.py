@@ -36,22 +36,39 @@ FormatOpt = Annotated[
 def tools(
     surface: SurfaceOpt = "model",
     format: FormatOpt = "anthropic",
+    model: Annotated[
+        str | None,
+        typer.Option(
+            help="For --surface model: the model whose window plans the deferral "
+            "(default: the configured one)."
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Print the operation catalog one surface offers; --json prints its exact bytes.
 
-    The model's catalog omits the human controls (model, effort, mode, name, login).
+    --surface model prints what an agent session sends its model in its first request, from
+    the same functions the agent uses, with the loaded configuration (its plugins, its
+    engine's recall tools, the long-work operations) and the tools the deferral keeps behind
+    ToolSearch at the model's window. The model's catalog omits the human controls.
 
     Example: comal tools --surface model --format anthropic --json
     """
-    from ..agent import HUMAN_OPERATIONS, load_config
-    from ..ops import default_registry
+    from ..agent import load_config
+    from ..agent._catalog import agent_catalog, session_registry
+    from ..context import get_engine
 
     with coded_errors(as_json):
-        load_config()  # the configuration's plugins: add their operations to the catalog
-        registry = default_registry()
-        registry.add_all(HUMAN_OPERATIONS)  # context, state, compact: never on the model's
-        catalog = registry.catalog(surface)
+        config = load_config()  # the configuration's plugins add their operations
+        registry = session_registry()
+        deferred: frozenset[str] = frozenset()
+        if surface == "model":
+            catalog = agent_catalog(registry, get_engine(config.engine_name()))
+            spec = model or config.model
+            if spec:
+                catalog, deferred = _first_request(config, catalog, spec)
+        else:
+            catalog = registry.catalog(surface)
         text = catalog.json(format)
     if as_json:
         sys.stdout.write(text + "\n")
@@ -68,8 +85,36 @@ def tools(
         )
     out.print(table)
     out.print(f"catalog sha256 {catalog.digest} ({len(catalog.operations)} operations)")
+    if deferred:
+        names = ", ".join(sorted(deferred))
+        out.print(f"behind ToolSearch at this model's window: {names}", markup=False)
+    elif surface == "model" and not (model or config.model):
+        out.print("no model configured: ToolSearch is sent only when tools are deferred "
+                  "(give --model to plan the deferral)")  # fmt: skip
+    if surface == "model" and config.mcp_servers:
+        names = ", ".join(sorted(config.mcp_servers))
+        out.print(f"plus the tools of the MCP server(s) {names} once they start", markup=False)
     if surface == "cli":
         out.print("run one: comal call SESSION OPERATION '{\"argument\": ...}'", markup=False)
+
+
+def _first_request(config: Any, catalog: Any, spec: str) -> tuple[Any, frozenset[str]]:
+    """The catalog a new session's first request sends at ``spec``'s window, and the tools
+    the deferral (CCH-3) keeps behind ToolSearch."""
+    from ..agent import settings_from_config
+    from ..agent._catalog import ToolDeferral
+    from ..context import View, get_engine
+    from ..ops import Catalog
+    from ..providers import model_name_of
+    from ..tokens import default_counter
+
+    settings = settings_from_config(config, model_name_of(spec))
+    engine = get_engine(settings.engine_name)
+    deferral = ToolDeferral(catalog, engine, settings.cache, default_counter())
+    plan = deferral.plan(View(()), settings.window.window)
+    sent = {t["name"] for t in plan.tools}
+    kept = tuple(op for op in catalog.operations if op.name in sent)
+    return Catalog(catalog.surface, kept), frozenset(plan.deferred)
 
 
 @app.command("call")
