@@ -70,6 +70,7 @@ from ._human import (
 )
 from ._lengths import CONTEXT_EVENT, INCOMPLETE_EVENT
 from ._lifecycle import PromptBlocked
+from ._liveness import LIVENESS, RUN_ENDED, Liveness, liveness
 from ._lock import SessionLock, lock_path
 from ._opening import check_prompt, resumable
 from ._propose import COMPACT_APPLIED, COMPACT_REQUESTED, Proposal, Proposer, queued_compactions
@@ -90,8 +91,10 @@ __all__ = [
     "DEFAULT_SYSTEM",
     "HUMAN_OPERATIONS",
     "INCOMPLETE_EVENT",
+    "LIVENESS",
     "OPERATOR_ONLY",
     "RETENTION_EVENT",
+    "RUN_ENDED",
     "SCRIPT_PREFIX",
     "TOOL_SEARCH",
     "Agent",
@@ -109,6 +112,7 @@ __all__ = [
     "HostControls",
     "HumanOperationFailed",
     "IncompleteResponse",
+    "Liveness",
     "Preamble",
     "PromptBlocked",
     "Proposal",
@@ -138,6 +142,7 @@ __all__ = [
     "context_report",
     "explain_config",
     "house_factory",
+    "liveness",
     "load_config",
     "lock_path",
     "lock_session",

@@ -67,6 +67,7 @@ from ._children import SpecModels
 from ._config import Config, load_config, settings_from_config
 from ._flags import Flags, SessionNotHeld, normalize_spec
 from ._houses import house_factory
+from ._liveness import RUN_ENDED, run_ended_body
 from ._lock import PgSessionLock, SessionLock
 from ._mcp_servers import MCP_EVENT, McpServers
 from ._opening import check_prompt, instructions_file, latest_session, open_workspace
@@ -417,13 +418,24 @@ class Runtime:
             agent = self.agent(approver=approver, say=say, on_event=on_event, probe=probe)
             self.active = agent
             try:
-                return agent.run(None if fresh else prompt)
+                result = agent.run(None if fresh else prompt)
             except ComalError as exc:
                 # Read while the ledger is open: the partial run's receipts and usage.
-                return agent.result("error", exc)
+                result = agent.result("error", exc)
             finally:
                 self.active = None
                 self._held = None
+            self._ended(result)
+            return result
+
+    def _ended(self, result: RunResult) -> None:
+        """The run's end, recorded while the lock is held: a session mid-task without one
+        after its last step crashed (:mod:`._liveness`)."""
+        scope = self.need_scope()
+        last = self.ledger.tail(scope, n=1)
+        at = last[-1].seq + 1 if last else 0
+        code = result.error.get("code") if result.error else None
+        self.ledger.add_record(scope, "event", RUN_ENDED, run_ended_body(result.status, code, at))
 
     def control(
         self,

@@ -8,6 +8,7 @@ escaped.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -17,6 +18,7 @@ from rich.table import Table
 if TYPE_CHECKING:
     from ..ledger import LedgerBackend, Scope, SearchHit, SessionInfo
     from ..messages import Message
+from ..agent._liveness import liveness
 from ..errors import UserError
 from ..safe_text import encodable, safe
 from ._common import JsonOpt, coded_errors, emit_json, err, ledger, out
@@ -59,7 +61,8 @@ def sessions(
     as_json: JsonOpt = False,
 ) -> None:
     """List sessions newest first, a page at a time (20; --limit, --page, --since, --all): id,
-    started (UTC), agent, tokens, status, title; on a wide terminal also tenant, entries and
+    started (UTC), agent, tokens, status (active only while a live process holds the session;
+    else interrupted, crashed, idle or finished), title; on a wide terminal also tenant, entries and
     what prompt caching saved against no caching at list prices (savedVsUncached; — when
     unknown). A work step's child session is listed under its parent (└). What the page left
     out is said below it (on stderr with --json).
@@ -79,7 +82,8 @@ def sessions(
                 limit=chosen.limit,
                 offset=chosen.offset,
             )
-    rows = found.sessions
+            # Whether each is alive, said as every surface says it (comal.agent.liveness).
+            rows = [replace(s, status=liveness(led, s)) for s in found.sessions]
     # CCH-2: what prompt caching saved at list prices, priced once per request when recorded.
     saved = {s.id: None if s.saved_usd is None else round(s.saved_usd, 6) for s in rows}
     said = hint(found, chosen)
