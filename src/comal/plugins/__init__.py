@@ -47,6 +47,7 @@ if TYPE_CHECKING:
         provider_schemes,
         reset_plugins,
         settings_sections,
+        wire_protocols,
     )
     from ._specs import PROJECT, hookimpl, hookspec
 
@@ -75,6 +76,7 @@ __all__ = [
     "provider_schemes",
     "reset_plugins",
     "settings_sections",
+    "wire_protocols",
 ]
 
 # Importing pluggy and reading entry points waits for the first registry that needs them.
@@ -95,6 +97,7 @@ _LAZY = {
     "provider_schemes": "._manager",
     "reset_plugins": "._manager",
     "settings_sections": "._manager",
+    "wire_protocols": "._manager",
     "PROJECT": "._specs",
     "hookimpl": "._specs",
     "hookspec": "._specs",
