@@ -15,14 +15,7 @@ from typing import Any, Final
 from .._parts import Message
 from ._chat_sse import ChatAccumulator, ChatSplicer, chat_events
 from ._openai_chat import from_openai_chat, to_openai_chat
-from ._openai_common import (
-    openai_client_session,
-    openai_error,
-    openai_failures,
-    openai_model,
-    openai_models,
-)
-from ._protocol import WireProtocol
+from ._openai_common import openai_failures, openai_protocol
 from ._reply import OUTPUT_LENGTH, Reply, Stop, WireReply, strip_cache
 from ._shared import PROVIDER_OPENAI_CHAT
 
@@ -109,15 +102,11 @@ def _stream_error(message: str) -> bytes:
     return f"data: {json.dumps(data)}\n\n".encode()
 
 
-def _refuses(body: Mapping[str, Any]) -> str | None:
-    return None if "model" in body else "model: Field required"
-
-
 def _export(messages: Sequence[Message], recorded_inline: bool) -> Any:
     return to_openai_chat(messages)
 
 
-CHAT: Final = WireProtocol(
+CHAT: Final = openai_protocol(
     name=PROVIDER_OPENAI_CHAT,
     title="OpenAI Chat Completions",
     routes=("/v1/chat/completions",),
@@ -133,21 +122,11 @@ CHAT: Final = WireProtocol(
     usage_of=_usage_of,
     response=_response,
     events=chat_events,
-    error=openai_error,
     stream_error=_stream_error,
-    upstream="openai",
-    auth=("authorization", "Bearer "),
-    request_id="x-request-id",
-    client="openai-client",
-    system_key="instructions",
     max_keys=("max_completion_tokens", "max_tokens"),
     tool=_tool,
-    client_session=openai_client_session,
     splicer=partial(ChatSplicer, _reply),
     failures=openai_failures("messages"),
-    refuses=_refuses,
-    model=openai_model,
-    models=openai_models,
     fallback=True,
     export=_export,
     export_name="openai",

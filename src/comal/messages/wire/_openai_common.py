@@ -1,5 +1,6 @@
 """What the two OpenAI protocols (Chat Completions, Responses) share: error bodies, the replies
-to injected failures, the client's name for its conversation, the model list.
+to injected failures, the client's name for its conversation, the model list, the upstream and
+its key header (:data:`openai_protocol` makes a protocol with these parts).
 
 Errors are ``{"error": {"message", "type", "param", "code"}}``; OpenAI-compatible servers shape
 a context-length error their own way (``context_length/vllm``, ``context_length/llamacpp``).
@@ -9,9 +10,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from functools import partial
 from typing import Any, Final
 
-__all__ = ["openai_client_session", "openai_error", "openai_failures", "openai_model"]
+from ._protocol import WireProtocol
+
+__all__ = ["openai_failures", "openai_protocol"]
 
 _TYPES: Final = {
     400: ("invalid_request_error", None),
@@ -114,3 +118,24 @@ def openai_model(name: str, owner: str, created: int) -> dict[str, Any]:
 
 def openai_models(data: list[dict[str, Any]]) -> dict[str, Any]:
     return {"object": "list", "data": data}
+
+
+def openai_refuses(body: Mapping[str, Any]) -> str | None:
+    return None if "model" in body else "model: Field required"
+
+
+# A protocol of OpenAI's API: the parts above, the ``openai`` upstream with its key as a bearer
+# token, the request id in ``x-request-id``, the session's instructions under ``instructions``.
+openai_protocol: Final = partial(
+    WireProtocol,
+    error=openai_error,
+    upstream="openai",
+    auth=("authorization", "Bearer "),
+    request_id="x-request-id",
+    client="openai-client",
+    system_key="instructions",
+    client_session=openai_client_session,
+    refuses=openai_refuses,
+    model=openai_model,
+    models=openai_models,
+)

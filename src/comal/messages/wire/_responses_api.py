@@ -15,15 +15,8 @@ from functools import partial
 from typing import Any, Final
 
 from .._parts import Message, Role
-from ._openai_common import (
-    openai_client_session,
-    openai_error,
-    openai_failures,
-    openai_model,
-    openai_models,
-)
+from ._openai_common import openai_failures, openai_protocol
 from ._openai_responses import from_openai_responses, is_assistant_item, to_openai_responses
-from ._protocol import WireProtocol
 from ._reply import OUTPUT_LENGTH, Reply, Stop, WireReply, strip_cache
 from ._responses_sse import ResponsesAccumulator, ResponsesSplicer, responses_events
 from ._shared import PROVIDER_OPENAI_RESPONSES
@@ -139,15 +132,11 @@ def _stream_error(message: str) -> bytes:
     return f"event: error\ndata: {json.dumps(event)}\n\n".encode()
 
 
-def _refuses(body: Mapping[str, Any]) -> str | None:
-    return None if "model" in body else "model: Field required"
-
-
 def _export(messages: Sequence[Message], recorded_inline: bool) -> Any:
     return to_openai_responses(messages)
 
 
-RESPONSES: Final = WireProtocol(
+RESPONSES: Final = openai_protocol(
     name=PROVIDER_OPENAI_RESPONSES,
     title="OpenAI Responses",
     routes=("/v1/responses",),
@@ -163,23 +152,13 @@ RESPONSES: Final = WireProtocol(
     usage_of=_usage_of,
     response=_response,
     events=responses_events,
-    error=openai_error,
     stream_error=_stream_error,
-    upstream="openai",
-    auth=("authorization", "Bearer "),
-    request_id="x-request-id",
-    client="openai-client",
     group=_group,
     instructions=_instructions,
-    system_key="instructions",
     max_keys=("max_output_tokens",),
     tool=_tool,
-    client_session=openai_client_session,
     splicer=partial(ResponsesSplicer, _reply),
     failures=openai_failures("input", _CONTEXT),
-    refuses=_refuses,
-    model=openai_model,
-    models=openai_models,
     export=_export,
     export_name="openai-responses",
 )
