@@ -150,7 +150,7 @@ def test_the_documented_example_runs_through_the_real_cli(tmp_path: Path) -> Non
     mine = next(row for row in listed if row["name"] == EXAMPLE)
     assert (mine["source"], mine["operations"], mine["providers"]) == ("config", ["WordCount"],
                                                                         ["echo"])  # fmt: skip
-    assert [row["source"] for row in listed[:4]] == ["builtin"] * 4
+    assert [row["source"] for row in listed[:5]] == ["builtin"] * 5
     doctor = json.loads(cli("doctor", "--json", env=env).stdout)
     line = next(c for c in doctor if c["check"] == f"plugin {EXAMPLE}")
     assert line["ok"] and "WordCount" in line["detail"] and "echo" in line["detail"]
@@ -281,7 +281,7 @@ def test_a_plugin_that_fails_is_a_coded_error_naming_it(tmp_path: Path, mods: Pa
         if module in ("not_installed", "raises_at_import"):
             assert f"named under plugins: in {config}" in str(info.value)
     # Nothing of a failed plugin stays registered.
-    builtins = ["comal-providers", "comal-script", "comal-engines", "comal-jobs"]
+    builtins = ["comal-providers", "comal-script", "comal-engines", "comal-jobs", "comal-wire"]
     assert [p.name for p in plugin_infos()] == builtins
     # Through the real CLI: a message with the code, no traceback.
     env = os.environ | {"PYTHONPATH": str(mods), "COMAL_CONFIG": str(tmp_path / "typo.json")}

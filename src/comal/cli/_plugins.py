@@ -32,6 +32,7 @@ def summary(row: dict[str, Any]) -> str:
         ("providers", "schemes"),
         ("engines", "engines"),
         ("job_handlers", "job handlers"),
+        ("wire_protocols", "protocols"),
     ):
         if row[key]:
             parts.append(f"{noun} {', '.join(row[key])}")
@@ -43,8 +44,8 @@ def summary(row: dict[str, Any]) -> str:
 def plugins(as_json: JsonOpt = False) -> None:
     """List the enabled plugins — built in, installed entry points (group comal.plugins) and
     the modules the configuration names under plugins: — and what each registers: operations,
-    model schemes, context engines, job handlers. Plugins are enabled by the operator only;
-    docs/plugins.md says how to write one.
+    model schemes, context engines, job handlers, wire protocols. Plugins are enabled by the
+    operator only; docs/plugins.md says how to write one.
 
     Example: comal plugins --json
     """
@@ -55,10 +56,11 @@ def plugins(as_json: JsonOpt = False) -> None:
         return
     table = Table(
         "plugin", "source", "version", "operations", "schemes", "engines", "job handlers",
-        title="comal plugins",
+        "protocols", title="comal plugins",
     )  # fmt: skip
+    kinds = ("operations", "providers", "engines", "job_handlers", "wire_protocols")
     for r in rows:
         cells = [r["name"], r["source"], r["version"] or ""]
-        cells += [", ".join(r[k]) for k in ("operations", "providers", "engines", "job_handlers")]
+        cells += [", ".join(r[k]) for k in kinds]
         table.add_row(*(escape(safe(str(c))) for c in cells))
     out.print(table)

@@ -18,6 +18,7 @@ from rich.table import Table
 if TYPE_CHECKING:
     from ..ledger import LedgerBackend, Scope, SearchHit, SessionInfo
     from ..messages import Message
+    from ..messages.wire import WireProtocol
 from ..agent._liveness import liveness
 from ..errors import UserError
 from ..safe_text import encodable, safe
@@ -199,7 +200,7 @@ def export(
 
     Example: comal export 3f2a --format anthropic > session.json
     """
-    if format not in (None, "markdown", *_EXPORTS):
+    if format not in (None, "markdown", *_exports()):
         raise typer.BadParameter(f"unknown format {format!r}", param_hint="--format")
     with coded_errors(as_json), ledger() as led:
         scope = led.resolve(session)
@@ -211,40 +212,27 @@ def export(
     typer.echo(text, nl=chosen != "markdown")
 
 
-# comal serve's protocols, as export formats.
-_EXPORTS = {
-    "openai": "openai_chat",
-    "openai-responses": "openai_responses",
-    "anthropic": "anthropic",
-}
+def _exports() -> dict[str, WireProtocol]:
+    """The export formats: every wire protocol that writes sessions, by its format name."""
+    from ..messages.wire import wire_protocols
+
+    return {p.export_name: p for p in wire_protocols().values() if p.export_name and p.export}
 
 
 def _came_in(info: SessionInfo | None) -> str:
-    protocol = info.meta.get("protocol") if info is not None and info.source == "proxy" else None
-    return next((f for f, p in _EXPORTS.items() if p == protocol), "openai")
+    recorded = info.meta.get("protocol") if info is not None and info.source == "proxy" else None
+    found = next((f for f, p in _exports().items() if p.name == recorded), None)
+    return found or "openai"
 
 
 def _exported(info: SessionInfo | None, messages: list[Message], format: str, as_json: bool) -> str:
-    from ..messages import Role
-    from ..messages.wire import to_anthropic, to_openai_chat, to_openai_responses
-
     if format == "markdown":
         return markdown(info, messages)
-    payload: Any
-    if format == "openai":
-        payload = to_openai_chat(messages)
-    elif format == "openai-responses":
-        payload = to_openai_responses(messages)
-    else:
-        # What the proxy recorded holds no top-level system prompt: each system message it
-        # stored came inside the conversation, and goes back there. Elsewhere a late one can
-        # only be carried that way too.
-        roles = [m.role for m in messages]
-        system = (Role.SYSTEM, Role.DEVELOPER)
-        first = next((i for i, r in enumerate(roles) if r not in system), len(roles))
-        late = any(r in system for r in roles[first:])
-        proxied = info is not None and info.source == "proxy"
-        payload = to_anthropic(messages, inline_system=proxied or late)
+    write = _exports()[format].export
+    assert write is not None
+    # What the proxy recorded holds no top-level system prompt: each system message it stored
+    # came inside the conversation, and goes back there.
+    payload = write(messages, info is not None and info.source == "proxy")
     return json.dumps(payload, ensure_ascii=False, indent=None if as_json else 1)
 
 

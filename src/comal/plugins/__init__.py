@@ -48,6 +48,7 @@ if TYPE_CHECKING:
         provider_schemes,
         reset_plugins,
         settings_sections,
+        wire_protocols,
     )
     from ._specs import PROJECT, hookimpl, hookspec
 
@@ -77,6 +78,7 @@ __all__ = [
     "provider_schemes",
     "reset_plugins",
     "settings_sections",
+    "wire_protocols",
 ]
 
 # Importing pluggy and reading entry points waits for the first registry that needs them.
@@ -98,6 +100,7 @@ _LAZY = {
     "provider_schemes": "._manager",
     "reset_plugins": "._manager",
     "settings_sections": "._manager",
+    "wire_protocols": "._manager",
     "PROJECT": "._specs",
     "hookimpl": "._specs",
     "hookspec": "._specs",

@@ -46,6 +46,7 @@ __all__ = [
     "provider_schemes",
     "reset_plugins",
     "settings_sections",
+    "wire_protocols",
 ]
 
 Source = Literal["builtin", "entry point", "config"]
@@ -58,6 +59,7 @@ BUILTINS: Final = (
     ("comal-script", "comal.providers.script._plugin"),
     ("comal-engines", "comal.context._plugin"),
     ("comal-jobs", "comal.compaction._plugin"),
+    ("comal-wire", "comal.messages.wire._plugin"),
 )
 
 
@@ -70,6 +72,7 @@ class _Kind:
     noun: str
     key: str | None = None
     type_path: tuple[str, str] | None = None
+    also: str | None = None  # an attribute holding more names, each unique too (routes)
 
 
 _KINDS: Final = (
@@ -87,6 +90,10 @@ _KINDS: Final = (
         "comal_settings", "settings", "settings section", "section",
         ("comal.plugins", "PluginSettings"),
     ),
+    _Kind(
+        "comal_wire_protocols", "wire_protocols", "wire protocol", "name",
+        ("comal.messages.wire", "WireProtocol"), also="routes",
+    ),
 )  # fmt: skip
 
 
@@ -103,6 +110,7 @@ class PluginInfo:
     engines: tuple[Any, ...] = ()
     job_handlers: tuple[Any, ...] = ()
     settings: tuple[Any, ...] = ()
+    wire_protocols: tuple[Any, ...] = ()
 
     def registers(self) -> dict[str, list[str]]:
         """What it registers, by kind, as names (a job handler by its ``kind`` or type)."""
@@ -198,15 +206,17 @@ class Plugins:
                         f"{kind.key}; give each one a non-empty string {kind.key}",
                         plugin=info.name,
                     )
-                if key in owners:
-                    raise PluginConflict(
-                        f"plugin {info.name!r} registers the {kind.noun} {key!r}, which "
-                        f"{_whose(owners[key], info.name)} already registers; names are unique, "
-                        "nothing is replaced: disable one of them or rename the "
-                        f"{kind.noun}",
-                        plugin=info.name,
-                    )
-                owners[key] = info.name
+                _claim(owners, key, kind.noun, info.name)
+            if kind.also is not None:
+                taken = {
+                    name: other.name
+                    for other in self.infos
+                    for item in getattr(other, kind.attr)
+                    for name in getattr(item, kind.also)
+                }
+                for item in getattr(info, kind.attr):
+                    for name in getattr(item, kind.also):
+                        _claim(taken, name, f"{kind.noun}'s {kind.also[:-1]}", info.name)
 
     def memo(self, name: str, build: Callable[[], Any]) -> Any:
         """``build()``, made once per plugin set: what a registry derives from the plugins
@@ -230,6 +240,18 @@ class Plugins:
 
 def _whose(owner: str, name: str) -> str:
     return "it" if owner == name else f"plugin {owner!r}"
+
+
+def _claim(owners: dict[str, str], key: str, noun: str, plugin: str) -> None:
+    """Note that ``plugin`` registers ``key``; a key already registered is a conflict."""
+    if key in owners:
+        raise PluginConflict(
+            f"plugin {plugin!r} registers the {noun} {key!r}, which "
+            f"{_whose(owners[key], plugin)} already registers; names are unique, nothing is "
+            f"replaced: disable one of them or rename the {noun}",
+            plugin=plugin,
+        )
+    owners[key] = plugin
 
 
 def _call(function: Any, name: str, kind: _Kind) -> list[Any]:
@@ -387,3 +409,8 @@ def memo(name: str, build: Callable[[], Any]) -> Any:
 def settings_sections() -> Mapping[str, Any]:
     """The configuration sections plugins read (``plugin_settings.<section>``), by section."""
     return current().keyed("settings", "section")
+
+
+def wire_protocols() -> Mapping[str, Any]:
+    """Wire protocols by name, read-only; the built-in ones first."""
+    return current().keyed("wire_protocols", "name")
