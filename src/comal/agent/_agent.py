@@ -63,8 +63,6 @@ Clock = Callable[[], datetime]
 
 RECOVERED_EVENT = "recovered"
 REREAD_EVENT = "reread"
-# Operations that read back what an engine referenced, summarized or evicted.
-RECALL_TOOLS = recall_tools()
 
 
 def _quiet(kind: str, text: str) -> None:
@@ -324,7 +322,7 @@ class Agent:
         # What the call returned (as stored): a person watching sees what the model will read;
         # each surface decides how much of it to show.
         self.say("output", outcome.result.text)
-        if receipt.status == "ok" and call.name in RECALL_TOOLS:
+        if receipt.status == "ok" and call.name in recall_tools():  # the engines' read-backs
             # OBS-2 "reread": the model went back to stored evidence the engine had taken out.
             args = outcome.judgment.args
             body = {
