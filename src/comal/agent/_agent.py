@@ -162,10 +162,15 @@ class Agent:
     def run(self, prompt: str | None = None) -> RunResult:
         """Recover whatever an earlier process left, append ``prompt`` if given, and loop.
 
-        Without a prompt a finished session returns its recorded answer and calls nothing."""
+        Without a prompt a finished session returns its recorded answer and calls nothing.
+        Anything else needs the session: :class:`~comal.ops.SessionNotHeld` before anything is
+        appended unless the house's guard is held (the session's lock, by default), so two
+        agents on one session cannot interleave, and split, its steps."""
         info = self.ledger.session(self.scope)
         if info is None:
             raise UserError(f"no session {self.scope.session} in this tenant/agent")
+        if info.status != "finished" or prompt is not None:
+            self.house.require_held()
         if info.status == "finished":
             if prompt is None:
                 self.say("note", "the session is finished: nothing to do, the model is not called")
