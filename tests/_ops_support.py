@@ -20,6 +20,7 @@ from comal.ops import (
     Registry,
     Workspace,
     default_registry,
+    unguarded,
 )
 from comal.tokens import EstimatingCounter
 
@@ -63,7 +64,7 @@ def make_setup(
         workspace=Workspace(root),
         approver=approver,
         probe=probe,
-        **house_kw,
+        **({"guard": unguarded} | house_kw),  # the test is the session's only writer
     )
     return Setup(led, scope, root, house)
 

@@ -139,7 +139,7 @@ def asking_agent(
     import threading
 
     from comal.agent import Agent, AgentSettings, start_session
-    from comal.ops import House, Policy, Workspace, default_registry
+    from comal.ops import House, Policy, Workspace, default_registry, unguarded
     from comal.serve import LedgerApprover
     from comal.testing import ScriptedProvider
 
@@ -164,6 +164,7 @@ def asking_agent(
                 Policy.from_config({"mode": "ask"}),
                 workspace=Workspace(workspace),
                 approver=LedgerApprover(led, scope, poll=0.05, timeout=60),
+                guard=unguarded,  # this agent is the session's only writer
             )
             settings = AgentSettings.for_model("claude-sonnet-4-6", preamble=False)
             agent = Agent(led, scope, ScriptedProvider(script), house, settings)

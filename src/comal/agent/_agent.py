@@ -63,8 +63,6 @@ Clock = Callable[[], datetime]
 
 RECOVERED_EVENT = "recovered"
 REREAD_EVENT = "reread"
-# Operations that read back what an engine referenced, summarized or evicted.
-RECALL_TOOLS = recall_tools()
 
 
 def _quiet(kind: str, text: str) -> None:
@@ -164,10 +162,15 @@ class Agent:
     def run(self, prompt: str | None = None) -> RunResult:
         """Recover whatever an earlier process left, append ``prompt`` if given, and loop.
 
-        Without a prompt a finished session returns its recorded answer and calls nothing."""
+        Without a prompt a finished session returns its recorded answer and calls nothing.
+        Anything else needs the session: :class:`~comal.ops.SessionNotHeld` before anything is
+        appended unless the house's guard is held (the session's lock, by default), so two
+        agents on one session cannot interleave, and split, its steps."""
         info = self.ledger.session(self.scope)
         if info is None:
             raise UserError(f"no session {self.scope.session} in this tenant/agent")
+        if info.status != "finished" or prompt is not None:
+            self.house.require_held()
         if info.status == "finished":
             if prompt is None:
                 self.say("note", "the session is finished: nothing to do, the model is not called")
@@ -324,7 +327,7 @@ class Agent:
         # What the call returned (as stored): a person watching sees what the model will read;
         # each surface decides how much of it to show.
         self.say("output", outcome.result.text)
-        if receipt.status == "ok" and call.name in RECALL_TOOLS:
+        if receipt.status == "ok" and call.name in recall_tools():  # the engines' read-backs
             # OBS-2 "reread": the model went back to stored evidence the engine had taken out.
             args = outcome.judgment.args
             body = {

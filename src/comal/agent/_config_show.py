@@ -59,6 +59,7 @@ _SIMPLE = (
     "checks",
     "output_reserve",
     "plugins",
+    "installed_plugins",
 )
 _PER_AGENT = ("system_prompt", "max_turns", "checks")
 

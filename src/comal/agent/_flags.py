@@ -6,15 +6,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import UserError
+from ..ops import SessionNotHeld  # raised by the runtime's guard as by a house's own
 from ..providers import normalize_model_spec
 from ._config import Config
 
 __all__ = ["Flags", "SessionNotHeld", "normalize_spec"]
-
-
-class SessionNotHeld(UserError):
-    code = "SESSION_NOT_HELD"
 
 
 @dataclass(frozen=True, slots=True)

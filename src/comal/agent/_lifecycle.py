@@ -12,12 +12,14 @@ it would have, and says so.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ..errors import UserError
 from ..ledger import LedgerBackend, Scope
 from ..messages import Message, Role, Text
-from ..plugins import HookEvent, HookOutcome, LifecycleEvent, lifecycle
+
+if TYPE_CHECKING:
+    from ..plugins import HookOutcome, LifecycleEvent
 
 __all__ = ["HOOK_EVENT", "MAX_CONTINUES", "AgentHooks", "PromptBlocked"]
 
@@ -57,6 +59,8 @@ class AgentHooks:
         self.halt: str | None = None
 
     def _dispatch(self, name: LifecycleEvent, data: Mapping[str, Any]) -> HookOutcome:
+        from ..plugins import HookEvent, lifecycle  # loaded by the first dispatch, not import
+
         s = self.scope
         outcome = lifecycle(HookEvent(name, s.tenant, s.agent, s.session, "model", self.cwd, data))
         if outcome:

@@ -14,10 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 if TYPE_CHECKING:
     pass
+from ..safe_text import safe, safe_json
 from ._common import JsonOpt, coded_errors, emit_json, err, ledger, out
 
 app = typer.Typer()
@@ -71,11 +73,13 @@ def tools(
             catalog = registry.catalog(surface)
         text = catalog.json(format)
     if as_json:
-        sys.stdout.write(text + "\n")
+        # An MCP server writes its tools' descriptions: what a terminal acts on is escaped
+        # (the same JSON value; the bytes differ only where such a character is).
+        sys.stdout.write(safe_json(text) + "\n")
         return
     table = Table("operation", "effects", "audience", "surfaces", "contract", "description")
     for op in catalog.operations:
-        table.add_row(
+        cells = (
             op.name,
             ", ".join(e.kind for e in op.effects),
             op.audience,
@@ -83,6 +87,7 @@ def tools(
             op.contract.split("@", 1)[1],
             op.description[:60],
         )
+        table.add_row(*(escape(safe(c)) for c in cells))
     out.print(table)
     out.print(f"catalog sha256 {catalog.digest} ({len(catalog.operations)} operations)")
     if deferred:
@@ -149,7 +154,6 @@ def call_cmd(
 
     from ..agent import Flags, Runtime
     from ..errors import UserError
-    from ..safe_text import safe
 
     with coded_errors(as_json), ledger() as led:
         try:
@@ -210,15 +214,10 @@ def receipts_cmd(
     table = Table("record", "operation", "call", "actor", "judgment", "status", "disposition")
     for r in rows:
         actor = f"{r['actor']['kind']} {r['actor']['id']}"
-        table.add_row(
-            str(r["record"]),
-            r["operation"],
-            r["call_id"],
-            actor,
-            _judgment_line(r),
-            r["status"],
-            r["disposition"],
-        )
+        cells = (str(r["record"]), r["operation"], r["call_id"], actor, _judgment_line(r),
+                 r["status"], r["disposition"])  # fmt: skip
+        # A call id and an operation name are the model's words: shown, never acted on.
+        table.add_row(*(escape(safe(c)) for c in cells))
     out.print(table)
 
 
@@ -260,5 +259,6 @@ def reconcile_cmd(
         emit_json({"reconciled": rows, "pending": list(report.pending)})
         return
     for row in rows:
-        out.print(f"{row['call_id']} {row['operation']}: {row['status']} {row['reason']}")
+        line = f"{row['call_id']} {row['operation']}: {row['status']} {row['reason']}"
+        out.print(safe(line), markup=False, highlight=False)
     out.print(f"{len(rows)} reconciled, {len(report.pending)} pending (never started)")

@@ -19,9 +19,8 @@ if TYPE_CHECKING:
     from ..ledger import LedgerBackend, Scope, SearchHit, SessionInfo
     from ..messages import Message
     from ..messages.wire import WireProtocol
-from ..agent._liveness import liveness
 from ..errors import UserError
-from ..safe_text import encodable, safe
+from ..safe_text import encodable, safe, safe_json
 from ._common import JsonOpt, coded_errors, emit_json, err, ledger, out
 
 app = typer.Typer()
@@ -70,6 +69,7 @@ def sessions(
 
     Example: comal sessions --since 7d --limit 50
     """
+    from ..agent._liveness import liveness
     from ._listing import hint, listing, table, width
     from ._tree import in_tree_order
 
@@ -233,7 +233,8 @@ def _exported(info: SessionInfo | None, messages: list[Message], format: str, as
     # What the proxy recorded holds no top-level system prompt: each system message it stored
     # came inside the conversation, and goes back there.
     payload = write(messages, info is not None and info.source == "proxy")
-    return json.dumps(payload, ensure_ascii=False, indent=None if as_json else 1)
+    # The same JSON value with what a terminal acts on written as escapes (issue 30).
+    return safe_json(json.dumps(payload, ensure_ascii=False, indent=None if as_json else 1))
 
 
 def _fence(text: str) -> str:
@@ -262,7 +263,8 @@ def markdown(info: SessionInfo | None, messages: list[Message]) -> str:
             body = safe(result.text)
             fence = _fence(body)
             flag = " (error)" if result.is_error else ""
-            lines += [f"output of `{result.call_id}`{flag}:", "", fence, body, fence, ""]
+            # A call id is the model's too.
+            lines += [f"output of `{safe(result.call_id)}`{flag}:", "", fence, body, fence, ""]
             continue
         words = user_words(message)[0]
         context = preamble_lines(message)
@@ -275,7 +277,8 @@ def markdown(info: SessionInfo | None, messages: list[Message]) -> str:
         for call in message.tool_calls:
             body = safe(call.arguments)
             fence = _fence(body)
-            lines += [f"call `{call.id}` **{safe(call.name)}**:", "", fence + "json", body, fence]
+            head = f"call `{safe(call.id)}` **{safe(call.name)}**:"
+            lines += [head, "", fence + "json", body, fence]
             lines.append("")
     return "\n".join(lines)
 

@@ -6,7 +6,12 @@ The model proposes; the house judges, executes and leaves a receipt::
     house = House(ledger, scope, registry, Policy.from_config({"allow": ["Bash(git *)"]}),
                   workspace=Workspace("."), approver=PromptApprover(Actor.user("ana")))
     tools = house.catalog("model").tools("anthropic")    # what the model is offered
-    outcome, receipt = house.handle(call, Actor.user("ana"), join_step=step)
+    with lock_session(ledger, scope):                    # comal.agent: one writer a session
+        outcome, receipt = house.handle(call, Actor.user("ana"), join_step=step)
+
+A call with effects runs only while this process holds the session's lock (the house's guard,
+:class:`SessionGuard` unless another is given; :class:`SessionNotHeld` otherwise), so two
+writers cannot split a session's steps; :func:`unguarded` opts out explicitly.
 
 File tools are confined by :class:`Workspace`, which resolves and opens paths component by
 component relative to a directory descriptor, so no racing process can move a call out of the
@@ -41,6 +46,7 @@ from ._errors import (
     RegexUnsupported,
     SandboxUnavailable,
     SessionContended,
+    SessionNotHeld,
     SymlinkLoop,
     ToolFailure,
     WorkspaceEscape,
@@ -48,6 +54,7 @@ from ._errors import (
 from ._evidence_op import EvidenceReadInput, read_page
 from ._files import EditArgs, GlobArgs, GrepArgs, ReadArgs, WriteArgs
 from ._guard import OUTPUT_KIND, StoredOutput, guard_output, read_output
+from ._held import SessionGuard, holds_session, unguarded
 from ._house import House, HouseFactory, Outcome, Probe
 from ._judge import IDENTITY_KEYS, Judge, Judgment
 from ._mcp_config import McpLimits, McpServerConfig
@@ -195,6 +202,8 @@ __all__ = [
     "SandboxStatus",
     "SandboxUnavailable",
     "SessionContended",
+    "SessionGuard",
+    "SessionNotHeld",
     "Spool",
     "Status",
     "StoredOutput",
@@ -209,6 +218,7 @@ __all__ = [
     "default_protected_paths",
     "default_registry",
     "guard_output",
+    "holds_session",
     "human_controls",
     "is_human_control",
     "may_retry",
@@ -221,5 +231,6 @@ __all__ = [
     "reconcile",
     "run_bash",
     "sandbox_status",
+    "unguarded",
     "view_command",
 ]

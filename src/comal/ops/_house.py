@@ -32,15 +32,19 @@ import errno
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ComalError, LedgerError, UserError
 from ..ledger import LedgerBackend, Scope
 from ..messages import Message, Role, ToolCall, ToolResult, sha256_hex
-from ..plugins import HookOutcome
 from ._approval import Approver
 from ._errors import OperationTimeout, ToolFailure
 from ._guard import guard_output
+from ._held import SessionGuard
+
+if TYPE_CHECKING:
+    from ..plugins import HookOutcome
+
 from ._hooks import post_note, post_tool_use, pre_tool_use
 from ._house_factory import HouseFactory, Probe
 from ._judge import Judge, Judgment
@@ -117,6 +121,9 @@ class House:
         plugin_settings: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         policy = policy if policy is not None else Policy()
+        # Not given: calls with effects run only while this process holds the session's lock
+        # (:mod:`._held`). Kept in the factory, so a child session's house runs under it too.
+        guard = guard if guard is not None else SessionGuard(scope.session)
         self._made = HouseFactory(
             ledger, registry, policy, workspace=workspace, approver=approver, settings=settings,
             probe=probe, protected_paths=tuple(protected_paths), bwrap=bwrap, guard=guard,
@@ -124,9 +131,8 @@ class House:
         )  # fmt: skip
         # The host's human controls (``/context``, ``/compact``) reach their handlers here.
         self.host = host
-        # Raises (a coded error) when this process may not change the session now: the agent
-        # factory passes one that checks it holds the session's lock, so two houses on one
-        # session cannot interleave effects and split each other's steps.
+        # Raises (a coded error) when this process may not change the session now, so two
+        # houses on one session cannot interleave effects and split each other's steps.
         self._guard = guard
         self.ledger = ledger
         self.scope = scope
@@ -191,6 +197,11 @@ class House:
     def catalog(self, surface: Surface = "model") -> Catalog:
         return self.registry.catalog(surface)
 
+    def require_held(self) -> None:
+        """Raise :class:`~comal.ops.SessionNotHeld` unless this house may change its session
+        now (its guard: the session's lock, by default). An agent asks before it appends."""
+        self._guard()
+
     def _phase(self, phase: str, call_id: str) -> None:
         if self._probe is not None:
             self._probe(phase, call_id)
@@ -234,7 +245,7 @@ class House:
         started = now()
         prepared: list[int] = []  # filled as soon as a preparation is durable, even on failure
         try:
-            if self._guard is not None and not op.read_only:
+            if not op.read_only:
                 self._guard()
             if op.plan_write is not None:
                 plan = op.plan_write(args, ctx)

@@ -39,6 +39,7 @@ class HouseFactory:
     probe: Probe | None = None
     protected_paths: tuple[str | Path, ...] = ()
     bwrap: str | None = None
+    # ``None``: each house guards its own session's lock (:mod:`._held`); ``unguarded`` opts out.
     guard: Callable[[], None] | None = None
     host: object = None
     # Each plugin's operator settings by section (``plugin_settings:``), read by its handlers

@@ -18,8 +18,10 @@ The hooks are :func:`~._specs.comal_operations`, :func:`~._specs.comal_providers
 :func:`~._specs.comal_settings` (:mod:`._specs`).
 The built-in providers, the ``script:`` model and the three engines are plugins of this seam
 too. A plugin is enabled by the operator only — an installed entry point of the group
-``comal.plugins``, or a module named under ``plugins:`` in the configuration; the model has no
-operation that loads, unloads or configures one. ``docs/plugins.md`` is the guide.
+``comal.plugins`` (read from the interpreter's site-packages, never the current folder; with
+``installed_plugins: listed`` or :data:`INSTALLED_ENV` only those the configuration names), or a
+module named under ``plugins:`` in the configuration; the model has no operation that loads,
+unloads or configures one. ``docs/plugins.md`` is the guide.
 
 This package sits low (beside :mod:`comal.errors`): it imports no other layer, loads the
 built-in plugins by module name, and imports pluggy only when a registry is first needed.
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
     from ._lifecycle import EVENTS, HookEvent, HookOutcome, HookResult, LifecycleEvent
     from ._manager import (
         ENTRY_POINT_GROUP,
+        INSTALLED_ENV,
         PluginInfo,
         enable_plugins,
         engines,
@@ -55,6 +58,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ENTRY_POINT_GROUP",
     "EVENTS",
+    "INSTALLED_ENV",
     "PROJECT",
     "HookEvent",
     "HookOutcome",
@@ -84,6 +88,7 @@ __all__ = [
 # Importing pluggy and reading entry points waits for the first registry that needs them.
 _LAZY = {
     "ENTRY_POINT_GROUP": "._manager",
+    "INSTALLED_ENV": "._manager",
     "PluginInfo": "._manager",
     "enable_plugins": "._manager",
     "engines": "._manager",

@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from ..ledger import LedgerBackend, Scope
-from ..plugins import HookEvent, lifecycle
 
 __all__ = ["post_compact", "pre_compact"]
 
@@ -28,21 +27,20 @@ def _made(records: Sequence[object]) -> list[dict[str, Any]]:
     ]
 
 
-def _tell(ledger: LedgerBackend, scope: Scope, event: HookEvent) -> None:
+def _tell(ledger: LedgerBackend, scope: Scope, name: str, data: dict[str, Any]) -> None:
+    from ..plugins import HookEvent, lifecycle  # loaded at the first compaction, not at import
+
+    event = HookEvent(name, scope.tenant, scope.agent, scope.session, "model", None, data)  # type: ignore[arg-type]
     outcome = lifecycle(event)
     if outcome:
         ledger.add_record(scope, "event", HOOK_EVENT, outcome.as_dict())
 
 
 def pre_compact(ledger: LedgerBackend, scope: Scope, trigger: Trigger) -> None:
-    data = {"trigger": trigger, "custom_instructions": ""}
-    event = HookEvent("PreCompact", scope.tenant, scope.agent, scope.session, "model", None, data)
-    _tell(ledger, scope, event)
+    _tell(ledger, scope, "PreCompact", {"trigger": trigger, "custom_instructions": ""})
 
 
 def post_compact(
     ledger: LedgerBackend, scope: Scope, trigger: Trigger, made: Sequence[object]
 ) -> None:
-    data = {"trigger": trigger, "made": _made(made)}
-    event = HookEvent("PostCompact", scope.tenant, scope.agent, scope.session, "model", None, data)
-    _tell(ledger, scope, event)
+    _tell(ledger, scope, "PostCompact", {"trigger": trigger, "made": _made(made)})
