@@ -25,6 +25,7 @@ repeated automatically (never when uncertain). An operation with effects may dec
 
 from typing import TYPE_CHECKING, Any
 
+from .._labels import judgment_label
 from ._approval import Approval, ApprovalRequest, Approver, CallbackApprover, PromptApprover
 from ._bash import BashArgs, BashRun, run_bash
 from ._controls import HUMAN_CONTROLS, human_controls, is_human_control
@@ -64,6 +65,7 @@ from ._model import (
     EffectKind,
     HostSettings,
     Mode,
+    Part,
     PlannedWrite,
     Status,
     Surface,
@@ -175,6 +177,7 @@ __all__ = [
     "OpsError",
     "Outcome",
     "OutputInfo",
+    "Part",
     "PlannedWrite",
     "Planner",
     "Policy",
@@ -211,6 +214,7 @@ __all__ = [
     "guard_output",
     "human_controls",
     "is_human_control",
+    "judgment_label",
     "may_retry",
     "model_from_schema",
     "native_operations",
