@@ -47,6 +47,7 @@ def make_setup(
     probe: Probe | None = None,
     session: str | None = None,
     ledger_path: Path | None = None,
+    tenant: str = "t",
     **house_kw: Any,
 ) -> Setup:
     """``house_kw`` goes on to :class:`House` (``bwrap``, ``protected_paths``)."""
@@ -55,7 +56,7 @@ def make_setup(
     path = ledger_path if ledger_path is not None else tmp_path / "ledger.db"
     path.parent.mkdir(parents=True, exist_ok=True)
     led = open_ledger(path, counter=EstimatingCounter())
-    scope = led.create_session("t", "a", session_id=session)
+    scope = led.create_session(tenant, "a", session_id=session)
     house = House(
         led,
         scope,

@@ -322,8 +322,7 @@ class Agent:
         self.say("call", f"{call.name} {call.arguments}")
         outcome = self.house.run(call, self.actor, offered=self.catalog, join_step=step)
         receipt = self.house.record(outcome, join_step=step)
-        decision = outcome.judgment.decision
-        self.say("result", f"{call.name}: {receipt.status} ({decision.action} by {decision.rule})")
+        self.say("result", f"{call.name}: {receipt.status} ({outcome.judgment.label})")
         # What the call returned (as stored): a person watching sees what the model will read;
         # each surface decides how much of it to show.
         self.say("output", outcome.result.text)

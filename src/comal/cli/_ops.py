@@ -170,6 +170,7 @@ def call_cmd(
             outcome, receipt = runtime.call(operation, args)
     result = outcome.result
     decided = receipt.judgment.get("decision"), receipt.judgment.get("rule")
+    label = receipt.label
     if as_json:
         emit_json(
             {
@@ -184,15 +185,19 @@ def call_cmd(
         )
     else:
         typer.echo(safe(result.text))
-        err.print(f"{operation}: {receipt.status} ({decided[0]} by {decided[1]}); receipt "
+        err.print(f"{operation}: {receipt.status} ({safe(label)}); receipt "
                   f"{receipt.record_id}", markup=False, highlight=False)  # fmt: skip
     if receipt.status != "ok" or result.is_error:
         raise typer.Exit(1)
 
 
 def _judgment_line(body: dict[str, Any]) -> str:
-    j = body["judgment"]
-    return f"{j['decision']} by {j['rule']}"
+    # A label can quote a part of the model's command: shown, never read as markup.
+    from rich.markup import escape
+
+    from ..safe_text import safe
+
+    return escape(safe(str(body["label"])))
 
 
 @app.command("receipts")

@@ -136,6 +136,7 @@ def show(
         scope = led.resolve(session)
         entries = led.tail(scope, n=tail) if tail else led.entries(scope)
         records = _stored_outputs(led, scope)
+        judged = _judgments(led, scope)
         work = [] if as_json else work_lines(led, scope)
     rows = []
     for e in entries:
@@ -152,6 +153,8 @@ def show(
         result = e.message.tool_result
         if result is not None and result.call_id in records:
             row["record"] = records[result.call_id]
+        if result is not None and result.call_id in judged:
+            row["judgment"] = judged[result.call_id]
         rows.append(row)
     if as_json:
         emit_json(rows)
@@ -159,6 +162,9 @@ def show(
     table = Table("entry", "seq", "step", "role", "tokens", "content", show_lines=False)
     for e, row in zip(entries, rows, strict=True):
         content = escape(_preview(e.message))
+        human = row.get("judgment", {}).get("approval")
+        if human:  # a human's decision reads as theirs, never as the mode that asked them
+            content = escape(f"[{safe(row['judgment']['label'])}] ") + content
         if "record" in row:
             content = escape(f"[whole output: record {row['record']}] ") + content
         table.add_row(str(e.id), str(e.seq), str(e.step), e.role, str(e.tokens), content)
@@ -169,6 +175,19 @@ def show(
     out.print(table)
     for line in work:
         out.print(escape(safe(line)))
+
+
+def _judgments(led: LedgerBackend, scope: Scope) -> dict[str, dict[str, Any]]:
+    """Each receipted call's judgment with its label, by call id (the latest receipt)."""
+    from .._labels import judgment_label
+
+    found: dict[str, dict[str, Any]] = {}
+    for rec in led.records(scope, "receipt"):
+        judgment = rec.body.get("judgment")
+        if isinstance(judgment, dict):
+            label = judgment_label(judgment)
+            found[str(rec.body.get("call_id"))] = {**judgment, "label": label}
+    return found
 
 
 def _stored_outputs(led: LedgerBackend, scope: Scope) -> dict[str, int]:

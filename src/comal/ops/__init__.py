@@ -30,6 +30,7 @@ repeated automatically (never when uncertain). An operation with effects may dec
 
 from typing import TYPE_CHECKING, Any
 
+from .._labels import judgment_label
 from ._approval import Approval, ApprovalRequest, Approver, CallbackApprover, PromptApprover
 from ._bash import BashArgs, BashRun, run_bash
 from ._controls import HUMAN_CONTROLS, human_controls, is_human_control
@@ -71,6 +72,7 @@ from ._model import (
     EffectKind,
     HostSettings,
     Mode,
+    Part,
     PlannedWrite,
     Status,
     Surface,
@@ -182,6 +184,7 @@ __all__ = [
     "OpsError",
     "Outcome",
     "OutputInfo",
+    "Part",
     "PlannedWrite",
     "Planner",
     "Policy",
@@ -221,6 +224,7 @@ __all__ = [
     "holds_session",
     "human_controls",
     "is_human_control",
+    "judgment_label",
     "may_retry",
     "model_from_schema",
     "native_operations",
