@@ -41,7 +41,7 @@ from ..plugins import HookOutcome
 from ._approval import Approver
 from ._errors import OperationTimeout, ToolFailure
 from ._guard import guard_output
-from ._hooks import post_note, post_tool_use, pre_tool_use
+from ._hooks import post_note, post_tool_use, pre_note, pre_tool_use
 from ._house_factory import HouseFactory, Probe
 from ._judge import Judge, Judgment
 from ._model import (
@@ -115,13 +115,17 @@ class House:
         guard: Callable[[], None] | None = None,
         host: object = None,
         plugin_settings: Mapping[str, Mapping[str, Any]] | None = None,
+        hooks: object = None,
     ) -> None:
         policy = policy if policy is not None else Policy()
         self._made = HouseFactory(
             ledger, registry, policy, workspace=workspace, approver=approver, settings=settings,
             probe=probe, protected_paths=tuple(protected_paths), bwrap=bwrap, guard=guard,
-            host=host, plugin_settings=dict(plugin_settings or {}),
+            host=host, plugin_settings=dict(plugin_settings or {}), hooks=hooks,
         )  # fmt: skip
+        # The operator's command hooks (:class:`comal.hooks.CommandHooks`), which the built-in
+        # ``comal-hooks`` plugin runs in this house's sandbox; the model cannot change them.
+        self.hooks = hooks
         # The host's human controls (``/context``, ``/compact``) reach their handlers here.
         self.host = host
         # Raises (a coded error) when this process may not change the session now: the agent
@@ -155,7 +159,7 @@ class House:
             workspace=workspace,
             approver=approver,
             sandbox=self.sandbox,
-            before=lambda call, surface, d: pre_tool_use(call, scope, surface, cwd, d),
+            before=lambda call, surface, d: pre_tool_use(call, scope, surface, cwd, d, self),
         )
         self._probe = probe
 
@@ -278,12 +282,15 @@ class House:
             return None
         root = str(self.workspace.root) if self.workspace is not None else None
         response = {"text": output.text, "is_error": output.is_error}
-        outcome = post_tool_use(j.call, self.scope, j.surface, root, response)
+        outcome = post_tool_use(j.call, self.scope, j.surface, root, response, self)
         return outcome if outcome else None
 
     def _refused(self, j: Judgment) -> Outcome:
         d = j.decision
         text = f"[denied by the house: {d.reason} (rule {d.rule})]"
+        note = pre_note(j.hooks)
+        if note:
+            text = f"{text}\n\n{note}"
         receipt = Receipt(
             operation=j.call.name,
             call_id=j.call.id,
@@ -341,8 +348,8 @@ class House:
             effects=j.effects,
             preparation=preparation,
         )
-        note = post_note(hooks) if hooks is not None else ""
-        if note:
+        notes = [pre_note(j.hooks), post_note(hooks) if hooks is not None else ""]
+        for note in filter(None, notes):
             inline = f"{inline}\n\n{note}"
         result = ToolResult(j.call.id, inline, is_error=status != "ok", name=op.name)
         return Outcome(j, Message(Role.TOOL, (result,)), receipt)

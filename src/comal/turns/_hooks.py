@@ -3,6 +3,7 @@ stand-ins, ``PostCompact`` after, with what they made (:mod:`comal.plugins._life
 
 Told, never asked: a compaction is the engine's and the operator's, so a hook's decision is
 ignored here (only recorded). Each dispatch a hook answered is a ``hook`` event of the session.
+``host`` is what the surface lends the hooks (the agent's house; ``None`` for the proxy).
 A replay dispatches nothing: it has no session to tell.
 """
 
@@ -12,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from ..ledger import LedgerBackend, Scope
-from ..plugins import HookEvent, lifecycle
+from ..plugins import HookEvent, LifecycleEvent, lifecycle
 
 __all__ = ["post_compact", "pre_compact"]
 
@@ -34,15 +35,24 @@ def _tell(ledger: LedgerBackend, scope: Scope, event: HookEvent) -> None:
         ledger.add_record(scope, "event", HOOK_EVENT, outcome.as_dict())
 
 
-def pre_compact(ledger: LedgerBackend, scope: Scope, trigger: Trigger) -> None:
+def _event(name: LifecycleEvent, scope: Scope, data: dict[str, Any], host: object) -> HookEvent:
+    # The house's workspace is the hooks' cwd; without one (a proxy's session) there is none.
+    workspace = getattr(host, "workspace", None)
+    cwd = str(workspace.root) if workspace is not None else None
+    return HookEvent(name, scope.tenant, scope.agent, scope.session, "model", cwd, data, host)
+
+
+def pre_compact(ledger: LedgerBackend, scope: Scope, trigger: Trigger, host: object = None) -> None:
     data = {"trigger": trigger, "custom_instructions": ""}
-    event = HookEvent("PreCompact", scope.tenant, scope.agent, scope.session, "model", None, data)
-    _tell(ledger, scope, event)
+    _tell(ledger, scope, _event("PreCompact", scope, data, host))
 
 
 def post_compact(
-    ledger: LedgerBackend, scope: Scope, trigger: Trigger, made: Sequence[object]
+    ledger: LedgerBackend,
+    scope: Scope,
+    trigger: Trigger,
+    made: Sequence[object],
+    host: object = None,
 ) -> None:
     data = {"trigger": trigger, "made": _made(made)}
-    event = HookEvent("PostCompact", scope.tenant, scope.agent, scope.session, "model", None, data)
-    _tell(ledger, scope, event)
+    _tell(ledger, scope, _event("PostCompact", scope, data, host))
