@@ -566,8 +566,8 @@ def test_hooks_run_in_the_sandbox_without_the_processes_secrets(
 
 
 def test_the_configuration_is_checked_when_read(tmp_path: Path) -> None:
-    # covers: DRV-6, CFG-1
-    from comal.agent import load_config
+    # covers: DRV-6, CFG-1, CFG-2
+    from comal.agent import explain_config, load_config
 
     def load(data: dict[str, Any]) -> Config:
         path = tmp_path / "config.json"
@@ -604,6 +604,10 @@ def test_the_configuration_is_checked_when_read(tmp_path: Path) -> None:
     assert isinstance(hooks, CommandHooks) and len(hooks.handlers) == 1
     assert any("BrandNewEvent" in s for s in hooks.skipped)
     assert any("'color'" in s for s in hooks.skipped)
+    # comal config show says what the file sets, operator-only.
+    _, shown = explain_config(tmp_path / "config.json", env={})
+    (row,) = [s for s in shown if s.key == "hooks_from"]
+    assert row.value == [str(newer)] and row.source == "file" and row.operator_only
 
 
 def test_comal_p_runs_the_configured_hooks(tmp_path: Path) -> None:

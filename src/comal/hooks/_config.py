@@ -19,6 +19,7 @@ write one.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Final, Literal, get_args
@@ -193,7 +194,7 @@ class MatcherGroup(_Strict):
     @field_validator("matcher")
     @classmethod
     def _pattern(cls, value: str | None) -> str | None:
-        if not matches_all(value) and value is not None and not exact(value):
+        if value is not None and not matches_all(value) and not exact(value):
             try:
                 compile_linear(value)
             except PatternError as exc:
@@ -214,14 +215,25 @@ def exact(matcher: str) -> bool:
 HooksSection = dict[ClaudeEvent, Annotated[list[MatcherGroup], Field(max_length=100)]]
 
 
+@functools.cache
 def hooks_adapter() -> TypeAdapter[HooksSection]:
     return TypeAdapter(HooksSection)
+
+
+def _known(event: str, handler: Any, dropped: list[str]) -> Any:
+    """``handler`` without the keys this comal does not know (each noted in ``dropped``)."""
+    if not isinstance(handler, Mapping):
+        return handler  # the validation says what is wrong with it
+    known = {info.alias or name for name, info in HookHandler.model_fields.items()}
+    dropped += [
+        f"{event}: key {k!r} of a hook (unknown to this comal)" for k in handler if k not in known
+    ]
+    return {k: v for k, v in handler.items() if k in known}
 
 
 def lenient(raw: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """A settings file's ``hooks`` with what this comal cannot read taken out (events and
     handler keys Claude Code may add later), and what was taken out."""
-    known_keys = {info.alias or name for name, info in HookHandler.model_fields.items()}
     kept: dict[str, Any] = {}
     dropped: list[str] = []
     for event, groups in raw.items():
@@ -231,19 +243,10 @@ def lenient(raw: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
         if not isinstance(groups, list):
             kept[event] = groups  # the validation says what is wrong with it
             continue
-        out = []
-        for group in groups:
-            if isinstance(group, Mapping) and isinstance(group.get("hooks"), list):
-                handlers = []
-                for handler in group["hooks"]:
-                    if isinstance(handler, Mapping):
-                        extra = sorted(set(handler) - known_keys)
-                        dropped += [
-                            f"{event}: key {k!r} of a hook (unknown to this comal)" for k in extra
-                        ]
-                        handler = {k: v for k, v in handler.items() if k in known_keys}
-                    handlers.append(handler)
-                group = {**group, "hooks": handlers}
-            out.append(group)
-        kept[event] = out
+        kept[event] = [
+            {**g, "hooks": [_known(event, h, dropped) for h in g["hooks"]]}
+            if isinstance(g, Mapping) and isinstance(g.get("hooks"), list)
+            else g
+            for g in groups
+        ]
     return kept, dropped
