@@ -12,13 +12,15 @@ it would have, and says so.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ..errors import UserError
 from ..ledger import LedgerBackend, Scope
 from ..messages import Message, Role, Text
-from ..plugins import HookEvent, HookOutcome, LifecycleEvent, lifecycle
 from ._result import answer_of
+
+if TYPE_CHECKING:
+    from ..plugins import HookOutcome, LifecycleEvent
 
 __all__ = ["HOOK_EVENT", "MAX_CONTINUES", "AgentHooks", "PromptBlocked"]
 
@@ -61,6 +63,8 @@ class AgentHooks:
         self.halt: str | None = None
 
     def _dispatch(self, name: LifecycleEvent, data: Mapping[str, Any]) -> HookOutcome:
+        from ..plugins import HookEvent, lifecycle  # loaded by the first dispatch, not import
+
         s = self.scope
         if self.subagent:
             # As Claude Code tells a hook that fires inside a subagent which one it is.

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..ledger import Scope
 from ..messages import ToolCall
-from ..plugins import HookEvent, HookOutcome, lifecycle
 from ._model import Decision, Surface
+
+if TYPE_CHECKING:
+    from ..plugins import HookOutcome
 
 __all__ = ["post_note", "post_tool_use", "pre_note", "pre_tool_use", "tool_input"]
 
@@ -31,15 +33,18 @@ def tool_input(call: ToolCall) -> Any:
         return call.arguments
 
 
-def _event(
+def _dispatch(
     name: str,
     scope: Scope,
     surface: Surface,
     cwd: str | None,
     data: dict[str, Any],
     host: object,
-) -> HookEvent:
-    return HookEvent(
+) -> HookOutcome:
+    # pluggy and the plugins load on the first call judged, never at import (comal --help).
+    from ..plugins import HookEvent, lifecycle
+
+    event = HookEvent(
         name,  # type: ignore[arg-type]  # one of the two literals this module dispatches
         scope.tenant,
         scope.agent,
@@ -49,6 +54,7 @@ def _event(
         data,
         host,
     )
+    return lifecycle(event)
 
 
 def pre_tool_use(
@@ -64,7 +70,7 @@ def pre_tool_use(
     if decision.action == "deny":
         return decision, None
     data = {"tool_name": call.name, "tool_input": tool_input(call), "tool_use_id": call.id}
-    outcome = lifecycle(_event("PreToolUse", scope, surface, cwd, data, host))
+    outcome = _dispatch("PreToolUse", scope, surface, cwd, data, host)
     if not outcome:
         return decision, None
     body = outcome.as_dict()
@@ -95,7 +101,7 @@ def post_tool_use(
         "tool_use_id": call.id,
         "tool_response": response,
     }
-    return lifecycle(_event("PostToolUse", scope, surface, cwd, data, host))
+    return _dispatch("PostToolUse", scope, surface, cwd, data, host)
 
 
 def post_note(outcome: HookOutcome) -> str:

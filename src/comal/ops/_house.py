@@ -32,12 +32,11 @@ import errno
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ComalError, LedgerError, UserError
 from ..ledger import LedgerBackend, Scope
 from ..messages import Message, Role, ToolCall, ToolResult, sha256_hex
-from ..plugins import HookOutcome
 from ._approval import Approver
 from ._errors import OperationTimeout, ToolFailure
 from ._guard import guard_output
@@ -60,6 +59,9 @@ from ._receipt import OutputInfo, Receipt, disposition_for
 from ._sandbox import Sandbox, SandboxStatus, default_protected_paths
 from ._unjoined import kept_apart, overtaken
 from ._workspace import Workspace, atomic_write, digest_of, os_failure
+
+if TYPE_CHECKING:
+    from ..plugins import HookOutcome
 
 __all__ = ["House", "HouseFactory", "Outcome", "Probe"]
 

@@ -10,10 +10,12 @@ A replay dispatches nothing: it has no session to tell.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..ledger import LedgerBackend, Scope
-from ..plugins import HookEvent, LifecycleEvent, lifecycle
+
+if TYPE_CHECKING:
+    from ..plugins import HookEvent, LifecycleEvent
 
 __all__ = ["post_compact", "pre_compact"]
 
@@ -30,6 +32,8 @@ def _made(records: Sequence[object]) -> list[dict[str, Any]]:
 
 
 def _tell(ledger: LedgerBackend, scope: Scope, event: HookEvent) -> None:
+    from ..plugins import lifecycle  # loaded by the first compaction, not import
+
     outcome = lifecycle(event)
     if outcome:
         ledger.add_record(scope, "event", HOOK_EVENT, outcome.as_dict())
@@ -39,6 +43,8 @@ def _event(name: LifecycleEvent, scope: Scope, data: dict[str, Any], host: objec
     # The house's workspace is the hooks' cwd; without one (a proxy's session) there is none.
     workspace = getattr(host, "workspace", None)
     cwd = str(workspace.root) if workspace is not None else None
+    from ..plugins import HookEvent
+
     return HookEvent(name, scope.tenant, scope.agent, scope.session, "model", cwd, data, host)
 
 
