@@ -138,6 +138,7 @@ class Agent:
             on_event=on_event,
             say=self.say,
             probe=self.probe,
+            hook_host=house,
         )
         self.turns = 0
         self.finishes = 0
@@ -152,6 +153,7 @@ class Agent:
             cwd=str(root) if root is not None else None,
             subagent=self.actor.kind == "subagent",
             say=self.say,
+            host=house,
         )
 
     def work_agent(self, scope: Scope) -> WorkAgent | None:
@@ -322,6 +324,7 @@ class Agent:
         self.say("call", f"{call.name} {call.arguments}")
         outcome = self.house.run(call, self.actor, offered=self.catalog, join_step=step)
         receipt = self.house.record(outcome, join_step=step)
+        self.hooks.after_call(call.name, outcome.judgment.hooks, receipt.observations.get("hooks"))
         self.say("result", f"{call.name}: {receipt.status} ({outcome.judgment.label})")
         # What the call returned (as stored): a person watching sees what the model will read;
         # each surface decides how much of it to show.

@@ -27,6 +27,8 @@ change nothing::
     plugin_settings: {chrome: {origins: ["http://127.0.0.1:8000"]}}   # operator-only
     work: {parallel: 2, budget: {tokens: 500000}}   # operator-only: work steps, task budget
     serve: {allowed_hosts: [comal.internal]}   # operator-only: comal serve's guards and limits
+    hooks: {PreToolUse: [{matcher: Bash, hooks: [{type: command, command: ./check.sh}]}]}
+    hooks_from: [.claude/settings.json]   # operator-only: Claude Code's hooks, unchanged
 
 Every value is checked with its range when the file is read (engine settings with the chosen
 engine's own ranges); an error names the file, the key and the allowed range.
@@ -38,7 +40,7 @@ Precedence: defaults < file < environment (``COMAL_MODEL``, ``COMAL_MODE``, ``CO
 
 Operator-only settings (:data:`OPERATOR_ONLY`: windows, output reserve and escalation,
 engine and its settings, caps and limits, the sandbox, the cache, MCP servers, plugins and
-their settings, serve, work steps and the task's budget) come only from these sources, which
+their settings, serve, work steps and the task's budget, hooks) come only from these sources, which
 the model cannot reach: the configuration is read once when the process starts into frozen
 values, no operation in the model's catalog changes any of them, and the policy denies the
 model's Write/Edit of the configuration file and shell commands naming its directory, while
@@ -61,11 +63,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .._config_file import CONFIG_ENV, ConfigNotFound, named_config
 from ..context import engine_config, get_engine
 from ..errors import InputError
+from ..hooks import HooksSection
 from ..ops import McpServerConfig, Mode, Policy, Rule, Workspace
 from ..ops._mcp_config import SERVER_NAME
 from ..tokens import resolve_window
 from ._cache import CacheConfig
 from ._config_doc import allowed
+from ._config_hooks import HOOKS_FIELD, HOOKS_FROM_FIELD, HooksFile
 from ._config_parts import (
     AgentProfile,
     Command,
@@ -113,6 +117,8 @@ OPERATOR_ONLY = frozenset(
         "plugin_settings",
         "serve",
         "work",
+        "hooks",
+        "hooks_from",
     }
 )
 ENV_KEYS = {"COMAL_MODEL": "model", "COMAL_MODE": "mode", "COMAL_MAX_TURNS": "max_turns"}
@@ -222,6 +228,8 @@ class Config(Strict):
         "plugin's model when the configuration is read (operator-only).",
     )
     work: WorkConfig = Field(default_factory=WorkConfig)
+    hooks: HooksSection = HOOKS_FIELD
+    hooks_from: list[HooksFile] = HOOKS_FROM_FIELD
 
     @field_validator("engine")
     @classmethod

@@ -75,6 +75,7 @@ BUILTINS: Final = (
     ("comal-engines", "comal.context._plugin"),
     ("comal-jobs", "comal.compaction._plugin"),
     ("comal-wire", "comal.messages.wire._plugin"),
+    ("comal-hooks", "comal.hooks._plugin"),
 )
 
 
