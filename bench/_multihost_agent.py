@@ -63,7 +63,7 @@ def _run(cmd: dict[str, Any]) -> None:
         scope = Scope(TENANT, f"agent-{cmd['k']}", cmd["session"])
         if led.session(scope) is None:
             led.create_session(scope.tenant, scope.agent, session_id=scope.session)
-        house = House(
+        house = House.of(
             led, scope, default_registry(), Policy(mode="trusted"), workspace=Workspace(cmd["root"])
         )
         settings = AgentSettings.for_model(

@@ -53,7 +53,7 @@ def work(cmd: dict[str, Any]) -> None:
 
     led = open_ledger(cmd["db"], counter=EstimatingCounter())
     scope = Scope("t", "a", cmd["session"])
-    house = House(
+    house = House.of(
         led,
         scope,
         default_registry(),

@@ -101,7 +101,7 @@ def rig(
     root.mkdir(parents=True, exist_ok=True)
     led = open_ledger(db or tmp_path / "ledger.db", counter=EstimatingCounter())
     scope = scope or led.create_session("t", "a")
-    house = House(
+    house = House.of(
         led,
         scope,
         default_registry(),

@@ -138,7 +138,7 @@ def expand_all(ledger: LedgerBackend, scope: Scope, summary: SummaryRecord) -> s
     """``ctx_expand`` page after page, following ``next_call`` as a model would."""
     from comal.ops import Actor, House, Policy, default_registry
 
-    house = House(ledger, scope, default_registry(), Policy(mode="trusted"))
+    house = House.of(ledger, scope, default_registry(), Policy(mode="trusted"))
     args: dict[str, object] = {"summary": summary.id}
     text = ""
     for n in range(10_000):

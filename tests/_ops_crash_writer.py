@@ -42,7 +42,7 @@ def work(cmd: dict[str, Any]) -> None:
         if phase == cmd["pause"]:
             time.sleep(60)
 
-    house = House(
+    house = House.of(
         led,
         scope,
         default_registry(),

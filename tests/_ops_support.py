@@ -57,7 +57,7 @@ def make_setup(
     path.parent.mkdir(parents=True, exist_ok=True)
     led = open_ledger(path, counter=EstimatingCounter())
     scope = led.create_session(tenant, "a", session_id=session)
-    house = House(
+    house = House.of(
         led,
         scope,
         registry if registry is not None else default_registry(),

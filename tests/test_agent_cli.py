@@ -266,7 +266,7 @@ def test_operator_settings_are_out_of_the_model_reach(tmp_path: Path) -> None:
     )
     led = open_ledger(tmp_path / "l.db")
     scope = led.create_session("t", "a")
-    house = House(led, scope, default_registry(), policy, workspace=workspace, guard=unguarded)
+    house = House.of(led, scope, default_registry(), policy, workspace=workspace, guard=unguarded)
     attempts = {
         "Write": {"path": ".config/comal/config.json", "content": '{"spend": {}}'},
         "Edit": {"path": ".config/comal/config.json", "old_string": "{", "new_string": "{ "},

@@ -116,7 +116,7 @@ def test_compact_is_queued_while_an_agent_holds_the_session(tmp_path: Path) -> N
         assert led.latest_checkpoint(scope) is None
         # The agent holding the session applies it at the start of its next turn.
         reply = {"content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn"}
-        house = House(
+        house = House.of(
             led, scope, default_registry(), Policy(), workspace=Workspace(tmp_path),
             guard=unguarded,
         )  # fmt: skip

@@ -24,7 +24,7 @@ from comal.agent._lifecycle import MAX_CONTINUES
 from comal.errors import InputError
 from comal.hooks import CommandHooks
 from comal.hooks._plugin import forget_started
-from comal.ops import Workspace, default_registry, receipts
+from comal.ops import Workspace, default_registry, receipts, unguarded
 from comal.testing import ScriptedProvider
 
 HOOKS = ".claude/hooks"
@@ -49,7 +49,7 @@ def hooked(
     )
     factory = house_factory(
         r.ledger, config, default_registry(), workspace=Workspace(r.root),
-        protect=tmp_path / "config.json",
+        protect=tmp_path / "config.json", guard=unguarded,  # the test is the only writer
     )  # fmt: skip
     r.house = factory.house(r.scope)
     return r

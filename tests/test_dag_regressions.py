@@ -262,7 +262,7 @@ def test_over_a_spend_cap_the_summarizer_is_not_called(tmp_path: Path) -> None:
 
 
 def _house(led: LedgerBackend, scope: Scope) -> House:
-    return House(led, scope, default_registry(), Policy(mode="trusted"))
+    return House.of(led, scope, default_registry(), Policy(mode="trusted"))
 
 
 def _call(house: House, name: str, **args: object) -> str:

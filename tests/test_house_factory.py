@@ -78,7 +78,7 @@ def test_human_operations_are_values_bound_to_the_host_through_the_house(
     report = one.control("context", {})
     assert not report.result.is_error and report.receipt.observations["report"]["engine"]
     # A house no host runs has nothing to report on: a coded error, with a receipt.
-    bare = House(one.ledger, one.need_scope(), one.registry, Policy(mode="trusted"))
+    bare = House.of(one.ledger, one.need_scope(), one.registry, Policy(mode="trusted"))
     call = ToolCall("c1", "context", "{}")
     outcome = bare.run(call, Actor.user("ana"), surface="cli")
     assert outcome.result.is_error and "needs the session's host" in outcome.result.text

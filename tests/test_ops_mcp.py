@@ -125,7 +125,7 @@ def test_interrupted_mcp_call_stays_uncertain(s: Setup) -> None:
         if phase == "prepared":
             raise Crash
 
-    house = House(
+    house = House.of(
         s.ledger, s.scope, s.house.registry, Policy(mode="trusted"), probe=die, guard=unguarded
     )
     tool_call = call("mcp__t__note", {"line": "maybe"})

@@ -267,7 +267,7 @@ def test_a_plugin_operation_is_judged_and_receipted_like_a_native_one(
     ws = Workspace(tmp_path)
 
     def handle(policy: dict[str, Any], call_id: str) -> Any:
-        house = House(ledger, scope, registry, Policy.from_config(policy), workspace=ws)
+        house = House.of(ledger, scope, registry, Policy.from_config(policy), workspace=ws)
         call = ToolCall(call_id, "WordCount", json.dumps({"text": "one two three"}))
         ledger.append(scope, [Message.assistant("", call)])
         return house.handle(call, Actor.user("tester"))[0]

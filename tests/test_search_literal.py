@@ -177,7 +177,7 @@ def _recall(led: LedgerBackend, scope: Scope, name: str, args: dict[str, Any]) -
     """The model's call, through a house: judged, run and receipted."""
     tool_call = ToolCall("c1", name, json.dumps(args))
     step = led.append(scope, [Message.assistant("", tool_call)])[0].step
-    house = House(led, scope, default_registry(), Policy(mode="trusted"))
+    house = House.of(led, scope, default_registry(), Policy(mode="trusted"))
     return house.handle(tool_call, Actor.user("ana"), join_step=step)
 
 

@@ -297,7 +297,7 @@ def test_steps_run_at_once_on_every_backend(any_ledger: LedgerBackend, tmp_path:
     root = tmp_path / "ws"
     root.mkdir()
     scope = any_ledger.create_session("t", "a")
-    house = House(
+    house = House.of(
         any_ledger, scope, default_registry(), Policy(mode="trusted"), workspace=Workspace(root)
     )
     barrier = Barrier(2, {1: _kid("a"), 2: _kid("b")})

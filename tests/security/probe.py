@@ -39,7 +39,7 @@ def house(tmp: Path, config: dict[str, Any], ledger: Path | None = None) -> tupl
     led = open_ledger(ledger or tmp / "ledger.db")
     scope = led.create_session("t", "a")
     policy = Policy.from_config(config)
-    house = House(
+    house = House.of(
         led, scope, default_registry(), policy, workspace=Workspace(ws), guard=unguarded
     )  # the probe is the session's only writer
     return house, ws

@@ -53,7 +53,7 @@ def _call(led: LedgerBackend, scope: Scope, name: str, args: dict[str, Any]) -> 
     """The model's call through a house: (receipt status, the text the model gets)."""
     tool_call = ToolCall(f"c{name}", name, json.dumps(args))
     step = led.append(scope, [Message.assistant("", tool_call)])[0].step
-    house = House(led, scope, default_registry(), Policy(mode="trusted"))
+    house = House.of(led, scope, default_registry(), Policy(mode="trusted"))
     outcome, receipt = house.handle(tool_call, Actor.user("ana"), join_step=step)
     return receipt.status, outcome.result.text
 

@@ -42,7 +42,7 @@ def _call(led: LedgerBackend, scope: Scope, name: str, args: dict[str, object]) 
     """The model's call through a house: the text the model reads."""
     call = ToolCall(f"c-{name}", name, json.dumps(args))
     step = led.append(scope, [Message.assistant("", call)])[0].step
-    house = House(led, scope, default_registry(), Policy(mode="trusted"))
+    house = House.of(led, scope, default_registry(), Policy(mode="trusted"))
     outcome, receipt = house.handle(call, Actor.user("ana"), join_step=step)
     assert receipt.status == "ok", outcome.result.text
     return outcome.result.text

@@ -157,7 +157,7 @@ def _memory_search(led: LedgerBackend, scope: Scope, query: str) -> tuple[str, s
     """The model's memory_search in ``scope``, through a house: (status, its text)."""
     call = ToolCall("m1", "memory_search", json.dumps({"query": query}))
     step = led.append(scope, [Message.assistant("", call)])[0].step
-    house = House(led, scope, default_registry(), Policy(mode="trusted"))
+    house = House.of(led, scope, default_registry(), Policy(mode="trusted"))
     outcome, receipt = house.handle(call, Actor.subagent(scope.session, "x"), join_step=step)
     return receipt.status, outcome.result.text
 

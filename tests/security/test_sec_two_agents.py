@@ -1,6 +1,6 @@
 """Issue 30, item 8: two library users on one session, without its lock, split its steps.
 
-Each thread builds its house and agent through the public API (``House(...)``, ``Agent(...)``
+Each thread builds its house and agent through the public API (``House.of(...)``, ``Agent(...)``
 as the ``comal.agent`` docstring shows) on the same session, each on its own ledger
 connection, and runs a task of effectful calls (Writes). Without the session lock their steps
 interleave: an assistant step of one lands between the other's call and its result, and
@@ -76,7 +76,7 @@ def _two_users(store: LedgerStore, ws: Path, *, lock: bool) -> tuple[Scope, Coun
     def user(k: int) -> None:
         led = store.open()
         try:
-            house = House(
+            house = House.of(
                 led, scope, default_registry(), Policy(mode="trusted"), workspace=Workspace(ws),
                 probe=_slow_effect,
             )  # fmt: skip
@@ -158,7 +158,7 @@ def test_a_house_built_without_a_guard_refuses_effects_with_a_coded_error(
     led = store.open()
     try:
         scope = led.create_session("t", "a")
-        house = House(led, scope, default_registry(), Policy(mode="trusted"),
+        house = House.of(led, scope, default_registry(), Policy(mode="trusted"),
                       workspace=Workspace(ws))  # fmt: skip
         ana = Actor.user("ana")
         write = ToolCall("w1", "Write", '{"path": "w.txt", "content": "y"}')

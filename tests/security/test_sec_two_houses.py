@@ -1,6 +1,6 @@
 """Issue 18: two houses on one session without its lock never run a call unrecorded.
 
-Library use built ``House(...)`` directly, with no guard (the agent's guard is the session
+Library use built ``House.of(...)`` directly, with no guard (the agent's guard is the session
 lock); since issue 30 such a house guards the session's lock itself
 (``test_sec_two_agents.py``), and only ``guard=unguarded`` gives a house without one. Two such
 houses, each with its own ledger connection, each proposing calls the model's
@@ -59,7 +59,7 @@ def _race(
 
     def house_loop(k: int) -> None:
         led = store.open()
-        house = House(
+        house = House.of(
             led,
             scope,
             default_registry(),
@@ -133,7 +133,7 @@ def test_a_call_whose_step_was_overtaken_does_not_run(store: LedgerStore, tmp_pa
     ws.mkdir()
     led = store.open()
     scope = led.create_session("t", "a")
-    house = House(
+    house = House.of(
         led, scope, default_registry(), Policy(mode="trusted"), workspace=Workspace(ws),
         guard=unguarded,
     )  # fmt: skip

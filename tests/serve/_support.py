@@ -157,7 +157,7 @@ def asking_agent(
 
     def run() -> None:
         try:
-            house = House(
+            house = House.of(
                 led,
                 scope,
                 default_registry(),

@@ -3,7 +3,7 @@
 ::
 
     scope = start_session(ledger, "local", "comal")
-    house = House(ledger, scope, default_registry(), Policy.from_config({"mode": "trusted"}),
+    house = House.of(ledger, scope, default_registry(), Policy.from_config({"mode": "trusted"}),
                   workspace=Workspace("."))
     agent = Agent(ledger, scope, provider, house, AgentSettings.for_model("claude-sonnet-4-6"))
     with lock_session(ledger, scope):

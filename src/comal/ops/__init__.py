@@ -3,7 +3,7 @@
 The model proposes; the house judges, executes and leaves a receipt::
 
     registry = default_registry()                        # one registry, every surface
-    house = House(ledger, scope, registry, Policy.from_config({"allow": ["Bash(git *)"]}),
+    house = House.of(ledger, scope, registry, Policy.from_config({"allow": ["Bash(git *)"]}),
                   workspace=Workspace("."), approver=PromptApprover(Actor.user("ana")))
     tools = house.catalog("model").tools("anthropic")    # what the model is offered
     with lock_session(ledger, scope):                    # comal.agent: one writer a session

@@ -3,7 +3,7 @@
 One writer per session (RES-2): two houses that append to one session at once interleave its
 steps — one's assistant step lands between the other's call and its result — and ``verify``
 finds the steps split. The agent's runtime guards its houses with its own lock; a house built
-any other way (``House(...)``, ``HouseFactory(...).house(scope)``, :func:`comal.agent.
+any other way (``House.of(...)``, ``HouseFactory(...).house(scope)``, :func:`comal.agent.
 house_factory` without a guard) gets :class:`SessionGuard` for its session: a call with effects
 runs only while this process holds that session's lock, taken with
 :func:`comal.agent.lock_session` (which notes it here) before or after the house was built. A

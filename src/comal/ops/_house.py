@@ -29,7 +29,6 @@ A ``probe(phase, call_id)`` callback, when given, is called at ``judged``, ``pre
 from __future__ import annotations
 
 import errno
-from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,7 +36,6 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ComalError, LedgerError, UserError
 from ..ledger import LedgerBackend, Scope
 from ..messages import Message, Role, ToolCall, ToolResult, sha256_hex
-from ._approval import Approver
 from ._errors import OperationTimeout, ToolFailure
 from ._guard import guard_output
 from ._held import SessionGuard
@@ -63,7 +61,7 @@ from ._policy import Policy
 from ._receipt import OutputInfo, Receipt, disposition_for
 from ._sandbox import Sandbox, SandboxStatus, default_protected_paths
 from ._unjoined import kept_apart, overtaken
-from ._workspace import Workspace, atomic_write, digest_of, os_failure
+from ._workspace import atomic_write, digest_of, os_failure
 
 if TYPE_CHECKING:
     from ..plugins import HookOutcome
@@ -106,38 +104,22 @@ def _hook_seen(hooks: HookOutcome | None) -> dict[str, Any]:
 class House:
     """One house per session: a registry, a policy, a workspace and the session's ledger."""
 
-    def __init__(
-        self,
-        ledger: LedgerBackend,
-        scope: Scope,
-        registry: Registry,
-        policy: Policy | None = None,
-        *,
-        workspace: Workspace | None = None,
-        approver: Approver | None = None,
-        settings: HostSettings | None = None,
-        probe: Probe | None = None,
-        protected_paths: Iterable[str | Path] = (),
-        bwrap: str | None = None,
-        guard: Callable[[], None] | None = None,
-        host: object = None,
-        plugin_settings: Mapping[str, Mapping[str, Any]] | None = None,
-        hooks: object = None,
-    ) -> None:
-        policy = policy if policy is not None else Policy()
-        # Not given: calls with effects run only while this process holds the session's lock
-        # (:mod:`._held`). Kept in the factory, so a child session's house runs under it too.
-        guard = guard if guard is not None else SessionGuard(scope.session)
-        self._made = HouseFactory(
-            ledger, registry, policy, workspace=workspace, approver=approver, settings=settings,
-            probe=probe, protected_paths=tuple(protected_paths), bwrap=bwrap, guard=guard,
-            host=host, plugin_settings=dict(plugin_settings or {}), hooks=hooks,
-        )  # fmt: skip
+    def __init__(self, factory: HouseFactory, scope: Scope) -> None:
+        """Made by :meth:`HouseFactory.house`, the one way a house is built; a library caller
+        with no factory of its own uses :meth:`House.of`, which makes one."""
+        # No guard given: calls with effects run only while this process holds the session's
+        # lock (:mod:`._held`). Kept in the factory, so a child session's house runs under it.
+        guard = factory.guard if factory.guard is not None else SessionGuard(scope.session)
+        self._made = factory if factory.guard is not None else replace(factory, guard=guard)
+        policy = factory.policy
+        ledger, registry, workspace = factory.ledger, factory.registry, factory.workspace
+        settings, approver, hooks = factory.settings, factory.approver, factory.hooks
+        protected_paths, bwrap = factory.protected_paths, factory.bwrap
         # The operator's command hooks (:class:`comal.hooks.CommandHooks`), which the built-in
         # ``comal-hooks`` plugin runs in this house's sandbox; the model cannot change them.
         self.hooks = hooks
         # The host's human controls (``/context``, ``/compact``) reach their handlers here.
-        self.host = host
+        self.host = factory.host
         # Raises (a coded error) when this process may not change the session now, so two
         # houses on one session cannot interleave effects and split each other's steps.
         self._guard = guard
@@ -170,7 +152,22 @@ class House:
             sandbox=self.sandbox,
             before=lambda call, surface, d: pre_tool_use(call, scope, surface, cwd, d, self),
         )
-        self._probe = probe
+        self._probe = factory.probe
+
+    @classmethod
+    def of(
+        cls,
+        ledger: LedgerBackend,
+        scope: Scope,
+        registry: Registry,
+        policy: Policy | None = None,
+        **parts: Any,
+    ) -> House:
+        """A house of ``scope`` from a factory made of these parts (the keyword arguments of
+        :class:`HouseFactory`): for a library caller that has no factory of its own."""
+        factory = HouseFactory(ledger, registry, policy if policy is not None else Policy(),
+                               **parts)  # fmt: skip
+        return factory.house(scope)
 
     @property
     def factory(self) -> HouseFactory:

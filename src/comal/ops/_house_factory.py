@@ -50,14 +50,9 @@ class HouseFactory:
     hooks: object = None
 
     def house(self, scope: Scope) -> House:
-        from ._house import House  # the house module builds its own factory from this one
+        from ._house import House
 
-        return House(
-            self.ledger, scope, self.registry, self.policy, workspace=self.workspace,
-            approver=self.approver, settings=self.settings, probe=self.probe,
-            protected_paths=self.protected_paths, bwrap=self.bwrap, guard=self.guard,
-            host=self.host, plugin_settings=self.plugin_settings, hooks=self.hooks,
-        )  # fmt: skip
+        return House(self, scope)
 
     def but(self, **changes: Any) -> HouseFactory:
         """This factory with some parts changed (a stricter policy, another registry)."""

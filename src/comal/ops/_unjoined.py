@@ -2,7 +2,7 @@
 
 A model-surface result is appended to the step that proposed its call, and only the session's
 latest step can be joined. Two houses on one session without the session's lock (library use:
-``House(...)`` built directly, no guard) interleave their steps, so one house's call can find
+``House.of(...)`` built directly, no guard) interleave their steps, so one house's call can find
 its step overtaken by the other's: its ``record()`` used to fail after the call had run, and
 the effect had no receipt. Now:
 
