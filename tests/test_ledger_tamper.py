@@ -25,7 +25,7 @@ from comal.ledger import (
     UsageInput,
     verify,
 )
-from comal.ledger._rows import HEAD, SEALED
+from comal.ledger._rows import HEAD, SEALED, sealed_values
 from comal.messages import Message, ToolCall, canonical_json, message_to_json, sha256_hex
 from comal.tokens import Usage
 
@@ -125,7 +125,7 @@ def test_a_row_that_does_not_decode_is_a_coded_error(ledger_store: LedgerStore) 
     )
     with ledger_store.open() as led:
         row = next(e for e in led._raw_entries() if e[1] == 0)  # type: ignore[attr-defined]
-        seal = led._sealer.seal("entries", row[: len(SEALED["entries"])])
+        seal = led._sealer.seal("entries", sealed_values("entries", row))
         ledger_store.execute(f"UPDATE entries SET seal = '{seal}' WHERE seq = 0")
     with ledger_store.open() as led:
         with pytest.raises(LedgerCorrupt) as err:

@@ -6,12 +6,13 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..messages import canonical_json, sha256_hex
+from . import _ledger_head as ledger_head
 from ._backfill import SPEND_MINUTES, SPEND_RUNS
 from ._bodies import unpack
 from ._db import Db
 from ._errors import SessionHasChildren
 from ._model import Deletion, Scope, log
-from ._rows import COLUMNS, SEALED, deletion_from_row, whole
+from ._rows import COLUMNS, SEALED, deletion_from_row, seal_row, whole
 from ._savings import saving_mismatches
 from ._store import StoreBase, now
 from ._text import check_text, storable
@@ -95,19 +96,21 @@ class Admin(StoreBase):
         for table in ("requests", "records", "checkpoints", "entries"):
             c.execute((f"DELETE FROM {table} WHERE session_id = ?"), (sid,))
         c.execute(("DELETE FROM sessions WHERE id = ?"), (sid,))
+        ledger_head.advance(c, self._sealer, self._ledger_id, removed=[sid])
         tenant, agent, parent, title, created_at, tokens = info
         tokens = tokens if whole(tokens) else 0  # a damaged counter must not block deletion
         sealed: tuple[Any, ...] = (sid, tenant, agent, parent, title, created_at, now(), by)
         sealed += (counts["entries"],)
         sealed += (int(tokens), canonical_json(counts), sha256_hex(canonical_json(removed)))
-        new = c.execute(
-            f"INSERT INTO deletions ({', '.join(SEALED['deletions'])}, seal)"
-            f" VALUES ({', '.join('?' * (len(sealed) + 1))}) RETURNING id",
-            (*sealed, self._sealer.seal("deletions", sealed)),
-        ).fetchone()
+        (did,) = self._dialect.new_ids(c, "deletions", 1)
+        c.execute(
+            f"INSERT INTO deletions (id, {', '.join(SEALED['deletions'])}, seal)"
+            f"{self._dialect.overriding} VALUES ({', '.join('?' * (len(sealed) + 2))})",
+            (did, *sealed, seal_row(self._sealer, "deletions", sealed, did)),
+        )
         log.info("ledger: session %s deleted (%d entries)", sid, counts["entries"])
         return Deletion(
-            int(new[0]),
+            did,
             sid,
             tenant,
             agent,
@@ -174,6 +177,15 @@ class Admin(StoreBase):
         return [
             deletion_from_row(self._sealer, r) for r in self._select("deletions", where, args, "id")
         ]
+
+    def _ledger_head_row(self) -> tuple[Any, ...] | None:
+        """The raw ``(generation, sessions, digest, seal)`` of the ledger's head (verify)."""
+        with self._reading() as c:
+            row: tuple[Any, ...] | None = c.execute(
+                "SELECT generation, sessions, digest, seal FROM ledger_head WHERE name = ?",
+                (ledger_head.NAME,),
+            ).fetchone()
+        return row
 
     # -- raw access for verify ------------------------------------------------------------------
     def _raw_entries(self) -> Iterator[tuple[Any, ...]]:

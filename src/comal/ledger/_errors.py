@@ -20,6 +20,7 @@ __all__ = [
     "LedgerCorrupt",
     "LedgerForeign",
     "LedgerIsADirectory",
+    "LedgerKeyMismatch",
     "LedgerNotADatabase",
     "LedgerNotFound",
     "LedgerReadOnly",
@@ -91,6 +92,14 @@ class LedgerSecretMissing(_AtTarget, LedgerError):
     (and a PostgreSQL ledger cannot be created or migrated) without it."""
 
     code = "LEDGER_SECRET_MISSING"
+
+
+class LedgerKeyMismatch(_AtTarget, LedgerIntegrityError):
+    """A secret was found for the ledger, but its key check (``ledger_meta``) says the ledger
+    was sealed under another one, or its id no longer names a key: the ledger is refused rather
+    than read with its seals unchecked (``verify`` still opens it, to report)."""
+
+    code = "LEDGER_KEY_MISMATCH"
 
 
 class LedgerTimeout(_AtTarget, LedgerError):

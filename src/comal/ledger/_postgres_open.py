@@ -176,6 +176,7 @@ class PgDialectBase(Dialect):
         "rowless": "",
     }
     place = "PostgreSQL schema"
+    overriding = " OVERRIDING SYSTEM VALUE"
     foreign_todo = (
         "give the ledger a schema of its own (pass schema=..., or options=-csearch_path=...)"
     )
@@ -212,6 +213,15 @@ class PgDialectBase(Dialect):
 
     def migrated(self, db: Db, applied: int) -> None:
         """Nothing: a PostgreSQL ledger's version is the migrations it records."""
+
+    def new_ids(self, db: Db, table: str, n: int) -> list[int]:
+        # From the identity column's own sequence: concurrent writers never share an id, and
+        # the ids a rolled-back write took are skipped, as any identity's are.
+        rows = db.execute(
+            f"SELECT nextval(pg_get_serial_sequence(?, 'id')) FROM generate_series(1, {int(n)})",
+            (table,),
+        ).fetchall()
+        return sorted(int(r[0]) for r in rows)
 
     def session_tables(self, db: Db) -> list[str]:
         rows = db.execute(

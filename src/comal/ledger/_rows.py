@@ -1,8 +1,9 @@
 """Rows to values, checked: both backends select the same columns in the same order.
 
 Every table's row carries a **seal** over the columns named in :data:`SEALED` (every stored
-column but the id, the seal itself and the body, whose own sha256 ``digest`` is sealed instead),
-keyed with the ledger's secret (``_seal``). An entry's sealed columns end with ``prev_seal``, the
+column but the seal itself and the body, whose own sha256 ``digest`` is sealed instead) and its
+id (:func:`sealed_values`: a row's identity is part of what is sealed), keyed with the ledger's
+secret (``_seal``). An entry's sealed columns end with ``prev_seal``, the
 seal of the entry before it in its session, so the entries of a session form a chain; the
 session row carries the chain's ``head`` (its last entry's seal) and ``head_seal``, the seal of
 (session, next_seq, head), so a cut tail shows too. Decoding a row checks seal and digest, so a
@@ -97,9 +98,21 @@ COLUMNS = {t: ", ".join(SEALED[t] + _TRAILERS[t]) for t in SEALED}
 HEAD = "session_heads"
 
 
-def seal_matches(sealer: Sealer, table: str, r: Sequence[Any]) -> bool:
+def sealed_values(table: str, r: Sequence[Any]) -> tuple[Any, ...]:
+    """What a row's seal covers: its sealed columns and, but for a session (whose id is its
+    first sealed column), its id, which follows the seal in every SELECT list. With the id
+    inside, two rows that trade ids (or contents) no longer match their seals."""
     n = len(SEALED[table])
-    return sealer.matches(table, r[:n], r[n])
+    return tuple(r[:n]) if table == "sessions" else (*r[:n], r[n + 1])
+
+
+def seal_row(sealer: Sealer, table: str, values: Sequence[Any], row_id: Any) -> str:
+    """The seal of a new row of ``table`` (not ``sessions``) with id ``row_id``."""
+    return sealer.seal(table, (*values, row_id))
+
+
+def seal_matches(sealer: Sealer, table: str, r: Sequence[Any]) -> bool:
+    return sealer.matches(table, sealed_values(table, r), r[len(SEALED[table])])
 
 
 def check_seal(sealer: Sealer, table: str, r: Sequence[Any], row_id: Any, session: Any) -> None:

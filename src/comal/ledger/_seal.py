@@ -35,9 +35,9 @@ from typing import Any
 
 from platformdirs import user_state_dir
 
-from ..errors import UserError
+from ..errors import LedgerError, UserError
 from ..messages import canonical_json
-from ._errors import LedgerSecretMissing, LedgerUnavailable
+from ._errors import LedgerKeyMismatch, LedgerSecretMissing, LedgerUnavailable
 
 ENV = "COMAL_LEDGER_SECRET"
 Secret = str | bytes
@@ -51,12 +51,33 @@ class Sealer:
     """Seals rows under one key; ``problem`` says why it cannot (no secret, a wrong one)."""
 
     def __init__(
-        self, key: bytes | None, source: str, problem: str | None = None, target: str | None = None
+        self,
+        key: bytes | None,
+        source: str,
+        problem: str | None = None,
+        target: str | None = None,
+        *,
+        mismatch: bool = False,
     ) -> None:
         self._keyed = _keyed(key) if key is not None else None
         self.source = source
         self.problem = problem if key is not None or problem else "no secret"
         self.target = target  # the ledger, as messages name it
+        # A secret was found but the ledger's key check names another (or its id is damaged):
+        # a sign of an edited ledger_meta, not only of a ledger moved without its key.
+        self.mismatch = mismatch
+
+    def refusal(self, doing: str) -> LedgerError:
+        """The coded error for ``doing`` something that needs the seals checked."""
+        if self.mismatch:
+            return LedgerKeyMismatch(
+                self.target,
+                f"cannot {doing}: {self.problem}",
+                "if this is the ledger's own secret, its ledger_meta was changed outside comal: "
+                "run `comal verify` and restore the ledger from a backup; else give it the "
+                f"secret it was made with ({ENV}, or its key file)",
+            )
+        return LedgerSecretMissing(self.target, f"cannot {doing}: {self.problem}", _TODO)
 
     @property
     def checks(self) -> bool:
@@ -199,7 +220,7 @@ def find_sealer(keying: Keying, meta: dict[str, Any]) -> Sealer:
         ledger_id = meta.get("id")
         if not (isinstance(ledger_id, str) and _ID.fullmatch(ledger_id)):
             problem = "the ledger's id is damaged, so its key file cannot be named"
-            return Sealer(None, "", problem, keying.target)
+            return Sealer(None, "", problem, keying.target, mismatch=True)
         path = key_path(ledger_id)
         looked.append((f"the file {path}", _read(path)))
     env = os.environ.get(ENV)
@@ -213,13 +234,15 @@ def find_sealer(keying: Keying, meta: dict[str, Any]) -> Sealer:
     if found:
         problem = (
             f"the secret from {' and '.join(found)} is not the one this ledger was sealed with"
+            " (its key check does not match)"
         )
-    else:
-        where = " or ".join(s for s, _ in looked)
-        problem = (
-            f"this ledger's secret was not found ({where}); a ledger copied from another machine "
-            f"needs its key file copied too, or {ENV} set to the key file's content"
-        )
+        return Sealer(None, "", f"{problem}, so its seals cannot be checked", keying.target,
+                      mismatch=True)  # fmt: skip
+    where = " or ".join(s for s, _ in looked)
+    problem = (
+        f"this ledger's secret was not found ({where}); a ledger copied from another machine "
+        f"needs its key file copied too, or {ENV} set to the key file's content"
+    )
     return Sealer(None, "", f"{problem}, so its seals cannot be checked", keying.target)
 
 

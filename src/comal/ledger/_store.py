@@ -100,6 +100,7 @@ class StoreBase:
         self._cache = EntryCache()
         self._heads: dict[str, tuple[Any, ...]] = {}  # see Sessions._append_step
         self.target = db.target
+        self._ledger_id: Any = meta.get("id")
 
     @property
     def counter(self) -> TokenCounter:

@@ -40,6 +40,7 @@ from ..messages import (
     message_to_json,
     sha256_hex,
 )
+from . import _ledger_head
 from ._backend import LedgerBackend
 from ._bodies import unpack
 from ._model import RECORD_TABLES, Fault, VerifyReport
@@ -129,6 +130,7 @@ def verify(ledger: LedgerBackend, *, database: bool = True, search: bool = False
         for p in problems:
             w.fault(None, "database", None, "integrity", p)
     w.walk("sessions", lambda: store._raw_table("sessions"), lambda r: _session(w, r))
+    _check_ledger_head(w, store)
     entries = _Entries(w)
     w.walk("entries", store._raw_entries, entries.check)
     entries.close_session()
@@ -184,6 +186,54 @@ def verify(ledger: LedgerBackend, *, database: bool = True, search: bool = False
 
 def _deletion(w: _Walk, r: tuple[Any, ...]) -> None:
     w.sealed("deletions", r, r[13], r[0])
+
+
+def _event(w: _Walk, r: tuple[Any, ...]) -> None:
+    w.sealed("ledger_events", r, r[4], None)
+
+
+def _check_ledger_head(w: _Walk, store: Store) -> None:
+    """The ledger's sealed head against the sessions stored: a session deleted whole (its row
+    and every row naming it) or put in from elsewhere shows here and nowhere else."""
+    try:
+        row = store._ledger_head_row()
+    except LedgerError as exc:
+        w.fault(None, "ledger_head", None, "unreadable", str(exc))
+        return
+    if row is None:
+        w.fault(
+            None,
+            "ledger_head",
+            _ledger_head.NAME,
+            "missing",
+            "the ledger's sealed head is missing, so a deleted session cannot be seen",
+        )
+        return  # fmt: skip
+    if not _ledger_head.head_matches(w.sealer, store._ledger_id, row):
+        w.fault(
+            None,
+            "ledger_head",
+            _ledger_head.NAME,
+            "seal",
+            "the ledger's head does not match its seal (or the ledger's id was changed)",
+        )
+        return  # fmt: skip
+    if not w.sealer.checks:
+        return  # a session's mark needs the secret
+    n, digest = _ledger_head.expected(w.sealer, w.sessions)
+    claimed = row[1]
+    if n == claimed and digest == row[2]:
+        return
+    if whole(claimed) and n != claimed:
+        gone = claimed - n
+        what = "deleted" if gone > 0 else "put in"
+        count = f"{abs(gone)} session{'s' if abs(gone) != 1 else ''}"
+        detail = f"the ledger's sealed head counts {claimed} sessions and {n} are stored: "
+        detail += f"{count} {what} outside comal (comal's own deletions move the head)"
+    else:
+        detail = "the sessions stored are not those the ledger's head was sealed over: one was "
+        detail += "replaced outside comal"
+    w.fault(None, "ledger_head", _ledger_head.NAME, "sessions", detail)
 
 
 def _session(w: _Walk, r: tuple[Any, ...]) -> None:
