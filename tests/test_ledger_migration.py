@@ -223,8 +223,9 @@ def test_sealing_identity_without_the_secret_is_refused_and_writes_nothing(
     secret, state = os.environ["COMAL_LEDGER_SECRET"], os.environ["XDG_STATE_HOME"]
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "elsewhere"))  # no key file here
     monkeypatch.delenv("COMAL_LEDGER_SECRET")
-    with pytest.raises(LedgerSecretMissing, match="reseal its rows"):
-        ledger_store.open()
+    for strict in (True, False):  # not even verify's lenient open skips it
+        with pytest.raises(LedgerSecretMissing, match="reseal its rows"):
+            ledger_store.open(strict=strict)
     assert _raw_seals(ledger_store) == before  # nothing half resealed
     monkeypatch.setenv("COMAL_LEDGER_SECRET", secret)
     monkeypatch.setenv("XDG_STATE_HOME", state)  # back where the key file is

@@ -232,7 +232,8 @@ class PostgresLedger(Store):
 
     ``schema`` names the PostgreSQL schema holding the tables (created if missing and
     ``create``); without it the connection's ``search_path`` decides (normally ``public``).
-    ``secret`` keys the seals instead of ``COMAL_LEDGER_SECRET``.
+    ``secret`` keys the seals instead of ``COMAL_LEDGER_SECRET``; ``strict=False`` opens a
+    ledger whose seals cannot be checked, to report on it.
     """
 
     def __init__(
@@ -243,6 +244,7 @@ class PostgresLedger(Store):
         schema: str | None = None,
         create: bool = True,
         secret: Secret | None = None,
+        strict: bool = True,
     ) -> None:
         parsed = parse_target(url)
         if parsed.kind != "postgres":
@@ -254,7 +256,7 @@ class PostgresLedger(Store):
         target = parsed.described + (f" (schema {schema})" if schema else "")
         dialect = PostgresDialect(parsed.password)
         db = Db(connect(url, target, parsed.password), dialect, target)
-        keying = Keying("postgres", target, secret, memory=False)
+        keying = Keying("postgres", target, secret, memory=False, strict=strict)
         try:
             prepare(db, schema, keying, create=create)
         except LedgerReadOnly as err:

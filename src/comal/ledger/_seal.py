@@ -16,9 +16,13 @@ Where the secret comes from, first match wins:
   :class:`~comal.ledger.LedgerSecretMissing`), and for SQLite the way to verify a ledger copied
   to another machine without its key file. An in-memory SQLite ledger keys itself at random.
 
-A ledger whose secret is missing or wrong still opens and reads, checking body digests but not
-seals; writing is :class:`~comal.ledger.LedgerSecretMissing`, and ``verify`` reports a ``secret``
-fault naming where it looked instead of passing.
+A ledger whose secret is missing does not open (:class:`~comal.ledger.LedgerSecretMissing`), and
+one whose key check matches no secret found, or whose id no longer names a key, is
+:class:`~comal.ledger.LedgerKeyMismatch`: reading it with its seals unchecked would show whatever
+a writer of the file put there. Only an open asked not to be strict (``verify``, and
+``open_ledger(..., strict=False)``) goes on, checking body digests but not seals; writing is then
+:class:`~comal.ledger.LedgerSecretMissing`, and ``verify`` reports a ``secret`` fault naming
+where it looked instead of passing.
 """
 
 from __future__ import annotations
@@ -196,6 +200,9 @@ class Keying:
     secret: Secret | None
     memory: bool
     made: tuple[bytes, str] | None = None
+    # Refuse to open a ledger whose seals cannot be checked; False (verify) opens it to report
+    # what is wrong.
+    strict: bool = True
 
     def check(self) -> None:
         """Refuse before any migration runs when keying would fail: a PostgreSQL ledger is not

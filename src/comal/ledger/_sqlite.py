@@ -306,9 +306,12 @@ class SQLiteLedger(Store):
         create: bool = True,
         secret: Secret | None = None,
         compress: bool = True,
+        strict: bool = True,
     ) -> None:
         """``compress=False`` stores every body as text, as comal did before bodies were
-        compressed (both read the same; it is there to measure what compression saves)."""
+        compressed (both read the same; it is there to measure what compression saves).
+        ``strict=False`` opens a ledger whose seals cannot be checked, to report on it (see
+        :func:`~comal.ledger.open_ledger`)."""
         if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise UserError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
         parsed = parse_target(path)  # a sqlite: or mysql:// URL must not become a folder
@@ -321,7 +324,7 @@ class SQLiteLedger(Store):
         self.path = parsed.value
         memory = self.path == ":memory:"
         target = parsed.described
-        keying = Keying("sqlite", target, secret, memory)
+        keying = Keying("sqlite", target, secret, memory, strict=strict)
         db = open_sqlite(self.path, SQLITE, create=create, target=target, keying=keying)
         db.raw.execute(f"PRAGMA synchronous = {synchronous}")  # cannot fail: a fixed word
         super().__init__(db, keying, counter)

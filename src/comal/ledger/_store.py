@@ -89,6 +89,9 @@ class StoreBase:
                 sealer = Sealer(*keying.made, None, db.target)
             else:
                 sealer = find_sealer(keying, meta)
+            if keying.strict and not sealer.checks:
+                # Reading with the seals unchecked would show whatever a writer put there.
+                raise sealer.refusal("open it")
         except BaseException:
             db.close()
             raise
