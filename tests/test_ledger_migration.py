@@ -116,7 +116,7 @@ def test_an_old_ledger_is_sealed_and_backfilled(ledger_store: LedgerStore) -> No
         assert report.paused == (SESSION,)  # c2 still waits for its result
         assert report.rows == {
             "sessions": 1, "entries": 3, "requests": 1, "checkpoints": 1, "records": 2,
-            "deletions": 0,
+            "deletions": 0, "ledger_events": 0,
         }  # fmt: skip
         info = led.session(scope)
         assert info is not None and info.workspace == "/w" and info.entries == 3

@@ -40,9 +40,11 @@ ledger's own sealed head (``_ledger_head``) counts its sessions, so a session de
 A ledger without its secret (copied to another machine, say) is :class:`LedgerSecretMissing`
 and one whose key check matches no secret found :class:`LedgerKeyMismatch`, on open: only
 ``open_ledger(..., strict=False)`` (``comal verify``) opens it, reads checking digests only,
-refuses writes, and ``verify`` reports a ``secret`` fault. Migration ``0006_keyed_chain`` keys
-and chains a ledger once. What the seals cannot see: a whole database put back to an earlier
-state, and a change made by someone holding the secret.
+refuses writes, and ``verify`` reports a ``secret`` fault. What this machine last saw of a ledger
+in its place is kept beside the key (``_rollback``), so an older copy put back there is
+:class:`LedgerRolledBack`. Migration ``0006_keyed_chain`` keys and chains a ledger once. What the
+seals cannot see: a change made by someone holding the secret, a row outside the entries' chain
+deleted whole, and an older copy where this machine never saw a newer one (``docs/ledger.md``).
 
 **Memories across sessions** (``_memories``, migration ``0007_memories``): facts saved in the
 transaction of the stand-in that compresses their entries, once per seq, each naming its
@@ -73,6 +75,7 @@ from ._errors import (
     LedgerNotADatabase,
     LedgerNotFound,
     LedgerReadOnly,
+    LedgerRolledBack,
     LedgerRowDamaged,
     LedgerSecretMissing,
     LedgerTimeout,
@@ -92,6 +95,7 @@ from ._model import (
     Entry,
     EntryHead,
     Fault,
+    LedgerEvent,
     MemoryFlush,
     MemoryRecord,
     Record,
@@ -141,12 +145,14 @@ __all__ = [
     "LedgerBadTarget",
     "LedgerBusy",
     "LedgerCorrupt",
+    "LedgerEvent",
     "LedgerForeign",
     "LedgerIsADirectory",
     "LedgerKeyMismatch",
     "LedgerNotADatabase",
     "LedgerNotFound",
     "LedgerReadOnly",
+    "LedgerRolledBack",
     "LedgerRowDamaged",
     "LedgerSecretMissing",
     "LedgerTarget",
@@ -270,9 +276,11 @@ def open_ledger(
     seals in place of its key file or ``COMAL_LEDGER_SECRET`` (see the package docstring).
 
     A ledger whose seals cannot be checked (its secret missing: :class:`LedgerSecretMissing`; a
-    key check that matches no secret found: :class:`LedgerKeyMismatch`) does not open.
-    ``strict=False`` opens it anyway, for :func:`verify` to report what is wrong (``comal
-    verify`` does): reads then check digests only.
+    key check that matches no secret found: :class:`LedgerKeyMismatch`), whose sealed head does
+    not match (:class:`LedgerRowDamaged`), or that is older than this machine last saw it in
+    this place (:class:`LedgerRolledBack`) does not open. ``strict=False`` opens it anyway, for
+    :func:`verify` to report what is wrong (``comal verify`` does): reads then check digests
+    only where the secret is missing, and :meth:`accept_restore` accepts an older copy.
     """
     parsed = parse_target(target)
     if parsed.kind == "postgres":

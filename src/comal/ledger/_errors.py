@@ -24,6 +24,7 @@ __all__ = [
     "LedgerNotADatabase",
     "LedgerNotFound",
     "LedgerReadOnly",
+    "LedgerRolledBack",
     "LedgerRowDamaged",
     "LedgerSecretMissing",
     "LedgerTimeout",
@@ -100,6 +101,14 @@ class LedgerKeyMismatch(_AtTarget, LedgerIntegrityError):
     than read with its seals unchecked (``verify`` still opens it, to report)."""
 
     code = "LEDGER_KEY_MISMATCH"
+
+
+class LedgerRolledBack(_AtTarget, LedgerIntegrityError):
+    """The ledger is older than this machine last saw it in this place: a whole file (or
+    database) put back to an earlier copy. ``comal verify --accept-restore`` accepts a restore
+    made on purpose, once, and records it."""
+
+    code = "LEDGER_ROLLED_BACK"
 
 
 class LedgerTimeout(_AtTarget, LedgerError):

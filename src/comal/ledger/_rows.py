@@ -28,6 +28,7 @@ from ._model import (
     CheckpointRecord,
     Deletion,
     Entry,
+    LedgerEvent,
     MemoryFlush,
     MemoryRecord,
     Record,
@@ -69,6 +70,7 @@ SEALED: dict[str, tuple[str, ...]] = {
         "session_id", "tenant", "agent", "first_seq", "last_seq", "entry_ids", "kind",
         "extractor", "digest", "created_at",
     ),
+    "ledger_events": ("kind", "created_at", "body"),
 }  # fmt: skip
 
 # What follows the sealed columns in each SELECT list.
@@ -92,6 +94,7 @@ _TRAILERS = {
     "summaries": ("seal", "id", "body"),
     "memory_flushes": ("seal", "id"),
     "memories": ("seal", "id", "body"),
+    "ledger_events": ("seal", "id"),
 }
 COLUMNS = {t: ", ".join(SEALED[t] + _TRAILERS[t]) for t in SEALED}
 # The session's chain head is sealed apart from its row: (id, next_seq, head).
@@ -223,6 +226,13 @@ def deletion_from_row(sealer: Sealer, r: Sequence[Any]) -> Deletion:
     check_seal(sealer, "deletions", r, row_id, r[0])
     rows = load_column("deletions", r[10], row_id, r[0])
     return Deletion(row_id, r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], rows, r[11])
+
+
+def event_from_row(sealer: Sealer, r: Sequence[Any]) -> LedgerEvent:
+    row_id = r[4]
+    check_seal(sealer, "ledger_events", r, row_id, None)
+    body = load_column("ledger_events", r[2], row_id, None)
+    return LedgerEvent(int(row_id), r[0], r[1], body if isinstance(body, dict) else {})
 
 
 def flush_from_row(sealer: Sealer, r: Sequence[Any]) -> MemoryFlush:

@@ -131,6 +131,11 @@ def _keyed(key: bytes) -> tuple[hashlib._Hash, hashlib._Hash]:
 _TODO = "give the ledger its secret (see `comal verify`): COMAL_LEDGER_SECRET, or its key file"
 
 
+def is_ledger_id(value: object) -> bool:
+    """Whether ``value`` is a ledger id as comal makes them (it names files beside the key)."""
+    return isinstance(value, str) and _ID.fullmatch(value) is not None
+
+
 def key_check(key: bytes) -> str:
     return hmac.digest(key, _CHECK_TEXT, "sha256").hex()
 
@@ -200,9 +205,12 @@ class Keying:
     secret: Secret | None
     memory: bool
     made: tuple[bytes, str] | None = None
-    # Refuse to open a ledger whose seals cannot be checked; False (verify) opens it to report
-    # what is wrong.
+    # Refuse to open a ledger whose seals cannot be checked, or that is older than this machine
+    # last saw it; False (verify) opens it to report what is wrong.
     strict: bool = True
+    # Where the ledger is, as this machine names it (a file's real path, a server's database and
+    # schema): what it last saw there is remembered beside the key (``_rollback``).
+    place: str | None = None
 
     def check(self) -> None:
         """Refuse before any migration runs when keying would fail: a PostgreSQL ledger is not

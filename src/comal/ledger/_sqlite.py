@@ -9,6 +9,7 @@ check and a comparison of its schema with the one the migrations make.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -310,8 +311,8 @@ class SQLiteLedger(Store):
     ) -> None:
         """``compress=False`` stores every body as text, as comal did before bodies were
         compressed (both read the same; it is there to measure what compression saves).
-        ``strict=False`` opens a ledger whose seals cannot be checked, to report on it (see
-        :func:`~comal.ledger.open_ledger`)."""
+        ``strict=False`` opens a ledger whose seals cannot be checked or that is older than
+        this machine last saw it, to report on it (see :func:`~comal.ledger.open_ledger`)."""
         if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise UserError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
         parsed = parse_target(path)  # a sqlite: or mysql:// URL must not become a folder
@@ -324,7 +325,8 @@ class SQLiteLedger(Store):
         self.path = parsed.value
         memory = self.path == ":memory:"
         target = parsed.described
-        keying = Keying("sqlite", target, secret, memory, strict=strict)
+        place = None if memory else os.path.realpath(self.path)
+        keying = Keying("sqlite", target, secret, memory, strict=strict, place=place)
         db = open_sqlite(self.path, SQLITE, create=create, target=target, keying=keying)
         db.raw.execute(f"PRAGMA synchronous = {synchronous}")  # cannot fail: a fixed word
         super().__init__(db, keying, counter)
