@@ -209,7 +209,7 @@ class Admin(StoreBase):
             remember(path, self._observe(), str(self._keying.place), replace=True)
         self._rolled_back = None
         self._opening_faults = [f for f in self._opening_faults if f.kind != "rolled-back"]
-        log.warning("ledger: a restore was accepted (%s)", canonical_json(body))
+        log.info("ledger: a restore was accepted (%s)", canonical_json(body))
         return LedgerEvent(eid, sealed[0], sealed[1], body)
 
     def _ledger_head_row(self) -> tuple[Any, ...] | None:

@@ -77,20 +77,24 @@ def why_older(now: Seen, seen: Seen) -> str | None:
     if now.generation < seen.generation:
         return (
             f"its sessions were last created or deleted at generation {now.generation}, and this "
-            f"machine saw generation {seen.generation} there ({seen.sessions} sessions)"
+            f"machine saw generation {seen.generation} there ({_sessions(seen.sessions)})"
         )
     if now.generation > seen.generation:
         return None
     if now.digest != seen.digest or now.sessions != seen.sessions:
         return (
             f"it holds other sessions than this machine saw there at the same generation "
-            f"({now.sessions} against {seen.sessions})"
+            f"({_sessions(now.sessions)} against {seen.sessions})"
         )
     for what, have, had in (("entry", now.entries, seen.entries),
                             ("record", now.records, seen.records)):  # fmt: skip
         if have < had:
             return f"its newest {what} is {have}, and this machine saw {what} {had} there"
     return None
+
+
+def _sessions(n: int) -> str:
+    return f"{n} session{'' if n == 1 else 's'}"
 
 
 def state_path(ledger_id: str, place: str) -> Path:
