@@ -75,9 +75,18 @@ class Dialect(ABC):
         return 0
 
     @abstractmethod
+    def ids_column(self, table: str, n: int) -> str:
+        """A column expression that yields ``n`` new ids of ``table`` (read by :meth:`ids_of`),
+        for a write transaction's SELECT: a row's seal covers its id, so the id is known before
+        the row is written."""
+
+    @abstractmethod
+    def ids_of(self, value: Any, n: int) -> list[int]:
+        """The ``n`` ids, ascending, from the value of :meth:`ids_column`."""
+
     def new_ids(self, db: Db, table: str, n: int) -> list[int]:
-        """``n`` ids for rows about to be inserted into ``table`` in the current transaction,
-        in ascending order: a row's seal covers its id, so the id is known before the row is."""
+        """``n`` ids for rows about to be inserted into ``table`` in the current transaction."""
+        return self.ids_of(db.execute(f"SELECT {self.ids_column(table, n)}").fetchone()[0], n)
 
     @abstractmethod
     def session_tables(self, db: Db) -> list[str]:

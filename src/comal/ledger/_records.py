@@ -92,9 +92,8 @@ class Records(StoreBase):
         digest = sha256_hex(text)
         created = now()
         with self.atomic() as c:
-            self._require(scope)
+            (rid,) = self._require(scope, ids=("records", 1))[5]
             sealed = (scope.session, table, kind, created, digest)
-            (rid,) = self._dialect.new_ids(c, "records", 1)
             c.execute(
                 "INSERT INTO records (id, session_id, table_name, kind, created_at, digest, seal,"
                 f" body){self._dialect.overriding} VALUES (?, ?, ?, ?, ?, ?, ?, ?)",

@@ -300,7 +300,8 @@ class Sessions(StoreBase):
         entries go in by multi-row INSERTs."""
         if not steps:
             return []
-        next_seq, _status, last_step, head, head_seal = self._require(scope, lock=True)
+        found = self._require(scope, lock=True, ids=("entries", len(prepared)))
+        next_seq, _status, last_step, head, head_seal, new_ids = found
         if self._heads.get(scope.session) != (next_seq, head, head_seal):
             check_head(self._sealer, scope.session, next_seq, head, head_seal)
         next_seq = int(next_seq)
@@ -312,7 +313,7 @@ class Sessions(StoreBase):
             )
         stamp = now()
         rows, placed = [], []  # placed: (first seq, step seq, created, its prepared messages)
-        ids = iter(self._dialect.new_ids(c, "entries", len(prepared)))
+        ids = iter(new_ids)
         k = 0
         for step in steps:
             mine = prepared[k : k + len(step.messages)]

@@ -103,11 +103,13 @@ class SQLiteDialect(Dialect):
     def disarm(self, db: Db) -> None:
         db.raw.set_progress_handler(None, 0)
 
-    def new_ids(self, db: Db, table: str, n: int) -> list[int]:
+    def ids_column(self, table: str, n: int) -> str:
         # The transaction holds the database's only write lock (BEGIN IMMEDIATE), so the next
         # ids are past the largest one, as SQLite itself would pick them.
-        top = db.execute(f"SELECT max(id) FROM {table}").fetchone()[0]
-        first = (top or 0) + 1
+        return f"(SELECT max(id) FROM {table})"
+
+    def ids_of(self, value: Any, n: int) -> list[int]:
+        first = int(value or 0) + 1
         return list(range(first, first + n))
 
     def session_tables(self, db: Db) -> list[str]:

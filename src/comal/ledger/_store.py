@@ -258,14 +258,19 @@ class StoreBase:
             return list(rows.fetchall())
 
     # -- scoping ------------------------------------------------------------------------------
-    def _session_row(self, scope: Scope, *, lock: bool = False) -> tuple[Any, ...] | None:
+    def _session_row(
+        self, scope: Scope, *, lock: bool = False, ids: tuple[str, int] | None = None
+    ) -> tuple[Any, ...] | None:
         """(next_seq, status, last_step, head, head_seal) of the scope's session, or None when it
         does not resolve. ``lock`` (inside ``atomic``) serializes writers of one session on
-        PostgreSQL: the second waits for the first to commit and then reads its next_seq."""
+        PostgreSQL: the second waits for the first to commit and then reads its next_seq.
+        ``ids`` (table, n) adds a sixth value, ``n`` new ids of that table: a write learns the ids
+        its seals cover in the statement that finds its session, not in one more."""
         if not all(storable(v) for v in (scope.tenant, scope.agent, scope.session)):
             return None  # no stored session can have such a name
+        extra = "" if ids is None else f", {self._dialect.ids_column(*ids)}"
         query = (
-            "SELECT next_seq, status, last_step, head, head_seal FROM sessions"
+            f"SELECT next_seq, status, last_step, head, head_seal{extra} FROM sessions"
             " WHERE id = ? AND tenant = ? AND agent = ?"
         ) + (self._dialect.for_update if lock else "")
         with self._reading() as c:
@@ -274,6 +279,8 @@ class StoreBase:
             ).fetchone()
         if row is not None and not (whole(row[0]) and (row[2] is None or whole(row[2]))):
             raise damaged_index(self.target, f"session {scope.session}'s counters are not numbers")
+        if row is not None and ids is not None:
+            row = (*row[:5], self._dialect.ids_of(row[5], ids[1]))
         return row
 
     def _visible(self, scope: Scope) -> bool:
@@ -283,8 +290,10 @@ class StoreBase:
             return False
         return True
 
-    def _require(self, scope: Scope, *, lock: bool = False) -> tuple[Any, ...]:
-        row = self._session_row(scope, lock=lock)
+    def _require(
+        self, scope: Scope, *, lock: bool = False, ids: tuple[str, int] | None = None
+    ) -> tuple[Any, ...]:
+        row = self._session_row(scope, lock=lock, ids=ids)
         if row is None:
             raise UserError(
                 f"no session {scope.session} for tenant {scope.tenant!r} and agent "
