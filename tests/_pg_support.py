@@ -71,7 +71,9 @@ class LedgerStore(Protocol):
 
     backend: str
 
-    def open(self, counter: TokenCounter | None = None) -> SQLiteLedger | PostgresLedger: ...
+    def open(
+        self, counter: TokenCounter | None = None, *, strict: bool = True
+    ) -> SQLiteLedger | PostgresLedger: ...
     def execute(self, statement: str) -> None: ...
     def make_newer(self) -> None: ...
 
@@ -82,8 +84,8 @@ class SQLiteStore:
     def __init__(self, path: Path) -> None:
         self.path = path
 
-    def open(self, counter: TokenCounter | None = None) -> SQLiteLedger:
-        return open_ledger(self.path, counter=counter)
+    def open(self, counter: TokenCounter | None = None, *, strict: bool = True) -> SQLiteLedger:
+        return open_ledger(self.path, counter=counter, strict=strict)
 
     def execute(self, statement: str) -> None:
         conn = sqlite3.connect(self.path)
@@ -102,10 +104,10 @@ class PostgresStore:
         self.dsn = dsn
         self.schema = schema
 
-    def open(self, counter: TokenCounter | None = None) -> PostgresLedger:
+    def open(self, counter: TokenCounter | None = None, *, strict: bool = True) -> PostgresLedger:
         from comal.ledger import PostgresLedger
 
-        return PostgresLedger(self.dsn, counter=counter, schema=self.schema)
+        return PostgresLedger(self.dsn, counter=counter, schema=self.schema, strict=strict)
 
     def execute(self, statement: str) -> None:
         pg_execute(self.dsn, self.schema, statement)

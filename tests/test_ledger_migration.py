@@ -7,14 +7,19 @@ The old ledger is written here with the SQL the old comal ran (its schema is sti
 
 from __future__ import annotations
 
+import os
 import sqlite3
+from pathlib import Path
 from typing import Any
 
+import pytest
+
 from _pg_support import LedgerStore, pg_execute
-from comal.ledger import MIGRATIONS, Scope, verify
+from comal.ledger import MIGRATIONS, LedgerSecretMissing, Scope, verify
 from comal.ledger._common import prepare
 from comal.ledger._db import Db
 from comal.ledger._migrate import statements
+from comal.ledger._seal import Keying
 from comal.ledger._sqlite import SQLITE
 from comal.messages import Message, ToolCall, canonical_json, message_to_json, sha256_hex
 from comal.tokens import EstimatingCounter
@@ -111,7 +116,7 @@ def test_an_old_ledger_is_sealed_and_backfilled(ledger_store: LedgerStore) -> No
         assert report.paused == (SESSION,)  # c2 still waits for its result
         assert report.rows == {
             "sessions": 1, "entries": 3, "requests": 1, "checkpoints": 1, "records": 2,
-            "deletions": 0,
+            "deletions": 0, "ledger_events": 0,
         }  # fmt: skip
         info = led.session(scope)
         assert info is not None and info.workspace == "/w" and info.entries == 3
@@ -131,6 +136,12 @@ def test_an_old_ledger_is_sealed_and_backfilled(ledger_store: LedgerStore) -> No
 
 def _at_schema_5(store: LedgerStore) -> None:
     """The old ledger brought to schema 5 (sealed, unkeyed: the comal before 0006_keyed_chain)."""
+    _at_schema(store, 5)
+
+
+def _at_schema(store: LedgerStore, version: int) -> None:
+    """The old ledger brought to ``version`` by the migrations of that day (from 6 on keyed,
+    its rows sealed without their ids: the comal before 0011_sealed_identity)."""
     _write_old(store)
     if store.backend == "sqlite":
         db = Db(sqlite3.connect(store.path, isolation_level=None), SQLITE, "old")  # type: ignore[attr-defined]
@@ -142,11 +153,12 @@ def _at_schema_5(store: LedgerStore) -> None:
         conn = psycopg.connect(store.dsn, autocommit=True)  # type: ignore[attr-defined]
         conn.execute(f'SET search_path TO "{store.schema}"')  # type: ignore[attr-defined]
         db = Db(conn, PostgresDialect(), "old")
-    for n, m in enumerate(MIGRATIONS[1:5], start=2):
+    keying = Keying(store.backend, "old", None, memory=False)
+    for n, m in enumerate(MIGRATIONS[1:version], start=2):
         with db.atomic():
             db.dialect.run_script(db, m.statements(db.dialect))
             if m.backfill is not None:
-                m.backfill(db, None)
+                m.backfill(db, keying)
             db.execute("INSERT INTO schema_migrations VALUES (?, 'then')", (m.name,))
             db.dialect.migrated(db, n)
     db.close()
@@ -174,3 +186,68 @@ def test_keying_an_old_ledger_chains_it_and_keeps_its_damage_visible(
         assert head == chain[2][2]
         led.append(scope, [Message.tool("c2", "late")], join_step=1)
         assert [(f.table, f.kind) for f in verify(led).faults] == [("records", "seal")]
+
+
+def test_sealing_identity_reseals_an_old_ledger_and_keeps_its_damage_visible(
+    ledger_store: LedgerStore,
+) -> None:
+    # covers: LED-6, LED-1, LED-4
+    _at_schema(ledger_store, 10)
+    # Damage done under the seals without ids: the receipt's kind changed, its seal left stale.
+    ledger_store.execute("UPDATE records SET kind = 'Read' WHERE table_name = 'receipt'")
+    scope = Scope("acme", "coder", SESSION)
+    with ledger_store.open() as led:  # migrates: 0011_sealed_identity
+        report = verify(led)
+        assert [(f.table, f.kind) for f in report.faults] == [("records", "seal")]
+        assert [led.entry(scope, i).seq for i in (1, 2, 3)] == [0, 1, 2]  # type: ignore[union-attr]
+        with led.atomic() as c:
+            chain = c.execute(
+                "SELECT seq, prev_seal, seal FROM entries WHERE session_id = ? ORDER BY seq",
+                (SESSION,),
+            ).fetchall()
+            head = c.execute("SELECT head FROM sessions WHERE id = ?", (SESSION,)).fetchone()[0]
+            counted = c.execute("SELECT sessions FROM ledger_head").fetchone()[0]
+        assert chain[0][1] is None and chain[1][1] == chain[0][2] and chain[2][1] == chain[1][2]
+        assert head == chain[2][2] and counted == 1
+        led.append(scope, [Message.tool("c2", "late")], join_step=1)
+        led.create_session("acme", "coder")
+        assert [(f.table, f.kind) for f in verify(led).faults] == [("records", "seal")]
+
+
+def test_sealing_identity_without_the_secret_is_refused_and_writes_nothing(
+    ledger_store: LedgerStore, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # covers: LED-6, LED-4
+    _at_schema(ledger_store, 10)
+    before = _raw_seals(ledger_store)
+    secret, state = os.environ["COMAL_LEDGER_SECRET"], os.environ["XDG_STATE_HOME"]
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "elsewhere"))  # no key file here
+    monkeypatch.delenv("COMAL_LEDGER_SECRET")
+    for strict in (True, False):  # not even verify's lenient open skips it
+        with pytest.raises(LedgerSecretMissing, match="reseal its rows"):
+            ledger_store.open(strict=strict)
+    assert _raw_seals(ledger_store) == before  # nothing half resealed
+    monkeypatch.setenv("COMAL_LEDGER_SECRET", secret)
+    monkeypatch.setenv("XDG_STATE_HOME", state)  # back where the key file is
+    with ledger_store.open() as led:
+        assert verify(led).ok
+    assert _raw_seals(ledger_store) != before
+
+
+def _raw_seals(store: LedgerStore) -> list[Any]:
+    """The entries' seals and the recorded migrations, read beside comal."""
+    if store.backend == "sqlite":
+        conn = sqlite3.connect(store.path)  # type: ignore[attr-defined]
+        try:
+            seals = conn.execute("SELECT id, prev_seal, seal FROM entries ORDER BY id").fetchall()
+            names = conn.execute("SELECT name FROM schema_migrations ORDER BY name").fetchall()
+        finally:
+            conn.close()
+        return [*seals, *names]
+    import psycopg
+
+    with psycopg.connect(store.dsn) as conn:  # type: ignore[attr-defined]
+        conn.execute(f'SET search_path TO "{store.schema}"')  # type: ignore[attr-defined]
+        seals = conn.execute("SELECT id, prev_seal, seal FROM entries ORDER BY id").fetchall()
+        names = conn.execute("SELECT name FROM schema_migrations ORDER BY name").fetchall()
+    return [*seals, *names]

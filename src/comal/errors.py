@@ -21,7 +21,8 @@ Packages add leaves where they raise them, each also under the class a caller al
 
 - ``comal.ledger``: ``LedgerNotFound``, ``LedgerForeign``, ``LedgerNotADatabase``,
   ``LedgerIsADirectory``, ``LedgerReadOnly``, ``LedgerUnavailable``, ``LedgerBusy``
-  (LedgerError); ``LedgerCorrupt``, ``LedgerRowDamaged`` (LedgerIntegrityError);
+  (LedgerError); ``LedgerCorrupt``, ``LedgerRowDamaged``, ``LedgerKeyMismatch``,
+  ``LedgerRolledBack`` (LedgerIntegrityError);
   ``LedgerBadTarget``, ``InvalidIdentifier``, ``SessionHasChildren``, ``MemorySearchTimeout``
   (UserError);
 - ``comal.evidence``: ``EvidenceError`` → ``EvidenceNotFound`` (UserError),

@@ -72,12 +72,14 @@ def ledger_target() -> str:
 
 
 @contextmanager
-def ledger(*, create: bool = False) -> Iterator[LedgerBackend]:
+def ledger(*, create: bool = False, strict: bool = True) -> Iterator[LedgerBackend]:
     """The ledger, opened for one command. Only commands that write pass ``create``: a
-    read on a path with no ledger is an error, never a new empty ledger."""
+    read on a path with no ledger is an error, never a new empty ledger. Only ``verify`` passes
+    ``strict=False``: a ledger whose seals cannot be checked, or older than this machine last
+    saw it, opens to be reported on."""
     from ..ledger import open_ledger
 
-    led = open_ledger(ledger_target(), create=create)
+    led = open_ledger(ledger_target(), create=create, strict=strict)
     try:
         yield led
     finally:

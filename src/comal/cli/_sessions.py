@@ -461,19 +461,44 @@ def _user() -> str:
         return "cli:user"
 
 
+_ACCEPT_HELP = (
+    "Accept a ledger older than this machine last saw it here (restored from a backup on "
+    "purpose) when nothing else is wrong with it, and record that in the ledger."
+)
+
+
 @app.command("verify")
-def verify_cmd(as_json: JsonOpt = False) -> None:
+def verify_cmd(
+    as_json: JsonOpt = False,
+    accept_restore: Annotated[bool, typer.Option("--accept-restore", help=_ACCEPT_HELP)] = False,
+) -> None:
     """Re-hash every stored entry and check every step is whole; exit 1 on any fault.
 
     Example: comal verify --json
     """
     from ..ledger import verify
 
-    with coded_errors(as_json), ledger() as led:
+    accepted = None
+    with coded_errors(as_json), ledger(strict=False) as led:
         report = verify(led)
+        older = [f for f in report.faults if f.kind == "rolled-back"]
+        if accept_restore and older and len(older) == len(report.faults):
+            accepted = led.accept_restore(by=_user())
+            report = verify(led)
     if as_json:
-        emit_json(report.as_dict(checks=True))
+        found = report.as_dict(checks=True)
+        if accept_restore:
+            found["restore_accepted"] = None if accepted is None else accepted.id
+        emit_json(found)
     else:
+        if accepted is not None:
+            out.print(
+                f"restore accepted (ledger event {accepted.id}): this machine takes the ledger "
+                "as it is now"
+            )
+        elif accept_restore:
+            why = "other faults must be fixed first" if older else "it is not older than seen"
+            out.print(escape(f"no restore accepted: {why}"))
         status = "[green]ok[/]" if report.ok else f"[red]{len(report.faults)} fault(s)[/]"
         rows = sum(report.rows.values())
         out.print(f"verified {report.entries:,} entries ({rows:,} rows in all): {status}")

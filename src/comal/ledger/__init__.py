@@ -35,10 +35,16 @@ chain and the database's integrity, so a row rewritten with its digests recomput
 deleted, moved or cut off with the chain patched, is named by table and row. The secret is kept
 outside the database: for SQLite a 0600 key file in the user's state directory named by the
 ledger's id; for PostgreSQL ``COMAL_LEDGER_SECRET``, which the operator provides (or
-``secret=``). A ledger without its secret (copied to another machine, say) still reads, but
-writes are :class:`LedgerSecretMissing` and ``verify`` reports a ``secret`` fault instead of
-passing. Migration ``0006_keyed_chain`` keys and chains a ledger once. What the seals cannot see:
-a whole database put back to an earlier state, and a change made by someone holding the secret.
+``secret=``). A row's id is inside its seal (migration ``0011_sealed_identity``), and the
+ledger's own sealed head (``_ledger_head``) counts its sessions, so a session deleted whole shows.
+A ledger without its secret (copied to another machine, say) is :class:`LedgerSecretMissing`
+and one whose key check matches no secret found :class:`LedgerKeyMismatch`, on open: only
+``open_ledger(..., strict=False)`` (``comal verify``) opens it, reads checking digests only,
+refuses writes, and ``verify`` reports a ``secret`` fault. What this machine last saw of a ledger
+in its place is kept beside the key (``_rollback``), so an older copy put back there is
+:class:`LedgerRolledBack`. Migration ``0006_keyed_chain`` keys and chains a ledger once. What the
+seals cannot see: a change made by someone holding the secret, a row outside the entries' chain
+deleted whole, and an older copy where this machine never saw a newer one (``docs/ledger.md``).
 
 **Memories across sessions** (``_memories``, migration ``0007_memories``): facts saved in the
 transaction of the stand-in that compresses their entries, once per seq, each naming its
@@ -65,9 +71,11 @@ from ._errors import (
     LedgerCorrupt,
     LedgerForeign,
     LedgerIsADirectory,
+    LedgerKeyMismatch,
     LedgerNotADatabase,
     LedgerNotFound,
     LedgerReadOnly,
+    LedgerRolledBack,
     LedgerRowDamaged,
     LedgerSecretMissing,
     LedgerTimeout,
@@ -87,6 +95,7 @@ from ._model import (
     Entry,
     EntryHead,
     Fault,
+    LedgerEvent,
     MemoryFlush,
     MemoryRecord,
     Record,
@@ -136,11 +145,14 @@ __all__ = [
     "LedgerBadTarget",
     "LedgerBusy",
     "LedgerCorrupt",
+    "LedgerEvent",
     "LedgerForeign",
     "LedgerIsADirectory",
+    "LedgerKeyMismatch",
     "LedgerNotADatabase",
     "LedgerNotFound",
     "LedgerReadOnly",
+    "LedgerRolledBack",
     "LedgerRowDamaged",
     "LedgerSecretMissing",
     "LedgerTarget",
@@ -221,6 +233,7 @@ def open_ledger(
     counter: TokenCounter | None = None,
     synchronous: Synchronous = "NORMAL",
     secret: Secret | None = None,
+    strict: bool = True,
 ) -> SQLiteLedger: ...
 
 
@@ -233,6 +246,7 @@ def open_ledger(
     synchronous: Synchronous = "NORMAL",
     schema: str | None = None,
     secret: Secret | None = None,
+    strict: bool = True,
 ) -> SQLiteLedger | PostgresLedger: ...
 
 
@@ -244,6 +258,7 @@ def open_ledger(
     synchronous: Synchronous = "NORMAL",
     schema: str | None = None,
     secret: Secret | None = None,
+    strict: bool = True,
 ) -> SQLiteLedger | PostgresLedger:
     """Open the ledger at ``target``: a file path, or a ``postgresql://`` / ``postgres://`` URL
     given as text (None: :func:`default_ledger_target`, i.e. ``COMAL_LEDGER`` or the per-user
@@ -259,16 +274,33 @@ def open_ledger(
     ``schema`` places a PostgreSQL ledger in that schema; ``synchronous`` is SQLite's durability
     setting (PostgreSQL's is the server's ``synchronous_commit``). ``secret`` keys the ledger's
     seals in place of its key file or ``COMAL_LEDGER_SECRET`` (see the package docstring).
+
+    A ledger whose seals cannot be checked (its secret missing: :class:`LedgerSecretMissing`; a
+    key check that matches no secret found: :class:`LedgerKeyMismatch`), whose sealed head does
+    not match (:class:`LedgerRowDamaged`), or that is older than this machine last saw it in
+    this place (:class:`LedgerRolledBack`) does not open. ``strict=False`` opens it anyway, for
+    :func:`verify` to report what is wrong (``comal verify`` does): reads then check digests
+    only where the secret is missing, and :meth:`accept_restore` accepts an older copy.
     """
     parsed = parse_target(target)
     if parsed.kind == "postgres":
         from ._postgres import PostgresLedger
 
         return PostgresLedger(
-            parsed.value, counter=counter, schema=schema, create=create, secret=secret
+            parsed.value,
+            counter=counter,
+            schema=schema,
+            create=create,
+            secret=secret,
+            strict=strict,
         )
     if schema is not None:
         raise UserError("schema applies to PostgreSQL ledgers only; pass a postgresql:// URL")
     return SQLiteLedger(
-        parsed.value, counter=counter, synchronous=synchronous, create=create, secret=secret
+        parsed.value,
+        counter=counter,
+        synchronous=synchronous,
+        create=create,
+        secret=secret,
+        strict=strict,
     )

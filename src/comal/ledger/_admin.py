@@ -6,12 +6,14 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..messages import canonical_json, sha256_hex
+from . import _ledger_head as ledger_head
 from ._backfill import SPEND_MINUTES, SPEND_RUNS
 from ._bodies import unpack
 from ._db import Db
 from ._errors import SessionHasChildren
-from ._model import Deletion, Scope, log
-from ._rows import COLUMNS, SEALED, deletion_from_row, whole
+from ._model import Deletion, LedgerEvent, Scope, log
+from ._rollback import remember
+from ._rows import COLUMNS, SEALED, deletion_from_row, event_from_row, seal_row, whole
 from ._savings import saving_mismatches
 from ._store import StoreBase, now
 from ._text import check_text, storable
@@ -95,19 +97,21 @@ class Admin(StoreBase):
         for table in ("requests", "records", "checkpoints", "entries"):
             c.execute((f"DELETE FROM {table} WHERE session_id = ?"), (sid,))
         c.execute(("DELETE FROM sessions WHERE id = ?"), (sid,))
+        ledger_head.advance(c, self._sealer, self._ledger_id, removed=[sid])
         tenant, agent, parent, title, created_at, tokens = info
         tokens = tokens if whole(tokens) else 0  # a damaged counter must not block deletion
         sealed: tuple[Any, ...] = (sid, tenant, agent, parent, title, created_at, now(), by)
         sealed += (counts["entries"],)
         sealed += (int(tokens), canonical_json(counts), sha256_hex(canonical_json(removed)))
-        new = c.execute(
-            f"INSERT INTO deletions ({', '.join(SEALED['deletions'])}, seal)"
-            f" VALUES ({', '.join('?' * (len(sealed) + 1))}) RETURNING id",
-            (*sealed, self._sealer.seal("deletions", sealed)),
-        ).fetchone()
+        (did,) = self._dialect.new_ids(c, "deletions", 1)
+        c.execute(
+            f"INSERT INTO deletions (id, {', '.join(SEALED['deletions'])}, seal)"
+            f"{self._dialect.overriding} VALUES ({', '.join('?' * (len(sealed) + 2))})",
+            (did, *sealed, seal_row(self._sealer, "deletions", sealed, did)),
+        )
         log.info("ledger: session %s deleted (%d entries)", sid, counts["entries"])
         return Deletion(
-            int(new[0]),
+            did,
             sid,
             tenant,
             agent,
@@ -174,6 +178,48 @@ class Admin(StoreBase):
         return [
             deletion_from_row(self._sealer, r) for r in self._select("deletions", where, args, "id")
         ]
+
+    # -- the ledger as a whole --------------------------------------------------------------------
+    def ledger_events(self) -> list[LedgerEvent]:
+        """What happened to the ledger as a whole, oldest first (a restore accepted)."""
+        rows = self._select("ledger_events", "1 = 1", (), "id")
+        return [event_from_row(self._sealer, r) for r in rows]
+
+    def accept_restore(self, *, by: str | None = None) -> LedgerEvent | None:
+        """Accept the ledger as it is now where it is older than this machine last saw it (a
+        restore made on purpose; open it with ``strict=False``): a ``restore_accepted`` event
+        naming what was found, what had been seen and ``by``, and what is seen from now on is
+        this. None when there was nothing to accept."""
+        if self._rolled_back is None:
+            return None
+        check_text(accepted_by=by)
+        found, seen = self._rolled_back
+        body = {"found": found.as_dict(), "seen": seen.as_dict(), "by": by,
+                "place": self._keying.place}  # fmt: skip
+        sealed = ("restore_accepted", now(), canonical_json(body))
+        with self.atomic() as c:
+            (eid,) = self._dialect.new_ids(c, "ledger_events", 1)
+            c.execute(
+                "INSERT INTO ledger_events (id, kind, created_at, body, seal)"
+                f"{self._dialect.overriding} VALUES (?, ?, ?, ?, ?)",
+                (eid, *sealed, seal_row(self._sealer, "ledger_events", sealed, eid)),
+            )
+        path = self._seen_path()
+        if path is not None:
+            remember(path, self._observe(), str(self._keying.place), replace=True)
+        self._rolled_back = None
+        self._opening_faults = [f for f in self._opening_faults if f.kind != "rolled-back"]
+        log.info("ledger: a restore was accepted (%s)", canonical_json(body))
+        return LedgerEvent(eid, sealed[0], sealed[1], body)
+
+    def _ledger_head_row(self) -> tuple[Any, ...] | None:
+        """The raw ``(generation, sessions, digest, seal)`` of the ledger's head (verify)."""
+        with self._reading() as c:
+            row: tuple[Any, ...] | None = c.execute(
+                "SELECT generation, sessions, digest, seal FROM ledger_head WHERE name = ?",
+                (ledger_head.NAME,),
+            ).fetchone()
+        return row
 
     # -- raw access for verify ------------------------------------------------------------------
     def _raw_entries(self) -> Iterator[tuple[Any, ...]]:

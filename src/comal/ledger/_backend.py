@@ -18,6 +18,7 @@ from ._model import (
     Deletion,
     Entry,
     EntryHead,
+    LedgerEvent,
     MemoryFlush,
     MemoryRecord,
     Record,
@@ -95,6 +96,9 @@ class LedgerBackend(Protocol):
         self, scope: Scope, *, by: str | None = None, children: bool = False
     ) -> Deletion: ...
     def deletions(self, *, tenant: str | None = None) -> list[Deletion]: ...
+    # The ledger as a whole: its events, and a restore accepted (opened with strict=False).
+    def ledger_events(self) -> list[LedgerEvent]: ...
+    def accept_restore(self, *, by: str | None = None) -> LedgerEvent | None: ...
 
     def append(
         self,

@@ -36,6 +36,8 @@ class Dialect(ABC):
     # The DDL spellings of the migrations' {tokens} (see _schema).
     types: ClassVar[Mapping[str, str]]
     place: str  # what holds a ledger, for messages: an SQLite database, a PostgreSQL schema
+    # What an INSERT giving its own ids says before VALUES (PostgreSQL's ids are GENERATED ALWAYS).
+    overriding: str = ""
     foreign_todo: str  # what to do about another program's tables where the ledger would go
 
     def q(self, sql: str) -> str:
@@ -71,6 +73,20 @@ class Dialect(ABC):
         """The schema version the database records beside its migrations (SQLite's
         ``user_version``), or 0."""
         return 0
+
+    @abstractmethod
+    def ids_column(self, table: str, n: int) -> str:
+        """A column expression that yields ``n`` new ids of ``table`` (read by :meth:`ids_of`),
+        for a write transaction's SELECT: a row's seal covers its id, so the id is known before
+        the row is written."""
+
+    @abstractmethod
+    def ids_of(self, value: Any, n: int) -> list[int]:
+        """The ``n`` ids, ascending, from the value of :meth:`ids_column`."""
+
+    def new_ids(self, db: Db, table: str, n: int) -> list[int]:
+        """``n`` ids for rows about to be inserted into ``table`` in the current transaction."""
+        return self.ids_of(db.execute(f"SELECT {self.ids_column(table, n)}").fetchone()[0], n)
 
     @abstractmethod
     def session_tables(self, db: Db) -> list[str]:

@@ -20,9 +20,11 @@ __all__ = [
     "LedgerCorrupt",
     "LedgerForeign",
     "LedgerIsADirectory",
+    "LedgerKeyMismatch",
     "LedgerNotADatabase",
     "LedgerNotFound",
     "LedgerReadOnly",
+    "LedgerRolledBack",
     "LedgerRowDamaged",
     "LedgerSecretMissing",
     "LedgerTimeout",
@@ -91,6 +93,22 @@ class LedgerSecretMissing(_AtTarget, LedgerError):
     (and a PostgreSQL ledger cannot be created or migrated) without it."""
 
     code = "LEDGER_SECRET_MISSING"
+
+
+class LedgerKeyMismatch(_AtTarget, LedgerIntegrityError):
+    """A secret was found for the ledger, but its key check (``ledger_meta``) says the ledger
+    was sealed under another one, or its id no longer names a key: the ledger is refused rather
+    than read with its seals unchecked (``verify`` still opens it, to report)."""
+
+    code = "LEDGER_KEY_MISMATCH"
+
+
+class LedgerRolledBack(_AtTarget, LedgerIntegrityError):
+    """The ledger is older than this machine last saw it in this place: a whole file (or
+    database) put back to an earlier copy. ``comal verify --accept-restore`` accepts a restore
+    made on purpose, once, and records it."""
+
+    code = "LEDGER_ROLLED_BACK"
 
 
 class LedgerTimeout(_AtTarget, LedgerError):

@@ -2,7 +2,8 @@
 lease row in a PostgreSQL one (``_pg_lock``); :meth:`session_lock` of each backend hands out the
 right one.
 
-The lock is ``<ledger>.locks/<session>.lock``. Its holder writes ``{pid, host, started,
+The lock is ``<ledger>.locks/<session>.lock`` (the folder 0700, its files 0600, as the ledger
+is: a holder's record names its host and process). Its holder writes ``{pid, host, started,
 proc_start, session}`` into it. On POSIX the file is also ``flock``-ed: the kernel drops that lock
 the instant its process dies, however it dies (SIGKILL included), so a process that gets the
 ``flock`` knows every earlier holder on this host is gone. The file itself is never deleted —
@@ -74,8 +75,8 @@ class WriterGate:
         it cannot be made (a read-only place, no ``flock``) writers rely on SQLite alone."""
         if self._fd is None and self._usable:
             try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+                self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
                 st = os.fstat(self._fd)
                 self._ident = (st.st_dev, st.st_ino)
             except OSError:
@@ -191,9 +192,9 @@ class SessionLock(_Scoped):
 
     def acquire(self) -> dict[str, Any] | None:
         """Take the lock or raise :class:`SessionLocked`; returns the stale holder cleared."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         if fcntl is not None:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -210,7 +211,7 @@ class SessionLock(_Scoped):
 
     def _exclusive(self) -> tuple[int, dict[str, Any]]:  # pragma: no cover - not POSIX
         try:
-            return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644), {}
+            return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600), {}
         except FileExistsError:
             fd = os.open(self.path, os.O_RDWR)
             holder = _read(fd)

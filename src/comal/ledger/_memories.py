@@ -42,6 +42,7 @@ from ._rows import (
     flush_from_row,
     memory_from_row,
     seal_matches,
+    seal_row,
     whole,
 )
 from ._store import now
@@ -205,17 +206,19 @@ class Memories(Reads):
                         fresh.append(f)
                 sealed: tuple[Any, ...] = (scope.session, a, b, why, extractor, len(fresh))
                 sealed += (created,)
-                new = c.execute(
-                    f"INSERT INTO memory_flushes ({', '.join(SEALED['memory_flushes'])}, seal)"
-                    f" VALUES ({', '.join('?' * (len(sealed) + 1))}) RETURNING id",
-                    (*sealed, self._sealer.seal("memory_flushes", sealed)),
-                ).fetchone()
+                (fid,) = self._dialect.new_ids(c, "memory_flushes", 1)
+                c.execute(
+                    f"INSERT INTO memory_flushes (id, {', '.join(SEALED['memory_flushes'])},"
+                    f" seal){self._dialect.overriding}"
+                    f" VALUES ({', '.join('?' * (len(sealed) + 2))})",
+                    (fid, *sealed, seal_row(self._sealer, "memory_flushes", sealed, fid)),
+                )
                 flushes.append(
-                    MemoryFlush(int(new[0]), scope.session, a, b, why, extractor, len(fresh),
-                                created)
-                )  # fmt: skip
-                for f in fresh:
-                    stored.append(self._insert(c, scope, f, ids, extractor, created))
+                    MemoryFlush(fid, scope.session, a, b, why, extractor, len(fresh), created)
+                )
+                mids = self._dialect.new_ids(c, "memories", len(fresh)) if fresh else []
+                for f, mid in zip(fresh, mids, strict=True):
+                    stored.append(self._insert(c, scope, f, ids, extractor, created, mid))
             self._dialect.index_text(
                 c, "memories_fts", scope.session, [(m.id, m.text) for m in stored]
             )
@@ -243,19 +246,20 @@ class Memories(Reads):
         ids: dict[int, int],
         extractor: str,
         created: str,
+        mid: int,
     ) -> MemoryRecord:
         seqs = sorted(set(fact.seqs))
         entry_ids = tuple(int(ids[s]) for s in seqs)
         digest = sha256_hex(fact.text)
         sealed: tuple[Any, ...] = (scope.session, scope.tenant, scope.agent, seqs[0], seqs[-1])
         sealed += (canonical_json(list(entry_ids)), fact.kind, extractor, digest, created)
-        new = c.execute(
-            f"INSERT INTO memories ({', '.join(SEALED['memories'])}, seal, body)"
-            f" VALUES ({', '.join('?' * (len(sealed) + 2))}) RETURNING id",
-            (*sealed, self._sealer.seal("memories", sealed), fact.text),
-        ).fetchone()
+        c.execute(
+            f"INSERT INTO memories (id, {', '.join(SEALED['memories'])}, seal, body)"
+            f"{self._dialect.overriding} VALUES ({', '.join('?' * (len(sealed) + 3))})",
+            (mid, *sealed, seal_row(self._sealer, "memories", sealed, mid), fact.text),
+        )
         return MemoryRecord(
-            int(new[0]), scope.tenant, scope.agent, scope.session, seqs[0], seqs[-1], entry_ids,
+            mid, scope.tenant, scope.agent, scope.session, seqs[0], seqs[-1], entry_ids,
             fact.kind, fact.text, extractor, digest, created,
         )  # fmt: skip
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from ..errors import SchemaVersionError
 from ._backfill import key_and_chain
 from ._errors import LedgerForeign
+from ._reseal import migration_sealer, seal_identity
 from ._schema import MIGRATIONS, SCHEMA_VERSION
 from ._seal import Keying
 
@@ -68,8 +69,13 @@ def pending(db: Db) -> list[str] | None:
 def migrate(db: Db, keying: Keying, names: list[str] | None = None) -> None:
     """Apply the migrations not yet recorded (``names``, as :func:`pending` found them; None:
     all), each in its own transaction."""
-    if any(m.backfill is key_and_chain for m in MIGRATIONS if names is None or m.name in names):
+    todo = [m for m in MIGRATIONS if names is None or m.name in names]
+    if any(m.backfill is key_and_chain for m in todo):
         keying.check()
+    elif any(m.backfill is seal_identity for m in todo):
+        # Resealing needs the ledger's own secret: refused before any migration runs.
+        with db.reading():
+            migration_sealer(db, keying, "reseal its rows with their ids (a migration)")
     for m in MIGRATIONS:
         with db.atomic():
             db.dialect.lock_migrations(db)

@@ -258,6 +258,18 @@ class Deletion:
 
 
 @dataclass(frozen=True, slots=True)
+class LedgerEvent:
+    """Something that happened to the ledger as a whole (not to one session): a restore
+    accepted on purpose (``restore_accepted``: what was found, what this machine had seen, by
+    whom)."""
+
+    id: int
+    kind: str
+    created_at: str
+    body: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
 class Fault:
     """One thing wrong: in which session (None: the database as a whole), table and row (id),
     at which seq (entries), of what kind, and the detail."""

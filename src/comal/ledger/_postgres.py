@@ -217,6 +217,15 @@ class PostgresDialect(PgDialectBase):
         return ("ok" if not problems else "faults"), problems
 
 
+def _place(db: Db) -> str:
+    """Where the ledger is, as this machine reaches it: server, database and schema (what it
+    last saw there is remembered under this name, ``_rollback``)."""
+    with db.reading() as c:
+        database, schema = c.execute("SELECT current_database(), current_schema()").fetchone()
+    info = db.raw.info
+    return f"postgresql://{info.host}:{info.port}/{database}#{schema}"
+
+
 def _sound_rows(table: str, extra: str | None, *, page: bool = False) -> str:
     source = SOURCES[table][0]
     cols = "id, " + (f"{extra}, " if extra else "") + "digest, body"
@@ -232,7 +241,9 @@ class PostgresLedger(Store):
 
     ``schema`` names the PostgreSQL schema holding the tables (created if missing and
     ``create``); without it the connection's ``search_path`` decides (normally ``public``).
-    ``secret`` keys the seals instead of ``COMAL_LEDGER_SECRET``.
+    ``secret`` keys the seals instead of ``COMAL_LEDGER_SECRET``; ``strict=False`` opens a
+    ledger whose seals cannot be checked, or that is older than this machine last saw it, to
+    report on it.
     """
 
     def __init__(
@@ -243,6 +254,7 @@ class PostgresLedger(Store):
         schema: str | None = None,
         create: bool = True,
         secret: Secret | None = None,
+        strict: bool = True,
     ) -> None:
         parsed = parse_target(url)
         if parsed.kind != "postgres":
@@ -254,9 +266,10 @@ class PostgresLedger(Store):
         target = parsed.described + (f" (schema {schema})" if schema else "")
         dialect = PostgresDialect(parsed.password)
         db = Db(connect(url, target, parsed.password), dialect, target)
-        keying = Keying("postgres", target, secret, memory=False)
+        keying = Keying("postgres", target, secret, memory=False, strict=strict)
         try:
             prepare(db, schema, keying, create=create)
+            keying.place = _place(db)
         except LedgerReadOnly as err:
             db.close()
             raise LedgerReadOnly(

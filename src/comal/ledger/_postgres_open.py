@@ -176,6 +176,7 @@ class PgDialectBase(Dialect):
         "rowless": "",
     }
     place = "PostgreSQL schema"
+    overriding = " OVERRIDING SYSTEM VALUE"
     foreign_todo = (
         "give the ledger a schema of its own (pass schema=..., or options=-csearch_path=...)"
     )
@@ -212,6 +213,18 @@ class PgDialectBase(Dialect):
 
     def migrated(self, db: Db, applied: int) -> None:
         """Nothing: a PostgreSQL ledger's version is the migrations it records."""
+
+    def ids_column(self, table: str, n: int) -> str:
+        # From the identity column's own sequence: concurrent writers never share an id, and
+        # the ids a rolled-back write (or a FOR UPDATE that waited and looked again) took are
+        # skipped, as any identity's are.
+        return (
+            f"ARRAY(SELECT nextval(pg_get_serial_sequence('{table}', 'id'))"
+            f" FROM generate_series(1, {int(n)}))"
+        )
+
+    def ids_of(self, value: Any, n: int) -> list[int]:
+        return sorted(int(v) for v in value)
 
     def session_tables(self, db: Db) -> list[str]:
         rows = db.execute(

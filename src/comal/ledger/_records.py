@@ -11,7 +11,7 @@ from ..errors import UserError
 from ..messages import Message, canonical_json, message_to_json, sha256_hex
 from ..tokens import count_message
 from ._model import RECORD_TABLES, CheckpointRecord, Record, RecordTable, RequestRecord, Scope
-from ._rows import checkpoint_from_row, record_from_row, request_from_row, utc_text
+from ._rows import checkpoint_from_row, record_from_row, request_from_row, seal_row, utc_text
 from ._sessions import USAGE_FIELDS
 from ._store import StoreBase, now
 from ._text import check_int, check_text, storable
@@ -45,13 +45,15 @@ class Records(StoreBase):
             sealed: tuple[Any, ...] = (scope.session, first_seq, last_seq, tokens, created)
             sealed += (digest,)
             sealed += (canonical_json(meta or {}),)
-            new = c.execute(
-                "INSERT INTO checkpoints (session_id, first_seq, last_seq, tokens, created_at,"
-                " digest, meta, seal, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-                (*sealed, self._sealer.seal("checkpoints", sealed), body),
-            ).fetchone()
+            (cid,) = self._dialect.new_ids(c, "checkpoints", 1)
+            c.execute(
+                "INSERT INTO checkpoints (id, session_id, first_seq, last_seq, tokens,"
+                f" created_at, digest, meta, seal, body){self._dialect.overriding}"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (cid, *sealed, seal_row(self._sealer, "checkpoints", sealed, cid), body),
+            )
         return CheckpointRecord(
-            int(new[0]),
+            cid,
             scope.session,
             first_seq,
             last_seq,
@@ -90,14 +92,13 @@ class Records(StoreBase):
         digest = sha256_hex(text)
         created = now()
         with self.atomic() as c:
-            self._require(scope)
+            (rid,) = self._require(scope, ids=("records", 1))[5]
             sealed = (scope.session, table, kind, created, digest)
-            new = c.execute(
-                "INSERT INTO records (session_id, table_name, kind, created_at, digest, seal,"
-                " body) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
-                (*sealed, self._sealer.seal("records", sealed), self._stored(text)),
-            ).fetchone()
-            rid = int(new[0])
+            c.execute(
+                "INSERT INTO records (id, session_id, table_name, kind, created_at, digest, seal,"
+                f" body){self._dialect.overriding} VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (rid, *sealed, seal_row(self._sealer, "records", sealed, rid), self._stored(text)),
+            )
             if table == "summary" and isinstance(body.get("text"), str):
                 self._dialect.index_text(c, "summaries_fts", scope.session, [(rid, body["text"])])
         return Record(rid, scope.session, kind, created, digest, body, table)

@@ -1,8 +1,9 @@
 """Rows to values, checked: both backends select the same columns in the same order.
 
 Every table's row carries a **seal** over the columns named in :data:`SEALED` (every stored
-column but the id, the seal itself and the body, whose own sha256 ``digest`` is sealed instead),
-keyed with the ledger's secret (``_seal``). An entry's sealed columns end with ``prev_seal``, the
+column but the seal itself and the body, whose own sha256 ``digest`` is sealed instead) and its
+id (:func:`sealed_values`: a row's identity is part of what is sealed), keyed with the ledger's
+secret (``_seal``). An entry's sealed columns end with ``prev_seal``, the
 seal of the entry before it in its session, so the entries of a session form a chain; the
 session row carries the chain's ``head`` (its last entry's seal) and ``head_seal``, the seal of
 (session, next_seq, head), so a cut tail shows too. Decoding a row checks seal and digest, so a
@@ -27,6 +28,7 @@ from ._model import (
     CheckpointRecord,
     Deletion,
     Entry,
+    LedgerEvent,
     MemoryFlush,
     MemoryRecord,
     Record,
@@ -68,6 +70,7 @@ SEALED: dict[str, tuple[str, ...]] = {
         "session_id", "tenant", "agent", "first_seq", "last_seq", "entry_ids", "kind",
         "extractor", "digest", "created_at",
     ),
+    "ledger_events": ("kind", "created_at", "body"),
 }  # fmt: skip
 
 # What follows the sealed columns in each SELECT list.
@@ -91,15 +94,28 @@ _TRAILERS = {
     "summaries": ("seal", "id", "body"),
     "memory_flushes": ("seal", "id"),
     "memories": ("seal", "id", "body"),
+    "ledger_events": ("seal", "id"),
 }
 COLUMNS = {t: ", ".join(SEALED[t] + _TRAILERS[t]) for t in SEALED}
 # The session's chain head is sealed apart from its row: (id, next_seq, head).
 HEAD = "session_heads"
 
 
-def seal_matches(sealer: Sealer, table: str, r: Sequence[Any]) -> bool:
+def sealed_values(table: str, r: Sequence[Any]) -> tuple[Any, ...]:
+    """What a row's seal covers: its sealed columns and, but for a session (whose id is its
+    first sealed column), its id, which follows the seal in every SELECT list. With the id
+    inside, two rows that trade ids (or contents) no longer match their seals."""
     n = len(SEALED[table])
-    return sealer.matches(table, r[:n], r[n])
+    return tuple(r[:n]) if table == "sessions" else (*r[:n], r[n + 1])
+
+
+def seal_row(sealer: Sealer, table: str, values: Sequence[Any], row_id: Any) -> str:
+    """The seal of a new row of ``table`` (not ``sessions``) with id ``row_id``."""
+    return sealer.seal(table, (*values, row_id))
+
+
+def seal_matches(sealer: Sealer, table: str, r: Sequence[Any]) -> bool:
+    return sealer.matches(table, sealed_values(table, r), r[len(SEALED[table])])
 
 
 def check_seal(sealer: Sealer, table: str, r: Sequence[Any], row_id: Any, session: Any) -> None:
@@ -210,6 +226,13 @@ def deletion_from_row(sealer: Sealer, r: Sequence[Any]) -> Deletion:
     check_seal(sealer, "deletions", r, row_id, r[0])
     rows = load_column("deletions", r[10], row_id, r[0])
     return Deletion(row_id, r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], rows, r[11])
+
+
+def event_from_row(sealer: Sealer, r: Sequence[Any]) -> LedgerEvent:
+    row_id = r[4]
+    check_seal(sealer, "ledger_events", r, row_id, None)
+    body = load_column("ledger_events", r[2], row_id, None)
+    return LedgerEvent(int(row_id), r[0], r[1], body if isinstance(body, dict) else {})
 
 
 def flush_from_row(sealer: Sealer, r: Sequence[Any]) -> MemoryFlush:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._backfill import harden, key_and_chain
 from ._keys import KEYS_DDL
+from ._reseal import seal_identity
 from ._savings import backfill_savings
 
 if TYPE_CHECKING:
@@ -390,6 +391,26 @@ CREATE TABLE fts_pending (
 CREATE INDEX fts_pending_session ON fts_pending (session_id, entry_id);
 """
 
+# Every row's seal covers its id, and the ledger seals which sessions it holds (_reseal.py,
+# _ledger_head.py): one head row, moved when a session is created or deleted; and the events of
+# the ledger as a whole (a restore accepted on purpose), each sealed with its id.
+_SEALED_IDENTITY = """
+CREATE TABLE ledger_head (
+    name {key} PRIMARY KEY,
+    generation {int} NOT NULL,
+    sessions {int} NOT NULL,
+    digest TEXT NOT NULL,
+    seal TEXT NOT NULL
+);
+CREATE TABLE ledger_events (
+    id {pk},
+    kind TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    body TEXT NOT NULL,
+    seal TEXT NOT NULL
+);
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_initial", _INITIAL, _INITIAL_SQLITE, _INITIAL_POSTGRES),
     Migration("0002_proxy_keys", KEYS_DDL),
@@ -417,5 +438,6 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration("0009_session_locks", _SESSION_LOCKS),
     Migration("0010_search_backlog", "", "", _SEARCH_BACKLOG_POSTGRES),
+    Migration("0011_sealed_identity", _SEALED_IDENTITY, backfill=seal_identity),
 )
 SCHEMA_VERSION = len(MIGRATIONS)

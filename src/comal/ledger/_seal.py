@@ -16,9 +16,13 @@ Where the secret comes from, first match wins:
   :class:`~comal.ledger.LedgerSecretMissing`), and for SQLite the way to verify a ledger copied
   to another machine without its key file. An in-memory SQLite ledger keys itself at random.
 
-A ledger whose secret is missing or wrong still opens and reads, checking body digests but not
-seals; writing is :class:`~comal.ledger.LedgerSecretMissing`, and ``verify`` reports a ``secret``
-fault naming where it looked instead of passing.
+A ledger whose secret is missing does not open (:class:`~comal.ledger.LedgerSecretMissing`), and
+one whose key check matches no secret found, or whose id no longer names a key, is
+:class:`~comal.ledger.LedgerKeyMismatch`: reading it with its seals unchecked would show whatever
+a writer of the file put there. Only an open asked not to be strict (``verify``, and
+``open_ledger(..., strict=False)``) goes on, checking body digests but not seals; writing is then
+:class:`~comal.ledger.LedgerSecretMissing`, and ``verify`` reports a ``secret`` fault naming
+where it looked instead of passing.
 """
 
 from __future__ import annotations
@@ -35,9 +39,9 @@ from typing import Any
 
 from platformdirs import user_state_dir
 
-from ..errors import UserError
+from ..errors import LedgerError, UserError
 from ..messages import canonical_json
-from ._errors import LedgerSecretMissing, LedgerUnavailable
+from ._errors import LedgerKeyMismatch, LedgerSecretMissing, LedgerUnavailable
 
 ENV = "COMAL_LEDGER_SECRET"
 Secret = str | bytes
@@ -51,12 +55,33 @@ class Sealer:
     """Seals rows under one key; ``problem`` says why it cannot (no secret, a wrong one)."""
 
     def __init__(
-        self, key: bytes | None, source: str, problem: str | None = None, target: str | None = None
+        self,
+        key: bytes | None,
+        source: str,
+        problem: str | None = None,
+        target: str | None = None,
+        *,
+        mismatch: bool = False,
     ) -> None:
         self._keyed = _keyed(key) if key is not None else None
         self.source = source
         self.problem = problem if key is not None or problem else "no secret"
         self.target = target  # the ledger, as messages name it
+        # A secret was found but the ledger's key check names another (or its id is damaged):
+        # a sign of an edited ledger_meta, not only of a ledger moved without its key.
+        self.mismatch = mismatch
+
+    def refusal(self, doing: str) -> LedgerError:
+        """The coded error for ``doing`` something that needs the seals checked."""
+        if self.mismatch:
+            return LedgerKeyMismatch(
+                self.target,
+                f"cannot {doing}: {self.problem}",
+                "if this is the ledger's own secret, its ledger_meta was changed outside comal: "
+                "run `comal verify` and restore the ledger from a backup; else give it the "
+                f"secret it was made with ({ENV}, or its key file)",
+            )
+        return LedgerSecretMissing(self.target, f"cannot {doing}: {self.problem}", _TODO)
 
     @property
     def checks(self) -> bool:
@@ -117,6 +142,11 @@ def _keyed(key: bytes) -> tuple[hashlib._Hash, hashlib._Hash]:
 
 
 _TODO = "give the ledger its secret (see `comal verify`): COMAL_LEDGER_SECRET, or its key file"
+
+
+def is_ledger_id(value: object) -> bool:
+    """Whether ``value`` is a ledger id as comal makes them (it names files beside the key)."""
+    return isinstance(value, str) and _ID.fullmatch(value) is not None
 
 
 def key_check(key: bytes) -> str:
@@ -188,6 +218,12 @@ class Keying:
     secret: Secret | None
     memory: bool
     made: tuple[bytes, str] | None = None
+    # Refuse to open a ledger whose seals cannot be checked, or that is older than this machine
+    # last saw it; False (verify) opens it to report what is wrong.
+    strict: bool = True
+    # Where the ledger is, as this machine names it (a file's real path, a server's database and
+    # schema): what it last saw there is remembered beside the key (``_rollback``).
+    place: str | None = None
 
     def check(self) -> None:
         """Refuse before any migration runs when keying would fail: a PostgreSQL ledger is not
@@ -212,7 +248,7 @@ def find_sealer(keying: Keying, meta: dict[str, Any]) -> Sealer:
         ledger_id = meta.get("id")
         if not (isinstance(ledger_id, str) and _ID.fullmatch(ledger_id)):
             problem = "the ledger's id is damaged, so its key file cannot be named"
-            return Sealer(None, "", problem, keying.target)
+            return Sealer(None, "", problem, keying.target, mismatch=True)
         path = key_path(ledger_id)
         looked.append((f"the file {path}", _read(path)))
     env = os.environ.get(ENV)
@@ -226,13 +262,15 @@ def find_sealer(keying: Keying, meta: dict[str, Any]) -> Sealer:
     if found:
         problem = (
             f"the secret from {' and '.join(found)} is not the one this ledger was sealed with"
+            " (its key check does not match)"
         )
-    else:
-        where = " or ".join(s for s, _ in looked)
-        problem = (
-            f"this ledger's secret was not found ({where}); a ledger copied from another machine "
-            f"needs its key file copied too, or {ENV} set to the key file's content"
-        )
+        return Sealer(None, "", f"{problem}, so its seals cannot be checked", keying.target,
+                      mismatch=True)  # fmt: skip
+    where = " or ".join(s for s, _ in looked)
+    problem = (
+        f"this ledger's secret was not found ({where}); a ledger copied from another machine "
+        f"needs its key file copied too, or {ENV} set to the key file's content"
+    )
     return Sealer(None, "", f"{problem}, so its seals cannot be checked", keying.target)
 
 

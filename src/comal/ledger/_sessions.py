@@ -14,6 +14,7 @@ from typing import Any
 
 from ..errors import LedgerError, UserError
 from ..messages import Message, canonical_json, group_messages
+from . import _ledger_head as ledger_head
 from ._common import Prepared, check_step_shape, prepare, prepare_many, usage_anchor
 from ._db import Db
 from ._dialect import insert_many
@@ -28,6 +29,7 @@ from ._rows import (
     check_seal,
     damaged_index,
     request_facts,
+    seal_row,
     session_from_row,
     utc_text,
 )
@@ -37,10 +39,10 @@ from ._text import check_int, check_text, storable
 
 _MAX_INT = 2**63 - 1
 USAGE_FIELDS = ("new_input", "cache_read", "cache_write", "output", "reasoning")
-_ENTRY_MARKS = f"({', '.join('?' * (len(SEALED['entries']) + 2))})"
+_ENTRY_MARKS = f"({', '.join('?' * (len(SEALED['entries']) + 3))})"
+# {0}: the dialect's clause for rows that bring their own ids; {{}}: the rows.
 _ENTRY_INSERT = (
-    f"INSERT INTO entries ({', '.join(SEALED['entries'])}, seal, body) VALUES {{}}"
-    " RETURNING seq, id"
+    f"INSERT INTO entries (id, {', '.join(SEALED['entries'])}, seal, body){{0}} VALUES {{{{}}}}"
 )
 
 
@@ -108,6 +110,8 @@ class Sessions(StoreBase):
                 raise UserError(f"session {scope.session} already exists")
             for group in group_messages(messages):
                 self._append_step(c, scope, StepInput(group.messages), join_step=None)
+            # Last: on PostgreSQL the ledger's head is one row, held until this commits.
+            ledger_head.advance(c, self._sealer, self._ledger_id, added=[scope.session])
         return scope
 
     def session(self, scope: Scope) -> SessionInfo | None:
@@ -296,7 +300,8 @@ class Sessions(StoreBase):
         entries go in by multi-row INSERTs."""
         if not steps:
             return []
-        next_seq, _status, last_step, head, head_seal = self._require(scope, lock=True)
+        found = self._require(scope, lock=True, ids=("entries", len(prepared)))
+        next_seq, _status, last_step, head, head_seal, new_ids = found
         if self._heads.get(scope.session) != (next_seq, head, head_seal):
             check_head(self._sealer, scope.session, next_seq, head, head_seal)
         next_seq = int(next_seq)
@@ -308,6 +313,7 @@ class Sessions(StoreBase):
             )
         stamp = now()
         rows, placed = [], []  # placed: (first seq, step seq, created, its prepared messages)
+        ids = iter(new_ids)
         k = 0
         for step in steps:
             mine = prepared[k : k + len(step.messages)]
@@ -319,15 +325,17 @@ class Sessions(StoreBase):
                 sealed: tuple[Any, ...] = (scope.session, next_seq + i, step_seq)
                 sealed += (p.message.role.value, p.tokens, p.size, created, p.call_id)
                 sealed += (p.digest, p.output_digest, head)
-                head = self._sealer.seal("entries", sealed)  # the next entry's prev_seal
-                rows.append((*sealed, head, p.stored))
+                row_id = next(ids)
+                head = seal_row(self._sealer, "entries", sealed, row_id)  # the next prev_seal
+                rows.append((row_id, *sealed, head, p.stored))
             placed.append((next_seq, step_seq, created, mine))
             next_seq += len(mine)
             last_step = step_seq
-        ids = dict(insert_many(c, _ENTRY_INSERT, _ENTRY_MARKS, rows))
+        insert_many(c, _ENTRY_INSERT.format(self._dialect.overriding), _ENTRY_MARKS, rows)
+        by_seq = {r[2]: r[0] for r in rows}
         out = [
             [
-                p.entry(int(ids[first + i]), scope.session, first + i, seq, at)
+                p.entry(by_seq[first + i], scope.session, first + i, seq, at)
                 for i, p in enumerate(mine)
             ]
             for first, seq, at, mine in placed
@@ -384,10 +392,11 @@ class Sessions(StoreBase):
         sealed += (prompt_last_seq, at, canonical_json(meta))
         # Priced once, here, so no report ever re-prices the log (see _savings.py).
         saved = request_saving(meta, u.model, n.new_input, n.cache_read, n.cache_write)
+        (rid,) = self._dialect.new_ids(c, "requests", 1)
         c.execute(
-            f"INSERT INTO requests ({', '.join(SEALED['requests'])}, seal, saved_usd)"
-            f" VALUES ({', '.join('?' * (len(sealed) + 2))})",
-            (*sealed, self._sealer.seal("requests", sealed), saved),
+            f"INSERT INTO requests (id, {', '.join(SEALED['requests'])}, seal, saved_usd)"
+            f"{self._dialect.overriding} VALUES ({', '.join('?' * (len(sealed) + 3))})",
+            (rid, *sealed, seal_row(self._sealer, "requests", sealed, rid), saved),
         )
         c.execute(
             "UPDATE sessions SET request_count = request_count + 1, saved_usd = CASE"

@@ -9,6 +9,7 @@ check and a comparison of its schema with the one the migrations make.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -101,6 +102,15 @@ class SQLiteDialect(Dialect):
 
     def disarm(self, db: Db) -> None:
         db.raw.set_progress_handler(None, 0)
+
+    def ids_column(self, table: str, n: int) -> str:
+        # The transaction holds the database's only write lock (BEGIN IMMEDIATE), so the next
+        # ids are past the largest one, as SQLite itself would pick them.
+        return f"(SELECT max(id) FROM {table})"
+
+    def ids_of(self, value: Any, n: int) -> list[int]:
+        first = int(value or 0) + 1
+        return list(range(first, first + n))
 
     def session_tables(self, db: Db) -> list[str]:
         return [
@@ -299,9 +309,12 @@ class SQLiteLedger(Store):
         create: bool = True,
         secret: Secret | None = None,
         compress: bool = True,
+        strict: bool = True,
     ) -> None:
         """``compress=False`` stores every body as text, as comal did before bodies were
-        compressed (both read the same; it is there to measure what compression saves)."""
+        compressed (both read the same; it is there to measure what compression saves).
+        ``strict=False`` opens a ledger whose seals cannot be checked or that is older than
+        this machine last saw it, to report on it (see :func:`~comal.ledger.open_ledger`)."""
         if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise UserError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
         parsed = parse_target(path)  # a sqlite: or mysql:// URL must not become a folder
@@ -314,7 +327,8 @@ class SQLiteLedger(Store):
         self.path = parsed.value
         memory = self.path == ":memory:"
         target = parsed.described
-        keying = Keying("sqlite", target, secret, memory)
+        place = None if memory else os.path.realpath(self.path)
+        keying = Keying("sqlite", target, secret, memory, strict=strict, place=place)
         db = open_sqlite(self.path, SQLITE, create=create, target=target, keying=keying)
         db.raw.execute(f"PRAGMA synchronous = {synchronous}")  # cannot fail: a fixed word
         super().__init__(db, keying, counter)

@@ -122,6 +122,8 @@ def open_sqlite(path: str, dialect: Dialect, *, create: bool, target: str, keyin
         return db
     p = Path(path)
     empty = _look(p, create=create, target=target)
+    if empty and create:
+        _make_private(p, target)
     mode = "rwc" if empty and create else "rw"
     uri = f"file:{quote(os.path.abspath(p))}?mode={mode}"
     try:
@@ -216,6 +218,20 @@ def _look(p: Path, *, create: bool, target: str) -> bool:
             "check the path (or COMAL_LEDGER), or give a new file name to start a ledger",
         )
     return False
+
+
+def _make_private(p: Path, target: str) -> None:
+    """Create the ledger's file readable by its owner only, before SQLite opens it: it holds
+    whole transcripts (keys, tokens, code), and SQLite gives the -wal and -shm files it makes
+    beside a database the database's own mode."""
+    try:
+        os.close(os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        return  # made meanwhile (another process), or there and empty: its mode is kept
+    except OSError as exc:
+        raise LedgerReadOnly(
+            target, f"cannot create the ledger file ({exc.strerror})", _WRITABLE
+        ) from exc
 
 
 def _make_parent(p: Path, target: str) -> None:

@@ -8,16 +8,20 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Self
 
-from ..errors import UserError
+from ..errors import LedgerError, UserError
 from ..messages import Message
 from ..tokens import TokenCounter, Usage, default_counter
+from . import _ledger_head as ledger_head
 from ._bodies import pack
 from ._db import Db, Tracer
-from ._model import Entry, Scope, log
+from ._errors import LedgerRolledBack, LedgerRowDamaged
+from ._model import Entry, Fault, Scope, log
+from ._rollback import Seen, load, observe, remember, state_path, why_older
 from ._rows import COLUMNS, damaged_index, whole
-from ._seal import Keying, Sealer, find_sealer
+from ._seal import Keying, Sealer, find_sealer, is_ledger_id
 from ._text import storable
 
 
@@ -89,6 +93,9 @@ class StoreBase:
                 sealer = Sealer(*keying.made, None, db.target)
             else:
                 sealer = find_sealer(keying, meta)
+            if keying.strict and not sealer.checks:
+                # Reading with the seals unchecked would show whatever a writer put there.
+                raise sealer.refusal("open it")
         except BaseException:
             db.close()
             raise
@@ -100,6 +107,17 @@ class StoreBase:
         self._cache = EntryCache()
         self._heads: dict[str, tuple[Any, ...]] = {}  # see Sessions._append_step
         self.target = db.target
+        self._ledger_id: Any = meta.get("id")
+        self._keying = keying
+        # What a lenient open (verify) found wrong before any row was read.
+        self._opening_faults: list[Fault] = []
+        self._rolled_back: tuple[Seen, Seen] | None = None  # (found, seen) when older
+        self._wrote = False
+        try:
+            self._look_back()
+        except BaseException:
+            db.close()
+            raise
 
     @property
     def counter(self) -> TokenCounter:
@@ -115,7 +133,59 @@ class StoreBase:
         self._counter = counter
 
     def close(self) -> None:
+        if self._wrote and self._rolled_back is None:
+            self._remember()
         self._db.close()
+
+    # -- what this machine saw (_rollback) ----------------------------------------------------
+    def _seen_path(self) -> Path | None:
+        place, ledger_id = self._keying.place, self._ledger_id
+        if place is None or not self._sealer.checks or not is_ledger_id(ledger_id):
+            return None
+        return state_path(ledger_id, place)
+
+    def _observe(self) -> Seen:
+        with self._reading() as c:
+            return observe(c, ledger_head.read(c, self._sealer, self._ledger_id))
+
+    def _look_back(self) -> None:
+        """Compare the ledger with what this machine last saw in its place; remember it when
+        it is that or newer, refuse it (or, opened leniently, note it) when it is older."""
+        path = self._seen_path()
+        if path is None:
+            return
+        try:
+            found = self._observe()
+        except LedgerRowDamaged:
+            if self._keying.strict:
+                raise
+            return  # verify names the damaged head
+        seen = load(path)
+        why = None if seen is None else why_older(found, seen)
+        if why is None:
+            remember(path, found, str(self._keying.place))
+            return
+        if self._keying.strict:
+            raise LedgerRolledBack(
+                self.target,
+                f"the ledger is older than this machine last saw it here: {why}",
+                "if it was restored from a backup on purpose, check and accept it once with "
+                "`comal verify --accept-restore`; otherwise put the newer copy back",
+            )
+        assert seen is not None
+        self._rolled_back = (found, seen)
+        self._opening_faults.append(Fault(None, None, "rolled-back", why, "ledger", None))
+
+    def _remember(self) -> None:
+        path = self._seen_path()
+        if path is None:
+            return
+        try:
+            found = self._observe()
+        except LedgerError as exc:  # closing: what was seen at open stays recorded
+            log.warning("ledger: what this process saw was not recorded (%s)", exc)
+            return
+        remember(path, found, str(self._keying.place))
 
     def __enter__(self) -> Self:
         return self
@@ -134,6 +204,7 @@ class StoreBase:
 
         It yields the connection: ``execute(sql, params)`` runs a statement in it (``?``
         placeholders, or the backend's own) and returns the driver's cursor."""
+        self._wrote = True  # closing records what this machine saw (_rollback)
         return self._db.atomic()
 
     def _stored(self, text: str) -> str | bytes:
@@ -193,14 +264,19 @@ class StoreBase:
             return list(rows.fetchall())
 
     # -- scoping ------------------------------------------------------------------------------
-    def _session_row(self, scope: Scope, *, lock: bool = False) -> tuple[Any, ...] | None:
+    def _session_row(
+        self, scope: Scope, *, lock: bool = False, ids: tuple[str, int] | None = None
+    ) -> tuple[Any, ...] | None:
         """(next_seq, status, last_step, head, head_seal) of the scope's session, or None when it
         does not resolve. ``lock`` (inside ``atomic``) serializes writers of one session on
-        PostgreSQL: the second waits for the first to commit and then reads its next_seq."""
+        PostgreSQL: the second waits for the first to commit and then reads its next_seq.
+        ``ids`` (table, n) adds a sixth value, ``n`` new ids of that table: a write learns the ids
+        its seals cover in the statement that finds its session, not in one more."""
         if not all(storable(v) for v in (scope.tenant, scope.agent, scope.session)):
             return None  # no stored session can have such a name
+        extra = "" if ids is None else f", {self._dialect.ids_column(*ids)}"
         query = (
-            "SELECT next_seq, status, last_step, head, head_seal FROM sessions"
+            f"SELECT next_seq, status, last_step, head, head_seal{extra} FROM sessions"
             " WHERE id = ? AND tenant = ? AND agent = ?"
         ) + (self._dialect.for_update if lock else "")
         with self._reading() as c:
@@ -209,6 +285,8 @@ class StoreBase:
             ).fetchone()
         if row is not None and not (whole(row[0]) and (row[2] is None or whole(row[2]))):
             raise damaged_index(self.target, f"session {scope.session}'s counters are not numbers")
+        if row is not None and ids is not None:
+            row = (*row[:5], self._dialect.ids_of(row[5], ids[1]))
         return row
 
     def _visible(self, scope: Scope) -> bool:
@@ -218,8 +296,10 @@ class StoreBase:
             return False
         return True
 
-    def _require(self, scope: Scope, *, lock: bool = False) -> tuple[Any, ...]:
-        row = self._session_row(scope, lock=lock)
+    def _require(
+        self, scope: Scope, *, lock: bool = False, ids: tuple[str, int] | None = None
+    ) -> tuple[Any, ...]:
+        row = self._session_row(scope, lock=lock, ids=ids)
         if row is None:
             raise UserError(
                 f"no session {scope.session} for tenant {scope.tenant!r} and agent "

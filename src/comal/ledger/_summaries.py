@@ -23,7 +23,16 @@ from typing import TYPE_CHECKING, Any
 from ..errors import LedgerError, UserError
 from ..messages import canonical_json, load_json, sha256_hex
 from ._model import Fault, Scope, SummaryRecord
-from ._rows import COLUMNS, SEALED, body_matches, check_body, check_seal, load_column, seal_matches
+from ._rows import (
+    COLUMNS,
+    SEALED,
+    body_matches,
+    check_body,
+    check_seal,
+    load_column,
+    seal_matches,
+    seal_row,
+)
 from ._seal import Sealer
 from ._store import StoreBase
 
@@ -136,7 +145,7 @@ class Summaries(StoreBase):
             at = before.index(draft.children[0]) if draft.children else len(after)
             after.insert(at, sid)
             row += (canonical_json(after),)
-            seal = self._sealer.seal("summaries", row)
+            seal = seal_row(self._sealer, "summaries", row, sid)
             c.execute(
                 "UPDATE summaries SET frontier = ?, seal = ? WHERE id = ?", (row[-1], seal, sid)
             )

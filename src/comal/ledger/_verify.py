@@ -40,6 +40,7 @@ from ..messages import (
     message_to_json,
     sha256_hex,
 )
+from . import _ledger_head
 from ._backend import LedgerBackend
 from ._bodies import unpack
 from ._model import RECORD_TABLES, Fault, VerifyReport
@@ -120,6 +121,7 @@ def verify(ledger: LedgerBackend, *, database: bool = True, search: bool = False
     w = _Walk(store._sealer)
     if not w.sealer.checks:
         w.fault(None, "ledger", None, "secret", f"{w.sealer.problem}; seals were not checked")
+    w.faults += store._opening_faults  # what a lenient open found: an older copy
     status = "not checked: skipped"
     if database:
         try:
@@ -129,6 +131,7 @@ def verify(ledger: LedgerBackend, *, database: bool = True, search: bool = False
         for p in problems:
             w.fault(None, "database", None, "integrity", p)
     w.walk("sessions", lambda: store._raw_table("sessions"), lambda r: _session(w, r))
+    _check_ledger_head(w, store)
     entries = _Entries(w)
     w.walk("entries", store._raw_entries, entries.check)
     entries.close_session()
@@ -156,6 +159,8 @@ def verify(ledger: LedgerBackend, *, database: bool = True, search: bool = False
     w.walk("checkpoints", lambda: store._raw_table("checkpoints"), lambda r: _checkpoint(w, r))
     w.walk("records", lambda: store._raw_table("records"), lambda r: _record(w, r))
     w.walk("deletions", lambda: store._raw_table("deletions"), lambda r: _deletion(w, r))
+    w.walk("ledger_events", lambda: store._raw_table("ledger_events"),
+           lambda r: _event(w, r))  # fmt: skip
     try:  # the dag engine's summaries (ledger/_summaries.py)
         w.faults += store.summary_faults()
     except LedgerError as exc:
@@ -184,6 +189,54 @@ def verify(ledger: LedgerBackend, *, database: bool = True, search: bool = False
 
 def _deletion(w: _Walk, r: tuple[Any, ...]) -> None:
     w.sealed("deletions", r, r[13], r[0])
+
+
+def _event(w: _Walk, r: tuple[Any, ...]) -> None:
+    w.sealed("ledger_events", r, r[4], None)
+
+
+def _check_ledger_head(w: _Walk, store: Store) -> None:
+    """The ledger's sealed head against the sessions stored: a session deleted whole (its row
+    and every row naming it) or put in from elsewhere shows here and nowhere else."""
+    try:
+        row = store._ledger_head_row()
+    except LedgerError as exc:
+        w.fault(None, "ledger_head", None, "unreadable", str(exc))
+        return
+    if row is None:
+        w.fault(
+            None,
+            "ledger_head",
+            _ledger_head.NAME,
+            "missing",
+            "the ledger's sealed head is missing, so a deleted session cannot be seen",
+        )
+        return  # fmt: skip
+    if not _ledger_head.head_matches(w.sealer, store._ledger_id, row):
+        w.fault(
+            None,
+            "ledger_head",
+            _ledger_head.NAME,
+            "seal",
+            "the ledger's head does not match its seal (or the ledger's id was changed)",
+        )
+        return  # fmt: skip
+    if not w.sealer.checks:
+        return  # a session's mark needs the secret
+    n, digest = _ledger_head.expected(w.sealer, w.sessions)
+    claimed = row[1]
+    if n == claimed and digest == row[2]:
+        return
+    if whole(claimed) and n != claimed:
+        gone = claimed - n
+        what = "deleted" if gone > 0 else "put in"
+        count = f"{abs(gone)} session{'s' if abs(gone) != 1 else ''}"
+        detail = f"the ledger's sealed head counts {claimed} sessions and {n} are stored: "
+        detail += f"{count} {what} outside comal (comal's own deletions move the head)"
+    else:
+        detail = "the sessions stored are not those the ledger's head was sealed over: one was "
+        detail += "replaced outside comal"
+    w.fault(None, "ledger_head", _ledger_head.NAME, "sessions", detail)
 
 
 def _session(w: _Walk, r: tuple[Any, ...]) -> None:
