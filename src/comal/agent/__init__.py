@@ -68,6 +68,12 @@ from ._human import (
     render_report,
     window_note,
 )
+from ._instructions import (
+    INSTRUCTIONS_EVENT,
+    InstructionFiles,
+    Instructions,
+    recorded_instructions,
+)
 from ._lengths import CONTEXT_EVENT, INCOMPLETE_EVENT
 from ._lifecycle import PromptBlocked
 from ._lock import SessionLock, lock_path
@@ -90,6 +96,7 @@ __all__ = [
     "DEFAULT_SYSTEM",
     "HUMAN_OPERATIONS",
     "INCOMPLETE_EVENT",
+    "INSTRUCTIONS_EVENT",
     "OPERATOR_ONLY",
     "RETENTION_EVENT",
     "SCRIPT_PREFIX",
@@ -109,6 +116,8 @@ __all__ = [
     "HostControls",
     "HumanOperationFailed",
     "IncompleteResponse",
+    "InstructionFiles",
+    "Instructions",
     "Preamble",
     "PromptBlocked",
     "Proposal",
@@ -144,6 +153,7 @@ __all__ = [
     "policy_from_config",
     "queued_compactions",
     "raise_for",
+    "recorded_instructions",
     "render_report",
     "request_saving",
     "resumable",

@@ -67,6 +67,14 @@ from ._catalog import CATALOG_EVENT, CatalogPlan, ToolDeferral
 from ._errors import (
     IncompleteResponse,
 )
+from ._instructions import (
+    INSTRUCTIONS_EVENT,
+    InstructionFiles,
+    Instructions,
+    changed_files,
+    nested_folders,
+    recorded_instructions,
+)
 from ._lengths import (
     CONTEXT_EVENT,
     INCOMPLETE_EVENT,
@@ -95,6 +103,8 @@ class Preview:
     system_tokens: int
     tools_tokens: int
     deferred: tuple[str, ...] = ()  # tools behind ToolSearch (CCH-3)
+    instructions: Instructions = field(default_factory=Instructions)  # DRV-1: the files sent
+    instructions_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,12 +148,26 @@ class Proposer(Outcomes):
     state: object = None
     compact_requested: bool = False
     last: Proposal | None = field(default=None, repr=False)
+    # DRV-1: the instruction files (the user's, the workspace's, nested ones), read before
+    # every request; None: a system prompt without them.
+    files: InstructionFiles | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         # The one turn service of this session: engine, configuration, view, assembly,
         # what an assembly stores, maintenance (the agent never calls the engine itself).
         clause = get_engine(self.settings.engine_name).system_clause
-        self.system_text = f"{self.settings.system}\n\n{clause}" if clause else self.settings.system
+        self.base_system = f"{self.settings.system}\n\n{clause}" if clause else self.settings.system
+        recorded = recorded_instructions(self.ledger, self.scope)
+        latest = recorded[-1][1] if recorded else Instructions()
+        # What the session last recorded: a request whose instructions differ records anew.
+        self._recorded = latest.digest
+        if self.files is not None:
+            self.files.load(nested_folders(latest))
+        self.instructions = self.files.read() if self.files is not None else Instructions()
+        # A prefix that differs from the previous request's because the files did is an edit
+        # the cache watch is told about (CCH-1), not a break.
+        self._instructions_change = changed_files(latest, self.instructions)
+        self.system_text = self._system_for(self.instructions)
         self.system_message = Message.system(self.system_text)
         self.service = ContextSession(
             self.ledger,
@@ -158,6 +182,7 @@ class Proposer(Outcomes):
         self.engine = self.service.engine
         self.cache = self.service.cache
         counter = config_counter(self.settings.engine)
+        self._counter = counter
         self.system_tokens = count_message(counter, self.system_message)
         # CCH-3: the tools sent follow the deferral's plan, made again every turn; CCH-4 and
         # CCH-1: the breakpoints' TTL and the previous request's prefix.
@@ -175,7 +200,43 @@ class Proposer(Outcomes):
         # Sets dump in hash order, which differs per process; sorted, the digest is stable.
         engine = {k: sorted(v, key=str) if isinstance(v, list) else v for k, v in engine.items()}
         engine["name"] = self.settings.engine_name
-        self._config = sha256_hex(canonical_json({"engine": engine, "system": self.system_text}))
+        self._engine_json = engine
+        self._config = self._config_digest()
+
+    def _config_digest(self) -> str:
+        return sha256_hex(canonical_json({"engine": self._engine_json, "system": self.system_text}))
+
+    # -- instructions (DRV-1) ----------------------------------------------------------------
+    def _system_for(self, instructions: Instructions) -> str:
+        text = instructions.text
+        return f"{self.base_system}\n\n{text}" if text else self.base_system
+
+    def use_instructions(self, instructions: Instructions) -> None:
+        """Send ``instructions`` in the system prompt from the next request on (a replay puts
+        back each request's recorded ones this way)."""
+        if instructions.text == self.instructions.text:
+            return
+        self._instructions_change = changed_files(self.instructions, instructions)
+        self.instructions = instructions
+        self.system_text = self._system_for(instructions)
+        self.system_message = Message.system(self.system_text)
+        self.service.system = (self.system_message,)
+        self.system_tokens = count_message(self._counter, self.system_message)
+        self._config = self._config_digest()
+
+    def _refresh_instructions(self) -> None:
+        """Read the instruction files again before a request: a file that changed, appeared
+        or went away, or a nested one loaded since, makes a new system prompt."""
+        if self.files is not None:
+            self.use_instructions(self.files.read())
+
+    @property
+    def instructions_tokens(self) -> int:
+        """What the instructions add to the system prompt, in tokens."""
+        if not self.instructions.text:
+            return 0
+        bare = count_message(self._counter, Message.system(self.base_system))
+        return max(0, self.system_tokens - bare)
 
     def _use(self, plan: CatalogPlan) -> None:
         self.tools = [
@@ -269,6 +330,7 @@ class Proposer(Outcomes):
         """The next request as :meth:`propose` would assemble it, with nothing stored; a
         checkpoint the engine would derive counts as new (the measured anchor no longer
         applies to it, TOK-2)."""
+        self._refresh_instructions()
         events = self.ledger.records(self.scope, "event", kinds=(INCOMPLETE_EVENT, CONTEXT_EVENT))
         scale = session_scale(events, self.settings.model)
         turn = self.service.prepare(self._budget_for(scale), state=self.state, preview=True)
@@ -285,6 +347,8 @@ class Proposer(Outcomes):
             self.system_tokens,
             self.tools_tokens,
             self._plan.deferred,
+            self.instructions,
+            self.instructions_tokens,
         )
 
     def ttl_at(self, requests_made: int) -> str | None:
@@ -309,6 +373,7 @@ class Proposer(Outcomes):
 
     def propose(self) -> Proposal:
         while True:
+            self._refresh_instructions()
             # Only the small events the loop needs: stored tool outputs are events too.
             events = self.ledger.records(
                 self.scope, "event", kinds=(INCOMPLETE_EVENT, CONTEXT_EVENT)
@@ -411,8 +476,10 @@ class Proposer(Outcomes):
                     tools_change=plan.reason,
                     checkpoint_stored=assembly.checkpoint_to_store is not None,
                     stand_ins_changed=moved,
+                    system_change=self._instructions_change,
                 )
         self._prefix = prefix
+        instructions = self.instructions if self.instructions.digest != self._recorded else None
 
         def beside(stored: CheckpointRecord | None) -> None:
             if stored is not None and self._bases is not None:
@@ -424,6 +491,14 @@ class Proposer(Outcomes):
             if promoted:
                 body = {"v": 1, "ttl": self.cache_ttl, "after_requests": made, "at_seq": at}
                 self.ledger.add_record(self.scope, "event", RETENTION_EVENT, body)
+            if instructions is not None:
+                # DRV-1: what the system prompt carries from now on, as sent (replay reads it).
+                body = instructions.event(at)
+                self.ledger.add_record(self.scope, "event", INSTRUCTIONS_EVENT, body)
+                self._recorded = instructions.digest
+                self._instructions_change = None
+                shown = ", ".join(s.path for s in instructions.sources) or "none"
+                self.say("note", f"instructions: {shown}")
             if finding is not None:
                 kind, body = finding.event(at)
                 self.ledger.add_record(self.scope, "event", kind, body)

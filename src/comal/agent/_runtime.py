@@ -68,9 +68,10 @@ from ._config import Config, load_config, settings_from_config
 from ._flags import Flags, SessionNotHeld, normalize_spec
 from ._houses import house_factory
 from ._human import HUMAN_OPERATIONS
+from ._instructions import InstructionFiles
 from ._lock import PgSessionLock, SessionLock
 from ._mcp_servers import MCP_EVENT, McpServers
-from ._opening import check_prompt, instructions_file, latest_session, open_workspace
+from ._opening import check_prompt, latest_session, open_workspace
 from ._propose import Probe, Proposer, Say
 from ._result import RunResult
 from ._session import lock_session
@@ -228,15 +229,8 @@ class Runtime:
         )
         if self.host.effort != settings.effort:
             settings = replace(settings, effort=self.host.effort)
-        fields = type(settings.engine).model_fields
-        if "instructions" in fields and not getattr(settings.engine, "instructions", ""):
-            found = instructions_file(self.workspace.root)
-            if found is not None:
-                # The engine cannot read files: the workspace's instructions reach it as data
-                # (the pipeline re-injects them after a summary, PIP-1 layer 10).
-                name, text = found
-                update = {"instructions": text, "instructions_source": name}
-                settings = replace(settings, engine=settings.engine.model_copy(update=update))
+        # The instruction files travel in the system prompt (DRV-1), which every engine sends
+        # whole: the pipeline is not given them again to re-inject after a summary.
         return settings
 
     def provider(self) -> Provider:
@@ -330,7 +324,9 @@ class Runtime:
         house = self.house()
         self.start_mcp(house)  # the preview shows the tools the agent will really send
         catalog = model_catalog(house.catalog("model"), get_engine(settings.engine_name))
-        return Proposer(self.ledger, self.need_scope(), None, settings, catalog, run="preview")
+        files = InstructionFiles(self.workspace)
+        scope = self.need_scope()
+        return Proposer(self.ledger, scope, None, settings, catalog, run="preview", files=files)
 
     def start_mcp(self, house: House, say: Say | None = None) -> None:
         """Start the configured MCP servers (once) in ``house``'s sandbox, their tools in the
