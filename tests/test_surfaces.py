@@ -103,7 +103,7 @@ def test_resume_works_in_the_sessions_workspace_and_keeps_the_new_mode(
     # A new process, another directory, no --workspace: the session's own workspace, and the
     # mode of this process (read-only), which refuses the write.
     again = Flags(mode="read-only")
-    assert run_prompt("write b", again, resume=session, as_json=True) == 0
+    assert run_prompt("write b", again, resume=session, as_json=True) == 6  # denied (DRV-4)
     assert (home / "a.txt").exists() and not (elsewhere / "a.txt").exists()
     assert not (home / "b.txt").exists() and not (elsewhere / "b.txt").exists()
     led = open_ledger(db)

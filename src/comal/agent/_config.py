@@ -266,25 +266,27 @@ class Config(Strict):
         profile = self._profile(agent)
         return profile.engine if profile is not None and profile.engine else self.engine
 
-    def engine_config(self, agent: str | None = None) -> BaseModel:
+    def engine_config(self, agent: str | None = None, *, engine: str | None = None) -> BaseModel:
         """The settings of ``agent``'s engine: the top-level ``engine_settings`` (when it runs
         the top-level engine) with the agent's ``engine_settings`` over them, validated with
-        that engine's own ranges."""
+        that engine's own ranges. ``engine`` names another one (a resumed session's own,
+        DRV-4): only the settings written for that engine apply, else its defaults."""
         profile = self._profile(agent)
-        name = self.engine_name(agent)
+        runs = self.engine_name(agent)
+        name = engine or runs
         merged = dict(self.engine_settings) if name == self.engine else {}
         where = "engine_settings"
-        if profile is not None and profile.engine_settings:
+        if profile is not None and profile.engine_settings and name == runs:
             merged |= profile.engine_settings
             where = f"agents.{agent}.engine_settings"
-        engine = get_engine(name)
+        found = get_engine(name)
         try:
-            return engine_config(engine, merged)
+            return engine_config(found, merged)
         except InputError as exc:
             key = exc.field or ""
             own = f"{where}.{key}" if key in (profile.engine_settings if profile else {}) else None
             field = own or (f"engine_settings.{key}" if key in self.engine_settings else where)
-            rng = allowed(engine.config_type, key.split(".")) if key else None
+            rng = allowed(found.config_type, key.split(".")) if key else None
             raise InputError(_with_range(exc.reason, rng), field=field) from exc
 
     def cache_config(self, agent: str | None = None) -> CacheConfig:

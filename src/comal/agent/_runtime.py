@@ -24,8 +24,9 @@ from __future__ import annotations
 import contextlib
 import getpass
 import json
+import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Self
@@ -35,6 +36,7 @@ from ..errors import ComalError, UserError
 from ..ledger import LedgerBackend, Scope, SessionInfo
 from ..messages import ToolCall
 from ..ops import (
+    MODES,
     Actor,
     Approver,
     HostSettings,
@@ -65,10 +67,11 @@ from ._agent import Agent, Clock, Preamble, intention, utc_now
 from ._catalog import ensure_tool_search
 from ._children import SpecModels
 from ._config import Config, load_config, settings_from_config
-from ._flags import Flags, SessionNotHeld, normalize_spec
+from ._flags import Flags, SessionNotHeld, model_from_keys, normalize_spec
 from ._houses import house_factory
 from ._human import HUMAN_OPERATIONS
 from ._instructions import InstructionFiles
+from ._kept import SETTINGS_EVENT, changes, kept_settings, served_by, settings_event
 from ._lock import PgSessionLock, SessionLock
 from ._mcp_servers import MCP_EVENT, McpServers
 from ._opening import check_prompt, latest_session, open_workspace
@@ -115,6 +118,10 @@ class Runtime:
     _held: SessionLock | PgSessionLock | None = field(default=None, init=False, repr=False)
     _providers: dict[str, Provider] = field(default_factory=dict, init=False, repr=False)
     mcp: McpServers = field(init=False, repr=False)
+    # DRV-4: the engine a resumed session keeps (None: the configuration's), and what opening
+    # the session has to say once (a model chosen from the keys, the settings it keeps).
+    kept_engine: str | None = field(default=None, init=False)
+    notes: list[str] = field(default_factory=list, init=False)
 
     def __post_init__(self) -> None:
         self.registry = default_registry()
@@ -154,33 +161,67 @@ class Runtime:
             previous = ledger.session(ledger.resolve(resume))
         elif latest:
             previous = latest_session(ledger, config.tenant, config.agent)
-        meta = previous.meta if previous is not None else {}
-        spec = flags.model or meta.get("model") or config.model
+        # DRV-4: a resumed session keeps its model, mode, effort and engine; a flag changes them.
+        kept = kept_settings(ledger, previous) if previous is not None else {}
+        notes: list[str] = []
+        spec = flags.model or kept.get("model") or config.model
         if spec:
             spec = normalize_spec(str(spec))
         elif need_model:
-            raise UserError(
-                "no model: pass --model provider:model (e.g. anthropic:claude-sonnet-4-6, or "
-                "script:PATH), set COMAL_MODEL, or set model in the configuration file"
-            )
+            chosen = model_from_keys(os.environ)
+            if chosen is None:
+                raise UserError(
+                    "no model: pass --model provider:model (e.g. anthropic:claude-sonnet-4-6, "
+                    "or script:PATH), set COMAL_MODEL, set model in the configuration file, or "
+                    "set ANTHROPIC_API_KEY or OPENAI_API_KEY to use a default model"
+                )
+            spec, why = chosen
+            notes.append(why)
         # RES-6: a resumed session works where it was started, whatever the current directory;
-        # the new process's permissions (mode, rules) still apply.
+        # the new process's rules, sandbox and limits still apply.
         stored = previous.workspace if previous is not None else None
         root = flags.workspace or (Path(stored) if stored else None)
         workspace = open_workspace(root or Path.cwd())
+        mode = config.mode
+        if not flags.mode and kept.get("mode") in MODES:
+            mode = kept["mode"]
+        effort = config.effort
+        if not flags.effort and "effort" in kept:
+            effort = str(kept["effort"]) if kept["effort"] else None
         host = HostSettings(
-            mode=config.mode,
+            mode=mode,
             model=spec or None,
-            effort=config.effort,
+            effort=effort,
             name=previous.title if previous is not None else None,
         )
         scope = previous.scope if previous is not None else None
         runtime = cls(ledger, config, flags, workspace, host, scope, fixed_provider=provider)
+        if not flags.engine and kept.get("engine"):
+            runtime.kept_engine = str(kept["engine"])
+        runtime.notes = notes + runtime._kept_notes(kept)
         if clock is not None:
             runtime.clock = clock
         if need_model and spec:
             runtime.check_model(spec)
         return runtime
+
+    def _kept_notes(self, kept: dict[str, Any]) -> list[str]:
+        """What a resumed session keeps and what a flag changes in it, said once at start."""
+        if self.scope is None or not kept:
+            return []
+        now = {"mode": self.host.mode, "effort": self.host.effort}
+        now["engine"] = self.kept_engine or self.config.engine_name(self.scope.agent)
+        held = [f"{k} {v}" for k, v in now.items() if v and k in kept and kept[k] == v]
+        notes = []
+        if held:
+            notes.append(
+                f"resumed with the session's {', '.join(held)} (--mode, --effort, --engine "
+                "change them)"
+            )
+        for key, (before, after) in changes(kept, now).items():
+            if getattr(self.flags, key):
+                notes.append(f"--{key} {after} replaces the session's {key} {before} (recorded)")
+        return notes
 
     def reopen(self, resume: str | None = None) -> Runtime:
         """This process's runtime for another session (the TUI's ``/resume``) or a new one
@@ -229,6 +270,9 @@ class Runtime:
         )
         if self.host.effort != settings.effort:
             settings = replace(settings, effort=self.host.effort)
+        if self.kept_engine is not None and self.kept_engine != settings.engine_name:
+            engine = self.config.engine_config(agent, engine=self.kept_engine)
+            settings = replace(settings, engine_name=self.kept_engine, engine=engine)
         # The instruction files travel in the system prompt (DRV-1), which every engine sends
         # whole: the pipeline is not given them again to re-inject after a summary.
         return settings
@@ -241,13 +285,51 @@ class Runtime:
             raise UserError("no model for this session: pass --model provider:model")
         found = self._providers.get(spec)
         if found is None:
-            # The script model reads its position from the session: it gets the ledger.
-            found = provider_for(spec, ProviderContext(ledger=self.ledger, scope=self.scope))
+            # The script model reads its position from the session: it gets the ledger, and
+            # how many of the session's requests it answered (it may have joined it late).
+            context = ProviderContext(
+                ledger=self.ledger, scope=self.scope, served=self._served(spec)
+            )
+            found = provider_for(spec, context)
             if isinstance(found, SDKProvider):
                 # An SDK client is reused and closed with the runtime; anything else is built
                 # afresh each run (a script edited between two prompts is read again).
                 self._providers[spec] = found
         return found
+
+    def _served(self, spec: str) -> Callable[[], int | None] | None:
+        scope = self.scope
+        if scope is None:
+            return None
+        return lambda: served_by(self.ledger, scope, spec)
+
+    def current_settings(self) -> dict[str, Any]:
+        """The model, mode, effort and engine the next run takes (DRV-4)."""
+        return {
+            "model": self.spec,
+            "mode": self.host.mode,
+            "effort": self.host.effort,
+            "engine": self.settings().engine_name,
+        }
+
+    def record_settings(self, say: Say | None = None) -> None:
+        """A run that takes other settings than the session recorded says so and records it
+        (``session_settings``), so the next resume keeps them."""
+        scope = self.need_scope()
+        info = self.ledger.session(scope)
+        if info is None:
+            return
+        now = self.current_settings()
+        changed = changes(kept_settings(self.ledger, info), now)
+        if not changed:
+            return
+        by = {k: "flag" if getattr(self.flags, k) else "control" for k in changed}
+        made = int(self.ledger.usage_totals(scope)["requests"] or 0)
+        body = settings_event(now, changed, by, made)
+        self.ledger.add_record(scope, "event", SETTINGS_EVENT, body)
+        if say is not None:
+            said = ", ".join(f"{k} {b} ({by[k]})" for k, (_, b) in changed.items())
+            say("note", f"the session now runs with {said}: recorded, a resume keeps it")
 
     def houses(self, approver: Approver | None = None) -> HouseFactory:
         """The factory of this session's houses (the agent's, its children's, the human
@@ -418,6 +500,8 @@ class Runtime:
         taken = contextlib.nullcontext(held) if held is not None else self.lock()
         with taken as held:
             self._held = held
+            if not fresh:
+                self.record_settings(say)
             agent = self.agent(approver=approver, say=say, on_event=on_event, probe=probe)
             self.active = agent
             try:
