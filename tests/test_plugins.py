@@ -281,7 +281,7 @@ def test_a_plugin_that_fails_is_a_coded_error_naming_it(tmp_path: Path, mods: Pa
         if module in ("not_installed", "raises_at_import"):
             assert f"named under plugins: in {config}" in str(info.value)
     # Nothing of a failed plugin stays registered.
-    builtins = ["comal-providers", "comal-script", "comal-engines", "comal-jobs"]
+    builtins = ["comal-providers", "comal-script", "comal-engines", "comal-jobs", "comal-web"]
     assert [p.name for p in plugin_infos()] == builtins
     # Through the real CLI: a message with the code, no traceback.
     env = os.environ | {"PYTHONPATH": str(mods), "COMAL_CONFIG": str(tmp_path / "typo.json")}

@@ -5,7 +5,7 @@ Loading happens in one order, the first time a registry is needed (never at impo
 
 1. the built-in plugins (:data:`BUILTINS`), imported by module name so this package imports
    nothing above it: the SDK providers, the ``script:`` model, the three context engines and
-   their job handlers;
+   their job handlers, and ``WebFetch`` with its settings section;
 2. installed entry points of the group :data:`ENTRY_POINT_GROUP`, sorted by name;
 3. later, the modules a loaded configuration names under ``plugins:`` (:func:`enable_plugins`).
 
@@ -57,6 +57,7 @@ BUILTINS: Final = (
     ("comal-script", "comal.providers.script._plugin"),
     ("comal-engines", "comal.context._plugin"),
     ("comal-jobs", "comal.compaction._plugin"),
+    ("comal-web", "comal.ops._web_plugin"),
 )
 
 
