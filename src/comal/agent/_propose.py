@@ -38,7 +38,7 @@ from ..context import (
 )
 from ..errors import ContextLength, UserError
 from ..ledger import CheckpointRecord, LedgerBackend, Record, Scope
-from ..messages import Message, canonical_json, sha256_hex
+from ..messages import canonical_json, sha256_hex
 from ..ops import Catalog
 from ..providers import (
     CONTEXT_LENGTH,
@@ -67,20 +67,14 @@ from ._catalog import CATALOG_EVENT, CatalogPlan, ToolDeferral
 from ._errors import (
     IncompleteResponse,
 )
-from ._instructions import (
-    INSTRUCTIONS_EVENT,
-    InstructionFiles,
-    Instructions,
-    changed_files,
-    nested_folders,
-    recorded_instructions,
-)
+from ._instructions import INSTRUCTIONS_EVENT, InstructionFiles, Instructions
 from ._lengths import (
     CONTEXT_EVENT,
     INCOMPLETE_EVENT,
     session_scale,
 )
 from ._propose_outcomes import Outcomes, Probe, Say
+from ._propose_system import SystemPrompt
 from ._settings import AgentSettings
 from ._spend import check_spend
 
@@ -135,7 +129,7 @@ def queued_compactions(ledger: LedgerBackend, scope: Scope) -> int:
 
 
 @dataclass
-class Proposer(Outcomes):
+class Proposer(Outcomes, SystemPrompt):
     ledger: LedgerBackend
     scope: Scope
     provider: Provider | None
@@ -156,19 +150,9 @@ class Proposer(Outcomes):
         # The one turn service of this session: engine, configuration, view, assembly,
         # what an assembly stores, maintenance (the agent never calls the engine itself).
         clause = get_engine(self.settings.engine_name).system_clause
-        self.base_system = f"{self.settings.system}\n\n{clause}" if clause else self.settings.system
-        recorded = recorded_instructions(self.ledger, self.scope)
-        latest = recorded[-1][1] if recorded else Instructions()
-        # What the session last recorded: a request whose instructions differ records anew.
-        self._recorded = latest.digest
-        if self.files is not None:
-            self.files.load(nested_folders(latest))
-        self.instructions = self.files.read() if self.files is not None else Instructions()
-        # A prefix that differs from the previous request's because the files did is an edit
-        # the cache watch is told about (CCH-1), not a break.
-        self._instructions_change = changed_files(latest, self.instructions)
-        self.system_text = self._system_for(self.instructions)
-        self.system_message = Message.system(self.system_text)
+        self._start_system(
+            f"{self.settings.system}\n\n{clause}" if clause else self.settings.system
+        )
         self.service = ContextSession(
             self.ledger,
             self.scope,
@@ -202,41 +186,6 @@ class Proposer(Outcomes):
         engine["name"] = self.settings.engine_name
         self._engine_json = engine
         self._config = self._config_digest()
-
-    def _config_digest(self) -> str:
-        return sha256_hex(canonical_json({"engine": self._engine_json, "system": self.system_text}))
-
-    # -- instructions (DRV-1) ----------------------------------------------------------------
-    def _system_for(self, instructions: Instructions) -> str:
-        text = instructions.text
-        return f"{self.base_system}\n\n{text}" if text else self.base_system
-
-    def use_instructions(self, instructions: Instructions) -> None:
-        """Send ``instructions`` in the system prompt from the next request on (a replay puts
-        back each request's recorded ones this way)."""
-        if instructions.text == self.instructions.text:
-            return
-        self._instructions_change = changed_files(self.instructions, instructions)
-        self.instructions = instructions
-        self.system_text = self._system_for(instructions)
-        self.system_message = Message.system(self.system_text)
-        self.service.system = (self.system_message,)
-        self.system_tokens = count_message(self._counter, self.system_message)
-        self._config = self._config_digest()
-
-    def _refresh_instructions(self) -> None:
-        """Read the instruction files again before a request: a file that changed, appeared
-        or went away, or a nested one loaded since, makes a new system prompt."""
-        if self.files is not None:
-            self.use_instructions(self.files.read())
-
-    @property
-    def instructions_tokens(self) -> int:
-        """What the instructions add to the system prompt, in tokens."""
-        if not self.instructions.text:
-            return 0
-        bare = count_message(self._counter, Message.system(self.base_system))
-        return max(0, self.system_tokens - bare)
 
     def _use(self, plan: CatalogPlan) -> None:
         self.tools = [
@@ -479,7 +428,7 @@ class Proposer(Outcomes):
                     system_change=self._instructions_change,
                 )
         self._prefix = prefix
-        instructions = self.instructions if self.instructions.digest != self._recorded else None
+        instructions = self._unrecorded()
 
         def beside(stored: CheckpointRecord | None) -> None:
             if stored is not None and self._bases is not None:
@@ -495,8 +444,7 @@ class Proposer(Outcomes):
                 # DRV-1: what the system prompt carries from now on, as sent (replay reads it).
                 body = instructions.event(at)
                 self.ledger.add_record(self.scope, "event", INSTRUCTIONS_EVENT, body)
-                self._recorded = instructions.digest
-                self._instructions_change = None
+                self._recorded_now(instructions)
                 shown = ", ".join(s.path for s in instructions.sources) or "none"
                 self.say("note", f"instructions: {shown}")
             if finding is not None:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import getpass
 import json
-import os
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
@@ -36,7 +35,6 @@ from ..errors import ComalError, UserError
 from ..ledger import LedgerBackend, Scope, SessionInfo
 from ..messages import ToolCall
 from ..ops import (
-    MODES,
     Actor,
     Approver,
     HostSettings,
@@ -67,11 +65,11 @@ from ._agent import Agent, Clock, Preamble, intention, utc_now
 from ._catalog import ensure_tool_search
 from ._children import SpecModels
 from ._config import Config, load_config, settings_from_config
-from ._flags import Flags, SessionNotHeld, model_from_keys, normalize_spec
+from ._flags import Flags, SessionNotHeld
 from ._houses import house_factory
 from ._human import HUMAN_OPERATIONS
 from ._instructions import InstructionFiles
-from ._kept import SETTINGS_EVENT, changes, kept_settings, served_by, settings_event
+from ._kept import opening, record_settings, served_by
 from ._lock import PgSessionLock, SessionLock
 from ._mcp_servers import MCP_EVENT, McpServers
 from ._opening import check_prompt, latest_session, open_workspace
@@ -162,66 +160,28 @@ class Runtime:
         elif latest:
             previous = latest_session(ledger, config.tenant, config.agent)
         # DRV-4: a resumed session keeps its model, mode, effort and engine; a flag changes them.
-        kept = kept_settings(ledger, previous) if previous is not None else {}
-        notes: list[str] = []
-        spec = flags.model or kept.get("model") or config.model
-        if spec:
-            spec = normalize_spec(str(spec))
-        elif need_model:
-            chosen = model_from_keys(os.environ)
-            if chosen is None:
-                raise UserError(
-                    "no model: pass --model provider:model (e.g. anthropic:claude-sonnet-4-6, "
-                    "or script:PATH), set COMAL_MODEL, set model in the configuration file, or "
-                    "set ANTHROPIC_API_KEY or OPENAI_API_KEY to use a default model"
-                )
-            spec, why = chosen
-            notes.append(why)
+        opened = opening(ledger, config, flags, previous, need_model=need_model)
+        spec = opened.spec
         # RES-6: a resumed session works where it was started, whatever the current directory;
         # the new process's rules, sandbox and limits still apply.
         stored = previous.workspace if previous is not None else None
         root = flags.workspace or (Path(stored) if stored else None)
         workspace = open_workspace(root or Path.cwd())
-        mode = config.mode
-        if not flags.mode and kept.get("mode") in MODES:
-            mode = kept["mode"]
-        effort = config.effort
-        if not flags.effort and "effort" in kept:
-            effort = str(kept["effort"]) if kept["effort"] else None
         host = HostSettings(
-            mode=mode,
+            mode=opened.mode,
             model=spec or None,
-            effort=effort,
+            effort=opened.effort,
             name=previous.title if previous is not None else None,
         )
         scope = previous.scope if previous is not None else None
         runtime = cls(ledger, config, flags, workspace, host, scope, fixed_provider=provider)
-        if not flags.engine and kept.get("engine"):
-            runtime.kept_engine = str(kept["engine"])
-        runtime.notes = notes + runtime._kept_notes(kept)
+        runtime.kept_engine = opened.engine
+        runtime.notes = list(opened.notes)
         if clock is not None:
             runtime.clock = clock
         if need_model and spec:
             runtime.check_model(spec)
         return runtime
-
-    def _kept_notes(self, kept: dict[str, Any]) -> list[str]:
-        """What a resumed session keeps and what a flag changes in it, said once at start."""
-        if self.scope is None or not kept:
-            return []
-        now = {"mode": self.host.mode, "effort": self.host.effort}
-        now["engine"] = self.kept_engine or self.config.engine_name(self.scope.agent)
-        held = [f"{k} {v}" for k, v in now.items() if v and k in kept and kept[k] == v]
-        notes = []
-        if held:
-            notes.append(
-                f"resumed with the session's {', '.join(held)} (--mode, --effort, --engine "
-                "change them)"
-            )
-        for key, (before, after) in changes(kept, now).items():
-            if getattr(self.flags, key):
-                notes.append(f"--{key} {after} replaces the session's {key} {before} (recorded)")
-        return notes
 
     def reopen(self, resume: str | None = None) -> Runtime:
         """This process's runtime for another session (the TUI's ``/resume``) or a new one
@@ -303,33 +263,12 @@ class Runtime:
             return None
         return lambda: served_by(self.ledger, scope, spec)
 
-    def current_settings(self) -> dict[str, Any]:
-        """The model, mode, effort and engine the next run takes (DRV-4)."""
-        return {
-            "model": self.spec,
-            "mode": self.host.mode,
-            "effort": self.host.effort,
-            "engine": self.settings().engine_name,
-        }
-
     def record_settings(self, say: Say | None = None) -> None:
         """A run that takes other settings than the session recorded says so and records it
-        (``session_settings``), so the next resume keeps them."""
-        scope = self.need_scope()
-        info = self.ledger.session(scope)
-        if info is None:
-            return
-        now = self.current_settings()
-        changed = changes(kept_settings(self.ledger, info), now)
-        if not changed:
-            return
-        by = {k: "flag" if getattr(self.flags, k) else "control" for k in changed}
-        made = int(self.ledger.usage_totals(scope)["requests"] or 0)
-        body = settings_event(now, changed, by, made)
-        self.ledger.add_record(scope, "event", SETTINGS_EVENT, body)
-        if say is not None:
-            said = ", ".join(f"{k} {b} ({by[k]})" for k, (_, b) in changed.items())
-            say("note", f"the session now runs with {said}: recorded, a resume keeps it")
+        (``session_settings``), so the next resume keeps them (DRV-4)."""
+        host, engine = self.host, self.settings().engine_name
+        now = {"model": self.spec, "mode": host.mode, "effort": host.effort, "engine": engine}
+        record_settings(self.ledger, self.need_scope(), now, self.flags, say)
 
     def houses(self, approver: Approver | None = None) -> HouseFactory:
         """The factory of this session's houses (the agent's, its children's, the human
