@@ -23,7 +23,7 @@ change nothing::
     agents:                        # per-agent settings, by agent name
       reviewer: {engine: limit, engine_settings: {target_ratio: 0.5}, max_turns: 20}
     plugins: [comal_wordcount]     # operator-only: modules enabled as plugins (docs/plugins.md)
-    plugin_settings: {chrome: {origins: ["http://127.0.0.1:8000"]}}   # operator-only
+    plugin_settings: {web_fetch: {allowed_hosts: [docs.python.org]}}   # operator-only
     work: {parallel: 2, budget: {tokens: 500000}}   # operator-only: work steps, task budget
     serve: {allowed_hosts: [comal.internal]}   # operator-only: comal serve's guards and limits
 
@@ -207,9 +207,10 @@ class Config(Strict):
     )
     plugin_settings: dict[ModuleName, dict[str, Any]] = Field(
         default_factory=dict,
-        description="Each plugin's own settings, by the section it reads (chrome: the browser "
-        "plugin's origins, targets and tests; see docs/browser.md), checked with that "
-        "plugin's model when the configuration is read (operator-only).",
+        description="Each plugin's own settings, by the section it reads (web_fetch: the hosts "
+        "WebFetch may reach, see its section below; chrome: the browser plugin's origins, "
+        "targets and tests, see docs/browser.md), checked with that plugin's model when the "
+        "configuration is read (operator-only).",
     )
     work: WorkConfig = Field(default_factory=WorkConfig)
 
