@@ -29,7 +29,7 @@ from comal.agent import Agent, AgentSettings, Flags, ScriptModel, lock_session
 from comal.cli import _common
 from comal.cli._agent import run_prompt
 from comal.ledger import Scope, open_ledger
-from comal.ops import House, Policy, Workspace, default_registry
+from comal.ops import House, Policy, Workspace, default_registry, unguarded
 from comal.tokens import EstimatingCounter
 
 
@@ -60,6 +60,7 @@ def work(cmd: dict[str, Any]) -> None:
         Policy(mode="trusted"),
         workspace=Workspace(cmd["root"]),
         probe=probe,
+        guard=unguarded,  # one writer: this driver (the crash test resumes after it dies)
     )
     settings = AgentSettings.for_model(
         MODEL, engine=FAST, preamble=False, checks=TASK_CHECKS, max_turns=20

@@ -11,7 +11,7 @@ from typing import Any
 from comal.agent import Agent, AgentSettings
 from comal.context import EngineConfig
 from comal.ledger import Scope, SQLiteLedger, open_ledger
-from comal.ops import House, Policy, Probe, Workspace, default_registry
+from comal.ops import House, Policy, Probe, Workspace, default_registry, unguarded
 from comal.providers import Provider
 from comal.tokens import EstimatingCounter
 
@@ -108,6 +108,7 @@ def rig(
         policy if policy is not None else Policy(mode="trusted"),
         workspace=Workspace(root),
         probe=probe,
+        guard=unguarded,  # the test is the session's only writer
     )
     return Rig(led, scope, root, house, probe)
 

@@ -111,10 +111,12 @@ def _counting(counts: Counts) -> type[http.server.BaseHTTPRequestHandler]:
 
 @dataclass
 class Target:
-    """An HTTP resource with ETags; ``publishes`` are the digests of the PUTs it applied."""
+    """An HTTP resource with ETags; ``publishes`` are the digests of the PUTs it applied,
+    ``puts`` every PUT it received (applied or refused)."""
 
     body: bytes | None = None
     publishes: list[str] = field(default_factory=list)
+    puts: int = 0
     reads: int = 0
     refused: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -148,6 +150,7 @@ def _target_handler(target: Target) -> type[http.server.BaseHTTPRequestHandler]:
         def do_PUT(self) -> None:
             data = self.rfile.read(int(self.headers.get("Content-Length", "0")))
             with target.lock:
+                target.puts += 1
                 match, none = self.headers.get("If-Match"), self.headers.get("If-None-Match")
                 ok = (match is not None and match == target.etag()) or (
                     none == "*" and target.body is None

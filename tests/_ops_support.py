@@ -20,6 +20,7 @@ from comal.ops import (
     Registry,
     Workspace,
     default_registry,
+    unguarded,
 )
 from comal.tokens import EstimatingCounter
 
@@ -46,6 +47,7 @@ def make_setup(
     probe: Probe | None = None,
     session: str | None = None,
     ledger_path: Path | None = None,
+    tenant: str = "t",
     **house_kw: Any,
 ) -> Setup:
     """``house_kw`` goes on to :class:`House` (``bwrap``, ``protected_paths``)."""
@@ -54,7 +56,7 @@ def make_setup(
     path = ledger_path if ledger_path is not None else tmp_path / "ledger.db"
     path.parent.mkdir(parents=True, exist_ok=True)
     led = open_ledger(path, counter=EstimatingCounter())
-    scope = led.create_session("t", "a", session_id=session)
+    scope = led.create_session(tenant, "a", session_id=session)
     house = House(
         led,
         scope,
@@ -63,7 +65,7 @@ def make_setup(
         workspace=Workspace(root),
         approver=approver,
         probe=probe,
-        **house_kw,
+        **({"guard": unguarded} | house_kw),  # the test is the session's only writer
     )
     return Setup(led, scope, root, house)
 

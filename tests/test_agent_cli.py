@@ -28,7 +28,7 @@ from comal.cli._agent import run_prompt
 from comal.errors import InputError
 from comal.ledger import open_ledger
 from comal.messages import ToolCall
-from comal.ops import Actor, House, Workspace, default_registry, human_controls
+from comal.ops import Actor, House, Workspace, default_registry, human_controls, unguarded
 
 
 @pytest.fixture
@@ -267,7 +267,7 @@ def test_operator_settings_are_out_of_the_model_reach(tmp_path: Path) -> None:
     )
     led = open_ledger(tmp_path / "l.db")
     scope = led.create_session("t", "a")
-    house = House(led, scope, default_registry(), policy, workspace=workspace)
+    house = House(led, scope, default_registry(), policy, workspace=workspace, guard=unguarded)
     attempts = {
         "Write": {"path": ".config/comal/config.json", "content": '{"spend": {}}'},
         "Edit": {"path": ".config/comal/config.json", "old_string": "{", "new_string": "{ "},

@@ -167,7 +167,7 @@ def test_publish_to_a_git_remote_and_observe_its_identity(
     with world(tmp_path) as w:
         script = [
             reply(tool("pub", "ChromePublish")),
-            reply(tool("pub2", "ChromePublish")),  # the same files again: a second commit
+            reply(tool("pub2", "ChromePublish")),  # the same files again: not pushed again
             reply(text("Published."), tool("fin", "ChromeFinish")),
             reply(text("Done.")),
         ]
@@ -179,8 +179,14 @@ def test_publish_to_a_git_remote_and_observe_its_identity(
             capture_output=True, text=True, check=True,
         ).stdout.strip()  # fmt: skip
         by_call = {r.call_id: r for r in found}
-        assert by_call["pub2"].observations["identity"] == head
-        assert by_call["pub"].observations["identity"] != head  # the first is its parent
+        assert by_call["pub"].observations["identity"] == head  # one commit, not two
+        again = by_call["pub2"].observations
+        assert again["identity"] == head and again["already_published"]["call_id"] == "pub"
+        parents = subprocess.run(
+            ["git", "-C", str(remote), "rev-list", "--count", "refs/heads/site"],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()  # fmt: skip
+        assert parents == "1"
         shown = subprocess.run(
             ["git", "-C", str(remote), "show", f"{head}:index.html"],
             capture_output=True, text=True, check=True,
@@ -196,6 +202,37 @@ def test_publish_to_a_git_remote_and_observe_its_identity(
         finally:
             led.close()
         assert seen.status == "postcondition_observed"
+
+
+# covers: WEB-2, PLG-2
+def test_the_same_artifact_is_published_once_and_a_changed_one_again(
+    tmp_path: Path, db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 30, item 6: three publishes of one artifact were three PUTs.
+    with world(tmp_path) as w:
+        script = [
+            reply(tool("pub1", "ChromePublish")),
+            reply(tool("pub2", "ChromePublish")),
+            reply(tool("pub3", "ChromePublish")),
+            reply(tool("edit", "Write", path="dist/index.html", content="<h1>Hello again</h1>\n")),
+            reply(tool("pub4", "ChromePublish")),
+            reply(text("Published."), tool("fin", "ChromeFinish")),
+            reply(text("Done.")),
+        ]
+        code, found, results = run(w, tmp_path, script, monkeypatch)
+        assert code == 0, results
+        by_call = {r.call_id: r for r in found}
+        first, changed = by_call["pub1"].observations, by_call["pub4"].observations
+        assert w.target.puts == 2 and w.target.publishes == [first["digest"], changed["digest"]]
+        assert first["digest"] != changed["digest"] and "already_published" not in changed
+        for again in ("pub2", "pub3"):
+            receipt = by_call[again]
+            assert receipt.status == "ok" and receipt.observations["postcondition"] is True
+            said = receipt.observations["already_published"]
+            assert (said["call_id"], said["receipt"]) == ("pub1", by_call["pub1"].record_id)
+            assert receipt.observations["identity"] == first["identity"]
+            assert results[again].startswith(f"already published {first['digest']}")
+        assert w.target.digest() == changed["identity"]
 
 
 # covers: WEB-1, WEB-3

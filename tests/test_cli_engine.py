@@ -101,7 +101,7 @@ def test_compact_is_queued_while_an_agent_holds_the_session(tmp_path: Path) -> N
         queued_compactions,
     )
     from comal.ledger import open_ledger
-    from comal.ops import House, Policy, Workspace, default_registry
+    from comal.ops import House, Policy, Workspace, default_registry, unguarded
     from comal.testing import ScriptedProvider
 
     db = tmp_path / "q.db"
@@ -116,7 +116,10 @@ def test_compact_is_queued_while_an_agent_holds_the_session(tmp_path: Path) -> N
         assert led.latest_checkpoint(scope) is None
         # The agent holding the session applies it at the start of its next turn.
         reply = {"content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn"}
-        house = House(led, scope, default_registry(), Policy(), workspace=Workspace(tmp_path))
+        house = House(
+            led, scope, default_registry(), Policy(), workspace=Workspace(tmp_path),
+            guard=unguarded,
+        )  # fmt: skip
         settings = AgentSettings.for_model("claude-sonnet-4-6")
         Agent(led, scope, ScriptedProvider([reply]), house, settings).run("go on")
     assert queued_compactions(led, scope) == 0

@@ -47,6 +47,10 @@ def _example_args(entry: int, summary: int, url: str) -> dict[str, dict[str, Any
         "ctx_expand": {"summary": summary},
         "cost": {},
         "memory_search": {"query": "flag"},
+        # The board, as the agent's session registry holds it (``comal tools`` lists it).
+        "BoardAdd": {"text": "the flag is set"},
+        "BoardList": {},
+        "BoardUpdate": {"item": 1, "status": "in_progress"},
         "WebFetch": {"url": url},
     }
 

@@ -32,6 +32,7 @@ def test_sigkill_never_leaves_a_partial_step(tmp_path: Path) -> None:
         )
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == b"ready"
+        assert proc.stdout.readline().strip() == b"wrote"
         time.sleep(rng.uniform(0.0, 0.05))
         proc.send_signal(signal.SIGKILL)
         proc.wait()
@@ -44,6 +45,6 @@ def test_sigkill_never_leaves_a_partial_step(tmp_path: Path) -> None:
         info = led.session(scope)
         assert info is not None and info.entries == len(entries)
     groups = group_messages([e.message for e in entries])
-    assert len(groups) > KILLS  # the writers made progress between kills
+    assert len(groups) >= KILLS  # every writer committed a step before it was killed
     for g in groups:
         assert g.is_step and not g.open_calls

@@ -12,7 +12,6 @@ from typer.testing import CliRunner
 from _ops_support import call, make_setup, on_cli, propose
 from comal.cli._common import STATE
 from comal.cli._ops import app
-from comal.ops import default_registry
 
 runner = CliRunner()
 
@@ -30,8 +29,13 @@ def run(*args: str) -> str:
 
 def test_tools_json_prints_the_exact_catalog() -> None:
     # covers: OPS-1, OPS-6
+    from comal.agent._catalog import agent_catalog, session_registry
+    from comal.context import get_engine
+
     text = run("tools", "--surface", "model", "--format", "anthropic", "--json")
-    assert text == default_registry().catalog("model").json("anthropic") + "\n"
+    # What an agent session offers its model (no model configured: no deferral planned).
+    expected = agent_catalog(session_registry(), get_engine("limit")).json("anthropic")
+    assert text == expected + "\n"
     tools = json.loads(text)
     assert all(set(t) == {"name", "description", "input_schema"} for t in tools)
     assert "mode" not in {t["name"] for t in tools}

@@ -19,6 +19,7 @@ from comal.ops import (
     default_registry,
     may_retry,
     reconcile,
+    unguarded,
 )
 
 SERVER = Path(__file__).with_name("_ops_mcp_server.py")
@@ -124,7 +125,9 @@ def test_interrupted_mcp_call_stays_uncertain(s: Setup) -> None:
         if phase == "prepared":
             raise Crash
 
-    house = House(s.ledger, s.scope, s.house.registry, Policy(mode="trusted"), probe=die)
+    house = House(
+        s.ledger, s.scope, s.house.registry, Policy(mode="trusted"), probe=die, guard=unguarded
+    )
     tool_call = call("mcp__t__note", {"line": "maybe"})
     step = s.ledger.append(s.scope, [Message.assistant("", tool_call)])[0].step
     with pytest.raises(Crash):

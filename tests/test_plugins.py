@@ -12,14 +12,16 @@ import os
 import re
 import subprocess
 import sys
+import sysconfig
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from comal.agent import OPERATOR_ONLY, Flags, Runtime, load_config
-from comal.context import ENGINES, get_engine
+from comal.context import get_engine
 from comal.errors import InputError
 from comal.ledger import SQLiteLedger
 from comal.messages import Message, ToolCall
@@ -29,10 +31,10 @@ from comal.plugins import (
     PluginHookError,
     PluginLoadError,
     enable_plugins,
-    job_handlers,
     plugin_infos,
     reset_plugins,
 )
+from comal.plugins._manager import BUILTINS
 from comal.providers import ModelSpec, ProviderConfigError, provider_schemes
 
 REPO = Path(__file__).resolve().parent.parent
@@ -99,6 +101,45 @@ def entry_point_site(folder: Path) -> Path:
     return folder
 
 
+@dataclass(frozen=True)
+class Installed:
+    """A Python environment (a real venv) with the brief plugin installed in its
+    site-packages, as ``pip install`` leaves it; comal's own dependencies come from this
+    test's environment through a ``.pth`` line, and comal from this checkout."""
+
+    python: Path
+    site: Path
+
+    def run(self, code: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+        full = {k: v for k, v in os.environ.items() if not k.startswith("COMAL_")}
+        full |= {"PYTHONPATH": str(REPO / "src")} | env
+        return subprocess.run(
+            [str(self.python), "-c", code], cwd=cwd, env=full, capture_output=True, text=True,
+            timeout=120, check=False,
+        )  # fmt: skip
+
+    def plugins(self, cwd: Path, **env: str) -> dict[str, dict[str, Any]]:
+        run = self.run("from comal.cli import main; main(['plugins', '--json'])", cwd, **env)
+        assert run.returncode == 0, run.stderr
+        return {row["name"]: row for row in json.loads(run.stdout)}
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    root = tmp_path_factory.mktemp("venv")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+    python = root / "bin" / "python"
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    site = Path(purelib)
+    deps = sysconfig.get_path("purelib")
+    (site / "_comal_test_deps.pth").write_text(f"import site; site.addsitedir({deps!r})\n")
+    entry_point_site(site)
+    return Installed(python, site)
+
+
 @pytest.fixture
 def mods(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A directory on sys.path for plugin modules; the process's plugins are forgotten before
@@ -150,7 +191,7 @@ def test_the_documented_example_runs_through_the_real_cli(tmp_path: Path) -> Non
     mine = next(row for row in listed if row["name"] == EXAMPLE)
     assert (mine["source"], mine["operations"], mine["providers"]) == ("config", ["WordCount"],
                                                                         ["echo"])  # fmt: skip
-    assert [row["source"] for row in listed[:4]] == ["builtin"] * 4
+    assert [row["source"] for row in listed[:5]] == ["builtin"] * 5
     doctor = json.loads(cli("doctor", "--json", env=env).stdout)
     line = next(c for c in doctor if c["check"] == f"plugin {EXAMPLE}")
     assert line["ok"] and "WordCount" in line["detail"] and "echo" in line["detail"]
@@ -158,27 +199,61 @@ def test_the_documented_example_runs_through_the_real_cli(tmp_path: Path) -> Non
     assert "WordCount" in [t["name"] for t in tools]
 
 
-def test_an_installed_entry_point_enables_a_plugin(tmp_path: Path, mods: Path) -> None:
+def test_an_installed_entry_point_enables_a_plugin(installed: Installed, tmp_path: Path) -> None:
     # covers: PLG-1
-    site = entry_point_site(tmp_path / "site")
-    env = os.environ | {"PYTHONPATH": str(site)}
-    listed = json.loads(cli("plugins", "--json", env=env).stdout)
-    brief = next(row for row in listed if row["name"] == "brief")
-    assert brief["source"] == "entry point" and brief["version"] == "1.2"
+    brief = installed.plugins(tmp_path)["brief"]
+    assert brief["source"] == "entry point" and brief["version"] == "1.2" and brief["enabled"]
     assert (brief["engines"], brief["job_handlers"]) == (["brief"], ["NoteJob"])
-    # In process: the engine joins the read-only registry, the handler the flattened list.
-    sys.path.insert(0, str(site))
-    try:
-        reset_plugins()
-        assert get_engine("brief").name == "brief" and list(ENGINES)[:3] == [
-            "limit", "dag", "pipeline",
-        ]  # fmt: skip
-        assert [h.kind for h in job_handlers() if h.kind == "NoteJob"] == ["NoteJob"]
-        assert load_config(_config(tmp_path, {"engine": "brief"})).engine == "brief"
-        with pytest.raises(TypeError):
-            ENGINES["brief"] = get_engine("limit")  # type: ignore[index]
-    finally:
-        sys.path.remove(str(site))
+    # The engine joins the read-only registry, the handler the flattened list.
+    config = _config(tmp_path, {"engine": "brief"})
+    probe = (
+        "from comal.agent import load_config\n"
+        "from comal.context import ENGINES, get_engine\n"
+        "from comal.plugins import job_handlers\n"
+        "assert get_engine('brief').name == 'brief'\n"
+        "assert list(ENGINES)[:3] == ['limit', 'dag', 'pipeline']\n"
+        "assert [h.kind for h in job_handlers() if h.kind == 'NoteJob'] == ['NoteJob']\n"
+        f"assert load_config({str(config)!r}).engine == 'brief'\n"
+        "try:\n    ENGINES['brief'] = get_engine('limit')\n"
+        "except TypeError:\n    print('read-only')\n"
+    )
+    run = installed.run(probe, tmp_path)
+    assert run.returncode == 0 and run.stdout.strip() == "read-only", run.stderr
+
+
+def test_the_operator_enables_only_the_installed_plugins_the_configuration_lists(
+    installed: Installed, tmp_path: Path
+) -> None:
+    # covers: PLG-1
+    listed = _config(tmp_path, {"installed_plugins": "listed"})
+    # By the configuration: listed, not enabled, never imported.
+    rows = installed.plugins(tmp_path, COMAL_CONFIG=str(listed))
+    assert (rows["brief"]["enabled"], rows["brief"]["engines"]) == (False, [])
+    built = [r["enabled"] for r in rows.values() if r["source"] == "builtin"]
+    assert built == [True] * len(BUILTINS)
+    assert "brief_engine" not in installed.run(
+        "import sys\nfrom comal.agent import load_config\nfrom comal.plugins import "
+        "plugin_infos\nload_config()\nplugin_infos()\nprint(sorted(sys.modules))",
+        tmp_path, COMAL_CONFIG=str(listed),
+    ).stdout  # fmt: skip
+    # By the environment, whatever the file says: the stricter of the two.
+    rows = installed.plugins(tmp_path, COMAL_INSTALLED_PLUGINS="listed")
+    assert rows["brief"]["enabled"] is False
+    every = _config(tmp_path, {"installed_plugins": "all"})
+    rows = installed.plugins(tmp_path, COMAL_INSTALLED_PLUGINS="listed", COMAL_CONFIG=str(every))
+    assert rows["brief"]["enabled"] is False
+    # Named under plugins: (by entry point name or module), it is enabled as the entry point.
+    for name in ("brief", "brief_engine"):
+        named = _config(tmp_path, {"installed_plugins": "listed", "plugins": [name]})
+        rows = installed.plugins(tmp_path, COMAL_CONFIG=str(named))
+        assert (rows["brief"]["enabled"], rows["brief"]["source"]) == (True, "entry point")
+        assert rows["brief"]["engines"] == ["brief"] and "brief_engine" not in rows
+    # A bad value of the variable is a coded error, not a silent "all".
+    bad = installed.run(
+        "from comal.cli import main; main(['plugins', '--json'])", tmp_path,
+        COMAL_INSTALLED_PLUGINS="some",
+    )  # fmt: skip
+    assert bad.returncode == 2 and "COMAL_INSTALLED_PLUGINS" in bad.stdout, bad.stdout
 
 
 def test_a_plugin_operation_is_judged_and_receipted_like_a_native_one(
@@ -281,7 +356,10 @@ def test_a_plugin_that_fails_is_a_coded_error_naming_it(tmp_path: Path, mods: Pa
         if module in ("not_installed", "raises_at_import"):
             assert f"named under plugins: in {config}" in str(info.value)
     # Nothing of a failed plugin stays registered.
-    builtins = ["comal-providers", "comal-script", "comal-engines", "comal-jobs", "comal-web"]
+    builtins = [
+        "comal-providers", "comal-script", "comal-engines", "comal-jobs", "comal-wire",
+        "comal-hooks", "comal-web",
+    ]  # fmt: skip
     assert [p.name for p in plugin_infos()] == builtins
     # Through the real CLI: a message with the code, no traceback.
     env = os.environ | {"PYTHONPATH": str(mods), "COMAL_CONFIG": str(tmp_path / "typo.json")}
@@ -357,3 +435,22 @@ def _config(tmp_path: Path, data: dict[str, Any]) -> Path:
     path = tmp_path / "conf.json"
     path.write_text(json.dumps(data))
     return path
+
+
+def test_the_executor_table_is_built_once_per_plugin_set(mods: Path) -> None:
+    # covers: PLG-1
+    from comal.compaction import handler_table
+
+    first = handler_table()
+    assert handler_table() is first  # not rebuilt for every job looked up
+    write_module(mods, "another_job", (
+        "from dataclasses import dataclass\n"
+        "from comal.compaction import JobHandler\nfrom comal.context import Job\n"
+        "from comal.plugins import hookimpl\n\n"
+        "@dataclass(frozen=True, slots=True)\nclass Ping(Job):\n    pass\n\n"
+        "@hookimpl\ndef comal_job_handlers():\n"
+        "    return [JobHandler(Ping, lambda run, job: None)]\n"
+    ))  # fmt: skip
+    enable_plugins(["another_job"])
+    after = handler_table()
+    assert after is not first and len(after) == len(first) + 1

@@ -126,7 +126,9 @@ def test_at_80_columns_each_session_is_one_line_with_its_title(tmp_path: Path) -
     last = _sessions(db, "--page", "2").stdout
     assert "(rollout-with-a-long-name.jsonl)" in last and "/home/someone" not in last
     assert "more —" not in last
-    assert "(active) task 03: make" in last  # only a status other than finished is said
+    # Only a status other than finished is said; stored "active" with no process holding it
+    # and nothing mid-way is idle (active is said only while a live process holds it).
+    assert "(idle) task 03: make" in last
 
 
 def test_a_wide_terminal_shows_every_column_and_whole_ids(tmp_path: Path) -> None:

@@ -14,11 +14,12 @@ from comal.messages.wire import (
     from_openai_chat,
     from_openai_responses,
     render_opaque,
+    strip_cache,
     to_anthropic,
     to_openai_chat,
     to_openai_responses,
 )
-from comal.serve._wire import message_key, strip_cache
+from comal.serve._wire import message_key
 from comal.tokens import count_part
 from comal.tokens._estimate import EstimatingCounter
 

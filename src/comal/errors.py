@@ -46,6 +46,8 @@ Packages add leaves where they raise them, each also under the class a caller al
   ``ScriptEnded`` (UserError), ``ScriptExhausted``;
 - ``comal.plugins``: ``PluginError`` → ``PluginLoadError``, ``PluginHookError``,
   ``PluginConflict`` (UserError), each naming the plugin;
+- ``comal.hooks``: ``HooksFileError`` (InputError, ``HOOKS_FILE``), a settings file named
+  under ``hooks_from`` that is missing or holds no valid hooks;
 - ``comal.integrations``: ``IntegrationUnavailable`` (a framework's extra is not installed) and
   ``IntegrationInput`` (an option or a framework value an adapter cannot use) (UserError);
 - ``comal.cli``: ``OutputPathError`` (UserError), a file or folder a command cannot write;

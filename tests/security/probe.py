@@ -27,7 +27,7 @@ from typing import Any
 
 from comal.ledger import open_ledger
 from comal.messages import ToolCall
-from comal.ops import Actor, House, Policy, Workspace, default_registry
+from comal.ops import Actor, House, Policy, Workspace, default_registry, unguarded
 
 ANA = Actor.user("ana")
 _n = 0
@@ -39,7 +39,10 @@ def house(tmp: Path, config: dict[str, Any], ledger: Path | None = None) -> tupl
     led = open_ledger(ledger or tmp / "ledger.db")
     scope = led.create_session("t", "a")
     policy = Policy.from_config(config)
-    return House(led, scope, default_registry(), policy, workspace=Workspace(ws)), ws
+    house = House(
+        led, scope, default_registry(), policy, workspace=Workspace(ws), guard=unguarded
+    )  # the probe is the session's only writer
+    return house, ws
 
 
 def run(h: House, name: str, args: dict[str, Any], surface: str = "cli") -> tuple[str, str]:

@@ -4,9 +4,15 @@
 answer holding ``ESC [2J`` cleared the user's screen, ``ESC ]52`` wrote the clipboard and
 ``U+202E`` reversed what the user read. The real CLI runs here as a process under a pseudo
 terminal, with a ``script:`` model whose text, tool name and answer carry such sequences: on a
-terminal nothing of them reaches it unescaped; through a pipe the answer is byte for byte the
-model's text. The TUI's approval dialog shows the rule "always" would add (the call's subject)
-escaped too.
+terminal nothing of them reaches it unescaped. The TUI's approval dialog shows the rule
+"always" would add (the call's subject) escaped too.
+
+Issue 30 (item 7): through a pipe the answer used to be byte for byte the model's text, so
+``comal -p … > out.txt`` and a later ``cat out.txt`` (or ``| less -R``) cleared the screen all
+the same. Now the answer is escaped wherever stdout goes, ``--json`` always writes such
+characters as JSON escapes (the same value: the exact text is there), and every command that
+prints a session's text — ``show``, ``export``, ``evidence``, ``receipts``, ``events``,
+``search``, ``replay``, ``reconcile``, ``sessions`` — shows it escaped, through a pipe too.
 """
 
 # covers: OPS-2, OPS-5
@@ -89,11 +95,69 @@ def test_on_a_terminal_nothing_the_model_wrote_acts_on_it(user: User) -> None:
     assert b"second line" in out
 
 
-def test_through_a_pipe_the_answer_is_the_models_text_byte_for_byte(user: User) -> None:
+def test_through_a_pipe_the_answer_is_escaped_too(user: User) -> None:
     code, out, err = _run(user, "--model", f"script:{_script(user)}", stdout_tty=False)
     assert code == 0, err
-    assert out == (ANSWER + "\n").encode()
-    assert not [seq for seq in ACTING if seq in err]  # progress is for a person, escaped
+    assert not [seq for seq in ACTING if seq in out + err], out
+    assert out.startswith(b"Done \\x1b[2J\\x1b[H\\x1b]52;c;cHduZWQ=\\x07") and b"\\u202e" in out
+    assert out.endswith(b" end\nsecond line\n")  # CRLF read as the line break it is
+    # --json through a pipe: the same value, the model's exact text, nothing that acts.
+    code, out, err = _run(user, "--json", "--model", f"script:{_script(user)}", stdout_tty=False)
+    assert code == 0, err
+    assert not [seq for seq in ACTING if seq in out]
+    assert json.loads(out.decode())["answer"] == ANSWER
+
+
+def test_every_command_that_prints_a_session_shows_it_escaped(user: User) -> None:
+    # A session whose prompt, call ids, arguments, tool output and answer carry the sequences.
+    hostile_id = f"w{HOSTILE}"
+    calls = [
+        {"type": "tool_use", "id": hostile_id, "name": "Write",
+         "input": {"path": "note.txt", "content": f"note {HOSTILE}\n"}},
+        {"type": "tool_use", "id": "r1", "name": "Read", "input": {"path": "note.txt"}},
+    ]  # fmt: skip
+    script = user.script(
+        {"content": [{"type": "text", "text": f"Writing {HOSTILE}"}, *calls]},
+        {"content": ANSWER},
+    )
+    ran = user.comal(
+        "-p", f"look {HOSTILE}", "--mode", "trusted", "--model", f"script:{script}", "--json"
+    )
+    assert ran.returncode == 0, ran.stderr
+    session = json.loads(ran.stdout.splitlines()[-1])["session"]
+    led = user.ledger()
+    try:
+        scope = led.resolve(session)
+        read = next(e for e in led.entries(scope) if e.message.tool_result is not None
+                    and e.message.tool_result.call_id == "r1")  # fmt: skip
+    finally:
+        led.close()
+    commands = [
+        ["show", session], ["show", session, "--json"],
+        ["export", session], ["export", session, "--format", "anthropic"],
+        ["export", session, "--format", "markdown"],
+        ["evidence", session, "--entry", str(read.id)],
+        ["evidence", session, "--entry", str(read.id), "--json"],
+        ["receipts", session], ["receipts", session, "--json"],
+        ["events", session], ["events", session, "--json"],
+        ["search", "note", "--session", session], ["search", "note", "--json"],
+        ["replay", session], ["reconcile", session, "--workspace", str(user.ws)],
+        ["sessions"], ["sessions", "--json"],
+    ]  # fmt: skip
+    for argv in commands:
+        run = subprocess.run(
+            [sys.executable, "-m", "comal", *argv], cwd=user.ws, env=user.env(TERM="dumb"),
+            capture_output=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert run.returncode == 0, (argv, run.stderr)
+        acting = [seq for seq in ACTING if seq in run.stdout + run.stderr]
+        assert not acting, (argv, acting, run.stdout[:2000])
+    # Escaped, not dropped: the exact text is still there to read.
+    shown = subprocess.run(
+        [sys.executable, "-m", "comal", "evidence", session, "--entry", str(read.id), "--json"],
+        cwd=user.ws, env=user.env(), capture_output=True, text=True, timeout=120, check=False,
+    ).stdout  # fmt: skip
+    assert HOSTILE in json.loads(shown)["text"]
 
 
 def test_json_on_a_terminal_is_the_same_value_without_acting_characters(user: User) -> None:

@@ -1,7 +1,9 @@
 """Issue 18: two houses on one session without its lock never run a call unrecorded.
 
-Library use builds ``House(...)`` directly, with no guard (the agent's guard is the session
-lock). Two such houses, each with its own ledger connection, each proposing calls the model's
+Library use built ``House(...)`` directly, with no guard (the agent's guard is the session
+lock); since issue 30 such a house guards the session's lock itself
+(``test_sec_two_agents.py``), and only ``guard=unguarded`` gives a house without one. Two such
+houses, each with its own ledger connection, each proposing calls the model's
 way (append the assistant step, run, record), interleave their steps: a call's result could
 no longer join its step, ``record()`` failed after the call had run, and 120 writes left 7
 receipts. Now each house either refuses before any effect (its step was overtaken when the
@@ -26,7 +28,7 @@ from _pg_support import BACKENDS, LedgerStore, open_store
 from comal.errors import ComalError
 from comal.ledger import Scope
 from comal.messages import Message, ToolCall
-from comal.ops import Actor, House, Policy, Workspace, default_registry, receipts
+from comal.ops import Actor, House, Policy, Workspace, default_registry, receipts, unguarded
 
 ANA = Actor.user("ana")
 CALLS = 60  # per house: 120 in all
@@ -64,6 +66,7 @@ def _race(
             Policy(mode="trusted"),
             workspace=Workspace(ws),
             probe=_slow_effect,
+            guard=unguarded,
         )
         start.wait()
         for i in range(CALLS):
@@ -130,7 +133,10 @@ def test_a_call_whose_step_was_overtaken_does_not_run(store: LedgerStore, tmp_pa
     ws.mkdir()
     led = store.open()
     scope = led.create_session("t", "a")
-    house = House(led, scope, default_registry(), Policy(mode="trusted"), workspace=Workspace(ws))
+    house = House(
+        led, scope, default_registry(), Policy(mode="trusted"), workspace=Workspace(ws),
+        guard=unguarded,
+    )  # fmt: skip
     late = ToolCall("late", "Write", json.dumps({"path": "late.txt", "content": "x"}))
     step = led.append(scope, [Message.assistant("", late)])[0].step
     other = ToolCall("other", "Write", json.dumps({"path": "other.txt", "content": "y"}))

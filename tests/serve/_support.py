@@ -22,9 +22,10 @@ import pytest
 
 from comal.ledger import SQLiteLedger, open_ledger
 from comal.messages import Message, open_calls, orphan_results
+from comal.messages.wire import wire_protocol
 from comal.serve import ServeConfig, create_app
 from comal.serve._run import ServerThread, free_port
-from comal.serve._wire import ClientRequest, Protocol, parse_request
+from comal.serve._wire import ClientRequest, parse_request
 from comal.testing import FakeServer, RecordedRequest
 from comal.tokens import count_messages
 
@@ -89,8 +90,8 @@ def proxy(tmp_path: Path, script: list[Any], **settings: Any) -> Iterator[Proxy]
         led.close()
 
 
-def upstream(protocol: Protocol, recorded: RecordedRequest) -> ClientRequest:
-    return parse_request(protocol, recorded.raw)
+def upstream(protocol: str, recorded: RecordedRequest) -> ClientRequest:
+    return parse_request(wire_protocol(protocol), recorded.raw)
 
 
 def input_tokens(counter: Any, request: ClientRequest) -> int:
@@ -138,7 +139,7 @@ def asking_agent(
     import threading
 
     from comal.agent import Agent, AgentSettings, start_session
-    from comal.ops import House, Policy, Workspace, default_registry
+    from comal.ops import House, Policy, Workspace, default_registry, unguarded
     from comal.serve import LedgerApprover
     from comal.testing import ScriptedProvider
 
@@ -163,6 +164,7 @@ def asking_agent(
                 Policy.from_config({"mode": "ask"}),
                 workspace=Workspace(workspace),
                 approver=LedgerApprover(led, scope, poll=0.05, timeout=60),
+                guard=unguarded,  # this agent is the session's only writer
             )
             settings = AgentSettings.for_model("claude-sonnet-4-6", preamble=False)
             agent = Agent(led, scope, ScriptedProvider(script), house, settings)

@@ -98,7 +98,9 @@ def test_dashboard_pages_and_an_approval_in_chromium(tmp_path: Path) -> None:
             page.goto(f"{px.url}/#/s/{agent.scope.session}")
             page.wait_for_selector(".timeline li.receipt")
             text = page.inner_text(".timeline")
-            assert "approved by local:" in text and "approved-in-browser" in text
+            assert "approved-in-browser" in text
+            # A human approval reads as theirs, not as the mode that asked them (DRV-5).
+            assert "receipt · Bash b1 · ok · approved by user local:" in text
             page.goto(px.url + "/")
             page.wait_for_selector("#sessions tbody tr.click")
             assert "finished" in page.inner_text("#sessions")

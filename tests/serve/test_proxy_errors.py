@@ -20,8 +20,9 @@ import openai
 import pytest
 
 from comal.messages import Opaque
+from comal.messages.wire import wire_protocol
 from comal.serve import INTERRUPTED_EVENT
-from comal.testing._fake_wire import anthropic_events
+from comal.testing._fake_wire import scripted_events
 
 from ._support import proxy
 
@@ -183,7 +184,8 @@ class _Broken(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("content-length") or 0))
-        events = list(anthropic_events({"content": "a long answer " * 20}, "r1", "m", 4))
+        entry = {"content": "a long answer " * 20}
+        events = list(scripted_events(wire_protocol("anthropic"), entry, "r1", "m", 4))
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
         self.end_headers()

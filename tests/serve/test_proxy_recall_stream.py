@@ -19,7 +19,6 @@ from comal.ledger import verify
 from comal.messages import Text
 from comal.serve import RECALL_EVENT
 from comal.serve._sessions import SHOWN_EVENT
-from comal.serve._wire import Protocol
 
 from ._support import Proxy, proxy, sse_lines
 
@@ -164,7 +163,7 @@ DRIVERS = {
 }
 
 
-def _assistant_texts(protocol: Protocol, body: dict[str, Any]) -> list[str]:
+def _assistant_texts(protocol: str, body: dict[str, Any]) -> list[str]:
     """The text of each assistant message (or output item) of an upstream request."""
     if protocol == "openai_responses":
         return [
@@ -185,7 +184,7 @@ def _assistant_texts(protocol: Protocol, body: dict[str, Any]) -> list[str]:
 
 
 @pytest.mark.parametrize("protocol", ["anthropic", "openai_responses", "openai_chat"])
-def test_a_streamed_turn_continues_across_a_recall(tmp_path: Path, protocol: Protocol) -> None:
+def test_a_streamed_turn_continues_across_a_recall(tmp_path: Path, protocol: str) -> None:
     turn_of, result_of, _ = DRIVERS[protocol]
     # Room for the recall tools the proxy adds (memory_search joined them) and the recall step
     # itself: the next request must still carry that step verbatim, not behind a checkpoint.

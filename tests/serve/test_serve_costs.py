@@ -11,8 +11,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from comal.messages import Message
+from comal.messages.wire import wire_protocol
 from comal.serve._run import free_port, listen_on
-from comal.serve._wire import ItemCache, _read_anthropic, message_key, parse_request
+from comal.serve._wire import ItemCache, message_key, parse_request
 
 
 def test_connections_to_the_listening_socket_send_without_nagle() -> None:
@@ -50,14 +51,15 @@ def test_items_read_again_are_the_same_and_look_alikes_are_read_anew() -> None:
         messages = [{"role": "user", "content": content}]
         return json.dumps({"model": "m", "max_tokens": 5, "messages": messages}).encode()
 
-    first = parse_request("anthropic", body("hello"))
-    again = parse_request("anthropic", body("hello"))
+    anthropic = wire_protocol("anthropic")
+    first = parse_request(anthropic, body("hello"))
+    again = parse_request(anthropic, body("hello"))
     assert again.messages == first.messages
     assert again.keys == [message_key(m) for m in first.messages]
 
     def read(raw: tuple[Any, ...]) -> Sequence[Message]:
         reads.append(raw)
-        return _read_anthropic(raw)
+        return wire_protocol("anthropic").read(raw)
 
     block = {"type": "text", "text": "x"}
     swapped = {"text": "x", "type": "text"}
@@ -80,7 +82,7 @@ def test_an_item_read_for_one_tenant_is_read_anew_for_another() -> None:
 
     def read(raw: tuple[Any, ...]) -> Sequence[Message]:
         reads.append(raw)
-        return _read_anthropic(raw)
+        return wire_protocol("anthropic").read(raw)
 
     item = ({"role": "user", "content": "the same words"},)
     cache.get("anthropic", item, read, "acme")

@@ -13,6 +13,7 @@ import httpx
 import orjson
 
 from comal.ledger import open_ledger
+from comal.messages.wire import wire_protocol
 from comal.serve import ServeConfig
 from comal.serve._proxy import ProxyService
 
@@ -53,7 +54,7 @@ async def _two_tenants(tmp_path: Path) -> list[httpx.Request]:
             )
             headers = {"x-api-key": "k", "x-comal-session": f"s-{n}"}
             forward = await service.handle(
-                "anthropic", "/v1/messages", "", raw, headers, tenant, None
+                wire_protocol("anthropic"), "/v1/messages", "", raw, headers, tenant, None
             )
             assert forward.status == 200
     finally:

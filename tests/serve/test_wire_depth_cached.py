@@ -12,10 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from comal.messages.wire import wire_protocol
 from comal.serve._body import MAX_DEPTH
 from comal.serve._body import too_deep as _too_deep
 from comal.serve._errors import JSONTooDeep
-from comal.serve._wire import ItemCache, Protocol, parse_request
+from comal.serve._wire import ItemCache, parse_request
 
 
 def _nested(depth: int, leaf: object) -> object:
@@ -25,7 +26,7 @@ def _nested(depth: int, leaf: object) -> object:
     return value
 
 
-def _item(protocol: Protocol, n: int, extra: object) -> dict[str, object]:
+def _item(protocol: str, n: int, extra: object) -> dict[str, object]:
     # Valid on its route whatever ``extra`` holds: only the depth can refuse it.
     kind = "input_text" if protocol == "openai_responses" else "text"
     return {"role": "user", "content": [{"type": kind, "text": f"hi {n}", "extra": extra}]}
@@ -42,7 +43,7 @@ _KEY = {"anthropic": "messages", "openai_chat": "messages", "openai_responses": 
     tenant=st.sampled_from(["a", "b"]),
 )
 def test_the_verdict_is_the_whole_body_walk_cold_or_warm(
-    protocol: Protocol,
+    protocol: str,
     depths: list[int],
     metadata: int,
     tenant: str,
@@ -53,9 +54,7 @@ def test_the_verdict_is_the_whole_body_walk_cold_or_warm(
     assert verdicts and all(refused == walked for refused, walked in verdicts), verdicts
 
 
-def _grow(
-    protocol: Protocol, depths: list[int], metadata: int, tenant: str
-) -> list[tuple[bool, bool]]:
+def _grow(protocol: str, depths: list[int], metadata: int, tenant: str) -> list[tuple[bool, bool]]:
     """(refused by parse_request, too deep by the whole-body walk) for each request sent."""
     verdicts: list[tuple[bool, bool]] = []
     items = [_item(protocol, n, _nested(d, "x")) for n, d in enumerate(depths)]
@@ -65,7 +64,7 @@ def _grow(
         prefix = orjson.dumps({**body, _KEY[protocol]: items[:k]})
         for _ in range(2):  # cold, then found in the cache
             try:
-                parse_request(protocol, prefix, tenant)
+                parse_request(wire_protocol(protocol), prefix, tenant)
                 refused = False
             except JSONTooDeep:
                 refused = True
@@ -76,9 +75,10 @@ def _grow(
 def test_a_deep_item_after_a_cached_history_is_refused_with_its_code() -> None:
     history = [_item("anthropic", n, "x") for n in range(3)]
     body = {"model": "m", "max_tokens": 5, "messages": history}
-    parse_request("anthropic", orjson.dumps(body), "t")
+    anthropic = wire_protocol("anthropic")
+    parse_request(anthropic, orjson.dumps(body), "t")
     deep = _item("anthropic", 9, _nested(MAX_DEPTH, 1))
     with pytest.raises(JSONTooDeep):
-        parse_request("anthropic", orjson.dumps({**body, "messages": [*history, deep]}), "t")
+        parse_request(anthropic, orjson.dumps({**body, "messages": [*history, deep]}), "t")
     with pytest.raises(JSONTooDeep):  # not an object, and too deep: the depth is said first
-        parse_request("anthropic", orjson.dumps({**body, "messages": [_nested(MAX_DEPTH, 1)]}))
+        parse_request(anthropic, orjson.dumps({**body, "messages": [_nested(MAX_DEPTH, 1)]}))

@@ -76,6 +76,7 @@ from ._instructions import (
 )
 from ._lengths import CONTEXT_EVENT, INCOMPLETE_EVENT
 from ._lifecycle import PromptBlocked
+from ._liveness import LIVENESS, RUN_ENDED, Liveness, liveness
 from ._lock import SessionLock, lock_path
 from ._opening import check_prompt, resumable
 from ._propose import COMPACT_APPLIED, COMPACT_REQUESTED, Proposal, Proposer, queued_compactions
@@ -97,8 +98,10 @@ __all__ = [
     "HUMAN_OPERATIONS",
     "INCOMPLETE_EVENT",
     "INSTRUCTIONS_EVENT",
+    "LIVENESS",
     "OPERATOR_ONLY",
     "RETENTION_EVENT",
+    "RUN_ENDED",
     "SCRIPT_PREFIX",
     "TOOL_SEARCH",
     "Agent",
@@ -118,6 +121,7 @@ __all__ = [
     "IncompleteResponse",
     "InstructionFiles",
     "Instructions",
+    "Liveness",
     "Preamble",
     "PromptBlocked",
     "Proposal",
@@ -147,6 +151,7 @@ __all__ = [
     "context_report",
     "explain_config",
     "house_factory",
+    "liveness",
     "load_config",
     "lock_path",
     "lock_session",

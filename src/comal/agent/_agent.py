@@ -39,8 +39,8 @@ from ..ledger import Entry, LedgerBackend, Scope
 from ..messages import Message, Role, Text, ToolCall, preamble_text
 from ..ops import Actor, House, Reconciled, reconcile
 from ..providers import OnEvent, Provider
-from ..work import FINISH, WorkAgent, ensure_work_operations
-from ._catalog import ensure_tool_search, model_catalog, recall_tools
+from ..work import FINISH, WorkAgent
+from ._catalog import agent_catalog, recall_tools
 from ._children import ChildModels, SameModel
 from ._coordinator import Coordinator
 from ._errors import BudgetLimited, HookStopped
@@ -64,8 +64,6 @@ Clock = Callable[[], datetime]
 
 RECOVERED_EVENT = "recovered"
 REREAD_EVENT = "reread"
-# Operations that read back what an engine referenced, summarized or evicted.
-RECALL_TOOLS = recall_tools()
 
 
 def _quiet(kind: str, text: str) -> None:
@@ -123,14 +121,14 @@ class Agent:
         self.clock: Clock = clock or utc_now
         self.channel = channel
         self.run_id = uuid.uuid4().hex
-        # CCH-3: deferred tools are found through ToolSearch, an operation like any other.
-        ensure_tool_search(house.registry)
-        if self.actor.kind != "subagent":
-            ensure_work_operations(house.registry)
         if house.host is None or isinstance(house.host, Agent):
             # A house another agent ran before serves this one now.
             house.host = self
-        self.catalog = model_catalog(house.catalog("model"), get_engine(settings.engine_name))
+        # The one catalog function (`comal tools --surface model` prints the same); CCH-3:
+        # deferred tools are found through ToolSearch, an operation like any other.
+        engine = get_engine(settings.engine_name)
+        subagent = self.actor.kind == "subagent"
+        self.catalog = agent_catalog(house.registry, engine, subagent=subagent)
         self.proposer = Proposer(
             ledger,
             scope,
@@ -141,6 +139,7 @@ class Agent:
             on_event=on_event,
             say=self.say,
             probe=self.probe,
+            hook_host=house,
             files=InstructionFiles(house.workspace),
         )
         self.turns = 0
@@ -156,6 +155,7 @@ class Agent:
             cwd=str(root) if root is not None else None,
             subagent=self.actor.kind == "subagent",
             say=self.say,
+            host=house,
         )
 
     def work_agent(self, scope: Scope) -> WorkAgent | None:
@@ -166,10 +166,15 @@ class Agent:
     def run(self, prompt: str | None = None) -> RunResult:
         """Recover whatever an earlier process left, append ``prompt`` if given, and loop.
 
-        Without a prompt a finished session returns its recorded answer and calls nothing."""
+        Without a prompt a finished session returns its recorded answer and calls nothing.
+        Anything else needs the session: :class:`~comal.ops.SessionNotHeld` before anything is
+        appended unless the house's guard is held (the session's lock, by default), so two
+        agents on one session cannot interleave, and split, its steps."""
         info = self.ledger.session(self.scope)
         if info is None:
             raise UserError(f"no session {self.scope.session} in this tenant/agent")
+        if info.status != "finished" or prompt is not None:
+            self.house.require_held()
         if info.status == "finished":
             if prompt is None:
                 self.say("note", "the session is finished: nothing to do, the model is not called")
@@ -321,13 +326,13 @@ class Agent:
         self.say("call", f"{call.name} {call.arguments}")
         outcome = self.house.run(call, self.actor, offered=self.catalog, join_step=step)
         receipt = self.house.record(outcome, join_step=step)
-        decision = outcome.judgment.decision
-        self.say("result", f"{call.name}: {receipt.status} ({decision.action} by {decision.rule})")
+        self.hooks.after_call(call.name, outcome.judgment.hooks, receipt.observations.get("hooks"))
+        self.say("result", f"{call.name}: {receipt.status} ({outcome.judgment.label})")
         # What the call returned (as stored): a person watching sees what the model will read;
         # each surface decides how much of it to show.
         self.say("output", outcome.result.text)
         self._nested_instructions(outcome.judgment.paths, receipt.status)
-        if receipt.status == "ok" and call.name in RECALL_TOOLS:
+        if receipt.status == "ok" and call.name in recall_tools():  # the engines' read-backs
             # OBS-2 "reread": the model went back to stored evidence the engine had taken out.
             args = outcome.judgment.args
             body = {

@@ -373,3 +373,35 @@ class ToolDeferral:
             if result is not None and (result.call_id in searches or result.name == TOOL_SEARCH):
                 found.update(found_names(result.text))
         return used, found
+
+
+# -- the session's catalog ----------------------------------------------------------------------
+
+
+def session_registry() -> Registry:
+    """The registry every agent session's runtime holds: the plugins' and native operations,
+    the human and steering operations (never on the model's surface), the long-work
+    operations and ``ToolSearch``. MCP servers' tools join it when the servers start."""
+    from ..ops import default_registry
+    from ..work import work_operations
+    from ._human import HUMAN_OPERATIONS
+    from ._steering import STEERING_OPERATIONS
+
+    registry = default_registry()
+    registry.add_all(HUMAN_OPERATIONS)
+    registry.add_all(STEERING_OPERATIONS)
+    registry.add_all(work_operations())
+    ensure_tool_search(registry)
+    return registry
+
+
+def agent_catalog(registry: Registry, engine: Engine, *, subagent: bool = False) -> Catalog:
+    """What an agent offers its model from ``registry`` under ``engine``: the one function the
+    agent and ``comal tools --surface model`` read, so the two never differ. A work step's
+    agent is not offered the coordinator's operations it cannot run."""
+    from ..work import ensure_work_operations
+
+    ensure_tool_search(registry)
+    if not subagent:
+        ensure_work_operations(registry)
+    return model_catalog(registry.catalog("model"), engine)

@@ -23,9 +23,12 @@ change nothing::
     agents:                        # per-agent settings, by agent name
       reviewer: {engine: limit, engine_settings: {target_ratio: 0.5}, max_turns: 20}
     plugins: [comal_wordcount]     # operator-only: modules enabled as plugins (docs/plugins.md)
+    installed_plugins: listed      # operator-only: only the installed plugins plugins: names
     plugin_settings: {web_fetch: {allowed_hosts: [docs.python.org]}}   # operator-only
     work: {parallel: 2, budget: {tokens: 500000}}   # operator-only: work steps, task budget
     serve: {allowed_hosts: [comal.internal]}   # operator-only: comal serve's guards and limits
+    hooks: {PreToolUse: [{matcher: Bash, hooks: [{type: command, command: ./check.sh}]}]}
+    hooks_from: [.claude/settings.json]   # operator-only: Claude Code's hooks, unchanged
 
 Every value is checked with its range when the file is read (engine settings with the chosen
 engine's own ranges); an error names the file, the key and the allowed range.
@@ -37,7 +40,7 @@ Precedence: defaults < file < environment (``COMAL_MODEL``, ``COMAL_MODE``, ``CO
 
 Operator-only settings (:data:`OPERATOR_ONLY`: windows, output reserve and escalation,
 engine and its settings, caps and limits, the sandbox, the cache, MCP servers, plugins and
-their settings, serve, work steps and the task's budget) come only from these sources, which
+their settings, serve, work steps and the task's budget, hooks) come only from these sources, which
 the model cannot reach: the configuration is read once when the process starts into frozen
 values, no operation in the model's catalog changes any of them, and the policy denies the
 model's Write/Edit of the configuration file and shell commands naming its directory, while
@@ -55,19 +58,22 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from platformdirs import user_config_dir
-from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .._config_file import CONFIG_ENV, ConfigNotFound, named_config
 from ..context import engine_config, get_engine
 from ..errors import InputError
+from ..hooks import HooksSection
 from ..ops import McpServerConfig, Mode, Policy, Rule, Workspace
 from ..ops._mcp_config import SERVER_NAME
 from ..tokens import resolve_window
 from ._cache import CacheConfig
 from ._config_doc import allowed
+from ._config_hooks import HOOKS_FIELD, HOOKS_FROM_FIELD, HooksFile
 from ._config_parts import (
     AgentProfile,
     Command,
+    InstalledMode,
     ModuleName,
     OutputEscalation,
     RuleText,
@@ -107,9 +113,12 @@ OPERATOR_ONLY = frozenset(
         "cache",
         "mcp_servers",
         "plugins",
+        "installed_plugins",
         "plugin_settings",
         "serve",
         "work",
+        "hooks",
+        "hooks_from",
     }
 )
 ENV_KEYS = {"COMAL_MODEL": "model", "COMAL_MODE": "mode", "COMAL_MAX_TURNS": "max_turns"}
@@ -205,6 +214,13 @@ class Config(Strict):
         description="Python modules enabled as plugins when the configuration is loaded, after "
         "the installed entry points (operator-only; see docs/plugins.md).",
     )
+    installed_plugins: InstalledMode = Field(
+        default="all",
+        description="Which installed plugins (entry points of the group comal.plugins) are "
+        "enabled: all of them, or only those plugins: names by module or entry point name "
+        "(listed); COMAL_INSTALLED_PLUGINS=listed does the same, the stricter of the two wins "
+        "(operator-only; see docs/plugins.md).",
+    )
     plugin_settings: dict[ModuleName, dict[str, Any]] = Field(
         default_factory=dict,
         description="Each plugin's own settings, by the section it reads (web_fetch: the hosts "
@@ -213,6 +229,8 @@ class Config(Strict):
         "configuration is read (operator-only).",
     )
     work: WorkConfig = Field(default_factory=WorkConfig)
+    hooks: HooksSection = HOOKS_FIELD
+    hooks_from: list[HooksFile] = HOOKS_FROM_FIELD
 
     @field_validator("engine")
     @classmethod
@@ -325,19 +343,26 @@ def _with_range(reason: str, rng: str | None) -> str:
     return f"{head} (allowed: {rng}){sep}{advice}"
 
 
+class _PluginKeys(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    plugins: list[ModuleName] = Field(default_factory=list, max_length=100)
+    installed_plugins: InstalledMode = "all"
+
+
 def _enable_plugins(data: Any, where: str) -> None:
-    """Enable the modules ``plugins:`` names before the rest is validated: an engine a plugin
-    adds may be the one the file chooses. A malformed list is left to the validation."""
-    names = data.get("plugins") if isinstance(data, Mapping) else None
-    if not isinstance(names, list) or not names:
-        return
+    """Enable what the configuration says of plugins — its ``installed_plugins`` mode and the
+    modules ``plugins:`` names — before the rest is validated: an engine a plugin adds may be
+    the one the file chooses. A malformed value is left to the validation."""
+    given = data if isinstance(data, Mapping) else {}
     try:
-        checked = Config.model_validate({"plugins": names}).plugins
+        # Only these two keys: the whole model's checks read the registries, which would
+        # settle the installed plugins before the file's mode is known.
+        checked = _PluginKeys.model_validate(given)
     except ValidationError:
         return
     from ..plugins import enable_plugins
 
-    enable_plugins(checked, where=where)
+    enable_plugins(checked.plugins, where=where, installed=checked.installed_plugins)
 
 
 def _validate(data: Any, where: str) -> Config:

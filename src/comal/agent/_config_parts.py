@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -13,6 +13,7 @@ from ._spend import SpendCaps
 __all__ = [
     "AgentProfile",
     "Command",
+    "InstalledMode",
     "ModuleName",
     "OutputEscalation",
     "RuleText",
@@ -23,6 +24,8 @@ __all__ = [
 
 Command = Annotated[str, Field(min_length=1, max_length=10_000)]
 RuleText = Annotated[str, Field(min_length=1, max_length=2_000)]
+# Which installed plugins are enabled: all, or only those plugins: names (docs/plugins.md).
+InstalledMode = Literal["all", "listed"]
 ModuleName = Annotated[str, Field(pattern=r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$", max_length=200)]
 
 

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 
 from ._config import OPERATOR_ONLY, AgentProfile, Config
 from ._config_doc import Row, field_rows, model_of
+from ._config_hooks import HOOKS_PROSE, hooks_rows
 
 __all__ = ["configuration_reference"]
 
@@ -81,6 +82,8 @@ def configuration_reference() -> str:
         assert nested is not None
         lines += ["", f"## `{section}`", ""]
         lines += _table(list(field_rows(nested, f"{section}.")))
+    lines += ["", "## `hooks` and `hooks_from`", "", HOOKS_PROSE, ""]
+    lines += _table(hooks_rows())
     from ..ops._web_fetch import WebFetchSettings  # a built-in plugin's section
 
     lines += [

@@ -59,6 +59,8 @@ _SIMPLE = (
     "checks",
     "output_reserve",
     "plugins",
+    "installed_plugins",
+    "hooks_from",
 )
 _PER_AGENT = ("system_prompt", "max_turns", "checks")
 
@@ -123,6 +125,11 @@ def explain_config(
     ex.spend_and_cache()
     ex.policy()
     ex.add("agents", sorted(config.agents), *ex.source_of("agents"), None)
+    hooks = {
+        event: [g.model_dump(mode="json", by_alias=True, exclude_defaults=True) for g in groups]
+        for event, groups in config.hooks.items()
+    }
+    ex.add("hooks", hooks, *ex.source_of("hooks"), None)
     return path, ex.out
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import UserError
+from ..ops import SessionNotHeld  # raised by the runtime's guard as by a house's own
 from ..providers import normalize_model_spec
 from ._config import Config
 
@@ -18,10 +18,6 @@ DEFAULT_MODELS = (
     ("ANTHROPIC_API_KEY", "anthropic:claude-sonnet-4-6"),
     ("OPENAI_API_KEY", "openai:gpt-5.1"),
 )
-
-
-class SessionNotHeld(UserError):
-    code = "SESSION_NOT_HELD"
 
 
 @dataclass(frozen=True, slots=True)

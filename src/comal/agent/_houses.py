@@ -4,7 +4,8 @@ The agent's house, a child session's, the checks', the proxy's recall house and 
 are all made by :func:`house_factory` (and :meth:`~comal.ops.House.factory` for a sibling of a
 house that exists): the policy from the configuration (modes, rules, limits, the sandbox) with
 the configuration file itself guarded from the model (CFG-2), the workspace, the approver, the
-host's live settings and controls, and the guard that lets calls with effects run only while
+host's live settings and controls, the operator's command hooks (``hooks``, ``hooks_from``:
+:mod:`comal.hooks`), and the guard that lets calls with effects run only while
 the process holds the session's lock (RES-2).
 """
 
@@ -16,6 +17,7 @@ from pathlib import Path
 from ..ledger import LedgerBackend
 from ..ops import Approver, HostSettings, HouseFactory, Probe, Registry, Rule, Workspace
 from ._config import Config, config_path, policy_from_config
+from ._config_hooks import house_hooks, protect_hooks_files
 
 __all__ = ["house_factory"]
 
@@ -40,10 +42,11 @@ def house_factory(
     policy = policy_from_config(
         config, workspace=workspace, protect=protect if protect is not None else config_path()
     )
+    hooks = house_hooks(config.hooks, config.hooks_from, workspace)
     return HouseFactory(
         ledger,
         registry,
-        policy.with_rules(*rules),
+        policy.with_rules(*protect_hooks_files(hooks, workspace), *rules),
         workspace=workspace,
         approver=approver,
         settings=settings,
@@ -51,4 +54,5 @@ def house_factory(
         guard=guard,
         host=host,
         plugin_settings=config.plugin_settings,
+        hooks=hooks,
     )

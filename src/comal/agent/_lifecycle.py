@@ -12,12 +12,15 @@ it would have, and says so.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ..errors import UserError
 from ..ledger import LedgerBackend, Scope
 from ..messages import Message, Role, Text
-from ..plugins import HookEvent, HookOutcome, LifecycleEvent, lifecycle
+from ._result import answer_of
+
+if TYPE_CHECKING:
+    from ..plugins import HookOutcome, LifecycleEvent
 
 __all__ = ["HOOK_EVENT", "MAX_CONTINUES", "AgentHooks", "PromptBlocked"]
 
@@ -46,27 +49,50 @@ class AgentHooks:
         cwd: str | None,
         subagent: bool,
         say: Callable[[str, str], None],
+        host: object = None,
     ) -> None:
         self.ledger = ledger
         self.scope = scope
         self.cwd = cwd
         self.subagent = subagent
         self.say = say
+        # The agent's house, lent to the hooks that act for it (HookEvent.host).
+        self.host = host
         self.continues = 0
         # A hook's ``continue: false`` (``HookResult.stop``): the run ends, saying why.
         self.halt: str | None = None
 
     def _dispatch(self, name: LifecycleEvent, data: Mapping[str, Any]) -> HookOutcome:
+        from ..plugins import HookEvent, lifecycle  # loaded by the first dispatch, not import
+
         s = self.scope
-        outcome = lifecycle(HookEvent(name, s.tenant, s.agent, s.session, "model", self.cwd, data))
+        if self.subagent:
+            # As Claude Code tells a hook that fires inside a subagent which one it is.
+            data = {**data, "agent_id": s.session, "agent_type": s.agent}
+        event = HookEvent(name, s.tenant, s.agent, s.session, "model", self.cwd, data, self.host)
+        outcome = lifecycle(event)
         if outcome:
             self.ledger.add_record(self.scope, "event", HOOK_EVENT, outcome.as_dict())
             for by, error in outcome.failures:
                 self.say("warn", f"{name} hook {by} failed: {error}")
         stopped = outcome.stopped
-        if stopped is not None and self.halt is None:
-            self.halt = f"the {name} hook {stopped.by} stopped the run: {stopped.reason}"
+        if stopped is not None:
+            self._halt(f"the {name} hook {stopped.by}", stopped.reason)
         return outcome
+
+    def _halt(self, who: str, reason: str) -> None:
+        if self.halt is None:
+            self.halt = f"{who} stopped the run: {reason}"
+
+    def after_call(self, name: str, *seen: Mapping[str, Any] | None) -> None:
+        """Tool call ``name``'s ``PreToolUse`` and ``PostToolUse`` answers, as its judgment
+        and receipt keep them: one that said stop (``continue: false``) ends the run."""
+        for kept in seen:
+            for said in (kept or {}).get("results", ()):
+                if said.get("stop"):
+                    self._halt(
+                        f"a hook {said.get('by')} on the {name} call", said.get("reason", "")
+                    )
 
     def _context(self, name: str, outcome: HookOutcome) -> list[Message]:
         return [hook_message(name, outcome.context)] if outcome.context else []
@@ -94,7 +120,11 @@ class AgentHooks:
         """The model ended its turn with no tool call: ``True`` when a hook blocked it and a
         message telling why was appended (the agent goes on), within the bound."""
         name: LifecycleEvent = "SubagentStop" if self.subagent else "Stop"
-        outcome = self._dispatch(name, {"stop_hook_active": self.continues > 0})
+        data = {
+            "stop_hook_active": self.continues > 0,
+            "last_assistant_message": answer_of(self.ledger, self.scope),
+        }
+        outcome = self._dispatch(name, data)
         said = outcome.decision
         if said is None or said.decision != "block":
             return False

@@ -139,6 +139,8 @@ class Proposer(Outcomes, SystemPrompt):
     on_event: OnEvent | None = None
     say: Say = lambda kind, text: None
     probe: Probe = lambda phase, detail: None
+    # The agent's house, lent to the compaction hooks (HookEvent.host).
+    hook_host: object = None
     state: object = None
     compact_requested: bool = False
     last: Proposal | None = field(default=None, repr=False)
@@ -162,6 +164,7 @@ class Proposer(Outcomes, SystemPrompt):
             session_model=self.settings.model,
             session_provider=self.provider,
             say=self.say,
+            host=self.hook_host,
         )
         self.engine = self.service.engine
         self.cache = self.service.cache

@@ -60,16 +60,16 @@ from ..providers import (
     provider_for,
 )
 from ..tokens import default_counter
-from ..work import WorkAgent, work_operations
+from ..work import WorkAgent
 from ._agent import Agent, Clock, Preamble, intention, utc_now
-from ._catalog import ensure_tool_search
+from ._catalog import agent_catalog, session_registry
 from ._children import SpecModels
 from ._config import Config, load_config, settings_from_config
 from ._flags import Flags, SessionNotHeld
 from ._houses import house_factory
-from ._human import HUMAN_OPERATIONS
 from ._instructions import InstructionFiles
 from ._kept import opening, record_settings, served_by
+from ._liveness import RUN_ENDED, run_ended_body
 from ._lock import PgSessionLock, SessionLock
 from ._mcp_servers import MCP_EVENT, McpServers
 from ._opening import check_prompt, latest_session, open_workspace
@@ -77,7 +77,6 @@ from ._propose import Probe, Proposer, Say
 from ._result import RunResult
 from ._session import lock_session
 from ._settings import AgentSettings
-from ._steering import STEERING_OPERATIONS
 
 __all__ = ["Flags", "Runtime", "SessionNotHeld"]
 
@@ -122,11 +121,7 @@ class Runtime:
     notes: list[str] = field(default_factory=list, init=False)
 
     def __post_init__(self) -> None:
-        self.registry = default_registry()
-        self.registry.add_all(HUMAN_OPERATIONS)
-        self.registry.add_all(STEERING_OPERATIONS)
-        self.registry.add_all(work_operations())
-        ensure_tool_search(self.registry)
+        self.registry = session_registry()
         self.mcp = McpServers(self.config.mcp_servers)
 
     # -- building -----------------------------------------------------------------------------
@@ -339,12 +334,10 @@ class Runtime:
 
     def proposer(self) -> Proposer:
         """A proposer for previews (``/context``): no provider, the catalog the agent sends."""
-        from ._catalog import model_catalog
-
         settings = self.settings()
         house = self.house()
         self.start_mcp(house)  # the preview shows the tools the agent will really send
-        catalog = model_catalog(house.catalog("model"), get_engine(settings.engine_name))
+        catalog = agent_catalog(house.registry, get_engine(settings.engine_name))
         files = InstructionFiles(self.workspace)
         scope = self.need_scope()
         return Proposer(self.ledger, scope, None, settings, catalog, run="preview", files=files)
@@ -444,13 +437,24 @@ class Runtime:
             agent = self.agent(approver=approver, say=say, on_event=on_event, probe=probe)
             self.active = agent
             try:
-                return agent.run(None if fresh else prompt)
+                result = agent.run(None if fresh else prompt)
             except ComalError as exc:
                 # Read while the ledger is open: the partial run's receipts and usage.
-                return agent.result("error", exc)
+                result = agent.result("error", exc)
             finally:
                 self.active = None
                 self._held = None
+            self._ended(result)
+            return result
+
+    def _ended(self, result: RunResult) -> None:
+        """The run's end, recorded while the lock is held: a session mid-task without one
+        after its last step crashed (:mod:`._liveness`)."""
+        scope = self.need_scope()
+        last = self.ledger.tail(scope, n=1)
+        at = last[-1].seq + 1 if last else 0
+        code = result.error.get("code") if result.error else None
+        self.ledger.add_record(scope, "event", RUN_ENDED, run_ended_body(result.status, code, at))
 
     def control(
         self,

@@ -11,6 +11,7 @@ from typing import Any
 from ..ledger import LedgerBackend, Scope
 from ..messages import ToolCall
 from ..ops import Actor, HostSettings, House, Policy
+from ..ops._held import note_held
 from ._lock import PgSessionLock, SessionLock, lock_path
 
 __all__ = ["CHECKER", "Check", "lock_session", "run_checks", "spawn_child", "start_session"]
@@ -57,7 +58,9 @@ def lock_session(
     """Take the session's lock, or raise :class:`~comal.agent.SessionLocked`: a file lock
     beside an SQLite ledger, an advisory lock and a lease row in a PostgreSQL one. A lock left by
     a dead process (or, on PostgreSQL, a holder whose heartbeat stopped) is cleared and recorded
-    as a ``lock_cleared`` event; history is kept (RES-2)."""
+    as a ``lock_cleared`` event; history is kept (RES-2). While it is held, this process's
+    houses of the session (and of its children) run calls with effects (their default guard,
+    :class:`~comal.ops.SessionGuard`)."""
     if path is None:
         lock = ledger.session_lock(scope)
     else:
@@ -84,6 +87,8 @@ def lock_session(
         except BaseException:
             lock.release()
             raise
+    # The houses of this process may now change the session (their default guard, issue 30).
+    note_held(lock)
     return lock
 
 

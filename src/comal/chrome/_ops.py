@@ -9,6 +9,7 @@ two records its intent before acting and has a recovery adapter (:mod:`._recover
 from __future__ import annotations
 
 import base64
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -26,12 +27,13 @@ from ._recover import (
     finish_gate,
     finish_operation,
     last_opened,
+    published_here,
     recover_deploy,
     recover_operation,
     recover_publish,
 )
 from ._settings import ChromeSettings, settings_of
-from ._targets import Seen, target_for
+from ._targets import Seen, Target, target_for
 
 __all__ = ["SNAPSHOT_EVENT", "chrome_operations", "settings_of"]
 
@@ -210,6 +212,21 @@ def _publish_intent(args: NoArgs, ctx: CallContext) -> dict[str, Any]:
         )
     artifact = build_artifact(ctx.need_workspace(), st.build_dir)
     before = target.observe()
+    done = published_here(ctx.ledger, ctx.scope, target.describe(), artifact.digest)
+    identity = done.observations.get("identity") if done is not None else None
+    if done is not None and identity is not None and identity == before.identity:
+        # The target still holds what this task published: answered from that receipt, not
+        # sent again (a second PUT, or a second commit of the same tree).
+        first = done.observations.get("already_published")  # the receipt that published
+        already = (
+            dict(first)
+            if isinstance(first, Mapping)
+            else {"receipt": done.record_id, "call_id": done.call_id, "identity": identity}
+        )
+        return {
+            "digest": artifact.digest, "target": target.describe(), "before": before.as_dict(),
+            "expected": identity, "already": already,
+        }  # fmt: skip
     intent = {
         "digest": artifact.digest, "target": target.describe(), "before": before.as_dict(),
         "expected": target.expected(artifact, before),
@@ -235,6 +252,8 @@ def _publish(args: NoArgs, ctx: CallContext) -> ToolOutput:
     if artifact.digest != intent["digest"]:
         raise TargetError("the build output changed since the intent was recorded; publish again")
     target = target_for(st.publish)
+    if intent.get("already"):
+        return _already(target, artifact.digest, intent)
     before = Seen(intent["before"]["identity"], intent["before"]["tag"])
     target.publish(artifact, before)
     now = target.observe()
@@ -247,6 +266,26 @@ def _publish(args: NoArgs, ctx: CallContext) -> ToolOutput:
         return ToolOutput(f"published, but {why}", is_error=True, observations=obs, uncertain=True)
     return ToolOutput(
         f"published {artifact.digest}; the target's identity is {now.identity}", observations=obs
+    )
+
+
+def _already(target: Target, digest: str, intent: Mapping[str, Any]) -> ToolOutput:
+    """A publish of what the target already holds from this task: nothing is sent; one read
+    says it still holds it."""
+    done, now = intent["already"], target.observe()
+    obs = {"target": intent["target"], "digest": digest, "expected": intent["expected"]}
+    obs |= {"identity": now.identity, "tag": now.tag, "already_published": done}
+    if now.identity != intent["expected"]:
+        why = f"the target now shows {now.identity}, not {intent['expected']}: it changed"
+        obs |= {"postcondition": False, "reason": why}
+        return ToolOutput(
+            f"not published: {why} since it was read; nothing was sent. Publish again",
+            is_error=True, observations=obs,
+        )  # fmt: skip
+    return ToolOutput(
+        f"already published {digest}: the target still shows {now.identity}, as receipt "
+        f"{done['receipt']} (call {done['call_id']}) recorded; nothing was sent",
+        observations=obs | {"postcondition": True},
     )
 
 

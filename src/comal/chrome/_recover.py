@@ -26,7 +26,16 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..ledger import LedgerBackend, Scope
 from ..messages import ToolCall
-from ..ops import CallContext, Effect, FinishGate, Observed, Operation, RecoveryContext, ToolOutput
+from ..ops import (
+    CallContext,
+    Effect,
+    FinishGate,
+    Observed,
+    Operation,
+    Receipt,
+    RecoveryContext,
+    ToolOutput,
+)
 from ..ops import receipts as receipts_of
 from ..work import WorkHost
 from ._deploy import observe_deploy
@@ -40,6 +49,7 @@ __all__ = [
     "finish_gate",
     "finish_operation",
     "last_opened",
+    "published_here",
     "recover_deploy",
     "recover_operation",
     "recover_publish",
@@ -73,6 +83,24 @@ def blocked_publish(ledger: LedgerBackend, scope: Scope, target: Mapping[str, An
             return f"receipt {r.record_id}: {r.observations.get('reason', 'uncertain')}"
         if r.status in ("ok", "postcondition_observed"):
             return None
+    return None
+
+
+def published_here(
+    ledger: LedgerBackend, scope: Scope, target: Mapping[str, Any], digest: str
+) -> Receipt | None:
+    """This session's latest publish to ``target`` that landed (``ok``, or observed after an
+    interruption), when it published ``digest``; ``None`` when the latest that landed was
+    another artifact, or a later one is unresolved."""
+    for r in reversed(receipts_of(ledger, scope)):
+        if r.operation != "ChromePublish" or _target_of(r.observations) != dict(target):
+            continue
+        if r.status == "uncertain":
+            return None
+        if r.status in ("ok", "postcondition_observed"):
+            intent = r.observations.get("intent")
+            done = intent.get("digest") if isinstance(intent, Mapping) else None
+            return r if (r.observations.get("digest") or done) == digest else None
     return None
 
 

@@ -17,6 +17,7 @@ from typing import Annotated, Any
 import typer
 
 from .. import __version__
+from .._syspath import forget_current_folder
 from ._common import STATE, LedgerOpt, coded_errors
 from ._root import agent_app, is_agent_invocation, normalize_argv
 
@@ -197,6 +198,9 @@ def _named_config_exists(args: list[str], command: str | None) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """``comal``: the agent (``-p``, ``--resume``, or the TUI) or one of the commands."""
+    # The console script's PYTHONPATH may hold the current folder (an empty entry): whatever
+    # a command imports from here on is found where it was installed (comal._syspath).
+    forget_current_folder()
     args = sys.argv[1:] if argv is None else argv
     for stream in (sys.stdout, sys.stderr):
         # A character the terminal's encoding cannot hold (a damaged byte read from a ledger)

@@ -11,9 +11,10 @@ What the model or a tool wrote must not act on the terminal that shows it (an ES
 clear the screen, write the clipboard or retitle the window). Progress on stderr is for a
 person, wherever it goes (a log read later with ``cat`` is a terminal too), so its control,
 bidi and invisible characters are always shown escaped (:func:`comal.safe_text.safe`). The
-answer on stdout is escaped the same way when stdout is a terminal, and byte for byte what the
-model wrote when it is not: a pipe gets the model's text. ``--json`` on a terminal writes such
-characters as JSON escapes (the same value).
+answer on stdout is escaped the same way wherever stdout goes: a file or a pipe is read on a
+terminal later (``cat out.txt``, ``less -R``), so a raw ``ESC [2J`` there clears a screen just
+the same (issue 30). ``--json`` writes such characters as JSON escapes, always: the same value,
+so a program that needs the model's exact text decodes it from there.
 
 Exit codes: 0 when the session finished (finish_call passed) and no call was denied, 3 when
 the run stopped at ``--max-turns`` (``--resume`` continues it), 4 when the task's budget is spent
@@ -34,7 +35,6 @@ session, which is the one the session was started with unless ``--model`` names 
 from __future__ import annotations
 
 import io
-import json
 import os
 import re
 import sys
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from ..ops import SandboxStatus
     from ..providers import StreamEvent
 from ..errors import ComalError
-from ..safe_text import safe, safe_json
+from ..safe_text import safe
 from ._common import emit_json, ledger
 
 __all__ = ["EXIT_CODES", "run_prompt"]
@@ -229,7 +229,6 @@ def _same_terminal() -> bool:
 
 
 def _report(result: RunResult, as_json: bool, progress: _Progress) -> None:
-    terminal = sys.stdout.isatty()
     if as_json:
         data = result.as_dict()
         value = (
@@ -237,17 +236,12 @@ def _report(result: RunResult, as_json: bool, progress: _Progress) -> None:
             | ({"error": data["error"]} if "error" in data else {})
             | ({"blocked": data["blocked"]} if data["blocked"] else {})
         )
-        if terminal:
-            sys.stdout.write(safe_json(json.dumps(value, ensure_ascii=False)) + "\n")
-            sys.stdout.flush()
-        else:
-            emit_json(value)
+        emit_json(value)  # such characters as JSON escapes: the same value
         return
     # Streamed to stderr already, on the terminal stdout shares: the same words, once.
     said = _same_terminal() and progress.streamed.strip() == (result.answer or "").strip()
     if result.answer and result.status != "error" and not said:
-        answer = result.answer.rstrip("\n")
-        sys.stdout.write((_shown(answer) if terminal else answer) + "\n")
+        sys.stdout.write(_shown(result.answer.rstrip("\n")) + "\n")
         sys.stdout.flush()
     if result.blocked:
         progress.say("warn", f"blocked (uncertain, not repeated): {', '.join(result.blocked)}")

@@ -149,10 +149,12 @@ class Output:
             raise OutputPathError(self.option, self.path, _reason(exc, self.path)) from exc
 
 
-def emit_json(value: Any, *, escaped: bool = False) -> None:
+def emit_json(value: Any, *, escaped: bool = True) -> None:
     # Damaged text read from a ledger (lone surrogates) is shown as its bytes: the output is
-    # always valid UTF-8 and valid JSON. ``escaped``: every character a terminal acts on or
-    # hides written as a JSON escape, for values that carry history's text (the same value).
+    # always valid UTF-8 and valid JSON. What a model or a tool wrote may hold characters a
+    # terminal acts on (ESC, C1, bidi overrides): written as JSON escapes, the same value, so
+    # `comal ... --json` shown on a terminal, or a file of it read there later, acts on nothing
+    # (issue 30): every command's, so ``escaped`` is true unless a caller says otherwise.
     dumped = json.dumps(encodable(value), ensure_ascii=False)
     sys.stdout.write((safe_json(dumped) if escaped else dumped) + "\n")
     sys.stdout.flush()

@@ -70,7 +70,8 @@ def checks() -> list[dict[str, Any]]:
 
 
 def plugin_checks() -> list[dict[str, Any]]:
-    """One line per enabled plugin; a plugin that cannot be loaded is one failed check."""
+    """One line per plugin (an installed one left out says so); a plugin that cannot be
+    loaded is one failed check."""
     from ..agent import load_config
     from ..plugins import plugin_infos
     from ._plugins import summary
@@ -80,7 +81,7 @@ def plugin_checks() -> list[dict[str, Any]]:
     except ComalError:
         pass
     try:
-        rows = [info.as_dict() for info in plugin_infos()]
+        rows = [info.as_dict() for info in plugin_infos(include_disabled=True)]
     except ComalError as exc:
         return [{"check": "plugins", "ok": False, "detail": f"[{exc.code}] {exc}"}]
     return [{"check": f"plugin {r['name']}", "ok": True, "detail": summary(r)} for r in rows]

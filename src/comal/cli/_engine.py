@@ -182,7 +182,9 @@ def evidence_cmd(
             }
         )
     else:
-        typer.echo(page.text, nl=False)
+        # Stored output is a tool's or a model's: escaped here as everywhere it is shown;
+        # --json has the exact text (the same value, such characters as JSON escapes).
+        typer.echo(safe(page.text), nl=False)
         err.print(
             f"\n[{page.target} {page.entry_id}: {page.offset}..{page.end} of {page.total_utf16} "
             f"UTF-16 units; sha256 {page.digest}]"

@@ -14,10 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 if TYPE_CHECKING:
     pass
+from ..safe_text import safe, safe_json
 from ._common import JsonOpt, coded_errors, emit_json, err, ledger, out
 
 app = typer.Typer()
@@ -36,29 +38,48 @@ FormatOpt = Annotated[
 def tools(
     surface: SurfaceOpt = "model",
     format: FormatOpt = "anthropic",
+    model: Annotated[
+        str | None,
+        typer.Option(
+            help="For --surface model: the model whose window plans the deferral "
+            "(default: the configured one)."
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Print the operation catalog one surface offers; --json prints its exact bytes.
 
-    The model's catalog omits the human controls (model, effort, mode, name, login).
+    --surface model prints what an agent session sends its model in its first request, from
+    the same functions the agent uses, with the loaded configuration (its plugins, its
+    engine's recall tools, the long-work operations) and the tools the deferral keeps behind
+    ToolSearch at the model's window. The model's catalog omits the human controls.
 
     Example: comal tools --surface model --format anthropic --json
     """
-    from ..agent import HUMAN_OPERATIONS, load_config
-    from ..ops import default_registry
+    from ..agent import load_config
+    from ..agent._catalog import agent_catalog, session_registry
+    from ..context import get_engine
 
     with coded_errors(as_json):
-        load_config()  # the configuration's plugins: add their operations to the catalog
-        registry = default_registry()
-        registry.add_all(HUMAN_OPERATIONS)  # context, state, compact: never on the model's
-        catalog = registry.catalog(surface)
+        config = load_config()  # the configuration's plugins add their operations
+        registry = session_registry()
+        deferred: frozenset[str] = frozenset()
+        if surface == "model":
+            catalog = agent_catalog(registry, get_engine(config.engine_name()))
+            spec = model or config.model
+            if spec:
+                catalog, deferred = _first_request(config, catalog, spec)
+        else:
+            catalog = registry.catalog(surface)
         text = catalog.json(format)
     if as_json:
-        sys.stdout.write(text + "\n")
+        # An MCP server writes its tools' descriptions: what a terminal acts on is escaped
+        # (the same JSON value; the bytes differ only where such a character is).
+        sys.stdout.write(safe_json(text) + "\n")
         return
     table = Table("operation", "effects", "audience", "surfaces", "contract", "description")
     for op in catalog.operations:
-        table.add_row(
+        cells = (
             op.name,
             ", ".join(e.kind for e in op.effects),
             op.audience,
@@ -66,10 +87,39 @@ def tools(
             op.contract.split("@", 1)[1],
             op.description[:60],
         )
+        table.add_row(*(escape(safe(c)) for c in cells))
     out.print(table)
     out.print(f"catalog sha256 {catalog.digest} ({len(catalog.operations)} operations)")
+    if deferred:
+        names = ", ".join(sorted(deferred))
+        out.print(f"behind ToolSearch at this model's window: {names}", markup=False)
+    elif surface == "model" and not (model or config.model):
+        out.print("no model configured: ToolSearch is sent only when tools are deferred "
+                  "(give --model to plan the deferral)")  # fmt: skip
+    if surface == "model" and config.mcp_servers:
+        names = ", ".join(sorted(config.mcp_servers))
+        out.print(f"plus the tools of the MCP server(s) {names} once they start", markup=False)
     if surface == "cli":
         out.print("run one: comal call SESSION OPERATION '{\"argument\": ...}'", markup=False)
+
+
+def _first_request(config: Any, catalog: Any, spec: str) -> tuple[Any, frozenset[str]]:
+    """The catalog a new session's first request sends at ``spec``'s window, and the tools
+    the deferral (CCH-3) keeps behind ToolSearch."""
+    from ..agent import settings_from_config
+    from ..agent._catalog import ToolDeferral
+    from ..context import View, get_engine
+    from ..ops import Catalog
+    from ..providers import model_name_of
+    from ..tokens import default_counter
+
+    settings = settings_from_config(config, model_name_of(spec))
+    engine = get_engine(settings.engine_name)
+    deferral = ToolDeferral(catalog, engine, settings.cache, default_counter())
+    plan = deferral.plan(View(()), settings.window.window)
+    sent = {t["name"] for t in plan.tools}
+    kept = tuple(op for op in catalog.operations if op.name in sent)
+    return Catalog(catalog.surface, kept), frozenset(plan.deferred)
 
 
 @app.command("call")
@@ -104,7 +154,6 @@ def call_cmd(
 
     from ..agent import Flags, Runtime
     from ..errors import UserError
-    from ..safe_text import safe
 
     with coded_errors(as_json), ledger() as led:
         try:
@@ -121,6 +170,7 @@ def call_cmd(
             outcome, receipt = runtime.call(operation, args)
     result = outcome.result
     decided = receipt.judgment.get("decision"), receipt.judgment.get("rule")
+    label = receipt.label
     if as_json:
         emit_json(
             {
@@ -135,15 +185,19 @@ def call_cmd(
         )
     else:
         typer.echo(safe(result.text))
-        err.print(f"{operation}: {receipt.status} ({decided[0]} by {decided[1]}); receipt "
+        err.print(f"{operation}: {receipt.status} ({safe(label)}); receipt "
                   f"{receipt.record_id}", markup=False, highlight=False)  # fmt: skip
     if receipt.status != "ok" or result.is_error:
         raise typer.Exit(1)
 
 
 def _judgment_line(body: dict[str, Any]) -> str:
-    j = body["judgment"]
-    return f"{j['decision']} by {j['rule']}"
+    # A label can quote a part of the model's command: shown, never read as markup.
+    from rich.markup import escape
+
+    from ..safe_text import safe
+
+    return escape(safe(str(body["label"])))
 
 
 @app.command("receipts")
@@ -165,15 +219,10 @@ def receipts_cmd(
     table = Table("record", "operation", "call", "actor", "judgment", "status", "disposition")
     for r in rows:
         actor = f"{r['actor']['kind']} {r['actor']['id']}"
-        table.add_row(
-            str(r["record"]),
-            r["operation"],
-            r["call_id"],
-            actor,
-            _judgment_line(r),
-            r["status"],
-            r["disposition"],
-        )
+        cells = (str(r["record"]), r["operation"], r["call_id"], actor, _judgment_line(r),
+                 r["status"], r["disposition"])  # fmt: skip
+        # A call id and an operation name are the model's words: shown, never acted on.
+        table.add_row(*(escape(safe(c)) for c in cells))
     out.print(table)
 
 
@@ -215,5 +264,6 @@ def reconcile_cmd(
         emit_json({"reconciled": rows, "pending": list(report.pending)})
         return
     for row in rows:
-        out.print(f"{row['call_id']} {row['operation']}: {row['status']} {row['reason']}")
+        line = f"{row['call_id']} {row['operation']}: {row['status']} {row['reason']}"
+        out.print(safe(line), markup=False, highlight=False)
     out.print(f"{len(rows)} reconciled, {len(report.pending)} pending (never started)")

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 if TYPE_CHECKING:
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from ..ledger import LedgerBackend, Scope
     from ..messages import Message
     from ..tokens import Budget
+from ..safe_text import safe
 from ._common import (
     EngineOpt,
     ModelOpt,
@@ -271,8 +273,9 @@ def _print_replay(
     for t, row in zip(turns, rows, strict=True):
         did = ", ".join(f"{k}×{n}" for k, n in row["events"].items()) or (t.error or "")
         table.add_row(
-            str(t.turn), f"{t.full_tokens:,}", f"{t.input_tokens:,}", "✓" if t.fits else "✗", did
-        )
+            str(t.turn), f"{t.full_tokens:,}", f"{t.input_tokens:,}", "✓" if t.fits else "✗",
+            escape(safe(did)),  # an error's text may quote what the model wrote
+        )  # fmt: skip
     out.print(table)
     did = ", ".join(f"{k}×{n}" for k, n in summary["events"].items())
     out.print(

@@ -8,6 +8,7 @@ escaped.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -17,8 +18,9 @@ from rich.table import Table
 if TYPE_CHECKING:
     from ..ledger import LedgerBackend, Scope, SearchHit, SessionInfo
     from ..messages import Message
+    from ..messages.wire import WireProtocol
 from ..errors import UserError
-from ..safe_text import encodable, safe
+from ..safe_text import encodable, safe, safe_json
 from ._common import JsonOpt, coded_errors, emit_json, err, ledger, out
 
 app = typer.Typer()
@@ -59,13 +61,15 @@ def sessions(
     as_json: JsonOpt = False,
 ) -> None:
     """List sessions newest first, a page at a time (20; --limit, --page, --since, --all): id,
-    started (UTC), agent, tokens, status, title; on a wide terminal also tenant, entries and
+    started (UTC), agent, tokens, status (active only while a live process holds the session;
+    else interrupted, crashed, idle or finished), title; on a wide terminal also tenant, entries and
     what prompt caching saved against no caching at list prices (savedVsUncached; — when
     unknown). A work step's child session is listed under its parent (└). What the page left
     out is said below it (on stderr with --json).
 
     Example: comal sessions --since 7d --limit 50
     """
+    from ..agent._liveness import liveness
     from ._listing import hint, listing, table, width
     from ._tree import in_tree_order
 
@@ -79,7 +83,8 @@ def sessions(
                 limit=chosen.limit,
                 offset=chosen.offset,
             )
-    rows = found.sessions
+            # Whether each is alive, said as every surface says it (comal.agent.liveness).
+            rows = [replace(s, status=liveness(led, s)) for s in found.sessions]
     # CCH-2: what prompt caching saved at list prices, priced once per request when recorded.
     saved = {s.id: None if s.saved_usd is None else round(s.saved_usd, 6) for s in rows}
     said = hint(found, chosen)
@@ -131,6 +136,7 @@ def show(
         scope = led.resolve(session)
         entries = led.tail(scope, n=tail) if tail else led.entries(scope)
         records = _stored_outputs(led, scope)
+        judged = _judgments(led, scope)
         work = [] if as_json else work_lines(led, scope)
     rows = []
     for e in entries:
@@ -147,6 +153,8 @@ def show(
         result = e.message.tool_result
         if result is not None and result.call_id in records:
             row["record"] = records[result.call_id]
+        if result is not None and result.call_id in judged:
+            row["judgment"] = judged[result.call_id]
         rows.append(row)
     if as_json:
         emit_json(rows)
@@ -154,6 +162,9 @@ def show(
     table = Table("entry", "seq", "step", "role", "tokens", "content", show_lines=False)
     for e, row in zip(entries, rows, strict=True):
         content = escape(_preview(e.message))
+        human = row.get("judgment", {}).get("approval")
+        if human:  # a human's decision reads as theirs, never as the mode that asked them
+            content = escape(f"[{safe(row['judgment']['label'])}] ") + content
         if "record" in row:
             content = escape(f"[whole output: record {row['record']}] ") + content
         table.add_row(str(e.id), str(e.seq), str(e.step), e.role, str(e.tokens), content)
@@ -164,6 +175,19 @@ def show(
     out.print(table)
     for line in work:
         out.print(escape(safe(line)))
+
+
+def _judgments(led: LedgerBackend, scope: Scope) -> dict[str, dict[str, Any]]:
+    """Each receipted call's judgment with its label, by call id (the latest receipt)."""
+    from .._labels import judgment_label
+
+    found: dict[str, dict[str, Any]] = {}
+    for rec in led.records(scope, "receipt"):
+        judgment = rec.body.get("judgment")
+        if isinstance(judgment, dict):
+            label = judgment_label(judgment)
+            found[str(rec.body.get("call_id"))] = {**judgment, "label": label}
+    return found
 
 
 def _stored_outputs(led: LedgerBackend, scope: Scope) -> dict[str, int]:
@@ -195,7 +219,7 @@ def export(
 
     Example: comal export 3f2a --format anthropic > session.json
     """
-    if format not in (None, "markdown", *_EXPORTS):
+    if format not in (None, "markdown", *_exports()):
         raise typer.BadParameter(f"unknown format {format!r}", param_hint="--format")
     with coded_errors(as_json), ledger() as led:
         scope = led.resolve(session)
@@ -207,41 +231,29 @@ def export(
     typer.echo(text, nl=chosen != "markdown")
 
 
-# comal serve's protocols, as export formats.
-_EXPORTS = {
-    "openai": "openai_chat",
-    "openai-responses": "openai_responses",
-    "anthropic": "anthropic",
-}
+def _exports() -> dict[str, WireProtocol]:
+    """The export formats: every wire protocol that writes sessions, by its format name."""
+    from ..messages.wire import wire_protocols
+
+    return {p.export_name: p for p in wire_protocols().values() if p.export_name and p.export}
 
 
 def _came_in(info: SessionInfo | None) -> str:
-    protocol = info.meta.get("protocol") if info is not None and info.source == "proxy" else None
-    return next((f for f, p in _EXPORTS.items() if p == protocol), "openai")
+    recorded = info.meta.get("protocol") if info is not None and info.source == "proxy" else None
+    found = next((f for f, p in _exports().items() if p.name == recorded), None)
+    return found or "openai"
 
 
 def _exported(info: SessionInfo | None, messages: list[Message], format: str, as_json: bool) -> str:
-    from ..messages import Role
-    from ..messages.wire import to_anthropic, to_openai_chat, to_openai_responses
-
     if format == "markdown":
         return markdown(info, messages)
-    payload: Any
-    if format == "openai":
-        payload = to_openai_chat(messages)
-    elif format == "openai-responses":
-        payload = to_openai_responses(messages)
-    else:
-        # What the proxy recorded holds no top-level system prompt: each system message it
-        # stored came inside the conversation, and goes back there. Elsewhere a late one can
-        # only be carried that way too.
-        roles = [m.role for m in messages]
-        system = (Role.SYSTEM, Role.DEVELOPER)
-        first = next((i for i, r in enumerate(roles) if r not in system), len(roles))
-        late = any(r in system for r in roles[first:])
-        proxied = info is not None and info.source == "proxy"
-        payload = to_anthropic(messages, inline_system=proxied or late)
-    return json.dumps(payload, ensure_ascii=False, indent=None if as_json else 1)
+    write = _exports()[format].export
+    assert write is not None
+    # What the proxy recorded holds no top-level system prompt: each system message it stored
+    # came inside the conversation, and goes back there.
+    payload = write(messages, info is not None and info.source == "proxy")
+    # The same JSON value with what a terminal acts on written as escapes (issue 30).
+    return safe_json(json.dumps(payload, ensure_ascii=False, indent=None if as_json else 1))
 
 
 def _fence(text: str) -> str:
@@ -270,7 +282,8 @@ def markdown(info: SessionInfo | None, messages: list[Message]) -> str:
             body = safe(result.text)
             fence = _fence(body)
             flag = " (error)" if result.is_error else ""
-            lines += [f"output of `{result.call_id}`{flag}:", "", fence, body, fence, ""]
+            # A call id is the model's too.
+            lines += [f"output of `{safe(result.call_id)}`{flag}:", "", fence, body, fence, ""]
             continue
         words = user_words(message)[0]
         context = preamble_lines(message)
@@ -283,7 +296,8 @@ def markdown(info: SessionInfo | None, messages: list[Message]) -> str:
         for call in message.tool_calls:
             body = safe(call.arguments)
             fence = _fence(body)
-            lines += [f"call `{call.id}` **{safe(call.name)}**:", "", fence + "json", body, fence]
+            head = f"call `{safe(call.id)}` **{safe(call.name)}**:"
+            lines += [head, "", fence + "json", body, fence]
             lines.append("")
     return "\n".join(lines)
 

@@ -25,6 +25,7 @@ import itertools
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from pydantic import BaseModel
@@ -164,17 +165,22 @@ class JobHandler:
 def handler_table() -> Mapping[type[Job], JobHandler]:
     """Every handler the enabled plugins register, by job type (comal's own engines' come from
     its built-in plugin): read from the plugin seam, so a plugin enabled later is seen."""
-    from ..plugins import job_handlers
+    from ..plugins import job_handlers, memo
 
-    table: dict[type[Job], JobHandler] = {}
-    for handler in job_handlers():
-        if handler.job in table and table[handler.job] is not handler:
-            raise JobFailed(
-                f"two handlers for {handler.job.__name__} jobs: a job type is run by one "
-                "handler; remove one of the plugins that register it"
-            )
-        table[handler.job] = handler
-    return table
+    def build() -> Mapping[type[Job], JobHandler]:
+        table: dict[type[Job], JobHandler] = {}
+        for handler in job_handlers():
+            if handler.job in table and table[handler.job] is not handler:
+                raise JobFailed(
+                    f"two handlers for {handler.job.__name__} jobs: a job type is run by one "
+                    "handler; remove one of the plugins that register it"
+                )
+            table[handler.job] = handler
+        return MappingProxyType(table)
+
+    # Built once per set of enabled plugins, not on every job looked up.
+    found: Mapping[type[Job], JobHandler] = memo("job_handler_table", build)
+    return found
 
 
 def handler_for(job: Job) -> JobHandler:

@@ -9,6 +9,7 @@ one, since their logs are those wire shapes with extra keys.
 from __future__ import annotations
 
 import mimetypes
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -290,15 +291,32 @@ def add_anthropic(b: SessionBuilder, role: Role, parts: list[Part], at: Any) -> 
 
 # --- loaders --------------------------------------------------------------------------------
 
+# How one record of ``messages`` is added: (builder, record, where, index, open legacy calls).
+_Add = Callable[[SessionBuilder, dict[str, Any], Any, int, list[str]], object]
 
-def _sessions(path: Path, faults: Faults, fmt: str) -> list[ImportedSession]:
+
+def _add_anthropic_record(
+    b: SessionBuilder, msg: dict[str, Any], at: Any, index: int, legacy: list[str]
+) -> None:
+    role = req(msg, "role", str)
+    if role not in ("user", "assistant"):
+        raise RecordError(f"role {role!r} is not user or assistant", "role")
+    add_anthropic(b, Role(role), anthropic_parts(msg.get("content"), "content"), at)
+
+
+def _sessions(
+    path: Path, faults: Faults, fmt: str, add: _Add, system: bool = False
+) -> list[ImportedSession]:
+    """``system``: the format has a top-level ``system`` prompt (Anthropic's)."""
     out: list[ImportedSession] = []
     for n, doc in enumerate(read_json(path, faults)):
-        out.append(_one(path, faults, fmt, doc, n))
+        out.append(_one(path, faults, doc, n, fmt, add, system))
     return out
 
 
-def _one(path: Path, faults: Faults, fmt: str, doc: JsonDoc, n: int) -> ImportedSession:
+def _one(
+    path: Path, faults: Faults, doc: JsonDoc, n: int, fmt: str, add: _Add, reads_system: bool
+) -> ImportedSession:
     value = doc.value
     faults.locate = doc.line_of
     b = SessionBuilder(faults)
@@ -311,7 +329,7 @@ def _one(path: Path, faults: Faults, fmt: str, doc: JsonDoc, n: int) -> Imported
             )
         base = ("messages",)
         meta = {k: value[k] for k in ("model", "tools") if k in value}
-        if fmt == "anthropic" and value.get("system") is not None:
+        if reads_system and value.get("system") is not None:
             try:
                 system = anthropic_parts(value["system"], "system")
                 b.add(Role.SYSTEM, system, at=("system",))
@@ -326,14 +344,7 @@ def _one(path: Path, faults: Faults, fmt: str, doc: JsonDoc, n: int) -> Imported
     for i, raw in records(doc, seq, base, faults):
         at = (*base, i)
         try:
-            msg = as_dict(raw, "")
-            if fmt == "openai":
-                add_openai(b, msg, at, i, legacy)
-            else:
-                role = req(msg, "role", str)
-                if role not in ("user", "assistant"):
-                    raise RecordError(f"role {role!r} is not user or assistant", "role")
-                add_anthropic(b, Role(role), anthropic_parts(msg.get("content"), "content"), at)
+            add(b, as_dict(raw, ""), at, i, legacy)
         except RecordError as exc:
             faults.bad(exc.reason, at=at, field=exc.field)
     key = path.stem if n == 0 else f"{path.stem}#{n}"
@@ -341,8 +352,8 @@ def _one(path: Path, faults: Faults, fmt: str, doc: JsonDoc, n: int) -> Imported
 
 
 def load_openai(path: Path, faults: Faults) -> list[ImportedSession]:
-    return _sessions(path, faults, "openai")
+    return _sessions(path, faults, "openai", add_openai)
 
 
 def load_anthropic(path: Path, faults: Faults) -> list[ImportedSession]:
-    return _sessions(path, faults, "anthropic")
+    return _sessions(path, faults, "anthropic", _add_anthropic_record, system=True)

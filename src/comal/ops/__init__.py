@@ -6,7 +6,12 @@ The model proposes; the house judges, executes and leaves a receipt::
     house = House(ledger, scope, registry, Policy.from_config({"allow": ["Bash(git *)"]}),
                   workspace=Workspace("."), approver=PromptApprover(Actor.user("ana")))
     tools = house.catalog("model").tools("anthropic")    # what the model is offered
-    outcome, receipt = house.handle(call, Actor.user("ana"), join_step=step)
+    with lock_session(ledger, scope):                    # comal.agent: one writer a session
+        outcome, receipt = house.handle(call, Actor.user("ana"), join_step=step)
+
+A call with effects runs only while this process holds the session's lock (the house's guard,
+:class:`SessionGuard` unless another is given; :class:`SessionNotHeld` otherwise), so two
+writers cannot split a session's steps; :func:`unguarded` opts out explicitly.
 
 File tools are confined by :class:`Workspace`, which resolves and opens paths component by
 component relative to a directory descriptor, so no racing process can move a call out of the
@@ -25,6 +30,7 @@ repeated automatically (never when uncertain). An operation with effects may dec
 
 from typing import TYPE_CHECKING, Any
 
+from .._labels import judgment_label
 from ._approval import Approval, ApprovalRequest, Approver, CallbackApprover, PromptApprover
 from ._bash import BashArgs, BashRun, run_bash
 from ._controls import HUMAN_CONTROLS, human_controls, is_human_control
@@ -41,6 +47,7 @@ from ._errors import (
     RegexUnsupported,
     SandboxUnavailable,
     SessionContended,
+    SessionNotHeld,
     SymlinkLoop,
     ToolFailure,
     WorkspaceEscape,
@@ -48,6 +55,7 @@ from ._errors import (
 from ._evidence_op import EvidenceReadInput, read_page
 from ._files import EditArgs, GlobArgs, GrepArgs, ReadArgs, WriteArgs
 from ._guard import OUTPUT_KIND, StoredOutput, guard_output, read_output
+from ._held import SessionGuard, holds_session, unguarded
 from ._house import House, HouseFactory, Outcome, Probe
 from ._judge import IDENTITY_KEYS, Judge, Judgment
 from ._mcp_config import McpLimits, McpServerConfig
@@ -64,6 +72,7 @@ from ._model import (
     EffectKind,
     HostSettings,
     Mode,
+    Part,
     PlannedWrite,
     Status,
     Surface,
@@ -175,6 +184,7 @@ __all__ = [
     "OpsError",
     "Outcome",
     "OutputInfo",
+    "Part",
     "PlannedWrite",
     "Planner",
     "Policy",
@@ -195,6 +205,8 @@ __all__ = [
     "SandboxStatus",
     "SandboxUnavailable",
     "SessionContended",
+    "SessionGuard",
+    "SessionNotHeld",
     "Spool",
     "Status",
     "StoredOutput",
@@ -209,8 +221,10 @@ __all__ = [
     "default_protected_paths",
     "default_registry",
     "guard_output",
+    "holds_session",
     "human_controls",
     "is_human_control",
+    "judgment_label",
     "may_retry",
     "model_from_schema",
     "native_operations",
@@ -221,5 +235,6 @@ __all__ = [
     "reconcile",
     "run_bash",
     "sandbox_status",
+    "unguarded",
     "view_command",
 ]

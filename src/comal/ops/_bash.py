@@ -29,7 +29,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -119,8 +119,10 @@ def run_bash(
     sandbox: Sandbox | None = None,
     output_cap: int = DEFAULT_OUTPUT_CAP,
     env: Mapping[str, str] | None = None,
+    stdin: IO[bytes] | None = None,
 ) -> BashRun:
-    """Run ``command``; inside ``sandbox`` when it is given and active."""
+    """Run ``command``; inside ``sandbox`` when it is given and active. ``stdin``: a file the
+    command reads (a hook's event); none by default."""
     start = time.monotonic()
     marker = secrets.token_hex(12)
     keep = sandbox.policy.env_keep if sandbox is not None else ()
@@ -139,7 +141,7 @@ def run_bash(
         proc = subprocess.Popen(
             argv,
             cwd=cwd,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL if stdin is None else stdin,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,

@@ -5,6 +5,7 @@ would already catch::
     ├── OperationDeclarationError (UserError) an operation or registry declared inconsistently
     ├── WorkspaceEscape (ScopeError)        a path that resolves outside the workspace root
     ├── SessionContended (UserError)        another writer overtook the step a call's result joins
+    ├── SessionNotHeld (UserError)          a call with effects, and this process lacks the lock
     ├── ToolFailure (UserError)             a handler's expected failure, told to the model
     │   ├── OperationTimeout                the handler ran out of its time limit
     │   ├── NotRegularFile                  a FIFO, device, socket or directory where a file was due
@@ -43,6 +44,7 @@ __all__ = [
     "RegexUnsupported",
     "SandboxUnavailable",
     "SessionContended",
+    "SessionNotHeld",
     "SymlinkLoop",
     "ToolFailure",
     "WorkspaceEscape",
@@ -70,6 +72,13 @@ class SessionContended(OpsError, UserError):
     after, the call's receipt is still recorded and this is raised once it is."""
 
     code = "SESSION_CONTENDED"
+
+
+class SessionNotHeld(OpsError, UserError):
+    """A call with effects (or an agent's run) on a session whose lock this process does not
+    hold: refused before anything is written, so two writers cannot split its steps."""
+
+    code = "SESSION_NOT_HELD"
 
 
 class ToolFailure(OpsError, UserError):

@@ -3,7 +3,8 @@ after a call ran (:mod:`comal.plugins._lifecycle`).
 
 ``PreToolUse`` only tightens: the house's ``deny`` is final and never reaches a hook; an
 ``allow`` becomes ``ask`` or ``deny`` when a hook says so, an ``ask`` becomes ``deny``. The
-decision names the hook (rule ``hook:<plugin>``) and its reason, and the receipt keeps it.
+decision names the hook (rule ``hook:<plugin>``) and its reason, and the receipt keeps it;
+what the hooks add for the model (their ``context``) is a note beside the call's result.
 ``PostToolUse`` answers are a note appended to the result the model reads (the stored output
 and its digest stay the operation's own) and kept in the receipt's observations.
 """
@@ -11,14 +12,17 @@ and its digest stay the operation's own) and kept in the receipt's observations.
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from ..ledger import Scope
 from ..messages import ToolCall
-from ..plugins import HookEvent, HookOutcome, lifecycle
 from ._model import Decision, Surface
 
-__all__ = ["post_tool_use", "pre_tool_use", "tool_input"]
+if TYPE_CHECKING:
+    from ..plugins import HookOutcome
+
+__all__ = ["post_note", "post_tool_use", "pre_note", "pre_tool_use", "tool_input"]
 
 
 def tool_input(call: ToolCall) -> Any:
@@ -29,10 +33,18 @@ def tool_input(call: ToolCall) -> Any:
         return call.arguments
 
 
-def _event(
-    name: str, scope: Scope, surface: Surface, cwd: str | None, data: dict[str, Any]
-) -> HookEvent:
-    return HookEvent(
+def _dispatch(
+    name: str,
+    scope: Scope,
+    surface: Surface,
+    cwd: str | None,
+    data: dict[str, Any],
+    host: object,
+) -> HookOutcome:
+    # pluggy and the plugins load on the first call judged, never at import (comal --help).
+    from ..plugins import HookEvent, lifecycle
+
+    event = HookEvent(
         name,  # type: ignore[arg-type]  # one of the two literals this module dispatches
         scope.tenant,
         scope.agent,
@@ -40,18 +52,25 @@ def _event(
         surface,
         cwd,
         data,
+        host,
     )
+    return lifecycle(event)
 
 
 def pre_tool_use(
-    call: ToolCall, scope: Scope, surface: Surface, cwd: str | None, decision: Decision
+    call: ToolCall,
+    scope: Scope,
+    surface: Surface,
+    cwd: str | None,
+    decision: Decision,
+    host: object = None,
 ) -> tuple[Decision, dict[str, Any] | None]:
     """``decision`` as the hooks leave it (see the module docstring), and what they answered
-    for the receipt (``None`` when no hook answered)."""
+    for the receipt (``None`` when no hook answered). ``host``: the house, lent to the hooks."""
     if decision.action == "deny":
         return decision, None
     data = {"tool_name": call.name, "tool_input": tool_input(call), "tool_use_id": call.id}
-    outcome = lifecycle(_event("PreToolUse", scope, surface, cwd, data))
+    outcome = _dispatch("PreToolUse", scope, surface, cwd, data, host)
     if not outcome:
         return decision, None
     body = outcome.as_dict()
@@ -73,6 +92,7 @@ def post_tool_use(
     surface: Surface,
     cwd: str | None,
     response: dict[str, Any],
+    host: object = None,
 ) -> HookOutcome:
     """What the hooks said of a call that ran (``response``: its text, error and status)."""
     data = {
@@ -81,7 +101,7 @@ def post_tool_use(
         "tool_use_id": call.id,
         "tool_response": response,
     }
-    return lifecycle(_event("PostToolUse", scope, surface, cwd, data))
+    return _dispatch("PostToolUse", scope, surface, cwd, data, host)
 
 
 def post_note(outcome: HookOutcome) -> str:
@@ -93,3 +113,13 @@ def post_note(outcome: HookOutcome) -> str:
     if outcome.context:
         lines.append(f"[PostToolUse hook context]\n{outcome.context}")
     return "\n".join(lines)
+
+
+def pre_note(seen: Mapping[str, Any] | None) -> str:
+    """What ``PreToolUse`` hooks added for the model (their ``context``), as a note beside the
+    call's result, denied or not ("" if none). ``seen``: what the judgment kept of them."""
+    said = [r for r in (seen or {}).get("results", ()) if r.get("context")]
+    if not said:
+        return ""
+    body = "\n".join(f"[{r['by']}] {r['context']}" for r in said)
+    return f"[PreToolUse hook context]\n{body}"

@@ -32,16 +32,20 @@ import errno
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ComalError, LedgerError, UserError
 from ..ledger import LedgerBackend, Scope
 from ..messages import Message, Role, ToolCall, ToolResult, sha256_hex
-from ..plugins import HookOutcome
 from ._approval import Approver
 from ._errors import OperationTimeout, ToolFailure
 from ._guard import guard_output
-from ._hooks import post_note, post_tool_use, pre_tool_use
+from ._held import SessionGuard
+
+if TYPE_CHECKING:
+    from ..plugins import HookOutcome
+
+from ._hooks import post_note, post_tool_use, pre_note, pre_tool_use
 from ._house_factory import HouseFactory, Probe
 from ._judge import Judge, Judgment
 from ._model import (
@@ -60,6 +64,9 @@ from ._receipt import OutputInfo, Receipt, disposition_for
 from ._sandbox import Sandbox, SandboxStatus, default_protected_paths
 from ._unjoined import kept_apart, overtaken
 from ._workspace import Workspace, atomic_write, digest_of, os_failure
+
+if TYPE_CHECKING:
+    from ..plugins import HookOutcome
 
 __all__ = ["House", "HouseFactory", "Outcome", "Probe"]
 
@@ -115,18 +122,24 @@ class House:
         guard: Callable[[], None] | None = None,
         host: object = None,
         plugin_settings: Mapping[str, Mapping[str, Any]] | None = None,
+        hooks: object = None,
     ) -> None:
         policy = policy if policy is not None else Policy()
+        # Not given: calls with effects run only while this process holds the session's lock
+        # (:mod:`._held`). Kept in the factory, so a child session's house runs under it too.
+        guard = guard if guard is not None else SessionGuard(scope.session)
         self._made = HouseFactory(
             ledger, registry, policy, workspace=workspace, approver=approver, settings=settings,
             probe=probe, protected_paths=tuple(protected_paths), bwrap=bwrap, guard=guard,
-            host=host, plugin_settings=dict(plugin_settings or {}),
+            host=host, plugin_settings=dict(plugin_settings or {}), hooks=hooks,
         )  # fmt: skip
+        # The operator's command hooks (:class:`comal.hooks.CommandHooks`), which the built-in
+        # ``comal-hooks`` plugin runs in this house's sandbox; the model cannot change them.
+        self.hooks = hooks
         # The host's human controls (``/context``, ``/compact``) reach their handlers here.
         self.host = host
-        # Raises (a coded error) when this process may not change the session now: the agent
-        # factory passes one that checks it holds the session's lock, so two houses on one
-        # session cannot interleave effects and split each other's steps.
+        # Raises (a coded error) when this process may not change the session now, so two
+        # houses on one session cannot interleave effects and split each other's steps.
         self._guard = guard
         self.ledger = ledger
         self.scope = scope
@@ -155,7 +168,7 @@ class House:
             workspace=workspace,
             approver=approver,
             sandbox=self.sandbox,
-            before=lambda call, surface, d: pre_tool_use(call, scope, surface, cwd, d),
+            before=lambda call, surface, d: pre_tool_use(call, scope, surface, cwd, d, self),
         )
         self._probe = probe
 
@@ -190,6 +203,11 @@ class House:
 
     def catalog(self, surface: Surface = "model") -> Catalog:
         return self.registry.catalog(surface)
+
+    def require_held(self) -> None:
+        """Raise :class:`~comal.ops.SessionNotHeld` unless this house may change its session
+        now (its guard: the session's lock, by default). An agent asks before it appends."""
+        self._guard()
 
     def _phase(self, phase: str, call_id: str) -> None:
         if self._probe is not None:
@@ -234,7 +252,7 @@ class House:
         started = now()
         prepared: list[int] = []  # filled as soon as a preparation is durable, even on failure
         try:
-            if self._guard is not None and not op.read_only:
+            if not op.read_only:
                 self._guard()
             if op.plan_write is not None:
                 plan = op.plan_write(args, ctx)
@@ -278,12 +296,15 @@ class House:
             return None
         root = str(self.workspace.root) if self.workspace is not None else None
         response = {"text": output.text, "is_error": output.is_error}
-        outcome = post_tool_use(j.call, self.scope, j.surface, root, response)
+        outcome = post_tool_use(j.call, self.scope, j.surface, root, response, self)
         return outcome if outcome else None
 
     def _refused(self, j: Judgment) -> Outcome:
         d = j.decision
         text = f"[denied by the house: {d.reason} (rule {d.rule})]"
+        note = pre_note(j.hooks)
+        if note:
+            text = f"{text}\n\n{note}"
         receipt = Receipt(
             operation=j.call.name,
             call_id=j.call.id,
@@ -341,8 +362,8 @@ class House:
             effects=j.effects,
             preparation=preparation,
         )
-        note = post_note(hooks) if hooks is not None else ""
-        if note:
+        notes = [pre_note(j.hooks), post_note(hooks) if hooks is not None else ""]
+        for note in filter(None, notes):
             inline = f"{inline}\n\n{note}"
         result = ToolResult(j.call.id, inline, is_error=status != "ok", name=op.name)
         return Outcome(j, Message(Role.TOOL, (result,)), receipt)

@@ -39,11 +39,15 @@ class HouseFactory:
     probe: Probe | None = None
     protected_paths: tuple[str | Path, ...] = ()
     bwrap: str | None = None
+    # ``None``: each house guards its own session's lock (:mod:`._held`); ``unguarded`` opts out.
     guard: Callable[[], None] | None = None
     host: object = None
     # Each plugin's operator settings by section (``plugin_settings:``), read by its handlers
     # through ``CallContext.factory``; the model has no way to change them.
     plugin_settings: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # The operator's command hooks (``hooks:`` / ``hooks_from:``, :mod:`comal.hooks`), run by
+    # the built-in ``comal-hooks`` plugin in each house's sandbox.
+    hooks: object = None
 
     def house(self, scope: Scope) -> House:
         from ._house import House  # the house module builds its own factory from this one
@@ -52,7 +56,7 @@ class HouseFactory:
             self.ledger, scope, self.registry, self.policy, workspace=self.workspace,
             approver=self.approver, settings=self.settings, probe=self.probe,
             protected_paths=self.protected_paths, bwrap=self.bwrap, guard=self.guard,
-            host=self.host, plugin_settings=self.plugin_settings,
+            host=self.host, plugin_settings=self.plugin_settings, hooks=self.hooks,
         )  # fmt: skip
 
     def but(self, **changes: Any) -> HouseFactory:

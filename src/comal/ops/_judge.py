@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from .._labels import judgment_label
 from ..messages import ToolCall, sha256_hex
 from ._approval import Approval, ApprovalRequest, Approver
 from ._controls import is_human_control
@@ -70,6 +71,11 @@ class Judgment:
     @property
     def allowed(self) -> bool:
         return self.decision.action == "allow" and self.args is not None
+
+    @property
+    def label(self) -> str:
+        """How this judgment reads to a person ("approved by user ana", "allow by Bash(ls *)")."""
+        return judgment_label(self.as_dict())
 
     def as_dict(self) -> dict[str, Any]:
         out = self.decision.as_dict()
@@ -225,10 +231,10 @@ class Judge:
                 "to run it unsandboxed, or the operator may set sandbox.allow_unsandboxed",
             )
         if decision.action == "ask":
-            return Decision.ask(
-                decision.rule,
-                f"{decision.reason or 'approval required'}; there is no OS sandbox here, so "
-                "approving runs it unsandboxed",
+            return replace(
+                decision,
+                reason=f"{decision.reason or 'approval required'}; there is no OS sandbox "
+                "here, so approving runs it unsandboxed",
             )
         return decision
 
@@ -271,6 +277,7 @@ class Judge:
                     decision.rule,
                     f"{decision.reason or 'approval required'}, but no approver is attached "
                     "(headless); allow it with a rule or run with an approver",
+                    decision.part,
                 ),
                 None,
             )
@@ -287,7 +294,9 @@ class Judge:
             change,
         )
         approval = self.approver.approve(request)
+        # The rule stays the one that asked; the human's answer is the approval beside it, and
+        # what every surface shows (:func:`comal.ops.judgment_label`: "approved by user ana").
         who = f"{approval.by.kind} {approval.by.id}"
         if approval.granted:
-            return Decision.allow(decision.rule, f"approved by {who}"), approval
-        return Decision.deny(decision.rule, f"refused by {who}"), approval
+            return replace(decision, action="allow", reason=f"approved by {who}"), approval
+        return replace(decision, action="deny", reason=f"refused by {who}"), approval

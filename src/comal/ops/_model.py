@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from .._labels import part_label
 from ..ledger import LedgerBackend, Scope
 from ._errors import ToolFailure
 from ._sandbox import Sandbox
@@ -31,6 +32,7 @@ __all__ = [
     "EffectKind",
     "HostSettings",
     "Mode",
+    "Part",
     "PlannedWrite",
     "Status",
     "Surface",
@@ -126,27 +128,47 @@ class Actor:
 
 
 @dataclass(frozen=True, slots=True)
+class Part:
+    """The part of a compound command a decision was about: ``index`` of ``of``, from 1."""
+
+    index: int
+    of: int
+    text: str
+
+    def __str__(self) -> str:
+        return part_label(self.index, self.of, self.text)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "of": self.of, "text": self.text}
+
+
+@dataclass(frozen=True, slots=True)
 class Decision:
-    """A judgment as a small value, always carrying the rule that decided it."""
+    """A judgment as a small value, always carrying the rule that decided it (and, for a
+    compound command, the part it decided on)."""
 
     action: DecisionAction
     rule: str
     reason: str = ""
+    part: Part | None = None
 
     @classmethod
     def allow(cls, rule: str, reason: str = "") -> Decision:
         return cls("allow", rule, reason)
 
     @classmethod
-    def deny(cls, rule: str, reason: str) -> Decision:
-        return cls("deny", rule, reason)
+    def deny(cls, rule: str, reason: str, part: Part | None = None) -> Decision:
+        return cls("deny", rule, reason, part)
 
     @classmethod
-    def ask(cls, rule: str, reason: str = "") -> Decision:
-        return cls("ask", rule, reason)
+    def ask(cls, rule: str, reason: str = "", part: Part | None = None) -> Decision:
+        return cls("ask", rule, reason, part)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"decision": self.action, "rule": self.rule, "reason": self.reason}
+        out: dict[str, Any] = {"decision": self.action, "rule": self.rule, "reason": self.reason}
+        if self.part is not None:
+            out["part"] = self.part.as_dict()
+        return out
 
 
 @dataclass(frozen=True, slots=True)

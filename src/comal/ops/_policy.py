@@ -5,15 +5,21 @@ wildcards allowed) and an optional pattern matched against the operation's *subj
 
 - path subjects (file tools) are workspace-relative POSIX paths; ``*`` stays within one
   directory, ``**`` crosses directories;
-- command subjects (``Bash``) are parsed with bashlex (:mod:`._shell`). An allow rule must
-  match *every* simple command and never matches a command with redirects, substitutions,
-  wrappers (``env``, ``xargs``, ``find -exec`` …), a quoted or computed command word, a path
-  to the program, or anything the parser cannot read — so ``Bash(git *)`` does not allow
-  ``git status; rm -rf ~`` nor ``echo x > ~/.config/comal/config.json`` under ``Bash(echo *)``.
-  Deny and ask rules match if *any* invocation does, including the programs run through
-  wrappers and spellings like ``/bin/rm``, ``\\rm`` or ``r''m``. These rules are **advisory**:
-  what a shell command can reach is enforced by the OS sandbox (``sandbox`` below), not by
-  them;
+- command subjects (``Bash``) are parsed with bashlex and judged **part by part**
+  (:mod:`._bash_rules`): the simple commands that ``&&``, ``||``, ``;``, ``|``, ``&``,
+  newlines, subshells and groups join are each matched against the rules. Any part a deny
+  rule matches denies the command; any part an ask rule matches asks; the command is allowed
+  only when every part is matched by an allow rule (each by any of them: ``Bash(ls *)`` and
+  ``Bash(pwd)`` allow ``ls -a && pwd``, and ``Bash(git *)`` does not allow
+  ``git status; rm -rf ~``). What hides a command is never allowed part by part: redirects
+  to files, substitutions, wrappers (``env``, ``xargs``, ``find -exec`` …), a quoted or
+  computed command word, a path to the program, and anything the parser cannot read (one
+  opaque command, which only ``Bash``/``Bash(*)`` allows) — so
+  ``echo x > ~/.config/comal/config.json`` is not allowed by ``Bash(echo *)``. Deny and ask
+  rules also see the programs run through wrappers and spellings like ``/bin/rm``, ``\\rm``
+  or ``r''m``. A decision on one part of several names it (:class:`~comal.ops.Part`). These
+  rules are **advisory**: what a shell command can reach is enforced by the OS sandbox
+  (``sandbox`` below), not by them;
 - other subjects are matched whole; a missing pattern or ``*`` matches every call.
 
 ``limits.output_cap`` (bytes per output stream, default 4 MiB) bounds what Bash keeps of its
@@ -49,10 +55,12 @@ from pydantic import (
 )
 
 from ..errors import InputError
-from ._model import Decision, Mode
+from . import _bash_rules as bash_rules
+from ._bash_rules import command_matches
+from ._model import Decision, Mode, Part
 from ._operation import Operation
 from ._sandbox import DEFAULT_MEMORY_CAP, MAX_MEMORY_CAP, MIN_MEMORY_CAP, SandboxPolicy
-from ._shell import command_matches
+from ._shell import CommandView, view_command
 from ._spool import DEFAULT_OUTPUT_CAP
 
 __all__ = ["Limits", "Policy", "Rule", "RuleAction"]
@@ -265,29 +273,118 @@ class Policy:
         mode = mode or self.mode
         if subject is None and op.subject is not None:
             subject = op.subject(args)
+        if op.subject_kind == "command" and subject is not None:
+            return _Command(self.rules, op, view_command(subject)).decide(mode)
         matching = [r for r in self.rules if r.matches(op, subject)]
         deny = next((r for r in matching if r.action == "deny"), None)
         if deny is not None:
             return Decision.deny(str(deny), f"denied by the rule {deny}")
         if mode == "read-only" and not op.read_only:
-            kinds = ", ".join(sorted({e.kind for e in op.effects}))
-            return Decision.deny(
-                "mode:read-only",
-                f"{op.name} has effects ({kinds}) and the session is read-only; "
-                "a human can change the mode with /mode",
-            )
+            return _read_only(op)
         ask = next((r for r in matching if r.action == "ask"), None)
         if ask is not None:
             return Decision.ask(str(ask), f"the rule {ask} asks for approval")
         allow = next((r for r in matching if r.action == "allow"), None)
         if allow is not None:
             return Decision.allow(str(allow))
-        if op.asks:
-            # What it does cannot be taken back (a publish): only a rule naming the operation
-            # allows it without asking, whatever the mode.
-            return Decision.ask(
-                f"operation:{op.name}", f"{op.name} is asked unless a rule allows it by name"
-            )
-        if op.read_only or mode == "trusted":
-            return Decision.allow(f"mode:{mode}")
-        return Decision.ask("mode:ask", f"{op.name} changes the world and the mode asks for writes")
+        return _by_mode(op, mode, f"{op.name} changes the world and the mode asks for writes")
+
+
+def _read_only(op: Operation) -> Decision:
+    kinds = ", ".join(sorted({e.kind for e in op.effects}))
+    return Decision.deny(
+        "mode:read-only",
+        f"{op.name} has effects ({kinds}) and the session is read-only; "
+        "a human can change the mode with /mode",
+    )
+
+
+def _by_mode(op: Operation, mode: Mode, why: str, part: Part | None = None) -> Decision:
+    """No rule decided: the operation's own ask, else the mode's default (``why`` says what
+    the mode asks about)."""
+    if op.asks:
+        # What it does cannot be taken back (a publish): only a rule naming the operation
+        # allows it without asking, whatever the mode.
+        return Decision.ask(
+            f"operation:{op.name}", f"{op.name} is asked unless a rule allows it by name"
+        )
+    if op.read_only or mode == "trusted":
+        return Decision.allow(f"mode:{mode}")
+    return Decision.ask("mode:ask", why, part)
+
+
+@dataclass(frozen=True, slots=True)
+class _Command:
+    """One Bash command judged part by part (:mod:`._bash_rules`) under the rules for its
+    operation, with the same precedence as any call: deny, read-only, ask, allow, the mode."""
+
+    rules: tuple[Rule, ...]
+    op: Operation
+    view: CommandView
+
+    def _rules(self, action: RuleAction) -> list[Rule]:
+        return [
+            r
+            for r in self.rules
+            if r.action == action and fnmatch.fnmatchcase(self.op.name, r.operation)
+        ]
+
+    def _part(self, index: int) -> Part | None:
+        """The part to name: none for the command as a whole or a command of one part."""
+        parts = self.view.parts
+        if index < 0 or len(parts) < 2:
+            return None
+        return Part(index + 1, len(parts), parts[index])
+
+    def _first(self, action: RuleAction) -> tuple[Rule, Part | None] | None:
+        for rule in self._rules(action):
+            if rule.pattern is None or rule.pattern == "*":
+                return rule, None
+            where = bash_rules.hit(rule.pattern, self.view)
+            if where is not None:
+                return rule, self._part(where)
+        return None
+
+    def decide(self, mode: Mode) -> Decision:
+        denied = self._first("deny")
+        if denied is not None:
+            rule, part = denied
+            on = f" on {part}" if part is not None else ""
+            return Decision.deny(str(rule), f"denied by the rule {rule}{on}", part)
+        if mode == "read-only" and not self.op.read_only:
+            return _read_only(self.op)
+        asked = self._first("ask")
+        if asked is not None:
+            rule, part = asked
+            on = f" on {part}" if part is not None else ""
+            return Decision.ask(str(rule), f"the rule {rule} asks for approval{on}", part)
+        allowed = self._allowed()
+        if isinstance(allowed, Decision):
+            return allowed
+        index, why = allowed
+        part = self._part(index)
+        what = f"{part}," if part is not None else "the command"
+        return _by_mode(self.op, mode, f"{what} {why}; the mode asks", part)
+
+    def _allowed(self) -> Decision | tuple[int, str]:
+        """Allowed by the rules, or (the first part no rule allows, why) for the mode."""
+        allows = self._rules("allow")
+        broad = next((r for r in allows if r.pattern is None or r.pattern == "*"), None)
+        if broad is not None:
+            return Decision.allow(str(broad))
+        stop = bash_rules.blocker(self.view)
+        if stop is not None:
+            return stop
+        named = [r for r in allows if r.pattern is not None]
+        exact = next((r for r in named if bash_rules.exactly(r.pattern or "", self.view)), None)
+        if exact is not None:
+            return Decision.allow(str(exact))
+        found = bash_rules.each_part(named, self.view)
+        missing = next((i for i, r in enumerate(found) if r is None), None)
+        if missing is not None:
+            return missing, "matches no allow rule"
+        used = list(dict.fromkeys(str(r) for r in found))
+        if len(found) == 1:
+            return Decision.allow(used[0])
+        why = "; ".join(f"{p} by {r}" for p, r in ((self._part(i), r) for i, r in enumerate(found)))
+        return Decision.allow(" + ".join(used), f"each part allowed: {why}")

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._labels import judgment_label
 from ..ledger import LedgerBackend, Record, Scope
 from ._model import READ_ONLY_EFFECTS, Actor, Disposition, Effect, Status, Surface
 
@@ -131,9 +132,20 @@ class Receipt:
             created_at=rec.created_at,
         )
 
+    @property
+    def label(self) -> str:
+        """How its judgment reads to a person (:func:`comal.ops.judgment_label`)."""
+        return judgment_label(self.judgment)
+
     def as_dict(self) -> dict[str, Any]:
-        """The body plus where it is stored (for ``comal receipts --json``)."""
-        return {"record": self.record_id, "created_at": self.created_at, **self.to_body()}
+        """The body plus where it is stored and its label (for ``comal receipts --json`` and
+        the web page); neither is part of the stored body."""
+        return {
+            "record": self.record_id,
+            "created_at": self.created_at,
+            **self.to_body(),
+            "label": self.label,
+        }
 
 
 def receipts(ledger: LedgerBackend, scope: Scope) -> list[Receipt]:

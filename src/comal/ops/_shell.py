@@ -1,4 +1,4 @@
-"""What a ``Bash(...)`` rule sees of a command: bashlex's parse, unwrapped, risky parts named.
+"""What a ``Bash(...)`` rule sees of a command: bashlex's parse, its parts, risks named.
 
 Pattern rules over commands are an **advisory convenience**: the OS sandbox (:mod:`._sandbox`)
 is what keeps a command inside the workspace. The rules are still made as hard to fool as a
@@ -13,26 +13,27 @@ real parser allows, and where they cannot understand a command they fail towards
   ``sudo``, ``timeout``, ``nice``, ``setsid`` …), ``find -exec``/``-execdir``/``-ok``, and
   shells given ``-c`` or ``eval`` contribute the program they run as a further invocation;
   ``find -delete`` counts as ``rm``;
-- *risks* are what an allow rule must not admit: redirects and here-documents, command and
-  process substitutions, expansions or quoting in a command word, a path to a program, a
-  wrapper, ``find -exec``/``-delete``, git configuration overrides and alias definitions, a
-  function definition, sourcing a file, and any command bashlex cannot parse.
+- the command's *parts* are its simple commands as written, wherever lists (``&&``, ``||``,
+  ``;``, ``&``, newlines), pipelines (``|``, ``|&``, ``!``), subshells, groups and
+  ``if``/``for``/``while`` bodies put them; a bare assignment (``PATH=…``) is a part too.
+  What runs inside a part (a substitution, a wrapper's program, a ``bash -c`` script) belongs
+  to that part;
+- *risks* are what an allow rule must not admit: redirects (other than duplicating or closing
+  a descriptor, ``2>&1``, and ``/dev/null``) and here-documents, command and process
+  substitutions, expansions or quoting in a command word, a path to a program, a wrapper,
+  ``find -exec``/``-delete``, git configuration overrides and alias definitions, a function
+  definition, sourcing a file, and any command bashlex cannot parse. Each risk is kept with
+  the part it was found in (or none: a redirect on a whole group).
 
-:func:`command_matches` then decides: an **allow** rule matches only a parsed command without
-risks whose every invocation matches the pattern; a **deny** or **ask** rule matches if the
-whole text, any invocation (as written or normalised), or — for an unparseable command or a
-command word that is computed at run time — any mention of the program the pattern names
-does.
+How rules use this view — part by part — is :mod:`._bash_rules`.
 """
 
 from __future__ import annotations
 
-import fnmatch
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["CommandView", "Invocation", "command_matches", "view_command"]
+__all__ = ["CommandView", "Invocation", "view_command"]
 
 
 def _bashlex() -> Any:
@@ -79,18 +80,19 @@ _SKIP_ONE = frozenset({"timeout", "chroot", "chrt", "taskset", "flock"})
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "su"})
 _FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
 _MAX_DEPTH = 4
-_GLOB_CHARS = frozenset("*?[")
 
 
 @dataclass(frozen=True, slots=True)
 class Invocation:
     """One program a command would run. ``program`` is ``None`` when the command word is
-    computed at run time (``$X``, ``$(...)``); ``text`` is the source it came from."""
+    computed at run time (``$X``, ``$(...)``); ``text`` is the source it came from; ``part``
+    the index of the part it runs in (-1: outside any, as in a ``for`` loop's word list)."""
 
     program: str | None
     args: tuple[str, ...]
     text: str
     indirect: bool = False
+    part: int = -1
 
     @property
     def normalized(self) -> str:
@@ -99,11 +101,16 @@ class Invocation:
 
 @dataclass(frozen=True, slots=True)
 class CommandView:
+    """``parts`` are the texts rules judge one by one (harmless redirects left out);
+    ``part_risks`` pairs each risk with the part it was found in (-1: none)."""
+
     text: str
     parsed: bool
     invocations: tuple[Invocation, ...] = ()
     risks: tuple[str, ...] = ()
     error: str | None = None
+    parts: tuple[str, ...] = ()
+    part_risks: tuple[tuple[int, str], ...] = ()
 
 
 @dataclass
@@ -112,15 +119,23 @@ class _Builder:
     invocations: list[Invocation] = field(default_factory=list)
     risks: list[str] = field(default_factory=list)
     parsed: bool = True
+    parts: list[str] = field(default_factory=list)
+    part_risks: list[tuple[int, str]] = field(default_factory=list)
+    part: int = -1  # the part being read, -1 between parts
 
     def risk(self, why: str) -> None:
         if why not in self.risks:
             self.risks.append(why)
+        if (self.part, why) not in self.part_risks:
+            self.part_risks.append((self.part, why))
+
+    def run(self, program: str | None, args: tuple[str, ...], text: str, indirect: bool) -> None:
+        self.invocations.append(Invocation(program, args, text, indirect, self.part))
 
 
 def _children(node: Any) -> list[Any]:
     out: list[Any] = []
-    for name in ("parts", "list"):
+    for name in ("parts", "list", "redirects"):  # a group's or a loop's redirects too
         value = getattr(node, name, None)
         if isinstance(value, list):
             out.extend(value)
@@ -138,9 +153,13 @@ def _visit(node: Any, b: _Builder, depth: int, source: str, indirect: bool) -> N
         return
     if kind == "commandsubstitution":
         b.risk("command substitution")
+        indirect = True
     elif kind == "processsubstitution":
         b.risk("process substitution")
+        indirect = True
     elif kind == "redirect":
+        if _harmless(node):
+            return
         b.risk("redirect")
     elif kind == "heredoc":
         b.risk("here-document")
@@ -155,7 +174,57 @@ def _word_parts(word: Any) -> list[Any]:
     return parts if isinstance(parts, list) else []
 
 
+# Redirects that write no file and read none: /dev/null, and duplicating or closing a
+# descriptor (``2>&1``, ``>&2``, ``>&-``). A here-document or here-string is never one.
+_DEV_NULL = "/dev/null"
+_HERE = frozenset({"<<", "<<-", "<<<"})
+
+
+def _harmless(node: Any) -> bool:
+    kind = getattr(node, "type", "")
+    target: Any = getattr(node, "output", None)
+    if kind in _HERE:
+        return False
+    if kind in (">&", "<&") and (isinstance(target, int) or target == "-"):
+        return True
+    return (
+        getattr(target, "kind", "") == "word"
+        and not _word_parts(target)
+        and str(target.word) == _DEV_NULL
+    )
+
+
+def _part_text(node: Any, source: str) -> str:
+    """The command's source with its harmless redirects cut out: what a rule is matched to,
+    so ``pytest -q 2>&1`` is judged as ``pytest -q``."""
+    start, end = node.pos
+    cuts = sorted(
+        p.pos for p in node.parts if getattr(p, "kind", "") == "redirect" and _harmless(p)
+    )
+    out, at = [], start
+    for a, b in cuts:
+        kept = source[at:a]
+        trimmed = kept.rstrip(" \t")
+        out.append(kept if trimmed.endswith("\\") else trimmed)  # an escaped blank stays
+        at = b
+    out.append(source[at:end])
+    return "".join(out).strip()
+
+
 def _command(node: Any, b: _Builder, depth: int, source: str, indirect: bool) -> None:
+    if indirect:
+        _simple(node, b, depth, source, True)
+        return
+    outer, b.part = b.part, len(b.parts)
+    b.parts.append(_part_text(node, source))
+    try:
+        # What runs inside this part (substitutions, redirect targets) belongs to it.
+        _simple(node, b, depth, source, False)
+    finally:
+        b.part = outer
+
+
+def _simple(node: Any, b: _Builder, depth: int, source: str, indirect: bool) -> None:
     words: list[Any] = []
     for part in node.parts:
         kind = getattr(part, "kind", "")
@@ -165,9 +234,9 @@ def _command(node: Any, b: _Builder, depth: int, source: str, indirect: bool) ->
             if _word_parts(part):
                 b.risk("expansion in an assignment")
             for child in _children(part):
-                _visit(child, b, depth, source, indirect)
+                _visit(child, b, depth, source, True)
         else:
-            _visit(part, b, depth, source, indirect)
+            _visit(part, b, depth, source, True)
     for word in words:  # substitutions inside arguments run too
         for child in _word_parts(word):
             _visit(child, b, depth, source, True)
@@ -180,7 +249,7 @@ def _command(node: Any, b: _Builder, depth: int, source: str, indirect: bool) ->
     values = [str(w.word) for w in words]
     if _word_parts(head):
         b.risk("expansion in the command word")
-        b.invocations.append(Invocation(None, tuple(values[1:]), text, indirect))
+        b.run(None, tuple(values[1:]), text, indirect)
         return
     if raw != head.word:
         b.risk("quoting in the command word")
@@ -193,7 +262,7 @@ def _program(values: list[str], text: str, b: _Builder, depth: int, indirect: bo
     if "/" in word:
         b.risk("a path to the program")
     args = values[1:]
-    b.invocations.append(Invocation(program, tuple(args), text, indirect))
+    b.run(program, tuple(args), text, indirect)
     if depth >= _MAX_DEPTH:
         b.risk("wrappers nested too deep")
         return
@@ -269,7 +338,7 @@ def _find(args: list[str], text: str, b: _Builder, depth: int) -> None:
             i = j
         elif arg == "-delete":
             b.risk("find -delete")
-            b.invocations.append(Invocation("rm", ("(find -delete)",), text, True))
+            b.run("rm", ("(find -delete)",), text, True)
         elif arg in ("-fprint", "-fprintf", "-fls", "-fprint0"):
             b.risk(f"find {arg}")
         i += 1
@@ -291,7 +360,7 @@ def _parse_into(text: str, b: _Builder, depth: int, *, indirect: bool) -> None:
     except Exception:  # bashlex raises its own errors and, on odd input, plain ones
         b.parsed = False
         b.risk("a command the parser cannot read")
-        b.invocations.append(Invocation(None, (), text, indirect))
+        b.run(None, (), text, indirect)
         return
     for tree in trees:
         _visit(tree, b, depth, text, indirect)
@@ -310,47 +379,12 @@ def view_command(command: str) -> CommandView:
         return CommandView(command, False, (), ("a command the parser cannot read",), error)
     for tree in trees:
         _visit(tree, b, 0, command, False)
-    return CommandView(command, b.parsed, tuple(b.invocations), tuple(b.risks), error)
-
-
-def _unquoted(text: str) -> str:
-    return text.replace("'", "").replace('"', "").replace("\\", "")
-
-
-def _names(text: str, program: str) -> bool:
-    edge = r"A-Za-z0-9_.+-"
-    return re.search(rf"(?<![{edge}]){re.escape(program)}(?![{edge}])", _unquoted(text)) is not None
-
-
-def _pattern_program(pattern: str) -> str | None:
-    first = pattern.split(None, 1)[0] if pattern.strip() else ""
-    if not first or _GLOB_CHARS & set(first):
-        return None
-    return first.rsplit("/", 1)[-1] or None
-
-
-def command_matches(pattern: str, command: str, action: str) -> bool:
-    """Does the rule ``Bash(pattern)`` with ``action`` match ``command``?"""
-    view = view_command(command)
-    if action == "allow":
-        if not view.parsed or view.risks or not view.invocations:
-            return False
-        return all(fnmatch.fnmatchcase(i.text.strip(), pattern) for i in view.invocations)
-    if fnmatch.fnmatchcase(command.strip(), pattern):
-        return True
-    program = _pattern_program(pattern)
-    whole = program is not None and pattern.strip() in (program, f"{program} *")
-    for inv in view.invocations:
-        if inv.program is None:
-            if program is not None and _names(inv.text, program):
-                return True
-            continue
-        if whole and inv.program == program:
-            return True
-        if fnmatch.fnmatchcase(inv.normalized, pattern) or fnmatch.fnmatchcase(
-            inv.text.strip(), pattern
-        ):
-            return True
-    if not view.parsed and program is not None:
-        return _names(command, program)
-    return False
+    return CommandView(
+        command,
+        b.parsed,
+        tuple(b.invocations),
+        tuple(b.risks),
+        error,
+        tuple(b.parts),
+        tuple(b.part_risks),
+    )

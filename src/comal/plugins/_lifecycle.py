@@ -29,16 +29,17 @@ pluggy hook specification taking one :class:`HookEvent` and returning a :class:`
 **A hook never widens.** ``PreToolUse`` runs on what the house allowed or would ask about: a
 ``deny`` refuses the call, an ``ask`` turns an allowed call into one a person approves, and an
 ``allow`` is no objection — what the house denies stays denied, and what it asks about is still
-asked. Every implementation of an event is called (pluggy, the ``comal`` project's manager);
-their results are merged by :func:`dispatch`: one ``deny`` (or ``block``) decides, reasons and
-contexts are joined, each tagged with the plugin that said it. A hook that raises is recorded as
-a failure and counts as no objection, as Claude Code treats a hook that fails.
+asked. Every implementation of an event is called (pluggy, the ``comal`` project's manager) and
+answers with a result, a list of them, or ``None``; the results are merged by :func:`dispatch`:
+one ``deny`` (or ``block``) decides, reasons and contexts are joined, each tagged with the
+plugin that said it. A hook that raises is recorded as a failure and counts as no objection, as
+Claude Code treats a hook that fails.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal
 
 import pluggy
@@ -101,16 +102,18 @@ class HookEvent:
     surface: str = "model"
     cwd: str | None = None
     data: Mapping[str, Any] = field(default_factory=dict)
+    # What the surface that dispatches the event lends the hooks that act for it: the
+    # session's house (its workspace, sandbox and the operator's command hooks), or None
+    # where there is none (the proxy, a replay). Never part of what a hook is told.
+    host: Any = field(default=None, compare=False, repr=False)
 
     def as_dict(self) -> dict[str, Any]:
-        """The event as Claude Code's hooks read it on stdin (``hook_event_name`` …)."""
+        """The event in Claude Code's names, as its hooks read it on stdin: ``session_id``,
+        ``cwd``, ``hook_event_name`` and the event's own fields (``data``)."""
         return {
             "session_id": self.session,
-            "hook_event_name": self.name,
             "cwd": self.cwd,
-            "tenant": self.tenant,
-            "agent": self.agent,
-            "surface": self.surface,
+            "hook_event_name": self.name,
             **self.data,
         }
 
@@ -120,13 +123,15 @@ class HookResult:
     """One hook's answer: a ``decision`` (``deny``/``ask`` before a tool call, ``block`` where
     the event takes one) with its ``reason``, ``context`` for the model, and ``stop``: end the
     agent's run (Claude Code's ``continue: false``), saying ``reason``. ``by`` names who said
-    it (filled by :func:`dispatch`)."""
+    it (filled by :func:`dispatch`). ``record`` is what the hook did, kept with the outcome in
+    the ledger (a command hook's run: the command, its exit code, time and output cut short)."""
 
     decision: HookDecision | None = None
     reason: str = ""
     context: str = ""
     stop: bool = False
     by: str = ""
+    record: Mapping[str, Any] | None = None
 
     @classmethod
     def deny(cls, reason: str) -> HookResult:
@@ -145,13 +150,16 @@ class HookResult:
         return cls(context=text)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "decision": self.decision,
             "reason": self.reason,
             "context": self.context,
             "stop": self.stop,
             "by": self.by,
         }
+        if self.record is not None:
+            out["record"] = dict(self.record)
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,17 +271,24 @@ def dispatch(pm: pluggy.PluginManager, event: HookEvent) -> HookOutcome:
         except Exception as exc:  # a plugin's own code: recorded, never a traceback
             failures.append((by, f"{type(exc).__name__}: {exc}"))
             continue
-        for answer in answers:
+        for answer in _flat(answers):
             if not isinstance(answer, HookResult):
                 failures.append((by, f"returned {type(answer).__name__}, not a HookResult"))
                 continue
             decision = answer.decision if answer.decision in allowed else None
             if answer.decision is not None and decision is None:
                 failures.append((by, f"{event.name} takes no decision {answer.decision!r}"))
-            results.append(
-                HookResult(decision, answer.reason, answer.context, answer.stop, answer.by or by)
-            )
+            results.append(replace(answer, decision=decision, by=answer.by or by))
     return HookOutcome(event, tuple(results), tuple(failures))
+
+
+def _flat(answers: Sequence[Any]) -> list[Any]:
+    """Each implementation's answer: one result, or a list of them (a plugin that runs several
+    commands for one event answers once for each)."""
+    out: list[Any] = []
+    for answer in answers:
+        out += answer if isinstance(answer, list | tuple) else [answer]
+    return out
 
 
 def merged_reasons(results: Sequence[HookResult], decision: str) -> str:

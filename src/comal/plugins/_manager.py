@@ -5,9 +5,17 @@ Loading happens in one order, the first time a registry is needed (never at impo
 
 1. the built-in plugins (:data:`BUILTINS`), imported by module name so this package imports
    nothing above it: the SDK providers, the ``script:`` model, the three context engines and
-   their job handlers, and ``WebFetch`` with its settings section;
-2. installed entry points of the group :data:`ENTRY_POINT_GROUP`, sorted by name;
+   their job handlers, the wire protocols, the operator's hooks, and ``WebFetch`` with its
+   settings section;
+2. installed entry points of the group :data:`ENTRY_POINT_GROUP`, sorted by name — read from
+   the interpreter's package directories only, never the current folder (:mod:`._discovery`);
+   all of them, or only those the configuration names when ``installed_plugins: listed`` or
+   :data:`INSTALLED_ENV` says so (the stricter of the two wins);
 3. later, the modules a loaded configuration names under ``plugins:`` (:func:`enable_plugins`).
+
+Entry points are loaded when the configuration is (:func:`enable_plugins`), or at the first
+registry read before it. An installed plugin left out is listed as not enabled
+(``plugin_infos(include_disabled=True)``), its module never imported.
 
 Each plugin's hooks are called once, when it is registered, and what they return is checked
 there and then: a plugin that does not import, a hook that raises or returns something the seam
@@ -18,21 +26,26 @@ runs. Nothing is ever replaced: enabling a plugin can only add names.
 from __future__ import annotations
 
 import importlib
+import os
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from importlib.metadata import EntryPoint
 from types import MappingProxyType
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, get_args
 
 import pluggy
 
-from ..errors import ComalError
+from ..errors import ComalError, InputError
 from . import _lifecycle, _specs
+from ._discovery import import_plugin, installed_entry_points, load_entry_point
 from ._errors import PluginConflict, PluginHookError, PluginLoadError
 
 __all__ = [
     "BUILTINS",
     "ENTRY_POINT_GROUP",
+    "INSTALLED_ENV",
+    "InstalledPlugins",
     "PluginInfo",
     "Plugins",
     "current",
@@ -40,16 +53,21 @@ __all__ = [
     "engines",
     "job_handlers",
     "lifecycle",
+    "memo",
     "operations",
     "plugin_infos",
     "provider_schemes",
     "reset_plugins",
     "settings_sections",
+    "wire_protocols",
 ]
 
 Source = Literal["builtin", "entry point", "config"]
+# all: every installed entry point is enabled; listed: only those the configuration names.
+InstalledPlugins = Literal["all", "listed"]
 
 ENTRY_POINT_GROUP: Final = "comal.plugins"
+INSTALLED_ENV: Final = "COMAL_INSTALLED_PLUGINS"
 # name -> module; registered by name so that this low layer has no import of the ones above.
 # The names cannot be a module's, so a module named under plugins: never collides with them.
 BUILTINS: Final = (
@@ -57,6 +75,8 @@ BUILTINS: Final = (
     ("comal-script", "comal.providers.script._plugin"),
     ("comal-engines", "comal.context._plugin"),
     ("comal-jobs", "comal.compaction._plugin"),
+    ("comal-wire", "comal.messages.wire._plugin"),
+    ("comal-hooks", "comal.hooks._plugin"),
     ("comal-web", "comal.ops._web_plugin"),
 )
 
@@ -70,6 +90,7 @@ class _Kind:
     noun: str
     key: str | None = None
     type_path: tuple[str, str] | None = None
+    also: str | None = None  # an attribute holding more names, each unique too (routes)
 
 
 _KINDS: Final = (
@@ -87,6 +108,10 @@ _KINDS: Final = (
         "comal_settings", "settings", "settings section", "section",
         ("comal.plugins", "PluginSettings"),
     ),
+    _Kind(
+        "comal_wire_protocols", "wire_protocols", "wire protocol", "name",
+        ("comal.messages.wire", "WireProtocol"), also="routes",
+    ),
 )  # fmt: skip
 
 
@@ -103,6 +128,9 @@ class PluginInfo:
     engines: tuple[Any, ...] = ()
     job_handlers: tuple[Any, ...] = ()
     settings: tuple[Any, ...] = ()
+    wire_protocols: tuple[Any, ...] = ()
+    # False for an installed entry point the operator left out: listed, never imported.
+    enabled: bool = True
 
     def registers(self) -> dict[str, list[str]]:
         """What it registers, by kind, as names (a job handler by its ``kind`` or type)."""
@@ -114,7 +142,7 @@ class PluginInfo:
 
     def as_dict(self) -> dict[str, Any]:
         head = {"name": self.name, "source": self.source, "module": self.module}
-        return head | {"version": self.version} | self.registers()
+        return head | {"version": self.version, "enabled": self.enabled} | self.registers()
 
 
 def _label(item: Any, kind: _Kind) -> str:
@@ -131,6 +159,10 @@ class Plugins:
 
     pm: pluggy.PluginManager = field(default_factory=lambda: pluggy.PluginManager(_specs.PROJECT))
     infos: list[PluginInfo] = field(default_factory=list)
+    # Installed entry points found and not (yet) loaded; ``installed`` is the mode they were
+    # settled in, ``None`` until then.
+    waiting: list[EntryPoint] = field(default_factory=list)
+    installed: InstalledPlugins | None = None
     _views: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -170,8 +202,8 @@ class Plugins:
         self._views.clear()
         return info
 
-    def _collect(self, plugin: object, name: str) -> dict[str, tuple[Any, ...]]:
-        found: dict[str, tuple[Any, ...]] = {}
+    def _collect(self, plugin: object, name: str) -> dict[str, Any]:
+        found: dict[str, Any] = {}  # PluginInfo's fields, each a tuple of what a hook gave
         for kind in _KINDS:
             caller = getattr(self.pm.hook, kind.hook)
             items: list[Any] = []
@@ -198,15 +230,25 @@ class Plugins:
                         f"{kind.key}; give each one a non-empty string {kind.key}",
                         plugin=info.name,
                     )
-                if key in owners:
-                    raise PluginConflict(
-                        f"plugin {info.name!r} registers the {kind.noun} {key!r}, which "
-                        f"{_whose(owners[key], info.name)} already registers; names are unique, "
-                        "nothing is replaced: disable one of them or rename the "
-                        f"{kind.noun}",
-                        plugin=info.name,
-                    )
-                owners[key] = info.name
+                _claim(owners, key, kind.noun, info.name)
+            if kind.also is not None:
+                taken = {
+                    name: other.name
+                    for other in self.infos
+                    for item in getattr(other, kind.attr)
+                    for name in getattr(item, kind.also)
+                }
+                for item in getattr(info, kind.attr):
+                    for name in getattr(item, kind.also):
+                        _claim(taken, name, f"{kind.noun}'s {kind.also[:-1]}", info.name)
+
+    def memo(self, name: str, build: Callable[[], Any]) -> Any:
+        """``build()``, made once per plugin set: what a registry derives from the plugins
+        (the executor table) is made again only when a plugin is added."""
+        key = f"memo:{name}"
+        if key not in self._views:
+            self._views[key] = build()
+        return self._views[key]
 
     def flat(self, field_name: str) -> tuple[Any, ...]:
         return tuple(item for info in self.infos for item in getattr(info, field_name))
@@ -222,6 +264,18 @@ class Plugins:
 
 def _whose(owner: str, name: str) -> str:
     return "it" if owner == name else f"plugin {owner!r}"
+
+
+def _claim(owners: dict[str, str], key: str, noun: str, plugin: str) -> None:
+    """Note that ``plugin`` registers ``key``; a key already registered is a conflict."""
+    if key in owners:
+        raise PluginConflict(
+            f"plugin {plugin!r} registers the {noun} {key!r}, which "
+            f"{_whose(owners[key], plugin)} already registers; names are unique, nothing is "
+            f"replaced: disable one of them or rename the {noun}",
+            plugin=plugin,
+        )
+    owners[key] = plugin
 
 
 def _call(function: Any, name: str, kind: _Kind) -> list[Any]:
@@ -269,67 +323,105 @@ def _require_markers(pm: pluggy.PluginManager, plugin: object, name: str) -> Non
             )
 
 
-def _import(module: str, name: str, where: str) -> Any:
-    try:
-        return importlib.import_module(module)
-    except Exception as exc:  # ImportError, or whatever the plugin's own import raised
-        raise PluginLoadError(
-            f"plugin {name!r} ({where}) failed to import: {type(exc).__name__}: {exc}; "
-            "install it where this Python finds it, or remove it",
-            plugin=name,
-        ) from exc
-
-
 def _version(module: Any) -> str | None:
     value = getattr(module, "__version__", None)
     return value if isinstance(value, str) else None
 
 
-def _entry_points(plugins: Plugins) -> None:
-    # Reading every installed package's metadata: done once, when a registry is first needed.
-    from importlib.metadata import entry_points
+def _mode(configured: InstalledPlugins) -> InstalledPlugins:
+    """The configuration's ``installed_plugins`` or :data:`INSTALLED_ENV`, whichever is
+    stricter: either can lock a deployment down to the plugins it lists."""
+    raw = os.environ.get(INSTALLED_ENV, "").strip().lower()
+    if raw and raw not in get_args(InstalledPlugins):
+        raise InputError(
+            f"{INSTALLED_ENV}={raw!r} is not one of all, listed; set it to listed (only the "
+            "installed plugins the configuration names) or all, or unset it",
+            field=INSTALLED_ENV,
+        )
+    return "listed" if "listed" in (raw, configured) else "all"
 
-    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
-        where = f"entry point {ep.value}"
-        try:
-            plugin = ep.load()
-        except Exception as exc:
+
+def _named(ep: EntryPoint, names: set[str]) -> bool:
+    return bool({ep.name, ep.module, ep.value} & names)
+
+
+def _settle(plugins: Plugins, configured: InstalledPlugins, names: Iterable[str]) -> None:
+    """Load the installed entry points the mode enables (sorted by name); the rest wait,
+    listed as not enabled, until a configuration names them."""
+    mode = _mode(configured)
+    wanted = set(names)
+    if mode == "listed" and plugins.installed == "all":
+        loose = [
+            i.name for i in plugins.infos if i.source == "entry point" and i.name not in wanted
+        ]
+        if loose:
             raise PluginLoadError(
-                f"plugin {ep.name!r} ({where}) failed to load: {type(exc).__name__}: {exc}; "
-                "fix or uninstall the package that declares it",
-                plugin=ep.name,
-            ) from exc
-        version = ep.dist.version if ep.dist is not None else None
-        plugins.add(plugin, name=ep.name, source="entry point", module=ep.value, version=version)
+                f"installed plugin(s) {', '.join(loose)} were loaded before the configuration "
+                "said installed_plugins: listed, and a plugin cannot be unloaded; set "
+                f"{INSTALLED_ENV}=listed so none loads before the configuration is read",
+                plugin=loose[0],
+            )
+    plugins.installed = "listed" if "listed" in (mode, plugins.installed) else "all"
+    for ep in list(plugins.waiting):
+        if plugins.installed == "all" or _named(ep, wanted):
+            plugin = load_entry_point(ep)
+            version = ep.dist.version if ep.dist is not None else None
+            plugins.add(plugin, name=ep.name, source="entry point", module=ep.value,
+                        version=version)  # fmt: skip
+            plugins.waiting.remove(ep)
 
 
 _lock = threading.RLock()
 _current: Plugins | None = None
 
 
-def current() -> Plugins:
-    """The process's plugins, loaded on first use (built-ins, then entry points). A load
-    that fails leaves nothing half-done: the next use tries again from the start."""
+def _found() -> Plugins:
+    """The built-ins registered and the installed entry points found (not loaded), made
+    once: a load that fails leaves nothing half-done, the next use tries again."""
     global _current
     with _lock:
         if _current is None:
             fresh = Plugins()
             for name, module in BUILTINS:
-                plugin = _import(module, name, "built in")
+                plugin = import_plugin(module, name, "built in")
                 fresh.add(plugin, name=name, source="builtin", module=module, version=None)
-            _entry_points(fresh)
+            # Reading installed packages' metadata: once, when a registry is first needed.
+            fresh.waiting = installed_entry_points(ENTRY_POINT_GROUP)
             _current = fresh
         return _current
 
 
-def enable_plugins(modules: Iterable[str], *, where: str = "the configuration") -> None:
-    """Import and register ``modules`` (the ``plugins:`` of a configuration) after the
-    built-ins and entry points; one already enabled is skipped. Only the operator's
-    configuration calls this: the model has no operation that reaches it."""
+def current() -> Plugins:
+    """The process's plugins. Read before any configuration was loaded, the installed entry
+    points are settled by :data:`INSTALLED_ENV` alone (all of them unless it says listed)."""
     with _lock:
-        plugins = current()
-        for module in modules:
-            plugin = _import(module, module, f"named under plugins: in {where}")
+        plugins = _found()
+        if plugins.installed is None:
+            _settle(plugins, "all", ())
+        return plugins
+
+
+def enable_plugins(
+    modules: Iterable[str],
+    *,
+    where: str = "the configuration",
+    installed: InstalledPlugins = "all",
+) -> None:
+    """Enable what a configuration says: the installed entry points its ``installed_plugins``
+    mode lets in (with ``listed``, those ``modules`` names by entry point name or module),
+    then ``modules`` that are not entry points, imported and registered after them; one
+    already enabled is skipped. Only the operator's configuration calls this: the model has
+    no operation that reaches it."""
+    names = list(modules)
+    with _lock:
+        plugins = _found()
+        _settle(plugins, installed, names)
+        entry = {i.name for i in plugins.infos if i.source == "entry point"}
+        entry |= {i.module for i in plugins.infos if i.source == "entry point"}
+        for module in names:
+            if module in entry:
+                continue
+            plugin = import_plugin(module, module, f"named under plugins: in {where}")
             version = _version(plugin)
             plugins.add(plugin, name=module, source="config", module=module, version=version)
 
@@ -342,8 +434,19 @@ def reset_plugins() -> None:
         _current = None
 
 
-def plugin_infos() -> tuple[PluginInfo, ...]:
-    return tuple(current().infos)
+def plugin_infos(*, include_disabled: bool = False) -> tuple[PluginInfo, ...]:
+    """The enabled plugins in the order they were registered; with ``include_disabled``, then
+    the installed entry points left out (``enabled=False``: nothing of them was imported)."""
+    plugins = current()
+    infos = tuple(plugins.infos)
+    if not include_disabled:
+        return infos
+    left = tuple(
+        PluginInfo(ep.name, "entry point", ep.value, ep.dist.version if ep.dist else None,
+                   enabled=False)
+        for ep in plugins.waiting
+    )  # fmt: skip
+    return infos + left
 
 
 def operations() -> tuple[Any, ...]:
@@ -371,6 +474,16 @@ def lifecycle(event: _lifecycle.HookEvent) -> _lifecycle.HookOutcome:
     return _lifecycle.dispatch(current().pm, event)
 
 
+def memo(name: str, build: Callable[[], Any]) -> Any:
+    """``build()`` made once per set of enabled plugins (see :meth:`Plugins.memo`)."""
+    return current().memo(name, build)
+
+
 def settings_sections() -> Mapping[str, Any]:
     """The configuration sections plugins read (``plugin_settings.<section>``), by section."""
     return current().keyed("settings", "section")
+
+
+def wire_protocols() -> Mapping[str, Any]:
+    """Wire protocols by name, read-only; the built-in ones first."""
+    return current().keyed("wire_protocols", "name")

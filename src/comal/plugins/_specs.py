@@ -22,6 +22,7 @@ import pluggy
 
 if TYPE_CHECKING:
     from ..context import Engine
+    from ..messages.wire import WireProtocol
     from ..ops import Operation
     from ..providers import ProviderScheme
 
@@ -33,6 +34,7 @@ __all__ = [
     "comal_operations",
     "comal_providers",
     "comal_settings",
+    "comal_wire_protocols",
     "hookimpl",
     "hookspec",
 ]
@@ -79,10 +81,18 @@ def comal_settings() -> Iterable[Any]:
     return ()  # the spec itself contributes nothing: pluggy calls the plugins\' hooks
 
 
+@hookspec
+def comal_wire_protocols() -> Iterable[WireProtocol]:
+    """Wire protocols (:class:`comal.messages.wire.WireProtocol`): a provider API the proxy
+    serves on its routes and FakeServer answers; a name or route registered twice is refused."""
+    return ()  # the spec itself contributes nothing: pluggy calls the plugins\' hooks
+
+
 HOOKS: Final = (
     "comal_operations",
     "comal_providers",
     "comal_engines",
     "comal_job_handlers",
     "comal_settings",
+    "comal_wire_protocols",
 )

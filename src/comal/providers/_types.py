@@ -13,6 +13,7 @@ from typing import Any, Final, Literal, Protocol, Required, TypeAlias, TypedDict
 
 from ..errors import UserError
 from ..messages import CacheHint, Message, Text, ToolCall
+from ..messages.wire import CONTEXT_LENGTH, OUTPUT_LENGTH, Stop
 from ..tokens import Usage
 
 __all__ = [
@@ -35,24 +36,8 @@ __all__ = [
     "replay_events",
 ]
 
-# OUT-1: the two length outcomes carry the codes of their errors, so a stop reason, an error code
-# and a log line all spell them the same way.
-OUTPUT_LENGTH: Final = "OUTPUT_LENGTH"
-CONTEXT_LENGTH: Final = "CONTEXT_LENGTH"
-
-Stop: TypeAlias = Literal[
-    "end_turn", "tool_use", "OUTPUT_LENGTH", "CONTEXT_LENGTH", "refusal", "error"
-]
-"""Why the model stopped, whatever the provider called it.
-
-``end_turn`` finished (a stop sequence counts); ``tool_use`` finished with tool calls;
-``OUTPUT_LENGTH`` ran out of output tokens; ``CONTEXT_LENGTH`` filled the context window while
-generating (Anthropic ``model_context_window_exceeded``; a request rejected for length raises
-:class:`~comal.errors.ContextLength` instead); ``refusal`` declined or was filtered; ``error``
-any other unfinished outcome (a failed Responses response, an unknown reason). The provider's own
-word is kept in :attr:`ModelResponse.raw_stop`.
-"""
-
+# OUT-1: ``Stop`` and the two length outcomes are values of the wire layer (each protocol's
+# ``stop`` normalizes into them), re-exported for the provider seam.
 _INCOMPLETE: Final = frozenset({OUTPUT_LENGTH, CONTEXT_LENGTH, "error"})
 
 

@@ -20,7 +20,7 @@ at ``/openapi.json``, browsable in the dashboard).
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from importlib import resources
@@ -39,20 +39,21 @@ from starlette.background import BackgroundTask
 
 from ..errors import InputError
 from ..ledger import LedgerBackend, open_ledger
+from ..messages.wire import (
+    PROVIDER_ANTHROPIC,
+    WireProtocol,
+    protocol_for_headers,
+    wire_protocol,
+    wire_protocols,
+)
 from ..tokens import count_messages
 from ._config import ServeConfig
 from ._guard import Guard
 from ._limits import BodyDeadline
-from ._models import (
-    CATALOG_HEADER,
-    catalog_model,
-    catalog_models,
-    models_protocol,
-    upstream_answered,
-)
+from ._models import CATALOG_HEADER, catalog_model, catalog_models, upstream_answered
 from ._proxy import Forward, ProxyService
-from ._upstream import PROXY_ROUTES, error_body, proxy_key_of
-from ._wire import Protocol, parse_request
+from ._upstream import error_body, proxy_key_of
+from ._wire import parse_request
 
 __all__ = ["Tenant", "create_app"]
 
@@ -151,7 +152,7 @@ async def _body(request: Request, limit: int) -> bytes | None:
     return b"".join(chunks)
 
 
-def _refuse(protocol: Protocol, status: int, message: str) -> Response:
+def _refuse(protocol: WireProtocol, status: int, message: str) -> Response:
     # As the providers do on a client error: an SDK must not retry what will fail again.
     headers = {"x-should-retry": "false"}
     return Response(error_body(protocol, status, message), status, headers, "application/json")
@@ -242,7 +243,7 @@ def create_app(
     app.state.gate = gate
     app.state.web = web
 
-    async def proxied(request: Request, protocol: Protocol) -> Response:
+    async def proxied(request: Request, protocol: WireProtocol) -> Response:
         headers = {k.lower(): v for k, v in request.headers.items()}
         tenant = gate.known_tenant(headers)
         if tenant is None:
@@ -265,12 +266,20 @@ def create_app(
         )
         return _send(forward)
 
-    for path, protocol in PROXY_ROUTES.items():
-
-        async def route(request: Request, protocol: Protocol = protocol) -> Response:
+    def serves(protocol: WireProtocol) -> Callable[[Request], Awaitable[Response]]:
+        # A closure, not a default argument: FastAPI would read one as a request parameter.
+        async def route(request: Request) -> Response:
             return await proxied(request, protocol)
 
-        app.add_api_route(path, route, methods=["POST"], include_in_schema=False)
+        return route
+
+    # Every registered protocol's routes (the built-in three and any a plugin adds).
+    for protocol in wire_protocols().values():
+        for path in protocol.routes:
+            app.add_api_route(path, serves(protocol), methods=["POST"], include_in_schema=False)
+
+    # Anthropic's token counting (the Messages API's own route).
+    anthropic = wire_protocol(PROVIDER_ANTHROPIC)
 
     @app.post("/v1/messages/count_tokens", include_in_schema=False)
     async def count_tokens(request: Request) -> Response:
@@ -278,17 +287,17 @@ def create_app(
         try:
             tenant = await anyio.to_thread.run_sync(gate.tenant, headers)
         except AuthError as exc:
-            return _refuse("anthropic", 401, exc.message)
+            return _refuse(anthropic, 401, exc.message)
         raw = await _body(request, config.max_body_bytes)
         if raw is None:
-            return _refuse("anthropic", 413, "request body over the proxy's limit")
-        return await _count(proxy, led, raw, headers, request.url.query, tenant)
+            return _refuse(anthropic, 413, "request body over the proxy's limit")
+        return await _count(proxy, led, anthropic, raw, headers, request.url.query, tenant)
 
     @app.get("/v1/models", include_in_schema=False)
     @app.get("/v1/models/{model_id}", include_in_schema=False)
     async def models(request: Request, model_id: str | None = None) -> Response:
         headers = {k.lower(): v for k, v in request.headers.items()}
-        protocol = models_protocol(headers)
+        protocol = protocol_for_headers(headers) or anthropic
         try:
             tenant = await anyio.to_thread.run_sync(gate.tenant, headers)
         except AuthError as exc:
@@ -324,6 +333,7 @@ def create_app(
 async def _count(
     proxy: ProxyService,
     led: LedgerBackend,
+    anthropic: WireProtocol,
     raw: bytes,
     headers: dict[str, str],
     query: str,
@@ -332,13 +342,11 @@ async def _count(
     """Anthropic token counting: the upstream's count when it answers, else comal's own. The
     body is read first: what comal refuses (too deep, no model) is not sent on either."""
     try:
-        request = parse_request("anthropic", raw, tenant.name)
+        request = parse_request(anthropic, raw, tenant.name)
     except InputError as exc:  # a bad body is the client's error, in the provider's shape
-        return _refuse("anthropic", 400, f"[{exc.code}] {exc}")
+        return _refuse(anthropic, 400, f"[{exc.code}] {exc}")
     path = "/v1/messages/count_tokens"
-    forward = await proxy.passthrough(
-        "anthropic", path, query, raw, headers, tenant.consumed_header
-    )
+    forward = await proxy.passthrough(anthropic, path, query, raw, headers, tenant.consumed_header)
     if forward is not None and forward.status < 500 and forward.status != 404:
         return _send(forward)
     counter = led.counter
@@ -352,7 +360,7 @@ async def _models(
     proxy: ProxyService,
     request: Request,
     headers: dict[str, str],
-    protocol: Protocol,
+    protocol: WireProtocol,
     tenant: Tenant,
     model_id: str | None,
 ) -> Response:
@@ -364,6 +372,8 @@ async def _models(
     if forward is not None and upstream_answered(forward.status):
         return _send(forward)
     marked = {CATALOG_HEADER: "catalog"}
+    if protocol.models is None or protocol.model is None:
+        return _refuse(protocol, 404, f"comal has no model list for {protocol.title}")
     if model_id is None:
         return JSONResponse(catalog_models(protocol), headers=marked)
     found = catalog_model(protocol, model_id)

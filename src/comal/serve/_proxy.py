@@ -15,7 +15,9 @@ connection of its own and outside the router's lock, so another tenant's request
 it, :mod:`._record`), appends it as a recall step the client never sees, and asks again, at most
 ``max_recalls`` times per client request, so the client never sees a call to a tool it did not
 declare. A whole reply is read whole; a stream is streamed on across the rounds (:mod:`._relay`,
-:mod:`._splice`). Streams without recall are relayed event by event, byte for byte.
+:class:`~comal.messages.wire.Splicer`). Streams without recall are relayed event by event, byte
+for byte. Every protocol part (reading the request, the reply, errors, the stream) is the
+route's :class:`~comal.messages.wire.WireProtocol`'s.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 from http.cookiejar import CookieJar, DefaultCookiePolicy
+from typing import Any
 
 import anyio
 import httpx
@@ -37,6 +40,7 @@ from ..context import Engine
 from ..errors import ComalError, InputError
 from ..ledger import LedgerBackend, LedgerBusy, LedgerUnavailable
 from ..messages import sha256_hex
+from ..messages.wire import WireProtocol
 from ..ops import Registry, default_registry
 from ._config import ServeConfig
 from ._engine import EngineAdapter
@@ -45,7 +49,6 @@ from ._record import Call, Exchange, Recorder, read_reply
 from ._relay import Forward, Relay, _is_stream, _json, _ms
 from ._replay import Stored, replay_body
 from ._sessions import Answered, SessionRouter, client_key
-from ._stream import accumulator
 from ._turn import Turn, build_turn, recall_tools
 from ._upstream import (
     Tee,
@@ -54,7 +57,7 @@ from ._upstream import (
     upstream_headers,
     upstream_url,
 )
-from ._wire import PROTOCOLS, Protocol, parse_reply, parse_request
+from ._wire import parse_request
 
 __all__ = ["Forward", "ProxyService"]
 
@@ -63,7 +66,7 @@ log = logging.getLogger("comal.serve")
 _NO_RETRY = {"x-should-retry": "false"}
 
 
-def _refused(protocol: Protocol, exc: ComalError) -> Forward:
+def _refused(protocol: WireProtocol, exc: ComalError) -> Forward:
     """``exc`` as the client reads it. The ledger away (a database restarting) or busy is no
     fault of the request: a 503 the client's SDK sends again, where a 400 would end its turn."""
     if isinstance(exc, LedgerUnavailable | LedgerBusy):
@@ -72,15 +75,13 @@ def _refused(protocol: Protocol, exc: ComalError) -> Forward:
     return Forward(400, _NO_RETRY, error_body(protocol, 400, f"[{exc.code}] {exc}"))
 
 
-def _agent_of(protocol: Protocol, headers: Mapping[str, str]) -> str:
+def _agent_of(protocol: WireProtocol, headers: Mapping[str, str]) -> str:
     agent = headers.get("user-agent", "").lower()
     if agent.startswith("claude-cli") or "claude-code" in agent:
         return "claude-code"
     if agent.startswith("codex"):
         return "codex"
-    return {"anthropic": "anthropic-client", "openai_chat": "openai-client"}.get(
-        protocol, "openai-client"
-    )
+    return protocol.client
 
 
 def recall_registry(engine: Engine) -> Registry:
@@ -178,7 +179,8 @@ class ProxyService(Relay):
         # The proxy runs the engine's recall operations only (the engine names them, as it does
         # for the agent's catalog), and only for the model.
         self.recall_registry = recall_registry(self.engine.engine)
-        self.recall_tools = {p: recall_tools(p, self.recall_registry) for p in PROTOCOLS}
+        # Each protocol's recall schemas, made the first time a request of it needs them.
+        self._recall_tools: dict[str, tuple[dict[str, Any], ...]] = {}
         self._turns = SessionTurns()
         # Recall calls are judged by a house of the one factory, under the operator's policy.
         houses = house_factory(ledger, operator, self.recall_registry)
@@ -188,9 +190,15 @@ class ProxyService(Relay):
         await self.client.aclose()
         self.recorder.recall_ledgers.close()
 
+    def recall_tools(self, protocol: WireProtocol) -> tuple[dict[str, Any], ...]:
+        found = self._recall_tools.get(protocol.name)
+        if found is None:
+            found = self._recall_tools[protocol.name] = recall_tools(protocol, self.recall_registry)
+        return found
+
     async def passthrough(
         self,
-        protocol: Protocol,
+        protocol: WireProtocol,
         path: str,
         query: str,
         raw: bytes,
@@ -215,7 +223,7 @@ class ProxyService(Relay):
     # -- entry point ------------------------------------------------------------------------
     async def handle(
         self,
-        protocol: Protocol,
+        protocol: WireProtocol,
         path: str,
         query: str,
         raw: bytes,
@@ -231,7 +239,7 @@ class ProxyService(Relay):
             return Forward(400, _NO_RETRY, error_body(protocol, 400, f"[{exc.code}] {exc}"))
         key, source = client_key(request, headers)
         agent = _agent_of(protocol, headers)
-        meta = {"protocol": protocol, "engine": self.config.engine, "model": request.model}
+        meta = {"protocol": protocol.name, "engine": self.config.engine, "model": request.model}
         meta |= {"key_source": source}
         digest = sha256_hex(raw)
         url = upstream_url(self.config, protocol, path, query)
@@ -297,7 +305,9 @@ class ProxyService(Relay):
             answer = self.router.answered(call.scope, len(call.request.messages), call.digest)
         if answer is not None:
             return answer
-        return self._build(call, allow_recall=self.config.max_recalls > 0)
+        # A streamed turn offers recall only where the protocol can splice its stream.
+        splices = not call.request.stream or call.protocol.splicer is not None
+        return self._build(call, allow_recall=self.config.max_recalls > 0 and splices)
 
     def _sent(self, call: Call) -> None:
         # Read when the body went out: a stream's reply is recorded while it is relayed.
@@ -332,7 +342,7 @@ class ProxyService(Relay):
                 call.routed.entry_ids,
                 self.config,
                 allow_recall=allow_recall,
-                recall=self.recall_tools[call.protocol],
+                recall=self.recall_tools(call.protocol),
                 engine=self.engine,
                 stitched=call.routed.stitched,
             )
@@ -393,7 +403,7 @@ class ProxyService(Relay):
     async def _exchange(self, call: Call, turn: Turn) -> Exchange:
         """Send ``turn`` and read the whole reply (a stream is read to its end)."""
         started = time.perf_counter()
-        acc = accumulator(call.protocol)
+        acc = call.protocol.accumulator()
         chunks: list[bytes] = []
         try:
             request = self.client.build_request(
@@ -413,7 +423,7 @@ class ProxyService(Relay):
                 body = await response.aread()
                 reply, unparsed = None, None
                 if response.status_code < 400:
-                    reply, unparsed = read_reply(lambda: parse_reply(call.protocol, _json(body)))
+                    reply, unparsed = read_reply(lambda: call.protocol.reply(_json(body)))
                 else:
                     await anyio.to_thread.run_sync(
                         self.recorder.request_record,

@@ -20,12 +20,12 @@ from typing import Any
 from ..errors import ComalError, InputError
 from ..ledger import LedgerBackend, Scope, UsageInput
 from ..messages import Message, canonical_json, sha256_hex
+from ..messages.wire import Accumulator, Reply, WireProtocol
 from ..ops import Actor, House, HouseFactory, Outcome
 from ..tokens import Usage, normalize_usage
 from ._sessions import RECALL_EVENT, REPLAY_EVENT, REQUEST_DIGEST, Answered, Routed, SessionRouter
-from ._stream import Accumulator
 from ._turn import Turn
-from ._wire import ClientRequest, Protocol, Reply
+from ._wire import ClientRequest
 
 __all__ = [
     "INSTRUCTIONS_EVENT",
@@ -66,7 +66,7 @@ def read_reply(make: Callable[[], Reply]) -> tuple[Reply | None, str | None]:
 class Call:
     """One request in progress: where it was routed and what it carries."""
 
-    protocol: Protocol
+    protocol: WireProtocol
     request: ClientRequest
     routed: Routed
     url: str
@@ -163,8 +163,8 @@ class Recorder:
         """Record the request's system prompt and tools when they change (lossless). The cached
         latest event is checked against the ledger (another process may share it): only events
         newer than the one cached are read."""
-        body = call.request.body
-        system = body.get("system") if call.protocol == "anthropic" else body.get("instructions")
+        key = call.protocol.system_key
+        system = call.request.body.get(key) if key is not None else None
         value = {"system": system, "tools": list(call.request.tools)}
         digest = sha256_hex(canonical_json(value))
         if self._latest(call.scope) == digest:
@@ -192,15 +192,16 @@ class Recorder:
         usage = _UNKNOWN
         if reply is not None and reply.usage is not None:
             try:
-                usage = normalize_usage(call.protocol, reply.usage)
+                usage = normalize_usage(call.protocol.usage, reply.usage)
             except InputError:
                 meta = {**meta, "usage_raw": reply.usage}
         model = (reply.model if reply is not None else None) or call.request.model
-        own = {"v": 1, "route": call.protocol, "stream": call.request.stream, **meta}
+        route = call.protocol.name
+        own = {"v": 1, "route": route, "stream": call.request.stream, **meta}
         own[REQUEST_DIGEST] = call.digest
         if reply is not None:
             own |= {"stop": reply.stop, "response_id": reply.response_id}
-        return turn.prepared.usage(usage, model=model, protocol=call.protocol, fields=own)
+        return turn.prepared.usage(usage, model=model, protocol=route, fields=own)
 
     def request_record(
         self,
@@ -235,18 +236,19 @@ class Recorder:
     def replayed(self, call: Call, answer: Answered) -> None:
         """A retried request was given the reply already stored (no upstream call)."""
         body = {"v": 1, "entry": answer.entry, REQUEST_DIGEST: call.digest}
-        body |= {"route": call.protocol, "stream": call.request.stream}
+        body |= {"route": call.protocol.name, "stream": call.request.stream}
         self.ledger.add_record(call.scope, "event", REPLAY_EVENT, body)
 
     def interrupted(self, call: Call, turn: Turn, acc: Accumulator, why: str) -> None:
-        body = {"v": 1, "reason": why, "route": call.protocol, **acc.partial()}
+        route = call.protocol.name
+        body = {"v": 1, "reason": why, "route": route, **acc.partial()}
         with self.ledger.atomic():
             self.ledger.add_record(call.scope, "event", INTERRUPTED_EVENT, body)
-            own = {"v": 1, "route": call.protocol, "stream": call.request.stream}
+            own = {"v": 1, "route": route, "stream": call.request.stream}
             turn.prepared.record(
                 _UNKNOWN,
                 model=call.request.model,
-                protocol=call.protocol,
+                protocol=route,
                 fields=own | {REQUEST_DIGEST: call.digest, "interrupted": why},
             )
 

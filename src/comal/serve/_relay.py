@@ -3,7 +3,8 @@
 :meth:`Relay._relay` passes an upstream stream through byte for byte and records the reply when
 its terminal event arrives, before the client gets it (a client that has the whole reply finds
 it in the ledger). :meth:`Relay._splice` streams a turn that offers recall tools: events go
-through as they arrive (:mod:`._splice` holds the tool calls and renumbers what it forwards);
+through as they arrive (the protocol's splicer holds the tool calls and renumbers what it
+forwards: :class:`~comal.messages.wire.Splicer`);
 when the reply ends with a recall call the proxy runs it through the house, asks upstream
 again and continues the same client stream, until a reply without one, or the ``max_recalls``
 bound. A stream that breaks (upstream or client) is recorded as an interrupted response; the
@@ -24,11 +25,8 @@ from httpx_sse import EventSource
 
 from ..ledger import LedgerBusy, LedgerUnavailable
 from ._record import Call, Exchange, Recorder, read_reply
-from ._splice import splicer
-from ._stream import accumulator
 from ._turn import Turn
-from ._upstream import Tee, response_headers, stream_error
-from ._wire import parse_reply
+from ._upstream import Tee, response_headers
 
 if TYPE_CHECKING:
     from ._config import ServeConfig
@@ -78,7 +76,7 @@ class Relay:
     async def _events(
         self, call: Call, turn: Turn, response: httpx.Response, started: float
     ) -> AsyncIterator[bytes]:
-        acc = accumulator(call.protocol)
+        acc = call.protocol.accumulator()
         pending: list[bytes] = []
         first: float | None = None
         broken: str | None = None
@@ -105,11 +103,11 @@ class Relay:
                             # Nothing of the reply was stored (the database went away): the
                             # client is told in the stream's own error shape, so its retry is
                             # a first attempt again.
-                            yield stream_error(call.protocol, f"[{exc.code}] {exc}")
+                            yield call.protocol.stream_error(f"[{exc.code}] {exc}")
                             return
                     if pending:
                         data = b"".join(pending)
-                        if not recorded and _holds_end(call.protocol, data):
+                        if not recorded and _holds_end(call.protocol.ends, data):
                             # One network chunk can carry the terminal event after this one:
                             # it reaches the client only once the reply is stored.
                             continue
@@ -122,7 +120,7 @@ class Relay:
                 broken = f"upstream stream broke: {exc}"
             if not recorded and acc.error is None:
                 # The client's SDK would take a stream that just stops for a whole reply.
-                yield stream_error(call.protocol, broken or "the upstream stream ended early")
+                yield call.protocol.stream_error(broken or "the upstream stream ended early")
         finally:
             with anyio.CancelScope(shield=True):
                 await response.aclose()
@@ -165,9 +163,7 @@ class Relay:
         await response.aclose()
         exchange = Exchange(response.status_code, headers, body, None, _ms(started))
         if response.status_code < 400:
-            exchange.reply, exchange.unparsed = read_reply(
-                lambda: parse_reply(call.protocol, _json(body))
-            )
+            exchange.reply, exchange.unparsed = read_reply(lambda: call.protocol.reply(_json(body)))
             await anyio.to_thread.run_sync(self.recorder.record, call, turn, exchange)
         else:
             await anyio.to_thread.run_sync(
@@ -195,15 +191,16 @@ class Relay:
     async def _spliced(
         self, call: Call, turn: Turn, response: httpx.Response, started: float, rounds: int
     ) -> AsyncIterator[bytes]:
-        splice = splicer(call.protocol)
+        assert call.protocol.splicer is not None  # recall is offered only where one is
+        splice = call.protocol.splicer()
         first: float | None = None
         recorded = False
         current: httpx.Response | None = response
-        acc = accumulator(call.protocol)
+        acc = call.protocol.accumulator()
         why: str | None = None
         try:
             while current is not None:
-                acc = accumulator(call.protocol)
+                acc = call.protocol.accumulator()
                 splice.start(turn.offered)
                 round_started = time.perf_counter()
                 try:
@@ -229,7 +226,7 @@ class Relay:
                             else "the upstream stream ended early"
                         )
                     if acc.error is None:
-                        yield stream_error(call.protocol, why)
+                        yield call.protocol.stream_error(why)
                     return
                 splice.end()
                 reply, unparsed = read_reply(acc.reply)
@@ -256,7 +253,7 @@ class Relay:
                 made = await self._turn(call, allow_recall=rounds < self.config.max_recalls)
                 if isinstance(made, Forward):
                     why = "the turn after a recall could not be assembled"
-                    yield stream_error(call.protocol, _message(made))
+                    yield call.protocol.stream_error(_message(made))
                     recorded = True  # the refusal is the turn's outcome; nothing half-written
                     return
                 turn = made
@@ -264,7 +261,7 @@ class Relay:
                 opened = await self._open(call, turn)
                 if isinstance(opened, Forward):
                     recorded = True  # _fail recorded the request
-                    yield stream_error(call.protocol, _message(opened))
+                    yield call.protocol.stream_error(_message(opened))
                     return
                 if opened.status_code >= 400 or not _is_stream(opened):
                     body = await opened.aread()
@@ -279,7 +276,7 @@ class Relay:
                     )
                     recorded = True
                     message = f"upstream answered {opened.status_code} after a recall: "
-                    yield stream_error(call.protocol, message + body.decode(errors="replace"))
+                    yield call.protocol.stream_error(message + body.decode(errors="replace"))
                     return
                 current = opened
         finally:
@@ -310,16 +307,9 @@ def _ms(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 3)
 
 
-_ENDS: dict[str, tuple[bytes, ...]] = {
-    "anthropic": (b"message_stop",),
-    "openai_chat": (b"[DONE]",),
-    "openai_responses": (b"response.completed", b"response.incomplete"),
-}
-
-
-def _holds_end(protocol: str, data: bytes) -> bool:
+def _holds_end(ends: tuple[bytes, ...], data: bytes) -> bool:
     """Whether ``data`` may hold the stream's terminal event (a false alarm only delays)."""
-    return any(mark in data for mark in _ENDS[protocol])
+    return any(mark in data for mark in ends)
 
 
 def _message(forward: Forward) -> str:

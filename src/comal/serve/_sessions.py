@@ -1,8 +1,10 @@
 """Which ledger session a proxied request belongs to, and what in it is new.
 
 A client names its conversation in one of three ways, strongest first: an ``x-comal-session``
-header; its own session id (Claude Code's ``metadata.user_id`` JSON or ``session_<uuid>`` form,
-Codex's ``prompt_cache_key`` / ``session-id`` header); or, failing both, the digest of the
+header; its own session id, as its protocol finds it
+(:attr:`~comal.messages.wire.WireProtocol.client_session`: Claude Code's ``metadata.user_id``
+JSON or ``session_<uuid>`` form, Codex's ``prompt_cache_key`` / ``session-id`` header); or,
+failing both, the digest of the
 request's stable prefix (instructions, tool schemas, first user message).
 
 One client session can hold several conversations (a main loop, sub-agents, side queries), and
@@ -40,8 +42,6 @@ noted, and is read again from the ledger otherwise.
 
 from __future__ import annotations
 
-import json
-import re
 import threading
 import uuid
 from collections.abc import Mapping, Sequence
@@ -82,23 +82,7 @@ SHOWN_EVENT = "proxy_shown"
 REPLAY_EVENT = "proxy_replayed"
 # The request-record meta key holding the sha256 of the client request's bytes.
 REQUEST_DIGEST = "request_sha256"
-_UUID = re.compile(r"session_([0-9a-fA-F-]{36})")
 _NAMESPACE = uuid.UUID("6c1c63f0-5d7e-4c1e-9a55-3a1d0c6e6f21")
-
-
-def _claude_session(body: Mapping[str, Any]) -> str | None:
-    metadata = body.get("metadata")
-    user_id = metadata.get("user_id") if isinstance(metadata, Mapping) else None
-    if not isinstance(user_id, str):
-        return None
-    try:
-        parsed = json.loads(user_id)
-    except ValueError:
-        parsed = None
-    if isinstance(parsed, Mapping) and isinstance(parsed.get("session_id"), str):
-        return str(parsed["session_id"])
-    match = _UUID.search(user_id)
-    return match[1] if match else None
 
 
 def client_key(request: ClientRequest, headers: Mapping[str, str]) -> tuple[str, str]:
@@ -106,18 +90,10 @@ def client_key(request: ClientRequest, headers: Mapping[str, str]) -> tuple[str,
     explicit = headers.get("x-comal-session")
     if explicit:
         return f"header:{explicit}", "header"
-    body = request.body
-    if request.protocol == "anthropic":
-        found = _claude_session(body) or headers.get("x-claude-code-session-id")
-        if found:
-            return f"client:{found}", "client"
-    else:
-        cache_key = body.get("prompt_cache_key")
-        if isinstance(cache_key, str) and cache_key:
-            return f"client:{cache_key}", "client"
-        found = headers.get("session-id") or headers.get("conversation_id")
-        if found:
-            return f"client:{found}", "client"
+    own = request.protocol.client_session
+    found = own(request.body, headers) if own is not None else None
+    if found:
+        return f"client:{found}", "client"
     first_user = next((m for m in request.messages if m.role is Role.USER), None)
     prefix = canonical_json(
         [

@@ -22,33 +22,24 @@ import orjson
 from ..context import Bounded, MediaReferenced, Referenced
 from ..ledger import LedgerBackend, Scope
 from ..messages import Message, canonical_json, message_to_json
-from ..ops import CatalogFormat, Registry, default_registry
+from ..messages.wire import WireProtocol
+from ..ops import Registry
 from ..tokens import TokenCounter, count_messages, resolve_window
 from ..turns import Turn as Prepared
 from ._config import ServeConfig
 from ._engine import EngineAdapter
-from ._wire import ClientRequest, Item, Piece, Protocol, upstream_body
+from ._wire import ClientRequest, Item, Piece, upstream_body
 
-__all__ = ["EVIDENCE_TOOL", "Turn", "build_turn", "evidence_tool", "recall_tools"]
+__all__ = ["EVIDENCE_TOOL", "Turn", "build_turn", "recall_tools"]
 
 EVIDENCE_TOOL = "EvidenceRead"
 _REWRITES = (Referenced, Bounded, MediaReferenced)
 
 
-def recall_tools(protocol: Protocol, registry: Registry) -> tuple[dict[str, Any], ...]:
+def recall_tools(protocol: WireProtocol, registry: Registry) -> tuple[dict[str, Any], ...]:
     """The schemas of ``registry``'s model operations in the route's tool format (building a
     registry derives every operation's schema: callers keep the result)."""
-    fmt: CatalogFormat = "anthropic" if protocol == "anthropic" else "openai"
-    specs = registry.catalog("model").tools(fmt)
-    if protocol == "openai_responses":
-        return tuple({"type": "function", **spec["function"]} for spec in specs)
-    return tuple(specs)
-
-
-def evidence_tool(protocol: Protocol, registry: Registry | None = None) -> dict[str, Any]:
-    """The EvidenceRead schema in the route's tool format."""
-    specs = recall_tools(protocol, registry or default_registry())
-    return next(t for t in specs if _name(t) == EVIDENCE_TOOL)
+    return tuple(protocol.tool(spec) for spec in registry.catalog("model").tools("anthropic"))
 
 
 def _name(tool: dict[str, Any]) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..agent._liveness import liveness
 from ..ledger import Entry, LedgerBackend, Scope, SessionInfo
 from ..messages import message_to_dict
 from ..ops import receipts
@@ -61,7 +62,7 @@ def _summary(led: LedgerBackend, info: SessionInfo) -> dict[str, Any]:
         "tenant": info.tenant,
         "agent": info.agent,
         "parent": info.parent,
-        "status": info.status,
+        "status": liveness(led, info),
         "title": info.title,
         "source": info.source,
         "created_at": info.created_at,
@@ -89,7 +90,7 @@ def sessions_view(
 ) -> list[dict[str, Any]]:
     found = []
     for info in reversed(led.sessions(tenant=tenant)):
-        if status and info.status != status:
+        if status and status not in (info.status, liveness(led, info)):
             continue
         if agent and info.agent != agent:
             continue

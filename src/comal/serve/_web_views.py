@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..agent import Runtime, context_report
+from ..agent._liveness import liveness
 from ..agent._transcript import board_note, entry_lines
 from ..errors import ComalError
 from ..ledger import LedgerBackend, Scope
@@ -65,7 +66,7 @@ def fingerprint(ledger: LedgerBackend, scope: Scope) -> dict[str, Any]:
     info = ledger.session(scope)
     stand_ins = len(ledger.checkpoints(scope)) + len(ledger.summaries(scope))
     return {
-        "status": info.status if info is not None else None,
+        "status": liveness(ledger, info) if info is not None else None,
         "entries": info.entries if info is not None else 0,
         "work": work_view(ledger, scope),
         "compactions": stand_ins,

@@ -6,8 +6,9 @@
 - :class:`FunctionProvider` answers each call with ``fn(request)``.
 - :class:`FakeServer` is a real HTTP server on ``127.0.0.1`` (ephemeral port, background
   thread) that speaks the Anthropic Messages, OpenAI Chat Completions and OpenAI Responses wire
-  formats, whole and streamed, from the same script, and records every request it receives. Point
-  the real adapters (or any SDK client) at it to test the whole path without the network.
+  formats, and any wire protocol a plugin registers, whole and streamed, from the same script,
+  and records every request it receives. Point the real adapters (or any SDK client) at it to
+  test the whole path without the network.
 - :func:`cache_prefix` / :func:`cache_serialization` show what Anthropic's prompt cache keys on,
   to assert that consecutive requests keep their cached prefix byte for byte (CCH-1).
 
@@ -22,7 +23,9 @@ all read.
 message text and ``reasoning_content`` (Chat) or ``output_text`` and ``reasoning`` items
 (Responses); ``tool_use`` becomes a function call whose arguments are ``json.dumps(input)``;
 ``max_tokens`` becomes ``length`` / ``incomplete``; usage becomes ``prompt_tokens`` (with
-``cached_tokens`` only when the script gives a cache read) or Responses ``input_tokens``. In
+``cached_tokens`` only when the script gives a cache read) or Responses ``input_tokens``. A
+plugin's protocol gets the reply as a canonical message in its own content shape, its usage
+normalized and written in its own shape, and the script's ``stop_reason`` as it is. In
 process, :class:`ScriptedProvider` raises for an error entry what an adapter raises once its
 retries are spent — a retry of ``rate_limit`` is only visible through :class:`FakeServer`.
 """

@@ -1,18 +1,22 @@
 """A real HTTP server on 127.0.0.1 that answers like Anthropic and OpenAI, from a script.
 
 It listens on an ephemeral loopback port in a background thread (``http.server``), so the
-official SDK clients talk to it over real HTTP with nothing patched. Routes: ``POST
-/v1/messages`` (Anthropic), ``POST /v1/chat/completions`` and ``POST /v1/responses`` (OpenAI);
-``"stream": true`` in the body gets server-sent events. Each request takes the next script entry
-and renders it in the format of its route; error entries answer with that provider's real error
-shape. ``GET /v1/models`` lists the ``models`` it was given (404 when none were, as for any
-route it does not have), in the Anthropic shape for a request with ``anthropic-version``, else
-OpenAI's. Every request is recorded, byte for byte, before it is answered.
+official SDK clients talk to it over real HTTP with nothing patched. Its routes are those of
+every registered wire protocol (:func:`comal.messages.wire.protocol_for_route`): ``POST
+/v1/messages`` (Anthropic), ``POST /v1/chat/completions`` and ``POST /v1/responses`` (OpenAI),
+and any route a plugin's protocol adds; ``"stream": true`` in the body gets server-sent events.
+Each request takes the next script entry and renders it in the protocol of its route
+(:mod:`._fake_wire`); error entries answer with that provider's real error shape. ``GET
+/v1/models`` lists the ``models`` it was given (404 when none were, as for any route it does
+not have), in the Anthropic shape for a request with ``anthropic-version``, else OpenAI's. Every
+request is recorded, byte for byte, before it is answered; the response's request id is in the
+protocol's header (``request-id``, ``x-request-id``).
 
-Like the real APIs it refuses a few malformed requests without consuming an entry: an Anthropic
-request without ``model``, ``max_tokens`` or ``messages``, or with more than four
-``cache_control`` blocks; an OpenAI request without ``model``. When the script has run out it
-answers 400 with a message saying so, which the adapters raise as a request error.
+Like the real APIs it refuses a few malformed requests without consuming an entry (what the
+protocol :attr:`~comal.messages.wire.WireProtocol.refuses`): an Anthropic request without
+``model``, ``max_tokens`` or ``messages``, or with more than four ``cache_control`` blocks; an
+OpenAI request without ``model``. When the script has run out it answers 400 with a message
+saying so, which the adapters raise as a request error.
 """
 
 from __future__ import annotations
@@ -28,23 +32,14 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, cast
 
+from ..messages.wire import WireProtocol, protocol_for_headers, protocol_for_route
 from ..providers.script import Entry, check_entry, error_reply, load_script
-from ._fake_wire import (
-    anthropic_events,
-    anthropic_message,
-    chat_chunks,
-    chat_completion,
-    responses_events,
-    responses_object,
-)
+from ._fake_wire import scripted_events, scripted_response
 
 __all__ = ["FakeServer", "RecordedRequest"]
 
-_ROUTES = {
-    "/v1/messages": "anthropic",
-    "/v1/chat/completions": "openai_chat",
-    "/v1/responses": "openai_responses",
-}
+# When the models FakeServer lists were released (2025-01-01): the list shapes want a date.
+_RELEASED = 1_735_689_600
 
 
 @dataclass(frozen=True)
@@ -63,30 +58,6 @@ class RecordedRequest:
             return json.loads(self.raw)
         except ValueError:
             return None
-
-
-def _count_cache_control(value: object) -> int:
-    if isinstance(value, dict):
-        own = 1 if "cache_control" in value else 0
-        return own + sum(_count_cache_control(v) for k, v in value.items() if k != "cache_control")
-    if isinstance(value, list):
-        return sum(_count_cache_control(v) for v in value)
-    return 0
-
-
-def _invalid(protocol: str, body: Any) -> str | None:
-    """Why the real API would refuse ``body`` outright, or ``None``."""
-    if not isinstance(body, dict):
-        return "the request body is not a JSON object"
-    required = ("model", "max_tokens", "messages") if protocol == "anthropic" else ("model",)
-    for key in required:
-        if key not in body:
-            return f"{key}: Field required"
-    if protocol == "anthropic":
-        found = sum(_count_cache_control(body.get(k)) for k in ("tools", "system", "messages"))
-        if found > 4:
-            return f"A maximum of 4 blocks with cache_control may be provided. Found {found}."
-    return None
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -117,19 +88,14 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {k.lower(): v for k, v in self.headers.items()}
         self.fake._record(RecordedRequest("GET", self.path, headers, b""))
         names = self.fake.models
-        if self.path.split("?", 1)[0] != "/v1/models" or not names:
+        protocol = protocol_for_headers(headers)
+        lists = protocol is not None and protocol.model is not None and protocol.models is not None
+        if self.path.split("?", 1)[0] != "/v1/models" or not names or not lists:
             self._json(404, {}, {"error": {"message": f"FakeServer has no route {self.path}"}})
             return
-        if "anthropic-version" in headers:
-            data: list[dict[str, Any]] = [
-                {"type": "model", "id": n, "display_name": n, "created_at": "2025-01-01T00:00:00Z"}
-                for n in names
-            ]
-            page = {"data": data, "has_more": False, "first_id": names[0], "last_id": names[-1]}
-            self._json(200, {}, page)
-            return
-        data = [{"id": n, "object": "model", "created": 0, "owned_by": "fake"} for n in names]
-        self._json(200, {}, {"object": "list", "data": data})
+        assert protocol is not None and protocol.model is not None and protocol.models is not None
+        data = [protocol.model(n, "fake", _RELEASED) for n in names]
+        self._json(200, {}, protocol.models(data))
 
     def do_POST(self) -> None:
         raw = self.rfile.read(int(self.headers.get("content-length") or 0))
@@ -137,13 +103,17 @@ class _Handler(BaseHTTPRequestHandler):
         recorded = RecordedRequest("POST", self.path, headers, raw)
         number = self.fake._record(recorded)
         rid = f"req_fake_{number}"
-        protocol = _ROUTES.get(self.path.split("?", 1)[0])
+        protocol = protocol_for_route(self.path.split("?", 1)[0])
         if protocol is None:
             self._json(404, {}, {"error": {"message": f"FakeServer has no route {self.path}"}})
             return
-        id_header = {"request-id" if protocol == "anthropic" else "x-request-id": rid}
+        id_header = {protocol.request_id: rid}
         body = recorded.body
-        problem = _invalid(protocol, body)
+        problem = (
+            protocol.refuses(body)
+            if isinstance(body, dict)
+            else "the request body is not a JSON object"
+        )
         if problem is not None:
             self._refuse(protocol, id_header, problem)
             return
@@ -162,36 +132,14 @@ class _Handler(BaseHTTPRequestHandler):
             return
         model = str(body.get("model") or "")
         if body.get("stream"):
-            self._sse(id_header, self._events(protocol, entry, rid, model, body))
+            usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            events = scripted_events(protocol, entry, rid, model, self.fake.chunk, usage)
+            self._sse(id_header, events)
         else:
-            self._json(200, id_header, self._whole(protocol, entry, rid, model))
+            self._json(200, id_header, scripted_response(protocol, entry, rid, model))
 
-    def _refuse(self, protocol: str, headers: dict[str, str], message: str) -> None:
-        error = {"type": "invalid_request_error", "message": message}
-        payload: dict[str, Any] = (
-            {"type": "error", "error": error}
-            if protocol == "anthropic"
-            else {"error": {**error, "param": None, "code": None}}
-        )
-        self._json(400, {**headers, "x-should-retry": "false"}, payload)
-
-    def _whole(self, protocol: str, entry: Entry, rid: str, model: str) -> dict[str, Any]:
-        if protocol == "anthropic":
-            return anthropic_message(entry, rid, model)
-        if protocol == "openai_chat":
-            return chat_completion(entry, rid, model)
-        return responses_object(entry, rid, model)
-
-    def _events(
-        self, protocol: str, entry: Entry, rid: str, model: str, body: dict[str, Any]
-    ) -> Iterator[bytes]:
-        chunk = self.fake.chunk
-        if protocol == "anthropic":
-            return anthropic_events(entry, rid, model, chunk)
-        if protocol == "openai_chat":
-            options = body.get("stream_options") or {}
-            return chat_chunks(entry, rid, model, chunk, bool(options.get("include_usage")))
-        return responses_events(entry, rid, model, chunk)
+    def _refuse(self, protocol: WireProtocol, headers: dict[str, str], message: str) -> None:
+        self._json(400, {**headers, "x-should-retry": "false"}, protocol.error(400, message))
 
     def _json(self, status: int, headers: dict[str, str], payload: object) -> None:
         data = json.dumps(payload, ensure_ascii=False).encode()

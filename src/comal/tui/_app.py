@@ -30,6 +30,7 @@ from textual.widgets import Footer, Input, Static
 
 from ..agent import Runtime, context_report, render_report, resumable
 from ..agent._interrupt import Interrupter
+from ..agent._liveness import liveness
 from ..agent._steering import always_rule
 from ..agent._transcript import board_note as shared_board_note
 from ..errors import ComalError
@@ -339,7 +340,8 @@ class ComalApp(App[None]):
         for info in resumable(rt.ledger, rt.config.tenant, rt.config.agent)[:50]:
             when = info.created_at[:16].replace("T", " ")
             title = (info.title or info.source or "")[:60]
-            label = f"{info.id[:8]}  {when}  {info.status:<8} {info.entries:>5} entries  {title}"
+            state = liveness(rt.ledger, info)
+            label = f"{info.id[:8]}  {when}  {state:<11} {info.entries:>5} entries  {title}"
             choices.append((info.id, label))
         if not choices:
             self.note("no other session to continue")

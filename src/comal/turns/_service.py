@@ -130,6 +130,7 @@ class ContextSession:
         say: Say = lambda kind, text: None,
         probe: Probe = lambda phase, detail: None,
         where: str = "",
+        host: object = None,
     ) -> None:
         # A ledger, or a replay's entries in memory (:mod:`._memory`): the turn is the same.
         self.memory = ledger if isinstance(ledger, MemoryStore) else None
@@ -143,6 +144,8 @@ class ContextSession:
         self.cache = cache if cache is not None else EngineCache()
         self.say = say
         self.probe = probe
+        # What the surface lends the compaction hooks (the agent's house), if anything.
+        self.host = host
         if summarizer is None:
 
             def summarizer() -> Summarizer | None:
@@ -366,18 +369,18 @@ class ContextSession:
         if not jobs:
             return ()
         if any(j.actionable for j in jobs):
-            pre_compact(self.ledger, self.scope, "auto")
+            pre_compact(self.ledger, self.scope, "auto", self.host)
         if not self._leased(jobs):
             report = SweepReport(self.scope.session)
             self._compactor().run(jobs, report)
-            post_compact(self.ledger, self.scope, "auto", report.made)
+            post_compact(self.ledger, self.scope, "auto", report.made, self.host)
             return tuple(report.made)
         deferred = bool(getattr(self.config, "defer_compaction", False)) if defer is None else defer
 
         def work() -> SweepReport:
             report = self.sweep(budget, owner=self.owner)
             self._tell(report)
-            post_compact(self.ledger, self.scope, "auto", report.made)
+            post_compact(self.ledger, self.scope, "auto", report.made, self.host)
             return report
 
         if deferred:
@@ -393,7 +396,7 @@ class ContextSession:
             report.made.extend(self._rehearse(budget, force=True))
             return report
         jobs = self.plan(self.view(), budget, force=True)
-        pre_compact(self.ledger, self.scope, "manual")
+        pre_compact(self.ledger, self.scope, "manual", self.host)
         if self._leased(jobs):
             report = self.sweep(budget, force=True)
         else:
@@ -401,7 +404,7 @@ class ContextSession:
             self._compactor().run(jobs, report)
             if any(not j.actionable for j in jobs) and not report.made:
                 report.stopped = "blocked"
-        post_compact(self.ledger, self.scope, "manual", report.made)
+        post_compact(self.ledger, self.scope, "manual", report.made, self.host)
         return report
 
     def sweep(

@@ -13,10 +13,9 @@ from pathlib import Path
 from typing import Any, Final
 
 from ...errors import InputError
-from ...messages.wire import from_anthropic_message
+from ...messages.wire import PROVIDER_ANTHROPIC, WireProtocol, from_anthropic_message, wire_protocol
 from .._base import finish_response
 from .._errors import ProviderError, error_for_status
-from .._stops import normalize_stop
 from .._types import ModelResponse
 
 __all__ = [
@@ -37,86 +36,9 @@ Entry = dict[str, Any]
 
 _KEYS: Final = frozenset({"content", "stop_reason", "usage", "model", "id", "error", "flavor"})
 
-# kind -> (status, Anthropic error type, Anthropic message)
-_ANTHROPIC_ERRORS: Final[dict[str, tuple[int, str, str]]] = {
-    "context_length": (
-        400,
-        "invalid_request_error",
-        "prompt is too long: 210345 tokens > 200000 maximum",
-    ),
-    "rate_limit": (
-        429,
-        "rate_limit_error",
-        "This request would exceed your organization's rate limit. Please try again later.",
-    ),
-    "server": (500, "api_error", "Internal server error"),
-    "overloaded": (529, "overloaded_error", "Overloaded"),
-    "bad_request": (
-        400,
-        "invalid_request_error",
-        'messages: roles must alternate between "user" and "assistant"',
-    ),
-    "auth": (401, "authentication_error", "invalid x-api-key"),
-}
-
-# kind -> (status, OpenAI error type, code, message)
-_OPENAI_ERRORS: Final[dict[str, tuple[int, str, str | None, str]]] = {
-    "context_length": (
-        400,
-        "invalid_request_error",
-        "context_length_exceeded",
-        "This model's maximum context length is 128000 tokens. However, your messages resulted "
-        "in 131072 tokens. Please reduce the length of the messages.",
-    ),
-    "rate_limit": (
-        429,
-        "requests",
-        "rate_limit_exceeded",
-        "Rate limit reached for requests. Please try again in 20ms.",
-    ),
-    "server": (
-        500,
-        "server_error",
-        None,
-        "The server had an error while processing your request. Sorry about that!",
-    ),
-    "overloaded": (
-        503,
-        "server_error",
-        None,
-        "The engine is currently overloaded, please try again later",
-    ),
-    "bad_request": (400, "invalid_request_error", None, "Invalid value for 'tool_choice'."),
-    "auth": (401, "invalid_request_error", "invalid_api_key", "Incorrect API key provided."),
-}
-
-_RESPONSES_CONTEXT: Final = (
-    "Your input exceeds the context window of this model. Please adjust your input and try again."
-)
-
-# Context-length errors as OpenAI-compatible servers send them (``"flavor"`` of an entry).
-_COMPAT_CONTEXT: Final[dict[str, dict[str, Any]]] = {
-    "vllm": {
-        "object": "error",
-        "message": "This model's maximum context length is 4096 tokens. However, you requested "
-        "5120 tokens (4096 in the messages, 1024 in the completion). Please reduce the length "
-        "of the messages or completion.",
-        "type": "BadRequestError",
-        "param": None,
-        "code": 400,
-    },
-    "llamacpp": {
-        "error": {
-            "code": 400,
-            "message": "the request exceeds the available context size, try increasing it",
-            "type": "exceed_context_size_error",
-            "n_prompt_tokens": 5120,
-            "n_ctx": 4096,
-        }
-    },
-}
-
-ERROR_KINDS: Final = tuple(_ANTHROPIC_ERRORS)
+# The failures a script may inject by name; each protocol answers them in its own words
+# (:attr:`~comal.messages.wire.WireProtocol.failures`).
+ERROR_KINDS: Final = ("context_length", "rate_limit", "server", "overloaded", "bad_request", "auth")
 
 
 def check_entry(value: object, *, path: str | None = None, line: int | None = None) -> Entry:
@@ -197,47 +119,42 @@ def response_from_entry(entry: Mapping[str, Any], model: str) -> ModelResponse:
     message = from_anthropic_message({"content": blocks(entry)})
     raw_stop = stop_reason(entry)
     usage = entry.get("usage")
+    anthropic = wire_protocol(PROVIDER_ANTHROPIC)  # a script is in Anthropic's words
     return finish_response(
         message,
-        normalize_stop("anthropic", raw_stop),
+        anthropic.stop(raw_stop, None),
         raw_stop,
         dict(usage) if isinstance(usage, Mapping) else None,
         str(entry.get("model") or model),
         entry.get("id"),
         protocol="scripted",
-        usage_protocol="anthropic",
+        usage_protocol=anthropic.usage,
     )
 
 
 def error_reply(
-    entry: Mapping[str, Any], protocol: str
+    entry: Mapping[str, Any], protocol: WireProtocol
 ) -> tuple[int, dict[str, str], dict[str, Any]]:
-    """``(status, headers, body)`` of an error entry in ``protocol``'s real error shape."""
+    """``(status, headers, body)`` of an error entry in ``protocol``'s real error shape (a
+    protocol without its own words for a failure gets its error shape around Anthropic's)."""
     error = entry["error"]
     if isinstance(error, Mapping):
         headers = {str(k): str(v) for k, v in (error.get("headers") or {}).items()}
         return int(error["status"]), headers, dict(error.get("body") or {})
     headers = {"retry-after": "0"} if error == "rate_limit" else {}
-    if protocol == "anthropic":
-        status, kind, message = _ANTHROPIC_ERRORS[error]
-        body = {"type": "error", "error": {"type": kind, "message": message}}
-        return status, headers, body
     flavor = entry.get("flavor")
-    if error == "context_length" and isinstance(flavor, str) and flavor in _COMPAT_CONTEXT:
-        return 400, headers, json.loads(json.dumps(_COMPAT_CONTEXT[flavor]))
-    status, kind, code, message = _OPENAI_ERRORS[error]
-    param = None
-    if error == "context_length":
-        param = "messages"
-        if protocol == "openai_responses":
-            param, message = "input", _RESPONSES_CONTEXT
-    body = {"error": {"message": message, "type": kind, "param": param, "code": code}}
-    return status, headers, body
+    found = protocol.failures.get(f"{error}/{flavor}") or protocol.failures.get(error)
+    if found is None:
+        status, own = wire_protocol(PROVIDER_ANTHROPIC).failures[error]
+        message = str(own.get("error", {}).get("message", error))
+        return status, headers, protocol.error(status, message)
+    status, body = found
+    return status, headers, json.loads(json.dumps(body))  # the caller's own copy
 
 
 def error_from_entry(entry: Mapping[str, Any], provider: str) -> ProviderError:
     """The error a provider raises for an error entry (as if retries were exhausted)."""
-    status, headers, body = error_reply(entry, "anthropic")
+    status, headers, body = error_reply(entry, wire_protocol(PROVIDER_ANTHROPIC))
     return error_for_status(status, body, provider=provider, request_id=headers.get("request-id"))
 
 

@@ -163,9 +163,9 @@ async function sessionView(id) {
   ]);
   const items = entries.entries.map((e) => ({ at: e.created_at, seq: e.seq, html: entryItem(e) }));
   for (const r of receipts.receipts) {
-    const judged = r.judgment ? `${esc(r.judgment.decision)} by ${esc(r.judgment.rule)}` : "";
-    const approved = r.judgment && r.judgment.approval ? ` · approved by ${esc(r.judgment.approval.by.id)}` : "";
-    items.push({ at: r.created_at, seq: Infinity, html: `<li class="receipt"><div class="head">receipt · ${esc(r.operation)} ${esc(r.call_id)} · ${esc(r.status)} · ${judged}${approved}</div></li>` });
+    // The label the house gives every surface: "approved by user ana", never the mode that asked.
+    const judged = esc(r.label || "");
+    items.push({ at: r.created_at, seq: Infinity, html: `<li class="receipt"><div class="head">receipt · ${esc(r.operation)} ${esc(r.call_id)} · ${esc(r.status)} · ${judged}</div></li>` });
   }
   for (const c of checkpoints.checkpoints) {
     items.push({ at: c.created_at, seq: Infinity, html: `<li class="checkpoint"><div class="head">checkpoint · covers #${c.first_seq}–#${c.last_seq} · ${fmt(c.tokens)} tokens</div><pre>${esc(c.text.slice(0, 600))}</pre></li>` });
@@ -250,7 +250,7 @@ async function approvalsView() {
     <div class="card approval" data-id="${esc(a.id)}">
       <div class="what"><b>${esc(a.operation)}</b> <code>${esc(JSON.stringify(a.arguments))}</code>
         <div class="muted">session <a href="#/s/${esc(a.session)}">${short(a.session)}</a> ·
-          proposed by ${esc(a.actor.kind)} ${esc(a.actor.id)} · rule ${esc(a.rule)} ·
+          proposed by ${esc(a.actor.kind)} ${esc(a.actor.id)} · rule ${esc(a.rule)}${a.reason ? ` (${esc(a.reason)})` : ""} ·
           effects ${esc(a.effects.map((e) => e.kind).join(", "))}</div></div>
       <button class="approve" data-answer="true">Approve</button>
       <button class="deny" data-answer="false">Deny</button>

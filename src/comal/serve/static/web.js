@@ -132,7 +132,7 @@ function approvalCard(a) {
   const path = a.arguments && typeof a.arguments.path === "string" ? " " + a.arguments.path : "";
   const card = el("div", { class: "card ask", "data-id": a.id },
     el("div", { class: "asktitle" }, `Approve ${a.operation}${path}?`), what,
-    el("div", { class: "muted" }, `${a.actor.kind} ${a.actor.id} proposes it · effects: ${(a.effects || []).map((e) => e.kind).join(", ") || "none"} · asked by rule ${a.rule}`),
+    el("div", { class: "muted" }, `${a.actor.kind} ${a.actor.id} proposes it · effects: ${(a.effects || []).map((e) => e.kind).join(", ") || "none"} · asked by rule ${a.rule}${a.reason ? ` (${a.reason})` : ""}`),
     a.always ? el("div", { class: "muted" }, `always: adds the rule allow ${a.always}`) : null,
     el("div", { class: "buttons" },
       el("button", { class: "approve", onclick: () => answer(true) }, "Allow once"),
