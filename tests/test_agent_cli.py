@@ -127,10 +127,11 @@ def test_max_turns_exit_code(
 def test_headless_ask_denies_and_says_so_and_flags_decide(
     tmp_path: Path, db: Path, ws: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # covers: OPS-2, OPS-7, CFG-1
+    # covers: OPS-2, OPS-7, CFG-1, DRV-4
     replies = [reply(tool("w", "Write", path="x.txt", content="x")), reply(text("ok"))]
     script = write_script(tmp_path / "s.jsonl", replies)
-    assert cli("write", ws, model=f"script:{script}", mode="ask") == 0
+    # A headless run whose call was denied does not report success (DRV-4).
+    assert cli("write", ws, model=f"script:{script}", mode="ask") == 6
     captured = capsys.readouterr()
     assert "without an approver" in captured.err
     data = json.loads(captured.out.splitlines()[-1])
@@ -141,7 +142,7 @@ def test_headless_ask_denies_and_says_so_and_flags_decide(
     assert cli("write", ws, model=f"script:{script}", mode="ask", allow=["Write(x.txt)"]) == 0
     assert output(capsys)["receipts"][0]["status"] == "ok" and (ws / "x.txt").exists()
     (ws / "x.txt").unlink()
-    assert cli("write", ws, model=f"script:{script}", deny=["Write(*)"]) == 0
+    assert cli("write", ws, model=f"script:{script}", deny=["Write(*)"]) == 6
     assert output(capsys)["receipts"][0]["judgment"]["rule"] == "Write(*)"
     assert not (ws / "x.txt").exists()
 

@@ -4,7 +4,12 @@
 
 from __future__ import annotations
 
+import functools
+import http.server
 import json
+import os
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +32,7 @@ def _cli(db: Path, *args: str, code: int = 0) -> str:
     return result.stdout
 
 
-def _example_args(entry: int, summary: int) -> dict[str, dict[str, Any]]:
+def _example_args(entry: int, summary: int, url: str) -> dict[str, dict[str, Any]]:
     return {
         "Read": {"path": "a.txt"},
         "Write": {"path": "b.txt", "content": "new\n"},
@@ -46,21 +51,36 @@ def _example_args(entry: int, summary: int) -> dict[str, dict[str, Any]]:
         "BoardAdd": {"text": "the flag is set"},
         "BoardList": {},
         "BoardUpdate": {"item": 1, "status": "in_progress"},
+        "WebFetch": {"url": url},
     }
 
 
 @pytest.fixture
-def session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, str, Path]:
+def session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, str, Path]]:
     db, ws = tmp_path / "c.db", tmp_path / "ws"
     ws.mkdir()
     (ws / "a.txt").write_text("hello\n")
+    # A page WebFetch may read: the operator allows this machine's server by name.
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(ws))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("COMAL_TEST_PAGE", f"http://127.0.0.1:{server.server_address[1]}/a.txt")
+    local = {"allowed_hosts": ["127.0.0.1"], "private_hosts": ["127.0.0.1"]}
     config = tmp_path / "config.json"  # Bash runs here even where there is no OS sandbox
-    config.write_text(json.dumps({"sandbox": {"allow_unsandboxed": True}}))
+    config.write_text(
+        json.dumps(
+            {"sandbox": {"allow_unsandboxed": True}, "plugin_settings": {"web_fetch": local}}
+        )
+    )
     monkeypatch.setenv("COMAL_CONFIG", str(config))
     transcript = corpus_dir() / "swe-agent" / "ctf_web_i_got_id_demo.traj"
     _cli(db, "import", str(transcript))
     sid = json.loads(_cli(db, "sessions", "--json"))[0]["session"]
-    return db, sid, ws
+    try:
+        yield db, sid, ws
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_every_operation_on_the_cli_surface_has_a_command_that_runs_it(
@@ -76,7 +96,7 @@ def test_every_operation_on_the_cli_surface_has_a_command_that_runs_it(
     summary = next(m["id"] for m in made if "id" in m) if made else 1
     rows = json.loads(_cli(db, "show", sid, "--json"))
     entry = next(r["id"] for r in rows if r["role"] == "tool")
-    examples = _example_args(entry, summary)
+    examples = _example_args(entry, summary, os.environ["COMAL_TEST_PAGE"])
     for name in names:
         if name in OWN_COMMAND:
             _cli(db, OWN_COMMAND[name], sid, "--json")

@@ -640,8 +640,10 @@ def test_comal_p_runs_the_configured_hooks(tmp_path: Path) -> None:
          "--workspace", str(ws), "--json"],
         env=env, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
-    assert run.returncode == 0, run.stderr
+    # A headless run whose call a hook denied does not report success (DRV-4).
+    assert run.returncode == 6, run.stderr
     result = json.loads(run.stdout.strip().splitlines()[-1])
+    assert result["status"] == "denied" and result["error"]["code"] == "CALLS_DENIED"
     assert (ws / "keep.txt").exists() and result["answer"] == "The hook refused it."
     (receipt,) = result["receipts"]
     assert receipt["status"] == "denied" and receipt["judgment"]["rule"] == "hook:comal-hooks"

@@ -67,6 +67,11 @@ def _attempts(conf: Path, rel: str) -> dict[str, list[dict[str, Any]]]:
             {"command": f"python3 -c \"open('{rel}', 'w').write('{{}}')\""},
             {"command": f"mv {rel} {rel}.bak"},
         ],
+        # A GET writes nothing here; a file URL and a local service are refused before any.
+        "WebFetch": [
+            {"url": f"file://{conf}"},
+            {"url": "http://127.0.0.1:9/config?spend=100000000000"},
+        ],
     }
 
 

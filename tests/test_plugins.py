@@ -34,6 +34,7 @@ from comal.plugins import (
     plugin_infos,
     reset_plugins,
 )
+from comal.plugins._manager import BUILTINS
 from comal.providers import ModelSpec, ProviderConfigError, provider_schemes
 
 REPO = Path(__file__).resolve().parent.parent
@@ -228,7 +229,8 @@ def test_the_operator_enables_only_the_installed_plugins_the_configuration_lists
     # By the configuration: listed, not enabled, never imported.
     rows = installed.plugins(tmp_path, COMAL_CONFIG=str(listed))
     assert (rows["brief"]["enabled"], rows["brief"]["engines"]) == (False, [])
-    assert [r["enabled"] for r in rows.values() if r["source"] == "builtin"] == [True] * 5
+    built = [r["enabled"] for r in rows.values() if r["source"] == "builtin"]
+    assert built == [True] * len(BUILTINS)
     assert "brief_engine" not in installed.run(
         "import sys\nfrom comal.agent import load_config\nfrom comal.plugins import "
         "plugin_infos\nload_config()\nplugin_infos()\nprint(sorted(sys.modules))",
@@ -356,7 +358,7 @@ def test_a_plugin_that_fails_is_a_coded_error_naming_it(tmp_path: Path, mods: Pa
     # Nothing of a failed plugin stays registered.
     builtins = [
         "comal-providers", "comal-script", "comal-engines", "comal-jobs", "comal-wire",
-        "comal-hooks",
+        "comal-hooks", "comal-web",
     ]  # fmt: skip
     assert [p.name for p in plugin_infos()] == builtins
     # Through the real CLI: a message with the code, no traceback.

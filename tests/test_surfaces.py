@@ -103,7 +103,7 @@ def test_resume_works_in_the_sessions_workspace_and_keeps_the_new_mode(
     # A new process, another directory, no --workspace: the session's own workspace, and the
     # mode of this process (read-only), which refuses the write.
     again = Flags(mode="read-only")
-    assert run_prompt("write b", again, resume=session, as_json=True) == 0
+    assert run_prompt("write b", again, resume=session, as_json=True) == 6  # denied (DRV-4)
     assert (home / "a.txt").exists() and not (elsewhere / "a.txt").exists()
     assert not (home / "b.txt").exists() and not (elsewhere / "b.txt").exists()
     led = open_ledger(db)
@@ -343,9 +343,9 @@ def test_every_engine_of_the_registry_runs_the_agent(db: Path, tmp_path: Path) -
         flags = Flags(model="anthropic:claude-sonnet-4-6", workspace=ws, engine=name)
         rt = Runtime.open(led, flags, config=Config(), provider=FunctionProvider(model))
         assert rt.settings().engine_name == name
-        if "instructions" in type(rt.settings().engine).model_fields:
-            assert "run the tests" in rt.settings().engine.instructions  # type: ignore[attr-defined]
         assert rt.run("hi").status == "finished"
+        # The instructions travel in the system prompt, which every engine sends (DRV-1).
+        assert "run the tests" in rt.proposer().system_text
         offered = {op.name for op in rt.proposer().catalog.operations}
         for other in ENGINES.values():
             for tool_name in other.model_tools:

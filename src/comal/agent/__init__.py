@@ -68,6 +68,12 @@ from ._human import (
     render_report,
     window_note,
 )
+from ._instructions import (
+    INSTRUCTIONS_EVENT,
+    InstructionFiles,
+    Instructions,
+    recorded_instructions,
+)
 from ._lengths import CONTEXT_EVENT, INCOMPLETE_EVENT
 from ._lifecycle import PromptBlocked
 from ._liveness import LIVENESS, RUN_ENDED, Liveness, liveness
@@ -91,6 +97,7 @@ __all__ = [
     "DEFAULT_SYSTEM",
     "HUMAN_OPERATIONS",
     "INCOMPLETE_EVENT",
+    "INSTRUCTIONS_EVENT",
     "LIVENESS",
     "OPERATOR_ONLY",
     "RETENTION_EVENT",
@@ -112,6 +119,8 @@ __all__ = [
     "HostControls",
     "HumanOperationFailed",
     "IncompleteResponse",
+    "InstructionFiles",
+    "Instructions",
     "Liveness",
     "Preamble",
     "PromptBlocked",
@@ -149,6 +158,7 @@ __all__ = [
     "policy_from_config",
     "queued_compactions",
     "raise_for",
+    "recorded_instructions",
     "render_report",
     "request_saving",
     "resumable",

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import getpass
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -44,6 +44,7 @@ from ._catalog import agent_catalog, recall_tools
 from ._children import ChildModels, SameModel
 from ._coordinator import Coordinator
 from ._errors import BudgetLimited, HookStopped
+from ._instructions import InstructionFiles
 from ._lifecycle import AgentHooks
 from ._propose import Probe, Proposal, Proposer, Say
 from ._result import (
@@ -139,6 +140,7 @@ class Agent:
             say=self.say,
             probe=self.probe,
             hook_host=house,
+            files=InstructionFiles(house.workspace),
         )
         self.turns = 0
         self.finishes = 0
@@ -329,6 +331,7 @@ class Agent:
         # What the call returned (as stored): a person watching sees what the model will read;
         # each surface decides how much of it to show.
         self.say("output", outcome.result.text)
+        self._nested_instructions(outcome.judgment.paths, receipt.status)
         if receipt.status == "ok" and call.name in recall_tools():  # the engines' read-backs
             # OBS-2 "reread": the model went back to stored evidence the engine had taken out.
             args = outcome.judgment.args
@@ -341,6 +344,15 @@ class Agent:
             body |= args.model_dump(mode="json") if args is not None else {}
             self.ledger.add_record(self.scope, "event", REREAD_EVENT, body)
         self.probe("recorded", call.id)
+
+    def _nested_instructions(self, located: Mapping[str, str], status: str) -> None:
+        """DRV-1: a file tool let through under a subdirectory with its own AGENTS.md (or
+        CLAUDE.md) loads that file into the system prompt from the next request on."""
+        files = self.proposer.files
+        if files is None or not located or status == "denied":
+            return
+        for folder in files.touch(located.values()):
+            self.say("note", f"instructions of {folder}/ loaded: sent from the next request on")
 
     def _last_entry(self) -> Entry | None:
         tail = self.ledger.tail(self.scope, n=1)

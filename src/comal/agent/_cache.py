@@ -310,14 +310,18 @@ def explain(
     tools_change: str | None = None,
     checkpoint_stored: bool = False,
     stand_ins_changed: bool = False,
+    system_change: str | None = None,
 ) -> Finding:
     """``finding`` with the reason of the deliberate edit that announces it, if there is one:
     ``since`` is the previous request's last seq (what is new is after it);
     ``stand_ins_changed`` says a checkpoint or summary the view reads in front of the history
-    was stored since the previous request (maintenance between turns)."""
+    was stored since the previous request (maintenance between turns); ``system_change`` why
+    the system prompt is not the previous request's (instruction files, DRV-1)."""
     reason: str | None = None
     if finding.model_changed:
         reason = "model changed (each model has its own cache)"
+    elif finding.index == 0 and system_change is not None:
+        reason = system_change
     elif finding.index == 1 and tools_change is not None:
         reason = tools_change
     elif finding.index >= 2:

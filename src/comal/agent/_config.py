@@ -24,7 +24,7 @@ change nothing::
       reviewer: {engine: limit, engine_settings: {target_ratio: 0.5}, max_turns: 20}
     plugins: [comal_wordcount]     # operator-only: modules enabled as plugins (docs/plugins.md)
     installed_plugins: listed      # operator-only: only the installed plugins plugins: names
-    plugin_settings: {chrome: {origins: ["http://127.0.0.1:8000"]}}   # operator-only
+    plugin_settings: {web_fetch: {allowed_hosts: [docs.python.org]}}   # operator-only
     work: {parallel: 2, budget: {tokens: 500000}}   # operator-only: work steps, task budget
     serve: {allowed_hosts: [comal.internal]}   # operator-only: comal serve's guards and limits
     hooks: {PreToolUse: [{matcher: Bash, hooks: [{type: command, command: ./check.sh}]}]}
@@ -223,9 +223,10 @@ class Config(Strict):
     )
     plugin_settings: dict[ModuleName, dict[str, Any]] = Field(
         default_factory=dict,
-        description="Each plugin's own settings, by the section it reads (chrome: the browser "
-        "plugin's origins, targets and tests; see docs/browser.md), checked with that "
-        "plugin's model when the configuration is read (operator-only).",
+        description="Each plugin's own settings, by the section it reads (web_fetch: the hosts "
+        "WebFetch may reach, see its section below; chrome: the browser plugin's origins, "
+        "targets and tests, see docs/browser.md), checked with that plugin's model when the "
+        "configuration is read (operator-only).",
     )
     work: WorkConfig = Field(default_factory=WorkConfig)
     hooks: HooksSection = HOOKS_FIELD
@@ -284,25 +285,27 @@ class Config(Strict):
         profile = self._profile(agent)
         return profile.engine if profile is not None and profile.engine else self.engine
 
-    def engine_config(self, agent: str | None = None) -> BaseModel:
+    def engine_config(self, agent: str | None = None, *, engine: str | None = None) -> BaseModel:
         """The settings of ``agent``'s engine: the top-level ``engine_settings`` (when it runs
         the top-level engine) with the agent's ``engine_settings`` over them, validated with
-        that engine's own ranges."""
+        that engine's own ranges. ``engine`` names another one (a resumed session's own,
+        DRV-4): only the settings written for that engine apply, else its defaults."""
         profile = self._profile(agent)
-        name = self.engine_name(agent)
+        runs = self.engine_name(agent)
+        name = engine or runs
         merged = dict(self.engine_settings) if name == self.engine else {}
         where = "engine_settings"
-        if profile is not None and profile.engine_settings:
+        if profile is not None and profile.engine_settings and name == runs:
             merged |= profile.engine_settings
             where = f"agents.{agent}.engine_settings"
-        engine = get_engine(name)
+        found = get_engine(name)
         try:
-            return engine_config(engine, merged)
+            return engine_config(found, merged)
         except InputError as exc:
             key = exc.field or ""
             own = f"{where}.{key}" if key in (profile.engine_settings if profile else {}) else None
             field = own or (f"engine_settings.{key}" if key in self.engine_settings else where)
-            rng = allowed(engine.config_type, key.split(".")) if key else None
+            rng = allowed(found.config_type, key.split(".")) if key else None
             raise InputError(_with_range(exc.reason, rng), field=field) from exc
 
     def cache_config(self, agent: str | None = None) -> CacheConfig:

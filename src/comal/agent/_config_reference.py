@@ -84,6 +84,21 @@ def configuration_reference() -> str:
         lines += _table(list(field_rows(nested, f"{section}.")))
     lines += ["", "## `hooks` and `hooks_from`", "", HOOKS_PROSE, ""]
     lines += _table(hooks_rows())
+    from ..ops._web_fetch import WebFetchSettings  # a built-in plugin's section
+
+    lines += [
+        "",
+        "## `plugin_settings.web_fetch`: what WebFetch may reach",
+        "",
+        "WebFetch fetches one page over http(s) for the model, judged like Bash (its effect is "
+        "network: read-only refuses it, ask asks, trusted allows; rules name its host, e.g. "
+        "`WebFetch(docs.python.org)`). Until `allowed_hosts` names a host every call is refused "
+        "(`WEBFETCH_HOST`); redirects are checked again; a host resolving to a loopback, "
+        "private or link-local address is refused (`WEBFETCH_ADDRESS`) unless it is in "
+        "`private_hosts`.",
+        "",
+    ]
+    lines += _table(list(field_rows(WebFetchSettings, "plugin_settings.web_fetch.")))
     for engine in ENGINES.values():
         lines += [
             "",

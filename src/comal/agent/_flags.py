@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,13 @@ from ..ops import SessionNotHeld  # raised by the runtime's guard as by a house'
 from ..providers import normalize_model_spec
 from ._config import Config
 
-__all__ = ["Flags", "SessionNotHeld", "normalize_spec"]
+__all__ = ["DEFAULT_MODELS", "Flags", "SessionNotHeld", "model_from_keys", "normalize_spec"]
+
+# The model a new session takes when none is named anywhere, by the first provider key set.
+DEFAULT_MODELS = (
+    ("ANTHROPIC_API_KEY", "anthropic:claude-sonnet-4-6"),
+    ("OPENAI_API_KEY", "openai:gpt-5.1"),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,3 +54,16 @@ def normalize_spec(spec: str) -> str:
     """The spec as the session stores it, in its scheme's form (a script path absolute, so a
     resume from elsewhere finds it)."""
     return normalize_model_spec(spec)
+
+
+def model_from_keys(env: Mapping[str, str]) -> tuple[str, str] | None:
+    """A default model when none is named (no ``--model``, ``COMAL_MODEL`` or configured
+    ``model``): the first of :data:`DEFAULT_MODELS` whose key is set, and why, to be said once;
+    ``None`` when no key is set."""
+    for key, spec in DEFAULT_MODELS:
+        if env.get(key, "").strip():
+            return spec, (
+                f"no model named: using {spec} because {key} is set (--model, COMAL_MODEL or "
+                "model in the configuration choose another)"
+            )
+    return None

@@ -115,6 +115,10 @@ def context_report(runtime: HostControls, preview: Preview) -> dict[str, Any]:
         scope, "event", (RETENTION_EVENT, CACHE_BREAK_EVENT, CACHE_EDIT_EVENT)
     )
     ttl, _ = Retention(settings.cache, RETENTION_EVENT in counts).ttl(made)
+    counter = config_counter(settings.engine)
+    files = [
+        s.as_dict() | {"tokens": counter.count(s.render())} for s in preview.instructions.sources
+    ]
     return {
         "session": scope.session,
         "engine": settings.engine_name,
@@ -124,6 +128,9 @@ def context_report(runtime: HostControls, preview: Preview) -> dict[str, Any]:
         "window_note": window_note(runtime.model_name, runtime.context_window),
         "counter": config_counter(settings.engine).name,
         "system": preview.system_tokens,
+        # DRV-1: what the instruction files add to the system prompt, and each file.
+        "instructions": preview.instructions_tokens,
+        "instruction_files": files,
         "tools": preview.tools_tokens,
         # A request's history is priced with the tokens that prime the reply (a message list
         # counts them once); the stored entries are not, so they are said apart.
@@ -177,6 +184,7 @@ def render_report(report: dict[str, Any]) -> list[tuple[str, str]]:
         ("engine", f"{report['engine']} — stage {report['stage']}: {acts}"),
         ("window", f"{report['window']:,} ({report['window_source']})"),
         ("system", f"{report['system']:,}"),
+        ("instructions", _instructions_row(report)),
         ("tools", f"{report['tools']:,}"),
         (
             "history sent",
@@ -225,6 +233,17 @@ def render_report(report: dict[str, Any]) -> list[tuple[str, str]]:
     if report.get("window_note"):
         rows.append(("note", str(report["window_note"])))
     return rows
+
+
+def _instructions_row(report: dict[str, Any]) -> str:
+    files = report.get("instruction_files") or []
+    if not files:
+        return "0 — no AGENTS.md or CLAUDE.md (workspace, its subdirectories, your config dir)"
+    listed = ", ".join(
+        f"{f['path']} ({f['scope']}{', cut' if f.get('truncated') else ''}) {f['tokens']:,}"
+        for f in files
+    )
+    return f"{report.get('instructions', 0):,} of the system prompt — {listed}"
 
 
 class HumanOperationFailed(UserError):

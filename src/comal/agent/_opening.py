@@ -1,5 +1,5 @@
 """What opening a session needs besides the runtime itself: a prompt that says something, the
-workspace, the sessions one may continue, the workspace's instructions file."""
+workspace, the sessions one may continue (the instruction files are :mod:`._instructions`)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,7 @@ from ..ledger import LedgerBackend, SessionInfo
 from ..ops import Workspace
 
 __all__ = [
-    "INSTRUCTION_FILES",
     "check_prompt",
-    "instructions_file",
     "latest_session",
     "open_workspace",
     "resumable",
@@ -26,24 +24,6 @@ def check_prompt(prompt: str | None) -> None:
             "the prompt is empty: give -p TEXT (or -p - to read it from stdin); to continue "
             "a session without a new prompt, give --resume ID with -p alone"
         )
-
-
-INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md")
-_INSTRUCTIONS_MAX = 64_000
-
-
-def instructions_file(root: Path) -> tuple[str, str] | None:
-    """The workspace's instructions file (``AGENTS.md``, else ``CLAUDE.md``): its name and
-    text (at most 64,000 characters; a file that cannot be read as text is skipped)."""
-    for name in INSTRUCTION_FILES:
-        path = root / name
-        try:
-            if path.is_file():
-                with path.open(encoding="utf-8", errors="replace") as handle:
-                    return name, handle.read(_INSTRUCTIONS_MAX)
-        except OSError:
-            continue
-    return None
 
 
 def open_workspace(root: Path) -> Workspace:

@@ -38,7 +38,7 @@ from ..context import (
 )
 from ..errors import ContextLength, UserError
 from ..ledger import CheckpointRecord, LedgerBackend, Record, Scope
-from ..messages import Message, canonical_json, sha256_hex
+from ..messages import canonical_json, sha256_hex
 from ..ops import Catalog
 from ..providers import (
     CONTEXT_LENGTH,
@@ -67,12 +67,14 @@ from ._catalog import CATALOG_EVENT, CatalogPlan, ToolDeferral
 from ._errors import (
     IncompleteResponse,
 )
+from ._instructions import INSTRUCTIONS_EVENT, InstructionFiles, Instructions
 from ._lengths import (
     CONTEXT_EVENT,
     INCOMPLETE_EVENT,
     session_scale,
 )
 from ._propose_outcomes import Outcomes, Probe, Say
+from ._propose_system import SystemPrompt
 from ._settings import AgentSettings
 from ._spend import check_spend
 
@@ -95,6 +97,8 @@ class Preview:
     system_tokens: int
     tools_tokens: int
     deferred: tuple[str, ...] = ()  # tools behind ToolSearch (CCH-3)
+    instructions: Instructions = field(default_factory=Instructions)  # DRV-1: the files sent
+    instructions_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +129,7 @@ def queued_compactions(ledger: LedgerBackend, scope: Scope) -> int:
 
 
 @dataclass
-class Proposer(Outcomes):
+class Proposer(Outcomes, SystemPrompt):
     ledger: LedgerBackend
     scope: Scope
     provider: Provider | None
@@ -140,13 +144,17 @@ class Proposer(Outcomes):
     state: object = None
     compact_requested: bool = False
     last: Proposal | None = field(default=None, repr=False)
+    # DRV-1: the instruction files (the user's, the workspace's, nested ones), read before
+    # every request; None: a system prompt without them.
+    files: InstructionFiles | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         # The one turn service of this session: engine, configuration, view, assembly,
         # what an assembly stores, maintenance (the agent never calls the engine itself).
         clause = get_engine(self.settings.engine_name).system_clause
-        self.system_text = f"{self.settings.system}\n\n{clause}" if clause else self.settings.system
-        self.system_message = Message.system(self.system_text)
+        self._start_system(
+            f"{self.settings.system}\n\n{clause}" if clause else self.settings.system
+        )
         self.service = ContextSession(
             self.ledger,
             self.scope,
@@ -161,6 +169,7 @@ class Proposer(Outcomes):
         self.engine = self.service.engine
         self.cache = self.service.cache
         counter = config_counter(self.settings.engine)
+        self._counter = counter
         self.system_tokens = count_message(counter, self.system_message)
         # CCH-3: the tools sent follow the deferral's plan, made again every turn; CCH-4 and
         # CCH-1: the breakpoints' TTL and the previous request's prefix.
@@ -178,7 +187,8 @@ class Proposer(Outcomes):
         # Sets dump in hash order, which differs per process; sorted, the digest is stable.
         engine = {k: sorted(v, key=str) if isinstance(v, list) else v for k, v in engine.items()}
         engine["name"] = self.settings.engine_name
-        self._config = sha256_hex(canonical_json({"engine": engine, "system": self.system_text}))
+        self._engine_json = engine
+        self._config = self._config_digest()
 
     def _use(self, plan: CatalogPlan) -> None:
         self.tools = [
@@ -272,6 +282,7 @@ class Proposer(Outcomes):
         """The next request as :meth:`propose` would assemble it, with nothing stored; a
         checkpoint the engine would derive counts as new (the measured anchor no longer
         applies to it, TOK-2)."""
+        self._refresh_instructions()
         events = self.ledger.records(self.scope, "event", kinds=(INCOMPLETE_EVENT, CONTEXT_EVENT))
         scale = session_scale(events, self.settings.model)
         turn = self.service.prepare(self._budget_for(scale), state=self.state, preview=True)
@@ -288,6 +299,8 @@ class Proposer(Outcomes):
             self.system_tokens,
             self.tools_tokens,
             self._plan.deferred,
+            self.instructions,
+            self.instructions_tokens,
         )
 
     def ttl_at(self, requests_made: int) -> str | None:
@@ -312,6 +325,7 @@ class Proposer(Outcomes):
 
     def propose(self) -> Proposal:
         while True:
+            self._refresh_instructions()
             # Only the small events the loop needs: stored tool outputs are events too.
             events = self.ledger.records(
                 self.scope, "event", kinds=(INCOMPLETE_EVENT, CONTEXT_EVENT)
@@ -414,8 +428,10 @@ class Proposer(Outcomes):
                     tools_change=plan.reason,
                     checkpoint_stored=assembly.checkpoint_to_store is not None,
                     stand_ins_changed=moved,
+                    system_change=self._instructions_change,
                 )
         self._prefix = prefix
+        instructions = self._unrecorded()
 
         def beside(stored: CheckpointRecord | None) -> None:
             if stored is not None and self._bases is not None:
@@ -427,6 +443,13 @@ class Proposer(Outcomes):
             if promoted:
                 body = {"v": 1, "ttl": self.cache_ttl, "after_requests": made, "at_seq": at}
                 self.ledger.add_record(self.scope, "event", RETENTION_EVENT, body)
+            if instructions is not None:
+                # DRV-1: what the system prompt carries from now on, as sent (replay reads it).
+                body = instructions.event(at)
+                self.ledger.add_record(self.scope, "event", INSTRUCTIONS_EVENT, body)
+                self._recorded_now(instructions)
+                shown = ", ".join(s.path for s in instructions.sources) or "none"
+                self.say("note", f"instructions: {shown}")
             if finding is not None:
                 kind, body = finding.event(at)
                 self.ledger.add_record(self.scope, "event", kind, body)

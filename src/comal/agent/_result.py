@@ -8,16 +8,25 @@ file. Receipts and usage are those the ledger holds for this run.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from ..ledger import LedgerBackend, Scope
 from ..messages import Role, Text
 from ..ops import Receipt
 
-__all__ = ["RunResult", "RunStatus", "answer_of", "receipt_mark", "receipts_since", "run_usage"]
+__all__ = [
+    "DENIED_CODE",
+    "RunResult",
+    "RunStatus",
+    "answer_of",
+    "receipt_mark",
+    "receipts_since",
+    "run_usage",
+]
 
-RunStatus = Literal["finished", "max_turns", "budget_limited", "stopped", "error"]
+RunStatus = Literal["finished", "max_turns", "budget_limited", "stopped", "denied", "error"]
+DENIED_CODE = "CALLS_DENIED"
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,7 +34,8 @@ class RunResult:
     """``status``: ``finished`` (finish_call passed; the session is closed), ``max_turns``
     (stopped at the cap; resume continues), ``budget_limited`` (the task's budget is spent;
     ``error`` says what remains, the board and the drafts are kept), ``error`` (a coded error
-    stopped it, see ``error``). ``blocked`` are the calls left uncertain after a crash: never
+    stopped it, see ``error``); ``denied`` (set by :meth:`denying`): it finished, but calls
+    were denied on the way. ``blocked`` are the calls left uncertain after a crash: never
     repeated on their own (RES-4)."""
 
     session: str
@@ -36,6 +46,29 @@ class RunResult:
     usage: dict[str, int | None] = field(default_factory=dict)
     blocked: tuple[str, ...] = ()
     error: dict[str, str] | None = None
+
+    @property
+    def denied(self) -> tuple[Receipt, ...]:
+        """The receipts of this run's calls the house denied."""
+        return tuple(r for r in self.receipts if r.status == "denied")
+
+    def denying(self) -> RunResult:
+        """DRV-4: a run that finished with calls denied on the way, as a headless caller must
+        report it: status ``denied``, a ``CALLS_DENIED`` error naming each denied call and the
+        rule that denied it; any other result as it is."""
+        denied = self.denied
+        if self.status != "finished" or not denied:
+            return self
+        named = "; ".join(
+            f"{r.operation} {r.call_id} (deny by {r.judgment.get('rule', '?')})" for r in denied
+        )
+        message = (
+            f"the run ended but {len(denied)} call(s) were denied, so the task is not known to "
+            f"be done: {named}. Allow them (--allow RULE, --mode trusted) and resume with "
+            f"`comal --resume {self.session} -p`"
+        )
+        error = {"code": DENIED_CODE, "message": message}
+        return replace(self, status="denied", error=error)
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {

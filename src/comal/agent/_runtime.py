@@ -25,7 +25,7 @@ import contextlib
 import getpass
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Self
@@ -65,12 +65,14 @@ from ._agent import Agent, Clock, Preamble, intention, utc_now
 from ._catalog import agent_catalog, session_registry
 from ._children import SpecModels
 from ._config import Config, load_config, settings_from_config
-from ._flags import Flags, SessionNotHeld, normalize_spec
+from ._flags import Flags, SessionNotHeld
 from ._houses import house_factory
+from ._instructions import InstructionFiles
+from ._kept import opening, record_settings, served_by
 from ._liveness import RUN_ENDED, run_ended_body
 from ._lock import PgSessionLock, SessionLock
 from ._mcp_servers import MCP_EVENT, McpServers
-from ._opening import check_prompt, instructions_file, latest_session, open_workspace
+from ._opening import check_prompt, latest_session, open_workspace
 from ._propose import Probe, Proposer, Say
 from ._result import RunResult
 from ._session import lock_session
@@ -113,6 +115,10 @@ class Runtime:
     _held: SessionLock | PgSessionLock | None = field(default=None, init=False, repr=False)
     _providers: dict[str, Provider] = field(default_factory=dict, init=False, repr=False)
     mcp: McpServers = field(init=False, repr=False)
+    # DRV-4: the engine a resumed session keeps (None: the configuration's), and what opening
+    # the session has to say once (a model chosen from the keys, the settings it keeps).
+    kept_engine: str | None = field(default=None, init=False)
+    notes: list[str] = field(default_factory=list, init=False)
 
     def __post_init__(self) -> None:
         self.registry = session_registry()
@@ -148,28 +154,24 @@ class Runtime:
             previous = ledger.session(ledger.resolve(resume))
         elif latest:
             previous = latest_session(ledger, config.tenant, config.agent)
-        meta = previous.meta if previous is not None else {}
-        spec = flags.model or meta.get("model") or config.model
-        if spec:
-            spec = normalize_spec(str(spec))
-        elif need_model:
-            raise UserError(
-                "no model: pass --model provider:model (e.g. anthropic:claude-sonnet-4-6, or "
-                "script:PATH), set COMAL_MODEL, or set model in the configuration file"
-            )
+        # DRV-4: a resumed session keeps its model, mode, effort and engine; a flag changes them.
+        opened = opening(ledger, config, flags, previous, need_model=need_model)
+        spec = opened.spec
         # RES-6: a resumed session works where it was started, whatever the current directory;
-        # the new process's permissions (mode, rules) still apply.
+        # the new process's rules, sandbox and limits still apply.
         stored = previous.workspace if previous is not None else None
         root = flags.workspace or (Path(stored) if stored else None)
         workspace = open_workspace(root or Path.cwd())
         host = HostSettings(
-            mode=config.mode,
+            mode=opened.mode,
             model=spec or None,
-            effort=config.effort,
+            effort=opened.effort,
             name=previous.title if previous is not None else None,
         )
         scope = previous.scope if previous is not None else None
         runtime = cls(ledger, config, flags, workspace, host, scope, fixed_provider=provider)
+        runtime.kept_engine = opened.engine
+        runtime.notes = list(opened.notes)
         if clock is not None:
             runtime.clock = clock
         if need_model and spec:
@@ -223,15 +225,11 @@ class Runtime:
         )
         if self.host.effort != settings.effort:
             settings = replace(settings, effort=self.host.effort)
-        fields = type(settings.engine).model_fields
-        if "instructions" in fields and not getattr(settings.engine, "instructions", ""):
-            found = instructions_file(self.workspace.root)
-            if found is not None:
-                # The engine cannot read files: the workspace's instructions reach it as data
-                # (the pipeline re-injects them after a summary, PIP-1 layer 10).
-                name, text = found
-                update = {"instructions": text, "instructions_source": name}
-                settings = replace(settings, engine=settings.engine.model_copy(update=update))
+        if self.kept_engine is not None and self.kept_engine != settings.engine_name:
+            engine = self.config.engine_config(agent, engine=self.kept_engine)
+            settings = replace(settings, engine_name=self.kept_engine, engine=engine)
+        # The instruction files travel in the system prompt (DRV-1), which every engine sends
+        # whole: the pipeline is not given them again to re-inject after a summary.
         return settings
 
     def provider(self) -> Provider:
@@ -242,13 +240,30 @@ class Runtime:
             raise UserError("no model for this session: pass --model provider:model")
         found = self._providers.get(spec)
         if found is None:
-            # The script model reads its position from the session: it gets the ledger.
-            found = provider_for(spec, ProviderContext(ledger=self.ledger, scope=self.scope))
+            # The script model reads its position from the session: it gets the ledger, and
+            # how many of the session's requests it answered (it may have joined it late).
+            context = ProviderContext(
+                ledger=self.ledger, scope=self.scope, served=self._served(spec)
+            )
+            found = provider_for(spec, context)
             if isinstance(found, SDKProvider):
                 # An SDK client is reused and closed with the runtime; anything else is built
                 # afresh each run (a script edited between two prompts is read again).
                 self._providers[spec] = found
         return found
+
+    def _served(self, spec: str) -> Callable[[], int | None] | None:
+        scope = self.scope
+        if scope is None:
+            return None
+        return lambda: served_by(self.ledger, scope, spec)
+
+    def record_settings(self, say: Say | None = None) -> None:
+        """A run that takes other settings than the session recorded says so and records it
+        (``session_settings``), so the next resume keeps them (DRV-4)."""
+        host, engine = self.host, self.settings().engine_name
+        now = {"model": self.spec, "mode": host.mode, "effort": host.effort, "engine": engine}
+        record_settings(self.ledger, self.need_scope(), now, self.flags, say)
 
     def houses(self, approver: Approver | None = None) -> HouseFactory:
         """The factory of this session's houses (the agent's, its children's, the human
@@ -323,7 +338,9 @@ class Runtime:
         house = self.house()
         self.start_mcp(house)  # the preview shows the tools the agent will really send
         catalog = agent_catalog(house.registry, get_engine(settings.engine_name))
-        return Proposer(self.ledger, self.need_scope(), None, settings, catalog, run="preview")
+        files = InstructionFiles(self.workspace)
+        scope = self.need_scope()
+        return Proposer(self.ledger, scope, None, settings, catalog, run="preview", files=files)
 
     def start_mcp(self, house: House, say: Say | None = None) -> None:
         """Start the configured MCP servers (once) in ``house``'s sandbox, their tools in the
@@ -415,6 +432,8 @@ class Runtime:
         taken = contextlib.nullcontext(held) if held is not None else self.lock()
         with taken as held:
             self._held = held
+            if not fresh:
+                self.record_settings(say)
             agent = self.agent(approver=approver, say=say, on_event=on_event, probe=probe)
             self.active = agent
             try:

@@ -16,11 +16,16 @@ terminal later (``cat out.txt``, ``less -R``), so a raw ``ESC [2J`` there clears
 the same (issue 30). ``--json`` writes such characters as JSON escapes, always: the same value,
 so a program that needs the model's exact text decodes it from there.
 
-Exit codes: 0 when the session finished (finish_call passed), 3 when the run stopped at
-``--max-turns`` (``--resume`` continues it), 4 when the task's budget is spent
-(``budget_limited``: what remains is said), 2 on a coded error (spend cap, repeated
-OUTPUT_LENGTH or CONTEXT_LENGTH, a locked session, bad configuration...), whose code and message
-are printed (in the JSON too).
+Exit codes: 0 when the session finished (finish_call passed) and no call was denied, 3 when
+the run stopped at ``--max-turns`` (``--resume`` continues it), 4 when the task's budget is spent
+(``budget_limited``: what remains is said), 5 when a hook stopped it, 6 when it finished but
+calls were denied (``denied``, ``CALLS_DENIED``: a headless run never reports success for work
+it was not allowed to do; the denied calls are named, with the rule of each), 2 on a coded error
+(spend cap, repeated OUTPUT_LENGTH or CONTEXT_LENGTH, a locked session, bad configuration...),
+whose code and message are printed (in the JSON too).
+
+A resumed session keeps the model, mode, effort and engine it had (DRV-4), said once at start; a
+flag changes them, and the change is recorded.
 
 Flags left empty (``""``, ``0``, ``None``) mean "not given": the environment, the configuration
 file and the defaults decide, in that order of precedence — except the model of a resumed
@@ -49,7 +54,14 @@ from ._common import emit_json, ledger
 
 __all__ = ["EXIT_CODES", "run_prompt"]
 
-EXIT_CODES = {"finished": 0, "error": 2, "max_turns": 3, "budget_limited": 4, "stopped": 5}
+EXIT_CODES = {
+    "finished": 0,
+    "error": 2,
+    "max_turns": 3,
+    "budget_limited": 4,
+    "stopped": 5,
+    "denied": 6,
+}
 _STYLE = {"turn": "dim", "call": "cyan", "result": "green", "note": "dim", "warn": "yellow"}
 _PREVIEW = 200
 # A tool's output on stderr: its first lines, enough to follow the run; comal show and
@@ -132,6 +144,8 @@ def run_prompt(
         with ledger(create=True) as led:
             runtime = Runtime.open(led, flags, resume=resume, latest=latest)
             with runtime.closing():
+                for note in runtime.notes:
+                    progress.say("note", note)
                 if runtime.host.mode == "ask":
                     # Headless: no approver, so a call the policy would ask about is denied,
                     # and the denial says so (the model reads it in the result).
@@ -157,6 +171,7 @@ def run_prompt(
     except ComalError as exc:
         error = {"code": exc.code, "message": str(exc)}
         result = RunResult(session or "", "error", "", 0, error=error)
+    result = result.denying()
     if result.error is not None:
         progress.say("warn", f"[{result.error['code']}] {result.error['message']}")
     _report(result, as_json, progress)

@@ -15,7 +15,7 @@ from rich.table import Table
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from ..agent import Flags, Proposer
+    from ..agent import Flags, Instructions, Proposer
     from ..context import Assembly, Engine, ReplayTurn
     from ..ledger import LedgerBackend, Scope
     from ..messages import Message
@@ -227,7 +227,7 @@ def replay_cmd(
         rows: list[dict[str, Any]] = []
         replayed = replay(
             entries, scope.session, plan.budget, plan.config, engine=plan.engine,
-            system=plan.system,
+            system=plan.system, system_at=plan.system_at,
         )  # fmt: skip
         since = -1
         for t in replayed:
@@ -298,6 +298,19 @@ class _ReplayPlan:
     system: tuple[Message, ...]
     proposer: Proposer | None
     note: str | None
+    # The instructions each request carried, from the session's events (DRV-1): (seq, them).
+    recorded: tuple[tuple[int, Instructions], ...] = ()
+
+    def system_at(self, seq: int) -> tuple[tuple[Message, ...], Budget]:
+        """The system prompt and budget of the request that wrote entry ``seq``: the agent's
+        base prompt with the instructions recorded as in effect then."""
+        if self.proposer is None:
+            return self.system, self.budget
+        from ..agent import Instructions
+
+        held = [i for at, i in self.recorded if at <= seq]
+        self.proposer.use_instructions(held[-1] if held else Instructions())
+        return (self.proposer.system_message,), self.proposer.budget()
 
     def request(self, assembly: Assembly, turn: int = 1) -> dict[str, Any]:
         from ..messages.wire import to_anthropic
@@ -313,7 +326,7 @@ class _ReplayPlan:
 def _replay_plan(led: LedgerBackend, scope: Scope, flags: Flags) -> _ReplayPlan:
     """The agent's own budget, system prompt, tools and engine settings for a session the
     agent ran (its meta names a model); a bare budget for an imported transcript."""
-    from ..agent import Runtime, window_note
+    from ..agent import Runtime, recorded_instructions, window_note
     from ..context import get_engine
 
     info = led.session(scope)
@@ -327,6 +340,7 @@ def _replay_plan(led: LedgerBackend, scope: Scope, flags: Flags) -> _ReplayPlan:
         return _ReplayPlan(
             engine, settings.engine, proposer.budget(), (proposer.system_message,), proposer,
             window_note(runtime.model_name, flags.context_window),
+            tuple(recorded_instructions(led, scope)),
         )  # fmt: skip
     budget = _budget(flags.model, flags.context_window)
     return _ReplayPlan(

@@ -5,7 +5,8 @@ Loading happens in one order, the first time a registry is needed (never at impo
 
 1. the built-in plugins (:data:`BUILTINS`), imported by module name so this package imports
    nothing above it: the SDK providers, the ``script:`` model, the three context engines and
-   their job handlers;
+   their job handlers, the wire protocols, the operator's hooks, and ``WebFetch`` with its
+   settings section;
 2. installed entry points of the group :data:`ENTRY_POINT_GROUP`, sorted by name — read from
    the interpreter's package directories only, never the current folder (:mod:`._discovery`);
    all of them, or only those the configuration names when ``installed_plugins: listed`` or
@@ -76,6 +77,7 @@ BUILTINS: Final = (
     ("comal-jobs", "comal.compaction._plugin"),
     ("comal-wire", "comal.messages.wire._plugin"),
     ("comal-hooks", "comal.hooks._plugin"),
+    ("comal-web", "comal.ops._web_plugin"),
 )
 
 

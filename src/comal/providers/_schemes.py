@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -75,6 +75,9 @@ class ProviderContext:
     timeout: float = DEFAULT_TIMEOUT
     ledger: LedgerBackend | None = None
     scope: Scope | None = None
+    # How many of the session's requests this model answered so far (a model that joined the
+    # session late: ``-c --model script:NEW``); None, or a None answer: all of them.
+    served: Callable[[], int | None] | None = None
 
 
 class ProviderScheme(ABC):

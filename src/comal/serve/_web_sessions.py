@@ -33,6 +33,7 @@ from typing import Any
 from ..agent import Config, Flags, house_factory, load_config, lock_session
 from ..agent._approvals import answer, pending
 from ..agent._interrupt import Interrupted
+from ..agent._kept import kept_settings
 from ..agent._steering import STEERING_OPERATIONS, always_rule
 from ..errors import ComalError, UserError
 from ..ledger import LedgerBackend, Scope, SessionInfo, SessionLocked
@@ -143,22 +144,22 @@ class WebSessions:
 
     def live(self, info: SessionInfo) -> LiveSession:
         """This worker's runtime of the session, opened as ``comal --resume`` opens it, in an
-        allowed workspace with an allowed model, and the mode, engine and effort it started
-        with (its mode only where the ceiling still allows it). Opening it takes nothing: the
+        allowed workspace with an allowed model, and the mode, engine and effort it ran with
+        last (its mode only where the ceiling still allows it). Opening it takes nothing: the
         session may run in another worker meanwhile."""
         with self._lock:
             found = self._live.get(info.id)
             if found is not None:
                 return found
             self.allowed.check_workspace(info.workspace or None)
-            self.allowed.check_model(str(info.meta.get("model") or "") or None)
-            meta = info.meta
-            started = str(meta.get("mode") or "")
+            # What the session ran with last (DRV-4): Runtime.open keeps its model, engine and
+            # effort itself; its mode is passed only through the operator's ceiling.
+            kept = kept_settings(self.ledger, info)
+            self.allowed.check_model(str(kept.get("model") or "") or None)
+            started = str(kept.get("mode") or "")
             flags = Flags(
                 tenant=info.tenant,
                 mode=started if started in self.allowed.modes() else self.allowed.default_mode(),
-                engine=str(meta.get("engine") or "") or None,
-                effort=str(meta.get("effort") or "") or None,
             )
             runtime = WebRuntime.open(self.ledger, flags, resume=info.id, config=self.operator())
             live = LiveSession(runtime, info.tenant)

@@ -11,7 +11,7 @@ stand-ins made so far, the assembly, and its commit (a proposed checkpoint kept 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from pydantic import BaseModel
 
@@ -36,13 +36,16 @@ def replay(
     summarizer: Summarizer | None = None,
     cache: EngineCache | None = None,
     system: Sequence[Message] = (),
+    system_at: Callable[[int], tuple[Sequence[Message], Budget]] | None = None,
 ) -> Iterator[ReplayTurn]:
     """Assemble before every assistant entry; yields one :class:`ReplayTurn` per model call.
 
     ``system`` is the instructions the agent sends (its system prompt), placed first in every
     assembly as the agent's own views do, so a replay with the agent's settings reproduces its
-    requests byte for byte. ``summarizer`` makes the summaries of the summarizing engines (their
-    offline default when ``None``).
+    requests byte for byte; ``system_at(seq)``, when given, is the system prompt and budget of
+    the model call that wrote entry ``seq`` (a session whose instruction files changed sent
+    another system prompt from then on, DRV-1). ``summarizer`` makes the summaries of the
+    summarizing engines (their offline default when ``None``).
 
     A coded error (CONTEXT_PRESSURE_LOOP, CONTEXT_OVERHEAD) ends that turn with ``error`` set and
     nothing sent; the replay goes on, as a user who raised the window would.
@@ -66,6 +69,9 @@ def replay(
         if entry.role == Role.ASSISTANT.value and i > 0:
             turn += 1
             store.advance(i)
+            if system_at is not None:
+                given_system, budget = system_at(entry.seq)
+                service.system = tuple(given_system)
             unmanaged = budget.fixed + full + REPLY_PRIMING
             given = state
             try:

@@ -50,7 +50,7 @@ class ScriptScheme(ProviderScheme):
                 f"{spec!r} reads its position in the script from a session's ledger, and none "
                 "was given; run it as the agent's model (comal -p ... --model script:PATH)"
             )
-        return ScriptModel(path, ctx.ledger, ctx.scope)
+        return ScriptModel(path, ctx.ledger, ctx.scope, served=ctx.served)
 
 
 @hookimpl
