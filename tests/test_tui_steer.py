@@ -177,3 +177,38 @@ def test_enter_steers_and_tab_queues_while_the_agent_works(tui: Any, tmp_path: P
     shown = "\n".join(seen)
     assert "you: also the docs" in shown and "you: then the changelog" in shown
     provider.assert_complete()
+
+
+def test_escape_with_a_message_queued_stops_the_command_and_sends_it_now(tui: Any) -> None:
+    # covers: DRV-2, DRV-3
+    # Codex's Escape while a message waits: what runs is stopped, the message goes in at once
+    # and the agent goes on with it in the same run.
+    rt, provider = tui(
+        [
+            _bash("toolu_s", "echo started; sleep 30; echo never"),
+            _say("Switching to the docs."),
+        ]
+    )
+    app = ComalApp(rt)
+
+    async def drive() -> None:
+        async with app.run_test() as pilot:
+            await pilot.click("Input")
+            await pilot.press(*"wait a while", "enter")
+            await _until(pilot, lambda: _shown(app, "started", ".live"))
+            await pilot.press(*"forget it, do the docs", "enter")
+            await _until(pilot, lambda: len(app.query("#queued Static")) == 1)
+            await pilot.press("escape")
+            await _until(pilot, lambda: not app.busy and len(provider.calls) == 2)
+            assert not app.query("#queued Static")
+
+    asyncio.run(drive())
+    assert rt.scope is not None
+    (bash,) = [r for r in receipts(rt.ledger, rt.scope) if r.operation == "Bash"]
+    assert bash.status == "interrupted" and bash.observations["seconds"] < 30
+    sent = provider.calls[1].messages
+    assert sent[-3].role is Role.TOOL and "[interrupted by the user ana after " in sent[-3].text
+    assert "interrupted the run while Bash ran" in sent[-2].text
+    assert sent[-1].text.endswith("forget it, do the docs")
+    assert rt.ledger.session(rt.scope).status == "finished"  # type: ignore[union-attr]
+    provider.assert_complete()

@@ -84,10 +84,12 @@ def stoppable_call(
     this one waits on it and on ``stop``; a streamed reply is cut at its next event. Raises
     :class:`Interrupted` when stopped (the call's thread ends by itself, its reply unused)."""
     box: dict[str, object] = {}
-    done = threading.Event()
+    done, abandoned = threading.Event(), threading.Event()
 
     def events(event: StreamEvent) -> None:
-        if stop.is_set():
+        # Once abandoned, the call stays so even if the stop is cleared (the run went on with
+        # a person's message): none of its text reaches the surface.
+        if abandoned.is_set() or stop.is_set():
             raise Interrupted("the model call was interrupted")  # cuts the stream
         if on_event is not None:
             on_event(event)
@@ -105,6 +107,7 @@ def stoppable_call(
     thread.start()
     while not done.wait(_LOOK_S):
         if stop.is_set():
+            abandoned.set()
             raise Interrupted(f"the model call was interrupted by {stop.by}")
     error = box.get("error")
     if isinstance(error, BaseException):
