@@ -261,13 +261,15 @@ class WebSessions:
     def kick(self, live: LiveSession) -> None:
         """Messages that wait while nobody runs the session start a run here (the lock taken
         now): one queued as a run ended, after its agent last looked. Nothing when the agent
-        works here or the lock is held elsewhere (that agent delivers them)."""
-        scope = live.runtime.need_scope()
+        works here or the lock is held elsewhere (that agent delivers them). Never raises:
+        what it could not start waits, queued, for the next prompt."""
         try:
-            waiting = queued_messages(self.ledger, scope)
+            self._kick(live)
         except ComalError:
-            log.exception("web session %s: the queued messages were not read", live.session)
-            return
+            log.exception("web session %s: the queued messages were not run", live.session)
+
+    def _kick(self, live: LiveSession) -> None:
+        waiting = queued_messages(self.ledger, live.runtime.need_scope())
         if not waiting:
             return
         with live.guard:
