@@ -51,6 +51,7 @@ from ._interrupt import Interrupted
 from ._lifecycle import AgentHooks
 from ._propose import Probe, Proposal, Proposer, Say
 from ._queue import MODES
+from ._queue import pending as queued_messages
 from ._result import (
     RunResult,
     RunStatus,
@@ -188,10 +189,11 @@ class Agent:
         info = self.ledger.session(self.scope)
         if info is None:
             raise UserError(f"no session {self.scope.session} in this tenant/agent")
-        if info.status != "finished" or prompt is not None:
+        waiting = self._waiting()
+        if info.status != "finished" or prompt is not None or waiting:
             self.house.require_held()
         if info.status == "finished":
-            if prompt is None and not self._waiting():
+            if prompt is None and not waiting:
                 self.say("note", "the session is finished: nothing to do, the model is not called")
                 return self.result("finished")
             self.ledger.set_status(self.scope, "active")
@@ -383,9 +385,7 @@ class Agent:
 
     def _waiting(self) -> bool:
         """Whether a person's message waits for this session's agent."""
-        from ._queue import pending
-
-        return self.actor.kind != "subagent" and bool(pending(self.ledger, self.scope))
+        return self.actor.kind != "subagent" and bool(queued_messages(self.ledger, self.scope))
 
     def _execute(self, call: ToolCall, step: int) -> None:
         self._stopped()  # a call the stop came before never starts
