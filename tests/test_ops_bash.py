@@ -1,5 +1,5 @@
-"""The native shell: timeouts, bounded output, exact bytes, nothing outliving the call
-(OPS-5, PIP-3, EVI-1, EVI-4).
+"""The native shell: timeouts, a person's stop, bounded output, exact bytes, the output as it
+comes, nothing outliving the call (OPS-5, PIP-3, EVI-1, EVI-4, DRV-2).
 
 Whether a process the command started still lives is read from a lock it holds on a file in
 the workspace: a lock is released only when its last holder dies, and it is visible across the
@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from _ops_support import Setup, call, make_setup, on_cli, propose
-from comal.ops import DEFAULT_CAP, Policy, read_output
+from _ops_support import ANA, Setup, call, make_setup, on_cli, propose
+from comal.messages import Message
+from comal.ops import DEFAULT_CAP, LIVE_CAP, Policy, StopSignal, may_retry, read_output
 
 
 @pytest.fixture
@@ -153,3 +154,56 @@ def test_output_past_the_cap_keeps_head_and_tail_and_counts_the_rest(tmp_path: P
     # EVI-4: every kept byte is the process's own, in its order; nothing was made up.
     assert hashlib.sha256((head + tail).encode()).hexdigest() == seen["kept_sha256"]
     s.close()
+
+
+def test_a_stop_kills_the_running_command_and_keeps_its_output_so_far(s: Setup) -> None:
+    # covers: DRV-2, OPS-5, RES-4
+    # The person stops the run as soon as the command's first line reached them (streamed
+    # while it runs): the group dies as at a timeout, the result keeps that line and says who
+    # stopped it, the receipt is "interrupted" and set aside (its effects are unknown).
+    lock = s.root / "stopped.lock"
+    command = f"{holder(lock)}; echo started; sleep 30; echo never"
+    stop = StopSignal()
+    streamed: list[tuple[str, str]] = []
+
+    def output(stream: str, text: str) -> None:
+        streamed.append((stream, text))
+        if "started" in text:
+            stop.request("the user ana")
+
+    tool_call = call("Bash", {"command": command})
+    step = s.ledger.append(s.scope, [Message.assistant("", tool_call)])[0].step
+    outcome = s.house.run(tool_call, ANA, join_step=step, stop=stop, on_output=output)
+    r = s.house.record(outcome, join_step=step)
+    assert (r.status, r.disposition) == ("interrupted", "basket")
+    seen = r.observations
+    assert seen["interrupted"] is True and seen["exit_code"] is None
+    assert seen["seconds"] < 30  # it did not run to its end
+    text = outcome.result.text
+    assert text.startswith("started\n") and "never" not in text
+    assert "[interrupted by the user ana after " in text and "process group was killed" in text
+    assert outcome.result.is_error
+    assert ("stdout", "started\n") in streamed
+    assert released_soon(lock)  # the command's background process died with it
+    assert not may_retry(s.ledger, s.scope, tool_call.id)
+
+
+def test_live_output_is_batched_and_capped(tmp_path: Path) -> None:
+    # covers: DRV-2
+    # A command that writes a lot reaches the host in few pieces, capped; the result keeps
+    # its output as the house keeps it.
+    setup = make_setup(tmp_path, policy=Policy.from_config({"mode": "trusted"}))
+    try:
+        pieces: list[str] = []
+        command = "head -c 3000000 /dev/zero | tr '\\0' x"
+        tool_call = call("Bash", {"command": command})
+        outcome = setup.house.run(
+            tool_call, ANA, surface="cli", on_output=lambda _s, text: pieces.append(text)
+        )
+        assert outcome.receipt.status == "ok"
+        shown = "".join(pieces)
+        assert len(shown) < LIVE_CAP + 200 and "live output stops after" in shown
+        assert len(pieces) < 100  # batched, not one per read
+        assert outcome.receipt.observations["stdout"]["size"] == 3_000_000
+    finally:
+        setup.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from comal.ops import (
     McpServer,
     Policy,
     Rule,
+    StopSignal,
     default_registry,
     may_retry,
     reconcile,
@@ -137,3 +139,26 @@ def test_interrupted_mcp_call_stays_uncertain(s: Setup) -> None:
     assert "no postcondition adapter" in report.items[0].reason
     verdict = may_retry(s.ledger, s.scope, tool_call.id)
     assert not verdict and "blocked" in verdict.reason
+
+
+def test_a_stop_cancels_the_running_mcp_call(s: Setup) -> None:
+    # covers: DRV-2, OPS-5
+    # A person stops the run while a tool of the server works: the request is cancelled (the
+    # server is told), the result says who stopped it, and the server still answers after.
+    s.house.settings.mode = "trusted"
+    stop = StopSignal()
+    timer = threading.Timer(0.3, stop.request, args=("the user ana",))
+    tool_call = call("mcp__t__slow", {"seconds": 30})
+    step = s.ledger.append(s.scope, [Message.assistant("", tool_call)])[0].step
+    timer.start()
+    try:
+        outcome = s.house.run(tool_call, ANA, join_step=step, stop=stop)
+    finally:
+        timer.cancel()
+    receipt = s.house.record(outcome, join_step=step)
+    assert (receipt.status, receipt.disposition) == ("interrupted", "basket")
+    assert receipt.observations["seconds"] < 30  # it did not wait for the tool's end
+    assert outcome.result.text.startswith("[interrupted by the user ana after ")
+    assert "was cancelled" in outcome.result.text
+    echoed, _ = propose(s, call("mcp__t__echo", {"text": "still here"}))
+    assert echoed.result.text == "still here"

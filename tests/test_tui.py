@@ -151,10 +151,13 @@ def test_hostile_text_is_escaped_on_screen(runtime: Any) -> None:
     assert "\\x1b[2J" in shown and "\\u202e" in shown
 
 
-def test_escape_interrupts_between_calls_and_the_next_prompt_continues(tmp_path: Path) -> None:
-    # covers: SRF-2
-    # The model's first reply is held until Escape was pressed: the Read it asks for still runs
-    # and is receipted, and the loop stops before the next model call instead of asking it.
+def test_escape_stops_a_model_call_in_flight_and_the_next_prompt_continues(
+    tmp_path: Path,
+) -> None:
+    # covers: SRF-2, DRV-2
+    # The model's first reply is held until after Escape: the run does not wait for it. What it
+    # would have proposed (a Read) never runs, and the next request tells the model the run was
+    # interrupted while it answered.
     pressed = threading.Event()
 
     def model(req: ModelRequest) -> dict[str, Any]:
@@ -178,10 +181,11 @@ def test_escape_interrupts_between_calls_and_the_next_prompt_continues(tmp_path:
             await pilot.press(*"read the notes", "enter")
             await _until(pilot, lambda: len(provider.calls) == 1)
             await pilot.press("escape")
-            pressed.set()
+            # The run ends while the model call is still held (it is released only after).
             await _until(pilot, lambda: not app.busy)
+            pressed.set()
             seen.extend(_texts(app))
-            assert len(provider.calls) == 1  # stopped before asking the model again
+            assert len(provider.calls) == 1
             await pilot.press(*"go on", "enter")
             await _until(pilot, lambda: not app.busy)
 
@@ -191,10 +195,14 @@ def test_escape_interrupts_between_calls_and_the_next_prompt_continues(tmp_path:
         shown = "\n".join(seen)
         assert "interrupting" in shown and "[INTERRUPTED]" in shown
         assert rt.scope is not None
-        (read,) = [r for r in receipts(led, rt.scope) if r.operation == "Read"]
-        assert read.status == "ok"  # the call that was running finished and was recorded
+        assert not [r for r in receipts(led, rt.scope) if r.operation == "Read"]
         assert len(provider.calls) == 2  # the next prompt continued the same session
+        told = "\n".join(m.text for m in provider.calls[1].messages)
+        assert "interrupted the run while the model was answering" in told
+        requests = [r for r in led.requests(rt.scope) if r.meta.get("error") == "INTERRUPTED"]
+        assert len(requests) == 1  # the abandoned call is recorded, its usage unknown
         assert led.session(rt.scope).status == "finished"
     finally:
+        pressed.set()
         rt.close()
         led.close()

@@ -34,6 +34,8 @@ def judgment_label(judgment: Mapping[str, Any]) -> str:
         by = approval["by"]
         verb = "approved" if approval.get("granted") else "refused"
         return f"{verb} by {by.get('kind', 'user')} {by.get('id', '?')}"
+    if judgment.get("decision") is None:  # never judged: a call an interrupt or a crash cut
+        return f"not judged ({judgment.get('rule')})"
     label = f"{judgment.get('decision')} by {judgment.get('rule')}"
     part = judgment.get("part")
     if isinstance(part, Mapping):

@@ -187,10 +187,11 @@ def test_the_operators_mode_is_the_ceiling(tmp_path: Path) -> None:
 def test_a_session_another_process_runs_is_not_taken_over(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # covers: SRF-1, RES-2
+    # covers: SRF-1, RES-2, DRV-3
     monkeypatch.setattr(_web_sessions, "RELAY_S", 0.5, raising=False)
     monkeypatch.setattr(_web_sessions, "CLAIM_S", 0.2, raising=False)
-    s = site(tmp_path, [{"content": [say("Nothing to change.")]}])
+    script = [{"content": [say("Nothing to change.")]}, {"content": [say("Still nothing.")]}]
+    s = site(tmp_path, script)
     with in_thread(s) as (url, led):
         web = Web(url)
         sid = _start(web)
@@ -198,22 +199,29 @@ def test_a_session_another_process_runs_is_not_taken_over(
         info = next(i for i in led.sessions() if i.id == sid)
         entries = info.entries
         # Another process holds the session (a `comal -p --resume`): it runs the session and
-        # takes no request from the web.
+        # takes no request from the web. A prompt is queued for it (it delivers at its next
+        # safe point); a resume has nothing to do.
         with lock_session(led, info.scope):
             assert web.get(f"/api/sessions/{sid}/gauge").json()["working"] is True
             r = web.post(f"/api/sessions/{sid}/prompts", {"prompt": "again"})
+            assert r.status_code == 202 and r.json()["observations"]["mode"] == "steer"
+            r = web.post(f"/api/sessions/{sid}/prompts", {})
             assert r.status_code == 409 and r.json()["error"]["code"] == "AGENT_BUSY"
             r = web.post(f"/api/sessions/{sid}/commands/mode", {"mode": "read-only"})
             assert r.status_code == 503, r.text
             assert r.json()["error"]["code"] == "OWNER_NOT_ANSWERING"
             assert web.post(f"/api/sessions/{sid}/commands/state").status_code == 200
-        # Let go, the session is the web's again; the request given up on never runs.
-        assert web.get(f"/api/sessions/{sid}/gauge").json()["working"] is False
+            assert led.session(info.scope).entries == entries  # type: ignore[union-attr]
+        # Let go, the session is the web's again; the request given up on never runs, and the
+        # web, taking the lock back, runs the message still queued.
         r = web.post(f"/api/sessions/{sid}/commands/mode", {"mode": "read-only"})
         assert r.status_code == 200, r.text
+        web.idle(sid)
         modes = led.records(info.scope, "receipt", kinds=("mode",))
         assert [m.body["observations"]["after"] for m in modes] == ["read-only"]
-        assert led.session(info.scope).entries == entries  # type: ignore[union-attr]
+        said = [line["text"] for line in web.get(f"/api/sessions/{sid}/transcript").json()["lines"]]
+        assert said.count("again") == 1 and said[-1] == "Still nothing."
+        assert len(led.records(info.scope, "event", kinds=("prompt_delivered",))) == 1
 
 
 def test_a_crashing_session_leaves_the_server_up(

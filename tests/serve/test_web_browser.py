@@ -17,6 +17,8 @@ from comal.ledger import open_ledger
 
 from ._web_support import Process, Web, chromium, in_thread, say, site, tool
 
+WAIT_FOR_GO = "while [ ! -f go ]; do sleep 0.05; done; echo went"
+
 WIDE = {"width": 1400, "height": 900}
 PHONE = {"width": 390, "height": 844}
 
@@ -164,3 +166,56 @@ def test_model_and_tool_text_is_shown_as_text_with_hidden_characters_visible(
         assert page.title() == "comal"
         web.post(f"/api/sessions/{sid}/interrupt")
         web.idle(sid)
+
+
+def test_a_person_steers_queues_and_stops_a_working_agent_from_the_page(tmp_path: Path) -> None:
+    # covers: DRV-2, DRV-3, SRF-1
+    # While the command waits for a file, its first line shows as it comes; a message sent
+    # with Enter and one with Tab show as queued until the agent takes them; then Interrupt
+    # stops a `sleep 30` the next turn runs.
+    script = [
+        {"content": [tool("w1", "Bash", command="echo started; " + WAIT_FOR_GO)]},
+        {"content": [say("Noted: the docs too.")]},
+        {"content": [tool("s1", "Bash", command="echo slow; sleep 30; echo never")]},
+    ]
+    s = site(tmp_path, script, mode="trusted")
+    shots = _shots(tmp_path)
+    with in_thread(s) as (url, led), chromium() as browser:
+        page = browser.new_page(viewport=WIDE)
+        page.goto(url + "/#/run")
+        page.wait_for_selector("#new-session")
+        page.fill("#new-prompt", "Start the work.")
+        page.click("#new-session button[type=submit]")
+        page.wait_for_selector("#transcript")
+        _shows(page, "pre.running-output", "started")
+        page.fill("#prompt", "also the docs")
+        page.press("#prompt", "Enter")
+        page.fill("#prompt", "then the changelog")
+        page.press("#prompt", "Tab")
+        _shows(page, "#queued .line.queued", "then the changelog")
+        queued = page.locator("#queued .line.queued").all_inner_texts()
+        assert len(queued) == 2
+        assert "after the running call" in queued[0] and "also the docs" in queued[0]
+        assert "after this run" in queued[1]
+        assert page.input_value("#prompt") == ""
+        page.screenshot(path=str(shots / "web-queued.png"))
+        (s.work / "go").write_text("")
+        # Taken: each shows as said, in the order it went in, and no longer as queued.
+        _shows(page, "#transcript .line.said.you", "then the changelog")
+        _shows(page, "pre.running-output", "slow")
+        assert page.locator("#queued .line.queued").count() == 0
+        said = page.locator("#transcript .line.said").all_inner_texts()
+        order = [t for t in said if "docs" in t or "changelog" in t]
+        assert order[:3] == [
+            "you: also the docs",
+            "comal: Noted: the docs too.",
+            "you: then the changelog",
+        ]
+        page.click("#interrupt")
+        # The sleep is stopped now (a bounded wait, well under its thirty seconds).
+        stopped = page.locator(".line.output pre", has_text="interrupted by the user")
+        stopped.wait_for(state="attached", timeout=10_000)  # collapsed: there, not shown
+        _shows(page, "#transcript .line.said", "interrupted the run while Bash ran")
+        (info,) = led.sessions()
+        bash = [r.body["status"] for r in led.records(info.scope, "receipt", kinds=("Bash",))]
+        assert bash == ["ok", "interrupted"]

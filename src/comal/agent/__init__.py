@@ -74,14 +74,17 @@ from ._instructions import (
     Instructions,
     recorded_instructions,
 )
+from ._interrupt import Interrupted, Interrupter
 from ._lengths import CONTEXT_EVENT, INCOMPLETE_EVENT
 from ._lifecycle import PromptBlocked
 from ._liveness import LIVENESS, RUN_ENDED, Liveness, liveness
 from ._lock import SessionLock, lock_path
 from ._opening import check_prompt, resumable
 from ._propose import COMPACT_APPLIED, COMPACT_REQUESTED, Proposal, Proposer, queued_compactions
+from ._queue import Queued, enqueue
+from ._queue import pending as pending_messages
 from ._result import RunResult, answer_of, run_usage
-from ._runtime import Flags, Runtime
+from ._runtime import Flags, Runtime, Watch
 from ._serve_settings import ServeSettings
 from ._session import Check, lock_session, run_checks, spawn_child, start_session
 from ._settings import DEFAULT_SYSTEM, AgentSettings, TaskBudget, WorkSettings
@@ -121,11 +124,14 @@ __all__ = [
     "IncompleteResponse",
     "InstructionFiles",
     "Instructions",
+    "Interrupted",
+    "Interrupter",
     "Liveness",
     "Preamble",
     "PromptBlocked",
     "Proposal",
     "Proposer",
+    "Queued",
     "RepeatedContextLength",
     "RepeatedOutputLength",
     "RunResult",
@@ -141,6 +147,7 @@ __all__ = [
     "SpendCaps",
     "SpendConfig",
     "TaskBudget",
+    "Watch",
     "WorkSettings",
     "answer_of",
     "check_config",
@@ -149,12 +156,14 @@ __all__ = [
     "config_path",
     "configuration_reference",
     "context_report",
+    "enqueue",
     "explain_config",
     "house_factory",
     "liveness",
     "load_config",
     "lock_path",
     "lock_session",
+    "pending_messages",
     "policy_from_config",
     "queued_compactions",
     "raise_for",

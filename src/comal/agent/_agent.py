@@ -9,8 +9,11 @@ One turn::
     → result + receipt, appended atomically into that step
 
 and again, until the task is closed, the run reaches ``max_turns``, or the task's budget is
-spent (``budget_limited``). Only ``finish_call`` closes a session (WRK-5, RES-5): the model may
-propose it (alone in its reply), and when the model answers without it the house runs it
+spent (``budget_limited``). Between two steps, at a safe point, the messages a person sent
+while it worked go in (:mod:`._queue`, :mod:`._safe_point`); a person's stop ends the run
+now, whatever runs (:mod:`._interrupt`). Only ``finish_call`` closes a session (WRK-5,
+RES-5): the model may propose it (alone in its reply), and when the model answers without it
+the house runs it
 itself (:meth:`Agent.finish`); either way the configured checks and every board item's check
 run, and the session is marked finished only when all pass. A failed finish the model did not
 see is told to it as a new user message. The agent's work steps, drafts and finish are its
@@ -29,15 +32,14 @@ from __future__ import annotations
 
 import getpass
 import uuid
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from collections.abc import Callable, Mapping
+from datetime import datetime
 
 from ..context import get_engine
 from ..errors import ComalError, UserError
 from ..ledger import Entry, LedgerBackend, Scope
-from ..messages import Message, Role, Text, ToolCall, preamble_text
-from ..ops import Actor, House, Reconciled, reconcile
+from ..messages import Message, Role, Text, ToolCall
+from ..ops import Actor, House, OnOutput, Reconciled, StopSignal, reconcile
 from ..providers import OnEvent, Provider
 from ..work import FINISH, WorkAgent
 from ._catalog import agent_catalog, recall_tools
@@ -45,8 +47,12 @@ from ._children import ChildModels, SameModel
 from ._coordinator import Coordinator
 from ._errors import BudgetLimited, HookStopped
 from ._instructions import InstructionFiles
+from ._intention import Preamble, intention, prompt_of, utc_now
+from ._interrupt import Interrupted
 from ._lifecycle import AgentHooks
 from ._propose import Probe, Proposal, Proposer, Say
+from ._queue import MODES
+from ._queue import pending as queued_messages
 from ._result import (
     RunResult,
     RunStatus,
@@ -55,12 +61,15 @@ from ._result import (
     receipts_since,
     run_usage,
 )
+from ._safe_point import OnDelivered, SafePoint
 from ._session import spawn_child
 from ._settings import AgentSettings
 
-__all__ = ["Agent", "Clock", "Preamble", "intention", "prompt_of", "utc_now"]
+__all__ = ["Agent", "Clock", "OnCallOutput", "Preamble", "intention", "prompt_of", "utc_now"]
 
 Clock = Callable[[], datetime]
+# (call id, stream, text): a running call's output as it comes.
+OnCallOutput = Callable[[str, str, str], None]
 
 RECOVERED_EVENT = "recovered"
 REREAD_EVENT = "reread"
@@ -74,10 +83,6 @@ def _no_probe(phase: str, detail: str) -> None:
     pass
 
 
-def utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
 class Agent:
     """The loop for one session. ``house`` judges and executes (its policy is the current
     process's, RES-6); ``say(kind, text)`` reports progress (kinds ``turn``, ``call``,
@@ -85,6 +90,10 @@ class Agent:
     detail)`` is called between phases so fault tests can stop the process exactly there;
     ``clock`` gives the time a prompt's preamble states (CCH-1) and ``channel`` the surface it
     came through; ``children`` gives its work steps their models (default: its own provider).
+    ``stop`` is a person's stop (the TUI's Escape, the page's Interrupt): it ends the run now,
+    the running call or model call included; ``on_output(call_id, stream, text)`` hears a
+    running call's output as it comes, ``on_delivered`` each message a person sent while it
+    worked as it goes in.
 
     A house built without a host (or last run by another agent) gets this agent as its host,
     so ``finish_call`` and the work steps reach it; an agent that is not a sub-agent is offered
@@ -106,6 +115,9 @@ class Agent:
         clock: Clock | None = None,
         channel: str | None = None,
         children: ChildModels | None = None,
+        stop: StopSignal | None = None,
+        on_output: OnCallOutput | None = None,
+        on_delivered: OnDelivered | None = None,
     ) -> None:
         if house.scope != scope:
             raise UserError(f"the house serves session {house.scope.session}, not {scope.session}")
@@ -120,6 +132,11 @@ class Agent:
         self.on_event = on_event
         self.clock: Clock = clock or utc_now
         self.channel = channel
+        self.stop = stop
+        self.on_output = on_output
+        self.safe = SafePoint(self, on_delivered)
+        # What runs now, for the message an interruption leaves the model.
+        self.doing = "between two steps"
         self.run_id = uuid.uuid4().hex
         if house.host is None or isinstance(house.host, Agent):
             # A house another agent ran before serves this one now.
@@ -141,6 +158,7 @@ class Agent:
             probe=self.probe,
             hook_host=house,
             files=InstructionFiles(house.workspace),
+            stop=stop,
         )
         self.turns = 0
         self.finishes = 0
@@ -173,19 +191,16 @@ class Agent:
         info = self.ledger.session(self.scope)
         if info is None:
             raise UserError(f"no session {self.scope.session} in this tenant/agent")
-        if info.status != "finished" or prompt is not None:
+        waiting = self._waiting()
+        if info.status != "finished" or prompt is not None or waiting:
             self.house.require_held()
         if info.status == "finished":
-            if prompt is None:
+            if prompt is None and not waiting:
                 self.say("note", "the session is finished: nothing to do, the model is not called")
                 return self.result("finished")
             self.ledger.set_status(self.scope, "active")
         try:
-            self.blocked = self._recover()
-            self.hooks.session_start("resume" if info.entries else "startup")
-            if prompt is not None:
-                self._intend(prompt)
-            status = self._drive()
+            status = self._runs(prompt, info.entries > 0)
         finally:
             # A run ends with its work steps: their calls need this process's session lock.
             self.coordinator.settle()
@@ -194,6 +209,36 @@ class Agent:
         if status == "stopped":
             return self.result(status, HookStopped(self.hooks.halt or "a hook stopped the run"))
         return self.result(status)
+
+    def _runs(self, prompt: str | None, resumed: bool) -> RunStatus:
+        """The run's turns: what was sent before it goes in first, then ``prompt``; a message
+        queued for the next turn starts it once this one is finished (DRV-3). A person's stop
+        closes the step it cut (:class:`SafePoint`) and ends the run, unless they sent
+        messages meanwhile: those go in at once and the run goes on with them (Codex's Esc)."""
+        started = False
+        while True:
+            try:
+                if not started:
+                    started = True
+                    self.blocked = self._recover()
+                    self.hooks.session_start("resume" if resumed else "startup")
+                    self.safe.deliver(MODES)
+                    if prompt is not None:
+                        self._intend(prompt)
+                status = self._drive()
+            except Interrupted:
+                by = self.stop.by if self.stop is not None else "the user"
+                self.safe.interrupted(by, self.doing)
+                self.doing = "between two steps"
+                if self.stop is None or not self._waiting():
+                    raise
+                self.stop.clear()
+                self.say("note", "interrupted: the messages sent meanwhile go in now")
+                self.safe.deliver(MODES)
+                continue
+            if status != "finished" or not self.safe.deliver(MODES):
+                return status
+            self.ledger.set_status(self.scope, "active")
 
     def resume(self, prompt: str | None = None) -> RunResult:
         """``comal --resume UUID [-p PROMPT]``: :meth:`run`, usually without a prompt (RES-1)."""
@@ -238,6 +283,7 @@ class Agent:
             on_event=self.on_event,
             say=self.say,
             clock=self.clock,
+            stop=self.stop,
         )
 
     def request_compact(self) -> None:
@@ -279,6 +325,8 @@ class Agent:
                 self.say("warn", self.hooks.halt)
                 return "stopped"
             if last.role == Role.ASSISTANT.value and not last.message.tool_calls:
+                if self.safe.deliver(("steer",)):
+                    continue  # sent while the model answered: it answers that, not the end
                 if self.hooks.stop():
                     continue  # a Stop hook's reason is now the newest message
                 if self.hooks.halt is None and self.finish():
@@ -292,12 +340,17 @@ class Agent:
                 self._limited = self.coordinator.stop_for_budget(limited)
                 self.say("warn", self._limited)
                 return "budget_limited"
+            self._stopped()
+            if self.safe.deliver(("steer",)):
+                continue  # the next safe point: a person's message goes in before the model call
+            self.doing = "while the model was answering"
             proposal = self.proposer.propose()
             step = self._append(proposal)
             turns += 1
             self.turns += 1
             for call in proposal.response.runnable_calls:
                 self._execute(call, step)
+            self.doing = "between two steps"
 
     def _intend(self, prompt: str) -> None:
         last = self._last_entry()
@@ -307,13 +360,18 @@ class Agent:
             self.say("note", "this prompt is already the newest message: answering it")
             return
         added = self.hooks.prompt(prompt)
-        root = self.house.workspace.root if self.house.workspace is not None else None
-        preamble = Preamble(self.clock(), root, self.actor.id, self.channel)
-        said = intention(prompt, self.settings, preamble=preamble)
+        said = self.said(prompt, self.actor.id, self.channel)
         with self.ledger.atomic():  # the prompt and what its hooks added, or neither
             for message in (said, *added):
                 self.ledger.append(self.scope, [message])
         self.probe("intended", self.scope.session)
+
+    def said(self, prompt: str, sender: str, channel: str | None) -> Message:
+        """``prompt`` as the session stores it: its preamble (CCH-1) names who sent it and
+        through which surface."""
+        root = self.house.workspace.root if self.house.workspace is not None else None
+        preamble = Preamble(self.clock(), root, sender, channel)
+        return intention(prompt, self.settings, preamble=preamble)
 
     def _append(self, proposal: Proposal) -> int:
         response = proposal.response
@@ -322,9 +380,27 @@ class Agent:
         self.probe("appended", str(entries[0].seq))
         return entries[0].step
 
+    def _stopped(self) -> None:
+        """A person's stop ends the run here, whatever the surface's probe does."""
+        if self.stop is not None and self.stop.is_set():
+            raise Interrupted(f"session {self.scope.session} was interrupted by {self.stop.by}")
+
+    def _waiting(self) -> bool:
+        """Whether a person's message waits for this session's agent."""
+        return self.actor.kind != "subagent" and bool(queued_messages(self.ledger, self.scope))
+
     def _execute(self, call: ToolCall, step: int) -> None:
+        self._stopped()  # a call the stop came before never starts
         self.say("call", f"{call.name} {call.arguments}")
-        outcome = self.house.run(call, self.actor, offered=self.catalog, join_step=step)
+        self.doing = f"while {call.name} ran"
+        outcome = self.house.run(
+            call,
+            self.actor,
+            offered=self.catalog,
+            join_step=step,
+            stop=self.stop,
+            on_output=self._output(call.id),
+        )
         receipt = self.house.record(outcome, join_step=step)
         self.hooks.after_call(call.name, outcome.judgment.hooks, receipt.observations.get("hooks"))
         self.say("result", f"{call.name}: {receipt.status} ({outcome.judgment.label})")
@@ -344,6 +420,13 @@ class Agent:
             body |= args.model_dump(mode="json") if args is not None else {}
             self.ledger.add_record(self.scope, "event", REREAD_EVENT, body)
         self.probe("recorded", call.id)
+        self._stopped()
+
+    def _output(self, call_id: str) -> OnOutput | None:
+        sink = self.on_output
+        if sink is None:
+            return None
+        return lambda stream, text: sink(call_id, stream, text)
 
     def _nested_instructions(self, located: Mapping[str, str], status: str) -> None:
         """DRV-1: a file tool let through under a subdirectory with its own AGENTS.md (or
@@ -360,7 +443,7 @@ class Agent:
 
     def _closed_by_finish_call(self) -> bool:
         """Whether the newest step is a ``finish_call`` that passed, every call answered."""
-        step, calls = self._open_step()
+        step, calls = self.open_step()
         if calls:
             return False
         for entry in self.ledger.entries(self.scope, start_seq=step):
@@ -386,7 +469,7 @@ class Agent:
         blocked = tuple(i.call_id for i in report.items if i.status == "uncertain")
         pending = set(report.pending)
         if pending:
-            step, calls = self._open_step()
+            step, calls = self.open_step()
             for call in calls:
                 if call.id in pending:
                     self.say("note", f"{call.name} {call.id} never ran: judging it afresh")
@@ -407,68 +490,17 @@ class Agent:
             self.ledger.add_record(self.scope, "event", RECOVERED_EVENT, body)
         return blocked
 
-    def _open_step(self) -> tuple[int, list[ToolCall]]:
+    def open_calls(self) -> list[ToolCall]:
+        """The newest step's calls that have no result yet (none: a safe point)."""
+        return self.open_step()[1] if self.ledger.heads(self.scope) else []
+
+    def open_step(self) -> tuple[int, list[ToolCall]]:
         heads = self.ledger.heads(self.scope)
         step = heads[-1].step
         entries = self.ledger.entries(self.scope, start_seq=step)
         answered = {e.message.tool_result.call_id for e in entries if e.message.tool_result}
         calls = [c for e in entries for c in e.message.tool_calls if c.id not in answered]
         return step, calls
-
-
-@dataclass(frozen=True, slots=True)
-class Preamble:
-    """CCH-1's dynamic zone: what changes from one prompt to the next, sent as the first part
-    of the prompt's user message and never in the system prompt, so the cached prefix (tools,
-    system, history) stays byte-identical across turns, days and sessions.
-
-    ``when`` is the time of the prompt; ``workspace`` the directory the agent works in;
-    ``sender`` who wrote it and ``channel`` the surface it came through; ``memory`` retrieved
-    memory and ``skills`` active skills an embedding application adds (one text each). The
-    preamble is stored with the prompt, so later requests resend it unchanged."""
-
-    when: datetime
-    workspace: object | None = None
-    sender: str | None = None
-    channel: str | None = None
-    memory: Sequence[str] = ()
-    skills: Sequence[str] = ()
-
-    def render(self) -> str:
-        when = self.when.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
-        root = self.workspace if self.workspace is not None else "(none)"
-        lines = [f"date: {when}", f"workspace: {root}"]
-        if self.sender:
-            lines.append(f"sender: {self.sender}")
-        if self.channel:
-            lines.append(f"channel: {self.channel}")
-        for title, items in (("memory", self.memory), ("skills", self.skills)):
-            if items:
-                lines.append(f"{title}:")
-                lines += [f"- {item}" for item in items]
-        return preamble_text(lines)
-
-
-def intention(
-    prompt: str,
-    settings: AgentSettings,
-    workspace: object | None = None,
-    *,
-    preamble: Preamble | None = None,
-) -> Message:
-    """The user message a prompt becomes: the preamble (CCH-1; by default the current time
-    and ``workspace``), then the prompt, unless ``settings.preamble`` is off."""
-    if not settings.preamble:
-        return Message(Role.USER, (Text(prompt),))
-    if preamble is None:
-        preamble = Preamble(utc_now(), workspace)
-    return Message(Role.USER, (Text(preamble.render()), Text(prompt)))
-
-
-def prompt_of(message: Message) -> str:
-    """The prompt a user message carries (its last text part: the preamble comes first)."""
-    texts = [p.text for p in message.parts if isinstance(p, Text)]
-    return texts[-1] if texts else ""
 
 
 def _recovered(item: Reconciled) -> str:

@@ -257,6 +257,7 @@ class Coordinator:
             clock=a.clock,
             channel="work",
             children=self.models,
+            stop=a.stop,  # a person's stop reaches the steps' running calls too
         )
 
     def resume_steps(self) -> None:

@@ -8,9 +8,11 @@ whose tool calls the house may judge. On the way:
    own transaction before anything is sent;
 2. the spend guard (TOK-6) sums the ledger's request records and refuses a call that would cross
    a cap, before any HTTP request;
-3. the provider is called (streamed into ``on_event`` when given); every call that reached it
-   leaves a request record with the anchor key of TOK-2 (model, effort, catalog digest, config
-   digest, checkpoint) in its meta;
+3. the provider is called (streamed into ``on_event`` when given; with a person's ``stop``, a
+   call that is abandoned the moment they stop, :func:`~comal.agent._interrupt.stoppable_call`,
+   and recorded with its usage unknown); every call that reached it leaves a request record
+   with the anchor key of TOK-2 (model, effort, catalog digest, config digest, checkpoint)
+   in its meta;
 4. OUTPUT_LENGTH and CONTEXT_LENGTH are handled as :mod:`comal.agent._lengths` describes, and
    the first request after a compaction may ask for more output (MEM-3, ``output_escalation``).
 
@@ -39,7 +41,7 @@ from ..context import (
 from ..errors import ContextLength, UserError
 from ..ledger import CheckpointRecord, LedgerBackend, Record, Scope
 from ..messages import canonical_json, sha256_hex
-from ..ops import Catalog
+from ..ops import Catalog, StopSignal
 from ..providers import (
     CONTEXT_LENGTH,
     OUTPUT_LENGTH,
@@ -68,6 +70,7 @@ from ._errors import (
     IncompleteResponse,
 )
 from ._instructions import INSTRUCTIONS_EVENT, InstructionFiles, Instructions
+from ._interrupt import Interrupted, stoppable_call
 from ._lengths import (
     CONTEXT_EVENT,
     INCOMPLETE_EVENT,
@@ -142,6 +145,7 @@ class Proposer(Outcomes, SystemPrompt):
     # The agent's house, lent to the compaction hooks (HookEvent.host).
     hook_host: object = None
     state: object = None
+    stop: StopSignal | None = None
     compact_requested: bool = False
     last: Proposal | None = field(default=None, repr=False)
     # DRV-1: the instruction files (the user's, the workspace's, nested ones), read before
@@ -467,7 +471,13 @@ class Proposer(Outcomes, SystemPrompt):
         if self.provider is None:
             raise UserError("this proposer has no provider: it can only preview the next request")
         try:
-            response = call_model(self.provider, request, self.on_event)
+            if self.stop is None:
+                response = call_model(self.provider, request, self.on_event)
+            else:
+                response = stoppable_call(self.provider, request, self.on_event, self.stop)
+        except Interrupted:
+            self._failed(turn, {"error": Interrupted.code})
+            raise
         except ContextLength as exc:
             self._rejected(turn, estimate, exc, None)
             return None

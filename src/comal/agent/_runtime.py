@@ -45,6 +45,7 @@ from ..ops import (
     Registry,
     Rule,
     SandboxStatus,
+    StopSignal,
     Surface,
     Workspace,
     default_registry,
@@ -61,7 +62,7 @@ from ..providers import (
 )
 from ..tokens import default_counter
 from ..work import WorkAgent
-from ._agent import Agent, Clock, Preamble, intention, utc_now
+from ._agent import Agent, Clock, OnCallOutput, Preamble, intention, utc_now
 from ._catalog import agent_catalog, session_registry
 from ._children import SpecModels
 from ._config import Config, load_config, settings_from_config
@@ -75,10 +76,11 @@ from ._mcp_servers import MCP_EVENT, McpServers
 from ._opening import check_prompt, latest_session, open_workspace
 from ._propose import Probe, Proposer, Say
 from ._result import RunResult
+from ._safe_point import OnDelivered
 from ._session import lock_session
 from ._settings import AgentSettings
 
-__all__ = ["Flags", "Runtime", "SessionNotHeld"]
+__all__ = ["Flags", "Runtime", "SessionNotHeld", "Watch"]
 
 
 RULE_EVENT = "rule_added"
@@ -91,6 +93,20 @@ def _user() -> str:
         return getpass.getuser() or "user"
     except (KeyError, OSError):
         return "user"
+
+
+@dataclass(frozen=True)
+class Watch:
+    """What a surface a person watches hands a run (DRV-2, DRV-3): their ``stop``, where a
+    running call's output goes (``output(call_id, stream, text)``), and what to do as each
+    message they sent while it worked goes in (``delivered``)."""
+
+    stop: StopSignal | None = None
+    output: OnCallOutput | None = None
+    delivered: OnDelivered | None = None
+
+    def agent_kw(self) -> dict[str, Any]:
+        return {"stop": self.stop, "on_output": self.output, "on_delivered": self.delivered}
 
 
 @dataclass
@@ -358,6 +374,7 @@ class Runtime:
         say: Say | None = None,
         on_event: OnEvent | None = None,
         probe: Probe | None = None,
+        watch: Watch | None = None,
     ) -> Agent:
         house = self.house(approver)
         self.start_mcp(house, say)
@@ -375,6 +392,7 @@ class Runtime:
             children=SpecModels(
                 self.spec, tuple(self.config.work.models), self.ledger, self.fixed_provider
             ),
+            **(watch.agent_kw() if watch is not None else {}),
         )
         return agent
 
@@ -418,11 +436,14 @@ class Runtime:
         on_event: OnEvent | None = None,
         probe: Probe | None = None,
         held: SessionLock | PgSessionLock | None = None,
+        watch: Watch | None = None,
     ) -> RunResult:
         """One run under the session's lock: a new session starts with ``prompt``; an existing
         one gets it appended (unless it is the same unanswered prompt) or resumes without.
         ``held``: the lock, taken by the caller, who keeps it after the run and releases it
-        (a server's worker answers other workers' requests until it lets go)."""
+        (a server's worker answers other workers' requests until it lets go). ``watch``: what
+        a surface with a person watching adds (:class:`Watch`: their stop, the running output,
+        their queued messages as they go in)."""
         check_prompt(prompt)
         fresh = self.scope is None
         if fresh:
@@ -434,7 +455,9 @@ class Runtime:
             self._held = held
             if not fresh:
                 self.record_settings(say)
-            agent = self.agent(approver=approver, say=say, on_event=on_event, probe=probe)
+            agent = self.agent(
+                approver=approver, say=say, on_event=on_event, probe=probe, watch=watch
+            )
             self.active = agent
             try:
                 result = agent.run(None if fresh else prompt)

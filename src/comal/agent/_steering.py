@@ -8,6 +8,10 @@ server authenticated as the actor (OPS-2) — the request body never names anyon
 catalog never lists them (audience ``human``, OPS-6). ``prompt`` and ``interrupt`` reach the
 host running the loop through the narrow :class:`Steering` protocol; ``approve`` writes the
 answer to the ledger, where the loop's :class:`~comal.agent._approvals.LedgerApprover` waits.
+
+A ``prompt`` while the agent works is queued, not refused (DRV-3, :mod:`._queue`): it goes in
+at the run's next safe point, or with ``queue`` once the run has finished; an ``interrupt``
+stops the run now, a running command included (DRV-2, :mod:`._interrupt`).
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ _API: frozenset[Surface] = frozenset({"api"})
 class Steering(Protocol):
     """What ``prompt`` and ``interrupt`` ask of the host running the session's loop."""
 
-    def submit(self, prompt: str | None, by: Actor) -> dict[str, Any]: ...
+    def submit(self, prompt: str | None, by: Actor, *, queue: bool = False) -> dict[str, Any]: ...
     def interrupt(self, by: Actor) -> bool: ...
     def allow_always(self, rule: Rule, by: Actor) -> None: ...
 
@@ -60,6 +64,12 @@ class PromptArgs(BaseModel):
         min_length=1,
         max_length=200_000,
         description="What to ask the agent; none resumes it as `comal --resume` does (RES-1).",
+    )
+    queue: bool = Field(
+        False,
+        description="While the agent works: wait until its run has finished, then start the "
+        "next turn with it (Codex's Tab). False: it goes in at the run's next safe point, "
+        "after the running call, before the next model call (Enter).",
     )
 
 
@@ -116,14 +126,31 @@ def _steering(ctx: CallContext) -> Steering:
 
 
 def _prompt(args: PromptArgs, ctx: CallContext) -> ToolOutput:
-    queued = _steering(ctx).submit(args.prompt, ctx.actor)
-    what = "prompt queued" if args.prompt is not None else "resuming (no new prompt)"
-    return ToolOutput(f"{what} for session {ctx.scope.session}", observations=queued)
+    answer = _steering(ctx).submit(args.prompt, ctx.actor, queue=args.queue)
+    session = ctx.scope.session
+    if "queued" in answer:
+        when = (
+            "once its run has finished"
+            if args.queue
+            else "at its next safe point (after the running call)"
+        )
+        text = (
+            f"the agent is working: the message is queued for session {session}; it goes in {when}"
+        )
+    elif args.prompt is not None:
+        text = f"the agent works on the prompt for session {session}"
+    else:
+        text = f"resuming session {session} (no new prompt)"
+    return ToolOutput(text, observations=answer)
 
 
 def _interrupt(args: InterruptArgs, ctx: CallContext) -> ToolOutput:
     stopping = _steering(ctx).interrupt(ctx.actor)
-    text = "the agent stops before its next call" if stopping else "the agent is not working"
+    text = (
+        "the agent stops now: a running command is stopped, the run ends"
+        if stopping
+        else "the agent is not working"
+    )
     return ToolOutput(text, observations={"stopping": stopping})
 
 
@@ -172,7 +199,8 @@ STEERING_OPERATIONS: tuple[Operation, ...] = (
     # judged on their own, so for the policy these are reads.
     Operation(
         "prompt",
-        "Give the session's agent a prompt; it works until it stops.",
+        "Give the session's agent a prompt; it works until it stops. While it works, the prompt "
+        "is queued and goes in at its next safe point (or, with queue, after its run).",
         PromptArgs,
         _coded(_prompt),
         audience="human",
@@ -180,7 +208,7 @@ STEERING_OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation(
         "interrupt",
-        "Stop the session's agent before its next call.",
+        "Stop the session's agent now: a running command or model call included.",
         InterruptArgs,
         _coded(_interrupt),
         audience="human",

@@ -20,6 +20,8 @@ from ..messages import Role, preamble_lines, user_words
 __all__ = ["Line", "board_note", "call_shown", "entry_lines"]
 
 _ARGS_SHOWN = 300
+# User messages comal writes itself, by their name.
+_NOT_THE_PERSON = frozenset({"comal", "hook"})
 
 LineKind = Literal["context", "said", "call", "output"]
 
@@ -80,7 +82,9 @@ def entry_lines(entry: Entry, tools: dict[str, str]) -> list[Line]:
         context = preamble_lines(message)
         if context:
             out.append(Line("context", " · ".join(context), seq=seq))
-        out.append(Line("said", words or message.text, who="you", seq=seq))
+        # What comal or a hook told the model (a failed finish, an interruption) is theirs.
+        who = message.name if message.name in _NOT_THE_PERSON else "you"
+        out.append(Line("said", words or message.text, who=who, seq=seq))
         return out
     if words:
         who = "comal" if message.role is Role.ASSISTANT else entry.role

@@ -96,6 +96,7 @@ from ._policy import Limits, Policy, Rule
 from ._receipt import RECEIPT_SCHEMA, OutputInfo, Receipt, RetryVerdict, may_retry, receipts
 from ._reconcile import Reconciled, ReconcileReport, reconcile
 from ._recovery import Observed, RecoveryAdapter, RecoveryContext
+from ._running import LIVE_CAP, OnOutput, OutputStream, StopSignal, interrupted_note, not_run
 from ._sandbox import (
     DEFAULT_MEMORY_CAP,
     Sandbox,
@@ -130,6 +131,7 @@ __all__ = [
     "HUMAN_CONTROLS",
     "IDENTITY_KEYS",
     "LARGE_CAP",
+    "LIVE_CAP",
     "MODES",
     "OUTPUT_KIND",
     "READ_ONLY_EFFECTS",
@@ -178,12 +180,14 @@ __all__ = [
     "Mode",
     "NotRegularFile",
     "Observed",
+    "OnOutput",
     "Operation",
     "OperationDeclarationError",
     "OperationTimeout",
     "OpsError",
     "Outcome",
     "OutputInfo",
+    "OutputStream",
     "Part",
     "PlannedWrite",
     "Planner",
@@ -209,6 +213,7 @@ __all__ = [
     "SessionNotHeld",
     "Spool",
     "Status",
+    "StopSignal",
     "StoredOutput",
     "Surface",
     "SymlinkLoop",
@@ -223,11 +228,13 @@ __all__ = [
     "guard_output",
     "holds_session",
     "human_controls",
+    "interrupted_note",
     "is_human_control",
     "judgment_label",
     "may_retry",
     "model_from_schema",
     "native_operations",
+    "not_run",
     "out_of_memory",
     "read_output",
     "read_page",

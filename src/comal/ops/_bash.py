@@ -14,7 +14,14 @@ default, ``limits.output_cap``): the whole stream up to the cap, else its head a
 the exact number of bytes dropped between them. The receipt records sha256 and size of every
 byte the process wrote, how many were kept and dropped, and whether decoding was lossy. Shell
 effects cannot be observed, so the receipt says ``effects: unknown`` (OPS-5); there is no
-postcondition adapter, so an interrupted Bash call stays uncertain (RES-4).
+postcondition adapter, so a Bash call a crash interrupted stays uncertain (RES-4).
+
+A person's stop (:class:`~comal.ops.StopSignal`, the TUI's Escape, the page's Interrupt) ends
+the command the way its timeout does — the process group killed, the stray processes swept —
+within a twentieth of a second; the result keeps the output so far and says who stopped it
+after how long, and the receipt's status is ``interrupted`` (its effects stay unknown: it is
+set aside, never repeated on its own). What the command writes reaches the host as it comes
+(``CallContext.on_output``, :class:`~comal.ops.OutputStream`).
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ from ..messages import sha256_hex
 from ._errors import MemoryCapExceeded, SandboxUnavailable
 from ._model import CallContext, Effect, ToolOutput
 from ._operation import Operation
+from ._running import OnOutput, OutputStream, StopSignal, interrupted_note
 from ._sandbox import Sandbox, out_of_memory, scrub_env
 from ._spool import DEFAULT_OUTPUT_CAP, Captured, Spool
 
@@ -60,7 +68,7 @@ class BashArgs(BaseModel):
 @dataclass(frozen=True, slots=True)
 class BashRun:
     """One run. ``stdout``/``stderr`` are the kept bytes (head then tail); ``out``/``err``
-    say what was kept and dropped of each stream."""
+    say what was kept and dropped of each stream; ``interrupted``: a person stopped it."""
 
     stdout: bytes
     stderr: bytes
@@ -73,6 +81,7 @@ class BashRun:
     sandboxed: bool = False
     sandbox_error: str | None = None
     swept: int = 0
+    interrupted: bool = False
 
 
 def _kill_group(pgid: int) -> bool:
@@ -120,9 +129,12 @@ def run_bash(
     output_cap: int = DEFAULT_OUTPUT_CAP,
     env: Mapping[str, str] | None = None,
     stdin: IO[bytes] | None = None,
+    stop: StopSignal | None = None,
+    on_output: OnOutput | None = None,
 ) -> BashRun:
     """Run ``command``; inside ``sandbox`` when it is given and active. ``stdin``: a file the
-    command reads (a hook's event); none by default."""
+    command reads (a hook's event); none by default. ``stop`` ends it as its timeout would;
+    ``on_output(stream, text)`` hears what it writes as it comes."""
     start = time.monotonic()
     marker = secrets.token_hex(12)
     keep = sandbox.policy.env_keep if sandbox is not None else ()
@@ -154,7 +166,13 @@ def run_bash(
     assert proc.stdout is not None and proc.stderr is not None
     out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
     spools = {out_fd: Spool(output_cap), err_fd: Spool(output_cap)}
-    timed_out, group_killed, swept = _supervise(proc, spools, start + timeout, marker, sandboxed)
+    live = None
+    if on_output is not None:
+        live = _Live(OutputStream(on_output), {out_fd: "stdout", err_fd: "stderr"})
+    ended = _supervise(proc, _Pipes(spools, live), start + timeout, marker, sandboxed, stop)
+    timed_out, group_killed, swept, interrupted = ended
+    if live is not None:
+        live.stream.close()
     proc.stdout.close()
     proc.stderr.close()
     code = proc.returncode
@@ -166,7 +184,7 @@ def run_bash(
     return BashRun(
         out.data,
         err.data,
-        None if timed_out else code,
+        None if timed_out or interrupted else code,
         timed_out,
         group_killed,
         time.monotonic() - start,
@@ -175,36 +193,71 @@ def run_bash(
         sandboxed,
         sandbox_error,
         swept,
+        interrupted,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _Live:
+    """The output on its way to the host, and which pipe is which stream."""
+
+    stream: OutputStream
+    names: dict[int, str]
+
+
+@dataclass(frozen=True, slots=True)
+class _Pipes:
+    spools: dict[int, Spool]
+    live: _Live | None = None
+
+    def write(self, fd: int, data: bytes) -> None:
+        self.spools[fd].write(data)
+        if self.live is not None:
+            self.live.stream.write(self.live.names[fd], data)
+
+    def tick(self) -> None:
+        if self.live is not None:
+            self.live.stream.tick()
+
+
+# How often a command with quiet pipes is looked at: its deadline and a person's stop.
+_LOOK_S = 0.05
 
 
 def _supervise(
     proc: subprocess.Popen[bytes],
-    spools: dict[int, Spool],
+    pipes: _Pipes,
     deadline: float,
     marker: str,
     sandboxed: bool,
-) -> tuple[bool, bool, int]:
-    """Read the shell's pipes until it ends or ``deadline`` passes, then kill what it left
-    running; (timed out, its process group was killed, stray processes swept by marker)."""
+    stop: StopSignal | None = None,
+) -> tuple[bool, bool, int, bool]:
+    """Read the shell's pipes until it ends, ``deadline`` passes or ``stop`` is set, then kill
+    what it left running; (timed out, its process group was killed, stray processes swept by
+    marker, stopped)."""
     assert proc.stdout is not None and proc.stderr is not None
-    timed_out = False
+    timed_out = interrupted = False
     with selectors.DefaultSelector() as sel:
         sel.register(proc.stdout, selectors.EVENT_READ)
         sel.register(proc.stderr, selectors.EVENT_READ)
-        # Run until the process ends or its time is up, whatever its pipes do.
+        # Run until the process ends, its time is up or a person stops it, whatever its
+        # pipes do.
         while proc.poll() is None:
+            if stop is not None and stop.is_set():
+                interrupted = True
+                break
             left = deadline - time.monotonic()
             if left <= 0:
                 timed_out = True
                 break
             if not sel.get_map():
                 try:
-                    proc.wait(timeout=left)
+                    proc.wait(timeout=min(left, _LOOK_S))
                 except subprocess.TimeoutExpired:
                     pass
                 continue
-            _pump(sel, spools, min(0.05, left))
+            _pump(sel, pipes, min(_LOOK_S, left))
+            pipes.tick()
         # The shell is done or out of time: whatever it left running dies now.
         group_killed = _kill_group(proc.pid)
         swept = 0 if sandboxed else _sweep(marker)
@@ -215,18 +268,18 @@ def _supervise(
             proc.wait()
         until = time.monotonic() + _GRACE
         while sel.get_map() and time.monotonic() < until:
-            _pump(sel, spools, 0.05)
-    return timed_out, group_killed, swept
+            _pump(sel, pipes, 0.05)
+    return timed_out, group_killed, swept, interrupted
 
 
-def _pump(sel: selectors.BaseSelector, spools: dict[int, Spool], wait: float) -> None:
+def _pump(sel: selectors.BaseSelector, pipes: _Pipes, wait: float) -> None:
     for key, _ in sel.select(timeout=wait):
         try:
             data = os.read(key.fd, _CHUNK)
         except OSError:
             data = b""
         if data:
-            spools[key.fd].write(data)
+            pipes.write(key.fd, data)
         else:
             sel.unregister(key.fileobj)
 
@@ -292,7 +345,13 @@ def _bash(args: BashArgs, ctx: CallContext) -> ToolOutput:
                 "sandbox.allow_unsandboxed"
             )
     run = run_bash(
-        args.command, cwd=cwd, timeout=ctx.timeout, sandbox=sandbox, output_cap=ctx.output_cap
+        args.command,
+        cwd=cwd,
+        timeout=ctx.timeout,
+        sandbox=sandbox,
+        output_cap=ctx.output_cap,
+        stop=ctx.stop,
+        on_output=ctx.on_output,
     )
     if run.sandbox_error is not None:
         raise SandboxUnavailable(
@@ -313,14 +372,18 @@ def _bash(args: BashArgs, ctx: CallContext) -> ToolOutput:
                 f"{cap.size:,} bytes have sha256 {cap.sha256}]"
             )
     memory_cap = sandbox.policy.memory_cap if sandbox is not None and run.sandboxed else None
-    exhausted = memory_cap is not None and not run.timed_out and run.exit_code != 0
+    ended = not (run.timed_out or run.interrupted)
+    exhausted = memory_cap is not None and ended and run.exit_code != 0
     exhausted = exhausted and out_of_memory(run.err.data[-(1 << 16) :])
     if exhausted:
         notes.append(
             f"[out of memory: the sandbox caps each process at {memory_cap:,} bytes of address "
             "space (sandbox.memory_cap) [MEMORY_CAP]]"
         )
-    if run.timed_out:
+    if run.interrupted and ctx.stop is not None:
+        what = "the process group was killed; its output so far is above"
+        notes.append(interrupted_note(ctx.stop, run.seconds, what))
+    elif run.timed_out:
         notes.append(f"[timed out after {ctx.timeout:g}s: the process group was killed]")
     else:
         notes.append(f"[exit code {run.exit_code}]")
@@ -329,6 +392,7 @@ def _bash(args: BashArgs, ctx: CallContext) -> ToolOutput:
         "effects": "unknown",
         "exit_code": run.exit_code,
         "timed_out": run.timed_out,
+        "interrupted": run.interrupted,
         "timeout": ctx.timeout,
         "process_group_killed": run.group_killed,
         "seconds": round(run.seconds, 3),
@@ -340,11 +404,15 @@ def _bash(args: BashArgs, ctx: CallContext) -> ToolOutput:
     }
     if exhausted:
         seen["error"] = MemoryCapExceeded.code
+    if run.interrupted and ctx.stop is not None:
+        seen["interrupted_by"] = ctx.stop.by
+        seen["reason"] = f"interrupted by {ctx.stop.by} while it ran; its effects are unknown"
     return ToolOutput(
         text,
-        is_error=run.timed_out or run.exit_code != 0,
+        is_error=run.timed_out or run.interrupted or run.exit_code != 0,
         timed_out=run.timed_out,
         observations=seen,
+        interrupted=run.interrupted,
     )
 
 

@@ -65,6 +65,7 @@ from ._workspace import atomic_write, digest_of, os_failure
 
 if TYPE_CHECKING:
     from ..plugins import HookOutcome
+    from ._running import OnOutput, StopSignal
 
 __all__ = ["House", "HouseFactory", "Outcome", "Probe"]
 
@@ -219,10 +220,14 @@ class House:
         surface: Surface = "model",
         offered: Catalog | None = None,
         join_step: int | None = None,
+        stop: StopSignal | None = None,
+        on_output: OnOutput | None = None,
     ) -> Outcome:
         """Judge ``call`` for ``actor`` on ``surface``; execute it only if allowed. Given
         ``join_step`` (the step its result will join), a call with effects runs only if that
-        step is still the session's latest when its preparation is written."""
+        step is still the session's latest when its preparation is written. ``stop`` and
+        ``on_output`` reach the handler (:mod:`._running`): a person's stop, the output as it
+        comes."""
         judgment = self.judge.judge(call, actor, surface, offered=offered)
         self._phase("judged", call.id)
         if not judgment.allowed:
@@ -245,6 +250,8 @@ class House:
             judgment.approval is not None and judgment.approval.granted,
             self.host,
             self.factory,
+            stop=stop,
+            on_output=on_output,
         )
         started = now()
         prepared: list[int] = []  # filled as soon as a preparation is durable, even on failure
@@ -327,6 +334,8 @@ class House:
         hooks: HookOutcome | None = None,
     ) -> Outcome:
         status: Status = "timeout" if output.timed_out else "error" if output.is_error else "ok"
+        if output.interrupted:
+            status = "interrupted"
         if output.uncertain:
             status = "uncertain"
         inline, stored = guard_output(

@@ -4,8 +4,10 @@
 :class:`~comal.ops.Operation` named ``mcp__<server>__<tool>``. The published schema is the
 server's ``inputSchema``; arguments are validated against a pydantic model built from it (extra
 keys forbidden, like every operation). Effects are ``unknown`` unless configured per tool, and
-every receipt says ``effects: unknown`` for what the house cannot observe (OPS-5). A call that is
-interrupted has no postcondition adapter and stays uncertain (RES-4).
+every receipt says ``effects: unknown`` for what the house cannot observe (OPS-5). A call that a
+crash interrupted has no postcondition adapter and stays uncertain (RES-4); one a person stops
+(``CallContext.stop``) is cancelled — the client sends the server ``notifications/cancelled``
+— and its receipt says ``interrupted``, its effects unknown.
 
 The server process runs in the OS sandbox (:mod:`._sandbox`), the same bubblewrap box and
 policy as Bash: the root read-only, the workspace writable, comal's configuration, ledger and
@@ -29,9 +31,12 @@ refused tool is in :attr:`McpServer.refused` with its code, and the others load.
 
 from __future__ import annotations
 
+import concurrent.futures
+import functools
 import math
 import re
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from contextlib import ExitStack
@@ -63,6 +68,7 @@ from ._mcp_schema import model_from_schema, schema_problem
 from ._mcp_wire import ToolScreen, screened
 from ._model import CallContext, Effect, ToolOutput
 from ._operation import LARGE_CAP, Handler, Operation
+from ._running import StopSignal, interrupted_note
 from ._sandbox import Sandbox, SandboxPolicy, default_protected_paths
 
 __all__ = ["McpLimits", "McpServer", "McpServerConfig", "model_from_schema"]
@@ -387,19 +393,38 @@ class McpServer:
 
     def _handler(self, tool: str) -> Handler:
         def handler(args: BaseModel, ctx: CallContext) -> ToolOutput:
-            return self.call(tool, args.model_dump(mode="json", exclude_unset=True), ctx.timeout)
+            arguments = args.model_dump(mode="json", exclude_unset=True)
+            return self.call(tool, arguments, ctx.timeout, stop=ctx.stop)
 
         return handler
 
-    def call(self, tool: str, arguments: dict[str, Any], timeout: float) -> ToolOutput:
+    def call(
+        self,
+        tool: str,
+        arguments: dict[str, Any],
+        timeout: float,
+        *,
+        stop: StopSignal | None = None,
+    ) -> ToolOutput:
+        """Call ``tool``; ``stop`` cancels the request (the server is told) and the result
+        says it was interrupted."""
         if self._portal is None or self._client is None:
             raise ToolFailure(f"MCP server {self.name!r} is not running")
         client = self._client
         seen: dict[str, Any] = {"effects": "unknown", "server": self.name, "tool": tool}
+        asked = functools.partial(client.call_tool, tool, arguments, read_timeout_seconds=timeout)
+        start = time.monotonic()
+        running = self._portal.start_task_soon(asked)
         try:
-            result = self._portal.call(
-                lambda: client.call_tool(tool, arguments, read_timeout_seconds=timeout)
-            )
+            result = _answer(running, stop)
+        except concurrent.futures.CancelledError:
+            assert stop is not None
+            seconds = time.monotonic() - start
+            seen |= {"interrupted": True, "interrupted_by": stop.by, "seconds": round(seconds, 3)}
+            seen["reason"] = f"interrupted by {stop.by} while it ran; its effects are unknown"
+            what = f"the request to MCP server {self.name!r} was cancelled (the server was told)"
+            text = interrupted_note(stop, seconds, what)
+            return ToolOutput(text, is_error=True, observations=seen, interrupted=True)
         except MCPError as exc:
             if exc.code == mcp_types.REQUEST_TIMEOUT:
                 raise OperationTimeout(
@@ -417,6 +442,22 @@ class McpServer:
         seen["is_error"] = result.is_error
         seen["sandbox"] = self.sandbox_info()
         return ToolOutput("\n".join(texts), is_error=result.is_error, observations=seen)
+
+
+# How often a waiting call looks at a person's stop.
+_LOOK_S = 0.05
+
+
+def _answer(running: Future[mcp_types.CallToolResult], stop: StopSignal | None) -> Any:
+    """The call's result; when ``stop`` is set first, its task is cancelled (the SDK sends
+    the server ``notifications/cancelled``) and ``CancelledError`` is raised."""
+    while True:
+        try:
+            return running.result(timeout=None if stop is None else _LOOK_S)
+        except concurrent.futures.TimeoutError:
+            assert stop is not None
+            if stop.is_set() and running.cancel():
+                raise concurrent.futures.CancelledError from None
 
 
 def _reason(exc: BaseException) -> str:

@@ -17,6 +17,7 @@ from ._workspace import Workspace
 
 if TYPE_CHECKING:
     from ._house_factory import HouseFactory
+    from ._running import OnOutput, StopSignal
 
 __all__ = [
     "READ_ONLY_EFFECTS",
@@ -52,8 +53,16 @@ Mode = Literal["read-only", "ask", "trusted"]
 MODES: tuple[Mode, ...] = ("read-only", "ask", "trusted")
 # ``not_applied``: after a crash, a native write proven not to have landed (the file still has
 # its content from before); the only state from which the same call may run again on its own.
+# ``interrupted``: a person stopped the run while the call ran (or before it started).
 Status = Literal[
-    "ok", "error", "denied", "timeout", "uncertain", "postcondition_observed", "not_applied"
+    "ok",
+    "error",
+    "denied",
+    "timeout",
+    "interrupted",
+    "uncertain",
+    "postcondition_observed",
+    "not_applied",
 ]
 Disposition = Literal["serve", "repeat", "basket"]
 DecisionAction = Literal["allow", "deny", "ask"]
@@ -175,13 +184,15 @@ class Decision:
 class ToolOutput:
     """What a handler returns: the exact text, whether it failed, and what it observed.
     ``uncertain`` says the effects could not be established (``observations["reason"]`` says
-    why); such a call is never repeated automatically."""
+    why); such a call is never repeated automatically. ``interrupted``: a person stopped it
+    while it ran (the host's :class:`~comal.ops.StopSignal`); the text keeps what it wrote."""
 
     text: str
     is_error: bool = False
     timed_out: bool = False
     observations: Mapping[str, Any] = field(default_factory=dict)
     uncertain: bool = False
+    interrupted: bool = False
 
 
 @dataclass
@@ -227,6 +238,10 @@ class CallContext:
     # The intent recorded in this call's durable preparation (PLG-2), when its operation
     # declares one: the handler acts on exactly what was recorded.
     intent: Mapping[str, Any] | None = None
+    # A person's request to stop the run (the handler that waits looks at it), and where the
+    # call's output goes as it comes (:mod:`._running`); ``None`` where the host has neither.
+    stop: StopSignal | None = None
+    on_output: OnOutput | None = None
 
     def need_workspace(self) -> Workspace:
         if self.workspace is None:

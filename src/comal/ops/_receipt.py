@@ -5,8 +5,9 @@ how it was judged (decision and deciding rule, approval), when it ran, its statu
 size of the output the handler returned, what was observed, and its disposition:
 
 - ``serve``: the result is the observation of this call (ok, error, postcondition observed);
-- ``repeat``: nothing with effects ran (denied, a read-only call that timed out, or a native
-  write proven ``not_applied`` after a crash), so the same call may run again;
+- ``repeat``: nothing with effects ran (denied, a read-only call that timed out or was
+  interrupted, a call the interruption came before, or a native write proven
+  ``not_applied`` after a crash), so the same call may run again;
 - ``basket``: set aside; the effects are uncertain and a repeat needs inspection and a new
   proposal. There is never an automatic replay and never an implicit rollback (OPS-4).
 
@@ -60,7 +61,8 @@ def disposition_for(status: Status, effects: tuple[Effect, ...]) -> Disposition:
     if status in ("ok", "error", "postcondition_observed"):
         return "serve"
     read_only = all(e.kind in READ_ONLY_EFFECTS for e in effects)
-    if status in ("denied", "not_applied") or (status == "timeout" and read_only):
+    stopped = status in ("timeout", "interrupted")
+    if status in ("denied", "not_applied") or (stopped and read_only):
         return "repeat"
     return "basket"
 

@@ -40,7 +40,7 @@ from ._api import STATUS, ApiError, _error, _human, handled
 from ._views import find_session
 from ._web_events import live_stream
 from ._web_sessions import WebSessions
-from ._web_views import transcript_view, work_tree
+from ._web_views import queued_view, transcript_view, work_tree
 
 if TYPE_CHECKING:
     from ._app import Gate, Tenant
@@ -72,6 +72,11 @@ class PromptBody(BaseModel):
 
     prompt: str | None = Field(
         None, min_length=1, max_length=200_000, description="None: resume (RES-1)."
+    )
+    queue: bool = Field(
+        False,
+        description="While the agent works: after its run (Tab); false: at its next safe "
+        "point (Enter).",
     )
 
 
@@ -173,13 +178,20 @@ def _steering_routes(router: APIRouter, w: _Web) -> None:
         )
         return JSONResponse({"session": live.session, **_outcome(outcome)}, 201)
 
-    @router.post("/sessions/{session_id}/prompts", summary="Give the agent a prompt (or resume)")
+    @router.post(
+        "/sessions/{session_id}/prompts",
+        summary="Give the agent a prompt (or resume); while it works, the prompt is queued (202)",
+    )
     @handled
-    async def prompt(request: Request, session_id: str, body: PromptBody) -> dict[str, Any]:
-        args = {} if body.prompt is None else {"prompt": body.prompt}
-        return await w.steer(request, session_id, "prompt", args)
+    async def prompt(request: Request, session_id: str, body: PromptBody) -> Any:
+        args: dict[str, Any] = {} if body.prompt is None else {"prompt": body.prompt}
+        if body.queue:
+            args["queue"] = True
+        answer = await w.steer(request, session_id, "prompt", args)
+        # Queued for the running agent's next safe point: accepted, not done yet.
+        return JSONResponse(answer, 202) if "queued" in answer["observations"] else answer
 
-    @router.post("/sessions/{session_id}/interrupt", summary="Stop the agent before its next call")
+    @router.post("/sessions/{session_id}/interrupt", summary="Stop the agent now")
     @handled
     async def interrupt(request: Request, session_id: str) -> dict[str, Any]:
         return await w.steer(request, session_id, "interrupt", {})
@@ -243,7 +255,8 @@ def _reading_routes(router: APIRouter, w: _Web) -> None:
         # (what happened in between may arrive twice; the next transcript settles it).
         last = await _run(lambda: ledger.record_mark(info.scope, "event"))
         lines = await _run(lambda: transcript_view(ledger, info.scope, start=start))
-        return {"session": session_id, "lines": lines, "last_event": last}
+        queued = await _run(lambda: queued_view(ledger, info.scope))
+        return {"session": session_id, "lines": lines, "queued": queued, "last_event": last}
 
     @router.get("/sessions/{session_id}/asks", summary="The agent's pending approvals")
     @handled

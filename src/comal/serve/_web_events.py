@@ -8,10 +8,11 @@ worker of ``comal serve --workers N``, or to another ``comal serve`` on the same
 ledger, sees the run as one connected to the worker running it. An event's id is its record's,
 so a page that reconnects anywhere follows on from the last one it saw.
 
-The model's text is written in pieces of at most a quarter of a second (or 4,000 characters),
-not one record per streamed token. Beside the worker's events the stream reports what changed
-in the ledger itself (``work``, ``compaction``, ``child_*``, ``ledger``), read the same way by
-every process.
+The model's text, and a running call's output (``output_delta``: its call, its stream, its
+text; the house hands on at most 200,000 characters a call), are written in pieces of at most a
+quarter of a second (or 4,000 characters), not one record per streamed token or read. Beside
+the worker's events the stream reports what changed in the ledger itself (``work``,
+``compaction``, ``child_*``, ``ledger``), read the same way by every process.
 """
 
 from __future__ import annotations
@@ -43,6 +44,10 @@ _POLL_S = 0.1
 _BATCH = 500
 
 
+# Events whose text comes in pieces: held back and written together.
+_STREAMED = frozenset({"delta", "output_delta"})
+
+
 class LiveEvents:
     """Writes one session's events to the ledger; callable from any thread of the worker."""
 
@@ -51,14 +56,20 @@ class LiveEvents:
         self.scope = scope
         self._lock = threading.Lock()
         self._text: list[str] = []
+        # The streamed event the held text belongs to: its kind and its other fields.
+        self._held: tuple[str, dict[str, Any]] | None = None
         self._since = 0.0
 
     def emit(self, kind: str, **data: Any) -> None:
         with self._lock:
-            if kind == "delta":
+            if kind in _STREAMED:
+                text = str(data.pop("text", ""))
+                if self._held != (kind, data):
+                    self._flush()  # another stream's text: what was held goes first
+                    self._held = (kind, data)
                 if not self._text:
                     self._since = time.monotonic()
-                self._text.append(str(data.get("text", "")))
+                self._text.append(text)
                 if sum(map(len, self._text)) < _DELTA_CHARS and not self._due():
                     return
                 self._flush()
@@ -76,9 +87,10 @@ class LiveEvents:
         return bool(self._text) and time.monotonic() - self._since >= _DELTA_S
 
     def _flush(self) -> None:
-        if self._text:
+        if self._text and self._held is not None:
             text, self._text = "".join(self._text), []
-            self._write("delta", {"text": text})
+            kind, data = self._held
+            self._write(kind, data | {"text": text})
 
     def _write(self, kind: str, data: dict[str, Any]) -> None:
         # A page that misses an event reads the transcript; the run must not stop for it.

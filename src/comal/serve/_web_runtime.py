@@ -12,6 +12,12 @@ ceiling still allows it, and a session opened in another worker, or after a rest
 from the mode, engine and effort it was started with. An "always" rule stays in the runtime
 that added it: a run in another worker asks again (the safe side).
 
+A prompt that arrives while the agent works is queued in the ledger (DRV-3, ``prompt_queued``):
+the agent that runs the session — here, in another worker, or in another process — delivers it
+at its next safe point, and a page shows it as queued until then (``queued``, ``delivered``
+events). An interrupt stops the run now, a running command included (DRV-2); the command's
+output is told as it comes (``output_delta`` events).
+
 What the page is told goes to the ledger (:class:`~comal.serve._web_events.LiveEvents`). A
 worker thread that raises anything at all is recorded (``web_worker_crashed``) and reported;
 the server, and every other session, go on. A thread cannot survive what kills its process: a
@@ -26,9 +32,10 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..agent import Runtime
+from ..agent import Runtime, Watch
 from ..agent._approvals import LedgerApprover
 from ..agent._interrupt import Interrupter
+from ..agent._queue import Queued, QueueMode, enqueue
 from ..agent._steering import always_rule
 from ..errors import ComalError, UserError
 from ..ops import Actor, HouseFactory, Rule
@@ -58,8 +65,8 @@ class WebRuntime(Runtime):
     live: LiveSession | None = None
     _controls_seen: int = 0
 
-    def submit(self, prompt: str | None, by: Actor) -> dict[str, Any]:
-        return self._live().submit(prompt, by)
+    def submit(self, prompt: str | None, by: Actor, *, queue: bool = False) -> dict[str, Any]:
+        return self._live().submit(prompt, by, queue=queue)
 
     def interrupt(self, by: Actor) -> bool:
         return self._live().interrupt(by)
@@ -118,6 +125,9 @@ class LiveSession:
         self.started_with: str | None = None
         # The session's lock, taken for the prompt being submitted: its run takes it over.
         self.handing: Hold | None = None
+        # Run once a run has ended and the lock is let go: a message that came in as it
+        # ended starts the next one (set by the server's sessions).
+        self.after: Callable[[], None] | None = None
 
     def emit(self, kind: str, **data: Any) -> None:
         self.events.emit(kind, **data)
@@ -128,19 +138,13 @@ class LiveSession:
         return self._running
 
     # -- steering (the operations' host) -------------------------------------------------------
-    def submit(self, prompt: str | None, by: Actor) -> dict[str, Any]:
+    def submit(self, prompt: str | None, by: Actor, *, queue: bool = False) -> dict[str, Any]:
+        """Run ``prompt`` under the lock handed over (``handing``); while the agent works —
+        here or in another process — queue it for the agent's next safe point instead."""
         with self._start:
-            if self._running:
-                raise AgentBusy(
-                    f"session {self.session}: the agent is working; wait for its answer or "
-                    "interrupt it"
-                )
+            if self._running or self.handing is None:
+                return self._queue(prompt, by, queue)
             hold, self.handing = self.handing, None
-            if hold is None:
-                raise AgentBusy(
-                    f"session {self.session}: another process runs it; wait for its answer "
-                    "or interrupt it"
-                )
             self._stop.clear()
             self._running = True
             self._thread = threading.Thread(
@@ -150,10 +154,22 @@ class LiveSession:
             self._thread.start()
         return {"session": self.session, "working": True}
 
+    def _queue(self, prompt: str | None, by: Actor, queue: bool) -> dict[str, Any]:
+        if prompt is None:
+            raise AgentBusy(
+                f"session {self.session}: the agent is working; there is nothing to resume. "
+                "Send a prompt (it is queued) or interrupt it"
+            )
+        rt = self.runtime
+        mode: QueueMode = "queue" if queue else "steer"
+        queued = enqueue(rt.ledger, rt.need_scope(), prompt, mode=mode, by=by, channel="web")
+        self.emit("queued", **_queued(queued))
+        return {"session": self.session, "working": True, "queued": queued.id, "mode": mode}
+
     def interrupt(self, by: Actor) -> bool:
         if not self.working:
             return False
-        self._stop.request()
+        self._stop.request(f"the {by.kind} {by.id}")
         self.emit("interrupting", by=by.id)
         return True
 
@@ -181,6 +197,11 @@ class LiveSession:
                 self.events.flush()
                 if stopped is not None:
                     self.emit("stopped", **stopped)
+        if self.after is not None and _goes_on(stopped):
+            try:
+                self.after()
+            except Exception:  # the next prompt delivers what waits
+                log.exception("web session %s: the queued messages were not run", self.session)
 
     def _run(self, prompt: str | None, by: Actor, hold: Hold) -> dict[str, Any]:
         rt = self.runtime
@@ -200,6 +221,7 @@ class LiveSession:
                 on_event=self._stream,
                 probe=self._phase,
                 held=hold.lock,
+                watch=Watch(self._stop, self._output, self._delivered),
             )
         except ComalError as exc:
             return {"status": "error", "answer": None, "error": _coded(exc)}
@@ -234,6 +256,12 @@ class LiveSession:
         elif isinstance(event, StreamDone):
             self.emit("streamed")
 
+    def _output(self, call_id: str, stream: str, text: str) -> None:
+        self.emit("output_delta", call_id=call_id, stream=stream, text=text)
+
+    def _delivered(self, queued: Queued) -> None:
+        self.emit("delivered", **_queued(queued))
+
     def _phase(self, phase: str, detail: str) -> None:
         if phase == "delegated":
             self.emit("child_started", child=detail)
@@ -244,6 +272,19 @@ class LiveSession:
             self.emit("judged", call_id=call_id)
         elif phase == "executed":
             self.emit("executed", call_id=call_id)
+
+
+def _goes_on(stopped: dict[str, Any] | None) -> bool:
+    """Whether messages still queued after a run start the next one: not after a crash or a
+    run that failed (its next run could fail the same way before delivering them)."""
+    if stopped is None:
+        return False
+    error = stopped.get("error") or {}
+    return stopped.get("status") != "error" or error.get("code") == "INTERRUPTED"
+
+
+def _queued(queued: Queued) -> dict[str, Any]:
+    return {"queued": queued.id, "prompt": queued.prompt, "mode": queued.mode, "by": queued.by.id}
 
 
 def _coded(exc: ComalError) -> dict[str, str]:

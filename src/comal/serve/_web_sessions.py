@@ -10,11 +10,16 @@ request is answered by the worker it reached, one of two ways:
 - what steers the agent — ``prompt``, ``interrupt``, the controls ``model``, ``effort`` and
   ``mode``, an ``approve`` — runs there if this worker runs the agent, or if it can take the
   session's lock (nothing runs it: a prompt starts the run under that lock); otherwise the
-  session runs elsewhere and a prompt is :class:`AgentBusy`, an approval is written to the
-  ledger the running agent waits on, and the rest goes through the session's inbox
-  (:mod:`._web_inbox`) to the holder of the lock, whose answer comes back, or a coded
-  :class:`OwnerNotAnswering` after a bounded wait (the holder may be a ``comal -p``, which
-  takes no requests).
+  session runs elsewhere and a prompt is queued in the ledger for the agent that runs it
+  (DRV-3, :mod:`comal.agent._queue`: it goes in at that agent's next safe point), an approval
+  is written to the ledger the running agent waits on, and the rest goes through the
+  session's inbox (:mod:`._web_inbox`) to the holder of the lock, whose answer comes back, or
+  a coded :class:`OwnerNotAnswering` after a bounded wait (the holder may be a ``comal -p``,
+  which takes no requests).
+
+A message queued as a run ends, after that agent's last look, is not lost: whichever worker
+lets the session's lock go next looks for messages still waiting and, taking the lock back,
+starts a run that delivers them (:meth:`WebSessions.kick`).
 
 Who may start what is the operator's (:mod:`._web_allowed`): a mode or model outside
 ``serve.modes`` / ``serve.models`` is refused where the request arrives and again where it
@@ -28,12 +33,14 @@ import logging
 import threading
 import time
 import uuid
+from functools import partial
 from typing import Any
 
 from ..agent import Config, Flags, house_factory, load_config, lock_session
 from ..agent._approvals import answer, pending
 from ..agent._interrupt import Interrupted
 from ..agent._kept import kept_settings
+from ..agent._queue import pending as queued_messages
 from ..agent._steering import STEERING_OPERATIONS, always_rule
 from ..errors import ComalError, UserError
 from ..ledger import LedgerBackend, Scope, SessionInfo, SessionLocked
@@ -134,6 +141,7 @@ class WebSessions:
             raise
         live = LiveSession(runtime, tenant)
         live.started_with = prompt
+        live.after = partial(self.kick, live)
         with self._lock:
             self._live[live.session] = live
         return live, self._prompt(live, {"prompt": prompt}, by)
@@ -163,6 +171,7 @@ class WebSessions:
             )
             runtime = WebRuntime.open(self.ledger, flags, resume=info.id, config=self.operator())
             live = LiveSession(runtime, info.tenant)
+            live.after = partial(self.kick, live)
             self._live[info.id] = live
             return live
 
@@ -202,6 +211,7 @@ class WebSessions:
                     return outcome_body(self.operate(live, name, args, by))
                 finally:
                     hold.release()
+                    self.kick(live)
         if name == "approve" and not args.get("always"):
             return outcome_body(self._answer_beside(info, args, by))
         return self._relay(live, name, args, by)
@@ -224,26 +234,57 @@ class WebSessions:
         return outcome
 
     def _prompt(self, live: LiveSession, args: dict[str, Any], by: Actor) -> dict[str, Any]:
-        """``prompt`` runs where the session's lock can be taken (waiting a moment for a lock
-        being let go); its run keeps the lock. Held elsewhere, the agent is working there."""
+        """``prompt`` runs where the session's lock can be taken; its run keeps the lock. While
+        the agent works (here, or in the process that holds the lock) a prompt is queued for
+        its next safe point (DRV-3); a resume (no prompt) waits a moment for a lock being let
+        go, then is :class:`AgentBusy`."""
+        resume = args.get("prompt") is None
+        with live.guard:
+            hold = None if live.working else self.claim(live, wait=CLAIM_S if resume else 0.0)
+            if hold is None and resume:
+                raise AgentBusy(
+                    f"session {live.session}: the agent is working; there is nothing to resume. "
+                    "Send a prompt (it is queued) or interrupt it"
+                )
+            if hold is None:
+                queued = outcome_body(self.operate(live, "prompt", args, by))
+            else:
+                live.handing = hold
+                try:
+                    return outcome_body(self.operate(live, "prompt", args, by))
+                finally:
+                    left, live.handing = live.handing, None
+                    if left is not None:  # the run did not start: the lock is not its
+                        left.release()
+        self.kick(live)  # the holder may have let go after its last look
+        return queued
+
+    def kick(self, live: LiveSession) -> None:
+        """Messages that wait while nobody runs the session start a run here (the lock taken
+        now): one queued as a run ended, after its agent last looked. Nothing when the agent
+        works here or the lock is held elsewhere (that agent delivers them). Never raises:
+        what it could not start waits, queued, for the next prompt."""
+        try:
+            self._kick(live)
+        except ComalError:
+            log.exception("web session %s: the queued messages were not run", live.session)
+
+    def _kick(self, live: LiveSession) -> None:
+        waiting = queued_messages(self.ledger, live.runtime.need_scope())
+        if not waiting:
+            return
         with live.guard:
             if live.working:
-                raise AgentBusy(
-                    f"session {live.session}: the agent is working; wait for its answer or "
-                    "interrupt it"
-                )
-            hold = self.claim(live, wait=CLAIM_S)
+                return
+            hold = self.claim(live)
             if hold is None:
-                raise AgentBusy(
-                    f"session {live.session}: the agent is working in another process of this "
-                    "server; wait for its answer or interrupt it"
-                )
+                return
             live.handing = hold
             try:
-                return outcome_body(self.operate(live, "prompt", args, by))
+                live.submit(None, waiting[0].by)
             finally:
                 left, live.handing = live.handing, None
-                if left is not None:  # the run did not start: the lock is not its
+                if left is not None:
                     left.release()
 
     # -- the session's lock --------------------------------------------------------------------
@@ -325,6 +366,7 @@ class WebSessions:
                     hold = None if live.working else self.claim(live)
                 if hold is not None:
                     hold.release()
+                    self.kick(live)
                     continue
             time.sleep(POLL_S)
 

@@ -13,12 +13,13 @@ from typing import Any
 
 from ..agent import Runtime, context_report
 from ..agent._liveness import liveness
+from ..agent._queue import pending
 from ..agent._transcript import board_note, entry_lines
 from ..errors import ComalError
 from ..ledger import LedgerBackend, Scope
 from ..work import work_view
 
-__all__ = ["fingerprint", "gauge_view", "transcript_view", "work_tree"]
+__all__ = ["fingerprint", "gauge_view", "queued_view", "transcript_view", "work_tree"]
 
 
 def transcript_view(
@@ -33,6 +34,15 @@ def transcript_view(
         if entry.seq >= start:
             lines += [line.as_dict() for line in shown]
     return lines
+
+
+def queued_view(ledger: LedgerBackend, scope: Scope) -> list[dict[str, Any]]:
+    """The messages sent while the agent worked and not delivered yet, oldest first (DRV-3):
+    the page shows them as queued."""
+    return [
+        {"queued": q.id, "prompt": q.prompt, "mode": q.mode, "by": q.by.id, "at": q.at}
+        for q in pending(ledger, scope)
+    ]
 
 
 def gauge_view(runtime: Runtime, working: bool) -> dict[str, Any]:

@@ -10,8 +10,13 @@ receipted like any other (OPS-1). ``/clear`` and ``/resume`` open another sessio
 same factory (:meth:`~comal.agent.Runtime.reopen`); ``/model`` alone picks from the model
 catalog, ``/resume`` alone from the sessions one may continue. The transcript shows what the
 person and the model said and what the model did, each once (:mod:`._transcript`), the model's
-text as it streams; text from the model or a tool is shown with its control and bidi
-characters escaped (:func:`comal.safe_text.safe`).
+text as it streams, a running command's output as it comes; text from the model or a tool is
+shown with its control and bidi characters escaped (:func:`comal.safe_text.safe`).
+
+While the agent works, Escape stops it now (a running command is killed, DRV-2), Enter sends a
+message that goes in at its next safe point (steer) and Tab one that waits for its run to
+finish (queue): both are queued in the ledger (DRV-3, :mod:`comal.agent._queue`), shown under
+the transcript as queued until the agent takes them, the same mechanism as the web page's.
 """
 
 from __future__ import annotations
@@ -24,13 +29,14 @@ from rich.text import Text as RichText
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import VerticalScroll
+from textual.containers import Vertical, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Footer, Input, Static
 
-from ..agent import Runtime, context_report, render_report, resumable
+from ..agent import Runtime, Watch, context_report, render_report, resumable
 from ..agent._interrupt import Interrupter
 from ..agent._liveness import liveness
+from ..agent._queue import Queued, QueueMode, enqueue, pending
 from ..agent._steering import always_rule
 from ..agent._transcript import board_note as shared_board_note
 from ..errors import ComalError
@@ -38,7 +44,16 @@ from ..ops import Actor, ApprovalRequest, CallbackApprover, Rule
 from ..providers import StreamDone, StreamEvent, TextDelta, catalog_specs
 from ..safe_text import safe
 from ._screens import ALWAYS, DENY, ONCE, ApprovalScreen, PickerScreen
-from ._transcript import call_line, entry_widgets, note, output_widget, said
+from ._transcript import (
+    LIVE_TAIL,
+    call_line,
+    entry_widgets,
+    live_output,
+    live_text,
+    note,
+    output_widget,
+    said,
+)
 
 __all__ = ["ApprovalScreen", "ComalApp"]
 
@@ -60,10 +75,13 @@ class ComalApp(App[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+q", "quit", "quit"),
         Binding("escape", "interrupt", "interrupt"),
+        # Only while the agent works and something is typed (check_action): else Tab moves on.
+        Binding("tab", "queue", "queue for after the run", priority=True, show=False),
     ]
     DEFAULT_CSS = """
     #transcript { height: 1fr; border: round $primary; }
     #transcript > Static { margin: 0 1; }
+    #queued { height: auto; max-height: 8; padding: 0 1; }
     #status { height: 1; padding: 0 1; background: $boost; }
     """
 
@@ -82,12 +100,16 @@ class ComalApp(App[None]):
         self._streamed = ""
         self._last_call = ""
         self._tools: dict[str, str] = {}
+        # A running call's output as it comes (its widget and text), and the queued messages.
+        self._live: tuple[Static, str] | None = None
+        self._queued: dict[str, Static] = {}
         # Runtimes /clear and /resume opened: this app closes them (its caller, the first).
         self._opened: list[Runtime] = []
 
     # -- layout -------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         yield VerticalScroll(id="transcript")
+        yield Vertical(id="queued")
         yield Static("", id="status")
         yield Input(placeholder="Ask, or /help")
         yield Footer()
@@ -107,6 +129,8 @@ class ComalApp(App[None]):
         self.note(f"session {rt.scope.session} ({info.status if info else '?'}){title}")
         for entry in rt.ledger.tail(rt.scope, n=_RESUME_TAIL):
             self.show(*entry_widgets(entry, self._tools))
+        for queued in pending(rt.ledger, rt.scope):
+            self._show_queued(queued)
 
     # -- the transcript -----------------------------------------------------------------------
     def show(self, *widgets: Widget) -> None:
@@ -158,19 +182,62 @@ class ComalApp(App[None]):
             self.slash(text)
             return
         if self.busy:
-            self.note("the agent is working; wait for its answer")
+            self.queue(text, "steer")
             return
         self.show(said("you", text))
+        self.start(text)
+
+    def start(self, prompt: str | None) -> None:
         self.busy = True
         self._streamed = ""
         self.refresh_status()
-        self.run_agent(text)
+        self.run_agent(prompt)
+
+    # -- messages sent while the agent works (DRV-3) ------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "queue":
+            typed = self.query_one(Input).value.strip()
+            return self.busy and bool(typed) and self.screen is self.screen_stack[0]
+        return True
+
+    def action_queue(self) -> None:
+        box = self.query_one(Input)
+        text, box.value = box.value.strip(), ""
+        if text:
+            self.queue(text, "queue")
+
+    def queue(self, text: str, mode: QueueMode) -> None:
+        """Record ``text`` for the running agent (:func:`comal.agent._queue.enqueue`)."""
+        rt = self.runtime
+        if rt.scope is None or text.startswith("/"):
+            self.note("the agent is working: commands wait for its answer")
+            return
+        by = Actor.user(rt.user)
+        self._show_queued(enqueue(rt.ledger, rt.scope, text, mode=mode, by=by, channel="tui"))
+
+    def _show_queued(self, queued: Queued) -> None:
+        when = "after the running call" if queued.mode == "steer" else "after this run"
+        shown = said(f"queued ({when})", queued.prompt, classes="queued")
+        self._queued[queued.id] = shown
+        self.query_one("#queued", Vertical).mount(shown)
+
+    def _delivered(self, queued: Queued) -> None:
+        shown = self._queued.pop(queued.id, None)
+        if shown is not None:
+            shown.remove()
+        self._end_stream()
+        self.show(said("you", queued.prompt))
 
     @work(thread=True, exclusive=True)
-    def run_agent(self, prompt: str) -> None:
+    def run_agent(self, prompt: str | None) -> None:
         approver = CallbackApprover(self._ask_human, by=Actor.user(self.runtime.user))
         answer, problem = "", ""
         self._interrupter.clear()
+        watch = Watch(
+            self._interrupter,
+            lambda call_id, stream, text: self.call_from_thread(self._output, stream, text),
+            lambda queued: self.call_from_thread(self._delivered, queued),
+        )
         try:
             result = self.runtime.run(
                 prompt,
@@ -178,6 +245,7 @@ class ComalApp(App[None]):
                 say=self._say,
                 on_event=self._on_event,
                 probe=self._interrupter.probe,
+                watch=watch,
             )
             # Only a finished run's answer is this prompt's: otherwise it is an older one.
             answer = result.answer or "" if result.status == "finished" else ""
@@ -185,17 +253,21 @@ class ComalApp(App[None]):
                 problem = f"stopped: {result.status}"
             if result.error:
                 problem = f"[{result.error['code']}] {result.error['message']}"
+            # Another run for what came in as this one ended, unless it failed (the next
+            # could fail the same way before taking them).
+            code = (result.error or {}).get("code")
+            again = result.status != "error" or code == "INTERRUPTED"
         except ComalError as exc:
-            problem = f"[{exc.code}] {exc}"
-        self.call_from_thread(self._finished, answer, problem)
+            problem, again = f"[{exc.code}] {exc}", False
+        self.call_from_thread(self._finished, answer, problem, again)
 
     def action_interrupt(self) -> None:
         if not self.busy or self._interrupter.is_set():
             return
-        self._interrupter.request()
-        self.note("interrupting: the agent stops before its next step")
+        self._interrupter.request(f"the user {self.runtime.user}")
+        self.note("interrupting: the agent stops now")
 
-    def _finished(self, answer: str, problem: str) -> None:
+    def _finished(self, answer: str, problem: str, again: bool = False) -> None:
         self._end_stream()
         if answer and answer.strip() != self._streamed.strip():
             self.show(said("comal", answer))  # not streamed (or not as it ended)
@@ -204,6 +276,9 @@ class ComalApp(App[None]):
         self.busy = False
         self.turn_note = ""
         self.refresh_status()
+        rt = self.runtime
+        if again and rt.scope is not None and pending(rt.ledger, rt.scope):
+            self.start(None)
 
     # -- what the agent says while it works (from its thread) ---------------------------------
     def _on_event(self, event: StreamEvent) -> None:
@@ -227,6 +302,20 @@ class ComalApp(App[None]):
             self._streamed = self._stream_text
         self._stream, self._stream_text = None, ""
 
+    def _output(self, stream: str, text: str) -> None:
+        """A running call's output as it comes, under its call, until its result replaces it."""
+        shown = text if stream == "stdout" else f"[stderr] {text}"
+        if self._live is None:
+            widget = live_output(shown)
+            self._live = (widget, shown)
+            self.show(widget)
+            return
+        widget, before = self._live
+        now = (before + shown)[-2 * LIVE_TAIL :]  # only the tail is ever shown
+        self._live = (widget, now)
+        widget.update(live_text(now))
+        self.query_one("#transcript", VerticalScroll).scroll_end(animate=False)
+
     def _say(self, kind: str, text: str) -> None:
         self.call_from_thread(self._said, kind, text)
 
@@ -240,6 +329,9 @@ class ComalApp(App[None]):
             self._last_call = name
             self.show(call_line(name, arguments))
         elif kind == "output":
+            if self._live is not None:
+                self._live[0].remove()  # the result, as kept, replaces the live view
+                self._live = None
             self.show(output_widget(self._last_call, text))
         elif kind == "result":
             self.note(text)

@@ -13,9 +13,20 @@ from ..agent._transcript import Line, call_shown, entry_lines
 from ..ledger import Entry
 from ..safe_text import safe
 
-__all__ = ["call_line", "entry_widgets", "note", "output_widget", "said"]
+__all__ = [
+    "LIVE_TAIL",
+    "call_line",
+    "entry_widgets",
+    "live_output",
+    "live_text",
+    "note",
+    "output_widget",
+    "said",
+]
 
 _OUTPUT_PREVIEW = 4_000
+# How much of a running call's output the TUI shows as it comes: its last characters.
+LIVE_TAIL = 4_000
 
 
 def said(who: str, text: str, *, classes: str = "") -> Static:
@@ -37,6 +48,17 @@ def output_widget(name: str, text: str) -> Collapsible:
     shown = text if len(text) <= _OUTPUT_PREVIEW else text[:_OUTPUT_PREVIEW] + "\n…"
     title = safe(f"{name or 'tool'} output ({lines} line{'s' if lines != 1 else ''})")[:120]
     return Collapsible(Static(RichText(safe(shown))), title=title, collapsed=True)
+
+
+def live_text(text: str) -> RichText:
+    """A running call's output so far: its last :data:`LIVE_TAIL` characters (its result, as
+    kept, replaces it when the call ends)."""
+    shown = text if len(text) <= LIVE_TAIL else "…" + text[-LIVE_TAIL:]
+    return RichText(safe(shown), style="dim")
+
+
+def live_output(text: str) -> Static:
+    return Static(live_text(text), classes="live")
 
 
 def _widget(line: Line) -> Widget:

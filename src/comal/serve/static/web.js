@@ -3,10 +3,14 @@
 // wrote is put on the page as text (textContent), its control and bidi characters shown as
 // code points, as the CLI shows them. Views: #/run (a new session), #/chat/ID (one session).
 // Every action is a POST the server judges and receipts as an operation on the api surface;
-// each carries the server's token (x-comal-csrf) from GET /api/web.
+// each carries the server's token (x-comal-csrf) from GET /api/web. While the agent works, Enter
+// sends a message that goes in at its next safe point (steer) and Tab one that waits for its run
+// to finish (queue): both are queued in the ledger and shown as queued until the agent takes
+// them, as in the TUI; Interrupt stops it now, a running command included.
 "use strict";
 
-const web = { info: null, sid: null, stream: null, cursor: null, bubble: null, streamed: "" };
+const web = { info: null, sid: null, stream: null, cursor: null, bubble: null, streamed: "",
+  working: false, running: null };
 const WEB_HIDDEN = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F-\u009F\u00AD\u061C\u180E\u200B\u200E\u200F\u2028-\u202E\u2060-\u2064\u2066-\u206F\uFEFF\uFFF9-\uFFFB]/g;
 const shown = (value) => String(value ?? "").replace(WEB_HIDDEN, (c) =>
   "[U+" + c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0") + "]");
@@ -194,7 +198,39 @@ async function transcript() {
   box.replaceChildren(...data.lines.map(line));
   box.scrollTop = box.scrollHeight;
   web.bubble = null;
+  web.running = null;
+  const queued = document.getElementById("queued");
+  if (queued) queued.replaceChildren();
+  (data.queued || []).forEach(queuedLine);
   await syncAsks();
+}
+
+// A message sent while the agent worked, until it goes in (the "delivered" event).
+function queuedLine(q) {
+  const box = document.getElementById("queued");
+  if (!box || box.querySelector(`[data-queued="${q.queued}"]`)) return;
+  const when = q.mode === "queue" ? "after this run" : "after the running call";
+  box.append(el("div", { class: `line said queued ${q.mode}`, "data-queued": q.queued },
+    el("b", {}, `queued (${when}): `), el("span", { class: "words" }, q.prompt)));
+}
+
+function delivered(q) {
+  const item = document.querySelector(`#queued [data-queued="${q.queued}"]`);
+  if (item) item.remove();
+  web.bubble = null;
+  add(el("div", { class: "line said you" }, el("b", {}, "you: "), el("span", { class: "words" }, q.prompt)));
+}
+
+// A running call's output as it comes; its result (the "output" event) replaces it.
+function runningOutput(data) {
+  if (!web.running) {
+    web.running = el("pre", { class: "line running-output" });
+    add(web.running);
+  }
+  const text = web.running.textContent + shown(data.stream === "stderr" ? "[stderr] " + data.text : data.text);
+  web.running.textContent = text.length > 20000 ? "…" + text.slice(-20000) : text;
+  const box = document.getElementById("transcript");
+  if (box) box.scrollTop = box.scrollHeight;
 }
 
 async function syncAsks() {
@@ -206,7 +242,7 @@ async function syncAsks() {
 }
 
 function onEvent(kind, data) {
-  if (kind === "hello") return;
+  if (kind === "hello") { web.working = !!data.working; return; }
   if (data.id) web.cursor = data.id;
   if (kind === "delta") {
     if (!web.bubble) {
@@ -218,13 +254,21 @@ function onEvent(kind, data) {
   else if (kind === "call") add(line({ kind: "call", text: callText(data.name, data.arguments), call_id: "" }));
   else if (kind === "judged") markCall("running");
   else if (kind === "result") { markCall("done"); note(data.text, "result"); }
-  else if (kind === "output") add(output("", data.text, false));
+  else if (kind === "output_delta") runningOutput(data);
+  else if (kind === "output") {
+    if (web.running) { web.running.remove(); web.running = null; }
+    add(output("", data.text, false));
+  }
+  else if (kind === "queued") queuedLine(data);
+  else if (kind === "delivered") delivered(data);
+  else if (kind === "interrupting") note("interrupting: the agent stops now");
   else if (kind === "approval") approvalCard({ ...data.request, session: web.sid });
   else if (kind === "note" || kind === "warn") note(data.text, kind);
   else if (kind === "turn") gauge();
-  else if (kind === "working") { gauge(); syncAsks(); }
+  else if (kind === "working") { web.working = true; gauge(); syncAsks(); }
   else if (kind === "crashed") { note(`the worker crashed: ${data.type}: ${data.message}`, "warn"); gauge(); }
   else if (kind === "stopped") {
+    web.working = false;
     const status = document.getElementById("session-status");
     if (status) status.textContent = data.status === "finished" ? "finished" : "active";
     if (data.error) note(`[${data.error.code}] ${data.error.message}`, "warn");
@@ -279,7 +323,7 @@ async function follow(sid) {
 // The modes are the operator's (serve.modes): a page cannot widen them.
 const help = () => `commands: /model ID, /effort LEVEL, /mode ${(web.info ? web.info.modes : ["read-only", "ask"]).join("|")}, /name TEXT, /context, /state, /compact, /cost, /resume (continue without a new prompt), /help; anything else is a prompt`;
 
-async function send(text) {
+async function send(text, queue = false) {
   if (text === "/help") { note(help()); return; }
   if (text === "/resume") { await post(`/api/sessions/${web.sid}/prompts`, {}); return; }
   if (text.startsWith("/")) {
@@ -292,8 +336,13 @@ async function send(text) {
     gauge();
     return;
   }
-  add(el("div", { class: "line said you" }, el("b", {}, "you: "), text));
-  await post(`/api/sessions/${web.sid}/prompts`, { prompt: text });
+  const done = await post(`/api/sessions/${web.sid}/prompts`, queue ? { prompt: text, queue } : { prompt: text });
+  // While the agent works the prompt is queued (202): shown as such until it goes in.
+  if (done.observations && done.observations.queued) {
+    queuedLine({ queued: done.observations.queued, mode: done.observations.mode, prompt: text });
+  } else {
+    add(el("div", { class: "line said you" }, el("b", {}, "you: "), text));
+  }
 }
 
 async function chatView(sid) {
@@ -306,24 +355,28 @@ async function chatView(sid) {
     if (models.value) send(`/model ${models.value}`).catch((e) => { problem.textContent = shown(e.message); });
     models.value = "";
   });
-  const input = el("textarea", { id: "prompt", rows: "2", placeholder: "Ask, or /help" });
+  const input = el("textarea", { id: "prompt", rows: "2",
+    placeholder: "Ask, or /help (while it works: Enter steers, Tab queues for after the run)" });
   const problem = el("p", { class: "problem", id: "problem" });
   const form = el("form", { id: "prompt-form" }, input,
     el("div", { class: "buttons" }, el("button", { type: "submit", class: "approve" }, "Send"),
-      el("button", { type: "button", id: "interrupt", onclick: () => post(`/api/sessions/${sid}/interrupt`).catch((e) => { problem.textContent = shown(e.message); }) }, "Interrupt"),
+      el("button", { type: "button", id: "interrupt", title: "Stop the agent now, a running command included", onclick: () => post(`/api/sessions/${sid}/interrupt`).catch((e) => { problem.textContent = shown(e.message); }) }, "Interrupt"),
       el("button", { type: "button", id: "resume", title: "Continue without a new prompt, as comal --resume does", onclick: () => post(`/api/sessions/${sid}/prompts`, {}).catch((e) => { problem.textContent = shown(e.message); }) }, "Resume"),
       models),
     problem);
-  form.addEventListener("submit", async (event) => {
-    event.preventDefault();
+  const submit = async (queue) => {
     const text = input.value.trim();
     if (!text) return;
     input.value = "";
     problem.textContent = "";
-    try { await send(text); } catch (error) { problem.textContent = shown(error.message); }
-  });
+    try { await send(text, queue); } catch (error) { problem.textContent = shown(error.message); }
+  };
+  form.addEventListener("submit", (event) => { event.preventDefault(); submit(false); });
   input.addEventListener("keydown", (event) => {
     if (event.key === "Enter" && !event.shiftKey) { event.preventDefault(); form.requestSubmit(); }
+    // Tab while the agent works: the message waits for its run to finish (Codex's Tab).
+    else if (event.key === "Tab" && !event.shiftKey && web.working && input.value.trim()
+             && !input.value.trim().startsWith("/")) { event.preventDefault(); submit(true); }
   });
   const search = el("input", { id: "session-search", placeholder: "search sessions" });
   search.addEventListener("input", () => others(search.value));
@@ -334,6 +387,7 @@ async function chatView(sid) {
         el("a", { href: `#/s/${sid}` }, "what the model saw, per turn")),
       el("div", { id: "gauge", class: "gauge" }),
       el("div", { id: "transcript", class: "transcript" }),
+      el("div", { id: "queued", class: "queued" }),
       el("div", { id: "asks" }), form),
     el("aside", { class: "side" }, el("div", { id: "work" }),
       el("h2", {}, "Sessions"), search, el("ul", { id: "others", class: "others" }))));
