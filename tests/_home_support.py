@@ -10,6 +10,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,8 +70,20 @@ class User:
             timeout=120,
         )
 
-    def ledger(self) -> SQLiteLedger:
-        return open_ledger(self.ledger_path)
+    @contextmanager
+    def ledger(self) -> Iterator[SQLiteLedger]:
+        """The user's ledger, opened as this user's comal opens it: their home's key file, none
+        of the test process's COMAL_/XDG_ settings (its secret would not be this ledger's)."""
+        saved = dict(os.environ)
+        try:
+            for key in [k for k in os.environ if k.startswith(("COMAL_", "XDG_"))]:
+                del os.environ[key]
+            os.environ["HOME"] = str(self.home)
+            with open_ledger(self.ledger_path) as led:
+                yield led
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
 
 
 def real_user() -> Iterator[User]:

@@ -48,6 +48,11 @@ def user() -> Iterator[User]:
     yield from real_user()
 
 
+# The script's hostile call names no operation: refused by its contract, a mistake told to
+# the model, not a denial of the work (the run still succeeds).
+DENIED = 0
+
+
 def _script(user: User) -> str:
     call = {"type": "tool_use", "id": "t1", "name": f"Nope{HOSTILE}", "input": {"x": HOSTILE}}
     first = {"content": [{"type": "text", "text": f"Looking {HOSTILE} now."}, call]}
@@ -86,7 +91,7 @@ def _run(user: User, *args: str, stdout_tty: bool) -> tuple[int, bytes, bytes]:
 
 def test_on_a_terminal_nothing_the_model_wrote_acts_on_it(user: User) -> None:
     code, out, err = _run(user, "--model", f"script:{_script(user)}", stdout_tty=True)
-    assert code == 0, err
+    assert code == DENIED, err
     for stream in (out, err):
         assert not [seq for seq in ACTING if seq in stream], stream
     # Shown, not hidden: the escapes are there to read, on both streams.
@@ -97,13 +102,13 @@ def test_on_a_terminal_nothing_the_model_wrote_acts_on_it(user: User) -> None:
 
 def test_through_a_pipe_the_answer_is_escaped_too(user: User) -> None:
     code, out, err = _run(user, "--model", f"script:{_script(user)}", stdout_tty=False)
-    assert code == 0, err
+    assert code == DENIED, err
     assert not [seq for seq in ACTING if seq in out + err], out
     assert out.startswith(b"Done \\x1b[2J\\x1b[H\\x1b]52;c;cHduZWQ=\\x07") and b"\\u202e" in out
     assert out.endswith(b" end\nsecond line\n")  # CRLF read as the line break it is
     # --json through a pipe: the same value, the model's exact text, nothing that acts.
     code, out, err = _run(user, "--json", "--model", f"script:{_script(user)}", stdout_tty=False)
-    assert code == 0, err
+    assert code == DENIED, err
     assert not [seq for seq in ACTING if seq in out]
     assert json.loads(out.decode())["answer"] == ANSWER
 
@@ -125,13 +130,10 @@ def test_every_command_that_prints_a_session_shows_it_escaped(user: User) -> Non
     )
     assert ran.returncode == 0, ran.stderr
     session = json.loads(ran.stdout.splitlines()[-1])["session"]
-    led = user.ledger()
-    try:
+    with user.ledger() as led:
         scope = led.resolve(session)
         read = next(e for e in led.entries(scope) if e.message.tool_result is not None
                     and e.message.tool_result.call_id == "r1")  # fmt: skip
-    finally:
-        led.close()
     commands = [
         ["show", session], ["show", session, "--json"],
         ["export", session], ["export", session, "--format", "anthropic"],
@@ -162,7 +164,7 @@ def test_every_command_that_prints_a_session_shows_it_escaped(user: User) -> Non
 
 def test_json_on_a_terminal_is_the_same_value_without_acting_characters(user: User) -> None:
     code, out, err = _run(user, "--json", "--model", f"script:{_script(user)}", stdout_tty=True)
-    assert code == 0, err
+    assert code == DENIED, err
     assert not [seq for seq in ACTING if seq in out]
     assert json.loads(out.decode())["answer"] == ANSWER
 

@@ -27,6 +27,8 @@ __all__ = [
 
 RunStatus = Literal["finished", "max_turns", "budget_limited", "stopped", "denied", "error"]
 DENIED_CODE = "CALLS_DENIED"
+# Rules that refuse a call for what the model got wrong, not for what the operator forbids.
+_MODEL_MISTAKES = ("contract:", "audience:")
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,8 +51,16 @@ class RunResult:
 
     @property
     def denied(self) -> tuple[Receipt, ...]:
-        """The receipts of this run's calls the house denied."""
-        return tuple(r for r in self.receipts if r.status == "denied")
+        """The receipts of this run's calls the house denied by its policy (the mode, a rule,
+        a hook, the sandbox, a person): work the run was asked for and did not do. A call
+        refused by its contract (an unknown operation, arguments that do not fit, a human
+        control) is the model's mistake, told to the model to fix, not a denial of the work."""
+        return tuple(
+            r
+            for r in self.receipts
+            if r.status == "denied"
+            and not str(r.judgment.get("rule", "")).startswith(_MODEL_MISTAKES)
+        )
 
     def denying(self) -> RunResult:
         """DRV-4: a run that finished with calls denied on the way, as a headless caller must
