@@ -23,8 +23,8 @@ Packages add leaves where they raise them, each also under the class a caller al
   ``LedgerIsADirectory``, ``LedgerReadOnly``, ``LedgerUnavailable``, ``LedgerBusy``
   (LedgerError); ``LedgerCorrupt``, ``LedgerRowDamaged``, ``LedgerKeyMismatch``,
   ``LedgerRolledBack`` (LedgerIntegrityError);
-  ``LedgerBadTarget``, ``InvalidIdentifier``, ``SessionHasChildren``, ``MemorySearchTimeout``
-  (UserError);
+  ``LedgerBadTarget``, ``InvalidIdentifier``, ``SessionHasChildren``, ``MemorySearchTimeout``,
+  ``MemoryNotFound`` (UserError);
 - ``comal.evidence``: ``EvidenceError`` → ``EvidenceNotFound`` (UserError),
   ``EvidenceNotAllowed`` (ScopeError), ``EvidenceFieldError`` / ``EvidenceArgumentError``
   (UserError), ``EvidenceDigestMismatch`` / ``EvidenceCorrupt`` (LedgerIntegrityError);

@@ -48,7 +48,10 @@ deleted whole, and an older copy where this machine never saw a newer one (``doc
 
 **Memories across sessions** (``_memories``, migration ``0007_memories``): facts saved in the
 transaction of the stand-in that compresses their entries, once per seq, each naming its
-sources, and searched by (tenant, agent) across that agent's sessions, failing closed.
+sources, and searched by (tenant, agent) across that agent's sessions, failing closed. A
+person's notes and forgets (``_memory_notes``, migrations ``0012_memory_notes`` and
+``0013_memory_forgets``): a note is a memory of the agent that no session holds; a forget is
+recorded, never a deletion, and search and listing honour it.
 
 Messages name a ledger through :func:`describe_target`, which never shows a password.
 """
@@ -80,6 +83,7 @@ from ._errors import (
     LedgerSecretMissing,
     LedgerTimeout,
     LedgerUnavailable,
+    MemoryNotFound,
     MemorySearchTimeout,
     SearchTooBroad,
     SessionHasChildren,
@@ -97,6 +101,7 @@ from ._model import (
     Fault,
     LedgerEvent,
     MemoryFlush,
+    MemoryForget,
     MemoryRecord,
     Record,
     RecordTable,
@@ -159,7 +164,9 @@ __all__ = [
     "LedgerTimeout",
     "LedgerUnavailable",
     "MemoryFlush",
+    "MemoryForget",
     "MemoryInput",
+    "MemoryNotFound",
     "MemoryRecord",
     "MemorySearchTimeout",
     "Migration",

@@ -20,6 +20,7 @@ from ._model import (
     EntryHead,
     LedgerEvent,
     MemoryFlush,
+    MemoryForget,
     MemoryRecord,
     Record,
     RecordTable,
@@ -183,7 +184,14 @@ class LedgerBackend(Protocol):
     def memories(self, scope: Scope) -> list[MemoryRecord]: ...
     def memory_flushes(self, scope: Scope) -> list[MemoryFlush]: ...
     def search_memories(
-        self, tenant: str, agent: str, query: str, *, limit: int = 10, budget_s: float = ...
+        self,
+        tenant: str,
+        agent: str,
+        query: str,
+        *,
+        limit: int = 10,
+        budget_s: float = ...,
+        phrase: bool = False,
     ) -> list[tuple[MemoryRecord, float]]: ...
     def search_sessions(
         self,
@@ -194,7 +202,24 @@ class LedgerBackend(Protocol):
         limit: int = 10,
         exclude: str | None = None,
         budget_s: float = ...,
+        phrase: bool = False,
     ) -> list[tuple[Entry, float]]: ...
+    # Memory a person manages (ledger/_memory_notes.py, DRV-7): notes, forgets, pages.
+    def add_note(
+        self, tenant: str, agent: str, text: str, *, by: str
+    ) -> tuple[MemoryRecord, bool]: ...
+    def forget_memory(
+        self, tenant: str, agent: str, memory_id: int, *, by: str, why: str = ""
+    ) -> tuple[MemoryForget, bool]: ...
+    def agent_memories(
+        self,
+        tenant: str,
+        agent: str,
+        *,
+        before: int | None = None,
+        limit: int = 20,
+        forgotten: bool = False,
+    ) -> list[tuple[MemoryRecord, MemoryForget | None]]: ...
     def acquire_lease(
         self, scope: Scope, owner: str, ttl: float, *, now: float | None = None
     ) -> bool: ...

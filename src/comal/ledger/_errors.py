@@ -29,6 +29,7 @@ __all__ = [
     "LedgerSecretMissing",
     "LedgerTimeout",
     "LedgerUnavailable",
+    "MemoryNotFound",
     "MemorySearchTimeout",
     "SearchTooBroad",
     "SessionHasChildren",
@@ -195,3 +196,10 @@ class MemorySearchTimeout(UserError):
     than a ranking of part of the rows)."""
 
     code = "MEMORY_SEARCH_TIMEOUT"
+
+
+class MemoryNotFound(UserError):
+    """``forget`` of a memory id the agent does not hold (none, or another agent's): nothing
+    was recorded."""
+
+    code = "MEMORY_NOT_FOUND"

@@ -16,7 +16,9 @@ Two append-only tables, sealed like every row (``_rows.SEALED``):
   or two processes racing to compact one session remember a range once);
 - a fact's sources are resolved here from their seqs to entry ids of that very session;
 - a fact the agent already holds (the same text, by digest, in the same (tenant, agent)) is
-  not stored again: it stays linked to where it was first seen.
+  not stored again: it stays linked to where it was first seen. A forgotten memory still
+  counts (its row stays, see ``_memory_notes``): a text a person forgot is not remembered
+  again from later entries.
 
 Called inside the caller's ``atomic()`` (the stand-in's transaction) it commits with it or not
 at all. Search is scoped by (tenant, agent) and fails closed: an incomplete pair is a
@@ -31,10 +33,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ScopeError, UserError
+from ..errors import UserError
 from ..messages import canonical_json, load_json, sha256_hex
+from ._memory_notes import MemoryCare, agent_pair, note_row_faults
 from ._model import Entry, Fault, MemoryFlush, MemoryRecord, Scope
-from ._reads import Reads
 from ._rows import (
     COLUMNS,
     SEALED,
@@ -46,7 +48,7 @@ from ._rows import (
     whole,
 )
 from ._store import now
-from ._text import check_int, check_text, storable
+from ._text import check_int, check_text
 
 __all__ = ["MAX_MEMORY_CHARS", "MAX_RESULTS", "MAX_TERMS", "Memories", "MemoryInput", "Remembered"]
 
@@ -83,6 +85,13 @@ def search_terms(query: str) -> str | None:
     return " OR ".join(f'"{w}"' for w in found) if found else None
 
 
+def phrase_terms(query: str) -> str | None:
+    """An FTS5 query matching the first :data:`MAX_TERMS` words of ``query`` side by side, in
+    their order (a phrase: ``hello.txt`` is the words ``hello txt``), or None without words."""
+    found = re.findall(r"\w+", query.lower())[:MAX_TERMS]
+    return '"' + " ".join(found) + '"' if found else None
+
+
 def gaps(first: int, last: int, covered: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
     """The runs of ``first..last`` that none of the ``covered`` ranges (by start) contains."""
     out: list[tuple[int, int]] = []
@@ -115,22 +124,7 @@ def _check_fact(fact: MemoryInput) -> None:
     check_text(kind=fact.kind, text=fact.text)
 
 
-def agent_pair(tenant: object, agent: object) -> tuple[str, str]:
-    """(tenant, agent) when both are given and storable; else the coded refusal (LED-2)."""
-    given = (("tenant", tenant), ("agent", agent))
-    missing = [n for n, v in given if not isinstance(v, str) or not v]
-    if missing:
-        raise ScopeError(
-            f"memory search needs a tenant and an agent; {' and '.join(missing)} missing: it "
-            "never searches every agent's memories (give --session, or --tenant and --agent)"
-        )
-    assert isinstance(tenant, str) and isinstance(agent, str)
-    if not (storable(tenant) and storable(agent)):
-        raise ScopeError("tenant or agent holds NUL or a lone surrogate; no agent has such a name")
-    return tenant, agent
-
-
-class Memories(Reads):
+class Memories(MemoryCare):
     """Flushes and memories: writes under the rules above, reads, search, verify."""
 
     def memory_gaps(self, scope: Scope, first_seq: int, last_seq: int) -> list[tuple[int, int]]:
@@ -292,13 +286,14 @@ class Memories(Reads):
     # -- search (MEM-2) ---------------------------------------------------------------------
     def search_memories(
         self, tenant: str, agent: str, query: str, *, limit: int = 10,
-        budget_s: float = SEARCH_BUDGET_S,
+        budget_s: float = SEARCH_BUDGET_S, phrase: bool = False,
     ) -> list[tuple[MemoryRecord, float]]:  # fmt: skip
-        """The memories of (``tenant``, ``agent``), from every session, matching any of the
-        words of ``query``, best first with their scores (BM25 on SQLite, ``ts_rank`` on
-        PostgreSQL: the ledger's full-text ranking)."""
+        """The memories of (``tenant``, ``agent``), from every session and a person's notes,
+        matching any of the words of ``query`` (``phrase``: all of them side by side, in
+        order), best first with their scores (BM25 on SQLite, ``ts_rank`` on PostgreSQL: the
+        ledger's full-text ranking). A forgotten memory is never among them."""
         tenant, agent = agent_pair(tenant, agent)
-        match = self._match(query, limit)
+        match = self._match(query, limit, phrase)
         if match is None:
             return []
         with self._reading() as c:
@@ -315,12 +310,13 @@ class Memories(Reads):
 
     def search_sessions(
         self, tenant: str, agent: str, query: str, *, limit: int = 10,
-        exclude: str | None = None, budget_s: float = SEARCH_BUDGET_S,
+        exclude: str | None = None, budget_s: float = SEARCH_BUDGET_S, phrase: bool = False,
     ) -> list[tuple[Entry, float]]:  # fmt: skip
         """The entries of (``tenant``, ``agent``)'s sessions but ``exclude`` matching any of
-        the words of ``query``, best first with their scores."""
+        the words of ``query`` (``phrase``: all of them side by side, in order), best first
+        with their scores."""
         tenant, agent = agent_pair(tenant, agent)
-        match = self._match(query, limit)
+        match = self._match(query, limit, phrase)
         if match is None:
             return []
         with self._reading() as c:
@@ -343,13 +339,13 @@ class Memories(Reads):
                 out.append((e, score))
         return out
 
-    def _match(self, query: str, limit: int) -> str | None:
+    def _match(self, query: str, limit: int, phrase: bool) -> str | None:
         check_int(limit=limit)
         if not 1 <= limit <= MAX_RESULTS:
             raise UserError(f"limit must be 1..{MAX_RESULTS}, not {limit}")
         if not isinstance(query, str):
             raise UserError(f"a search query is text, not {type(query).__name__}")
-        return search_terms(query)
+        return phrase_terms(query) if phrase else search_terms(query)
 
     # -- verify -----------------------------------------------------------------------------
     def memory_faults(self) -> list[Fault]:
@@ -389,8 +385,11 @@ class Memories(Reads):
         for page in self._memory_pages():
             owners = self._entry_owners(page)
             for r in page:
-                faults += _memory_row_faults(self, r, sessions, ranges, owners)
-        return faults
+                if r[0] is None:  # a person's note (DRV-7)
+                    faults += note_row_faults(self, r)
+                else:
+                    faults += _memory_row_faults(self, r, sessions, ranges, owners)
+        return faults + self.forget_faults()
 
     def _memory_pages(self) -> Any:
         after = -1

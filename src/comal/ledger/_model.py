@@ -184,19 +184,39 @@ class MemoryRecord:
     """One remembered fact (MEM-1): ``text`` of ``kind`` (name, date, preference, decision,
     path, identifier, command, or a model's own), taken from the entries ``entry_ids`` (seq
     ``first_seq..last_seq`` of ``session``) by ``extractor`` (``extractive`` or
-    ``provider:model``) before they were summarized. ``digest`` is the sha256 of ``text``."""
+    ``provider:model``) before they were summarized. ``digest`` is the sha256 of ``text``.
+
+    A person's note (DRV-7) is a memory of the agent that no session holds: ``kind``
+    ``note``, ``extractor`` the person (``user:ana``), no session, seqs or entries."""
 
     id: int
     tenant: str
     agent: str
-    session: str
-    first_seq: int
-    last_seq: int
+    session: str | None
+    first_seq: int | None
+    last_seq: int | None
     entry_ids: tuple[int, ...]
     kind: str
     text: str
     extractor: str
     digest: str
+    created_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryForget:
+    """That memory ``memory`` (whose text had ``digest``) of (``tenant``, ``agent``) was
+    forgotten by ``by`` at ``created_at``, and ``why`` (DRV-7). The memory's row stays: the
+    ledger is append-only, and search and listing leave a forgotten memory out."""
+
+    id: int
+    memory: int
+    tenant: str
+    agent: str
+    session: str | None
+    digest: str
+    by: str
+    why: str
     created_at: str
 
 

@@ -26,6 +26,7 @@ from ._db import Db
 from ._dialect import lock_key
 from ._errors import LedgerBadTarget, LedgerReadOnly, LedgerTimeout, MemorySearchTimeout
 from ._ledger import Store
+from ._memory_notes import LIVE
 from ._model import Scope
 from ._pg_lock import DEFAULT_TTL_S, PgSessionLock, pg_lock_holder
 from ._postgres_fts import fts_query, search_vectors
@@ -109,7 +110,9 @@ class PostgresDialect(PgDialectBase):
             scoped += " AND s.agent = %(a)s AND f.session_id IS DISTINCT FROM %(x)s"
         else:
             scoped = " JOIN memories m ON m.id = f.memory_id WHERE m.tenant = %(t)s"
-            scoped += " AND m.agent = %(a)s AND m.session_id IS DISTINCT FROM %(x)s"
+            # A person's note has no session; a forgotten memory is never found (DRV-7).
+            scoped += " AND m.agent = %(a)s AND (m.session_id IS NULL"
+            scoped += f" OR m.session_id IS DISTINCT FROM %(x)s) AND {LIVE}"
         sql = (
             f"SELECT f.{ref}, max(ts_rank(f.tsv, %(q)s::tsquery)) AS r FROM {table} f{scoped}"
             f" AND f.tsv @@ %(q)s::tsquery GROUP BY f.{ref} ORDER BY r DESC, f.{ref} LIMIT %(n)s"

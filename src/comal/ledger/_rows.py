@@ -30,6 +30,7 @@ from ._model import (
     Entry,
     LedgerEvent,
     MemoryFlush,
+    MemoryForget,
     MemoryRecord,
     Record,
     RequestRecord,
@@ -71,6 +72,10 @@ SEALED: dict[str, tuple[str, ...]] = {
         "extractor", "digest", "created_at",
     ),
     "ledger_events": ("kind", "created_at", "body"),
+    "memory_forgets": (
+        "session_id", "memory_id", "tenant", "agent", "digest", "forgotten_by", "why",
+        "created_at",
+    ),
 }  # fmt: skip
 
 # What follows the sealed columns in each SELECT list.
@@ -95,6 +100,7 @@ _TRAILERS = {
     "memory_flushes": ("seal", "id"),
     "memories": ("seal", "id", "body"),
     "ledger_events": ("seal", "id"),
+    "memory_forgets": ("seal", "id"),
 }
 COLUMNS = {t: ", ".join(SEALED[t] + _TRAILERS[t]) for t in SEALED}
 # The session's chain head is sealed apart from its row: (id, next_seq, head).
@@ -235,6 +241,12 @@ def event_from_row(sealer: Sealer, r: Sequence[Any]) -> LedgerEvent:
     return LedgerEvent(int(row_id), r[0], r[1], body if isinstance(body, dict) else {})
 
 
+def forget_from_row(sealer: Sealer, r: Sequence[Any]) -> MemoryForget:
+    row_id = r[9]
+    check_seal(sealer, "memory_forgets", r, row_id, r[0])
+    return MemoryForget(int(row_id), int(r[1]), r[2], r[3], r[0], r[4], r[5], r[6], r[7])
+
+
 def flush_from_row(sealer: Sealer, r: Sequence[Any]) -> MemoryFlush:
     row_id = r[8]
     check_seal(sealer, "memory_flushes", r, row_id, r[0])
@@ -255,8 +267,8 @@ def memory_from_row(sealer: Sealer, r: Sequence[Any]) -> MemoryRecord:
         r[1],
         r[2],
         r[0],
-        int(r[3]),
-        int(r[4]),
+        None if r[3] is None else int(r[3]),  # a person's note has no seqs
+        None if r[4] is None else int(r[4]),
         tuple(ids),
         r[6],
         body,

@@ -411,6 +411,71 @@ CREATE TABLE ledger_events (
 );
 """
 
+# Memory a person manages (DRV-7; see _memory_notes.py). A person's note is a memory of an
+# agent that no session holds: SQLite cannot drop a NOT NULL, so its table is rebuilt with the
+# same rows (ids kept: memories_fts is keyed by them) and its indexes and trigger made again
+# (SQLite's own types spelt out: a dialect's part is not formatted); PostgreSQL drops the
+# constraints in place. A note's index rows on PostgreSQL carry an empty session id, which no
+# session has, so deleting a session never reaches them.
+_MEMORY_NOTES_SQLITE = """
+CREATE TABLE memories_new (
+    id INTEGER PRIMARY KEY,
+    session_id TEXT REFERENCES sessions(id),
+    tenant TEXT NOT NULL,
+    agent TEXT NOT NULL,
+    first_seq INTEGER,
+    last_seq INTEGER,
+    entry_ids TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    extractor TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    body TEXT NOT NULL,
+    seal TEXT NOT NULL,
+    CHECK (first_seq <= last_seq),
+    CHECK ((session_id IS NULL) = (first_seq IS NULL) AND (first_seq IS NULL) = (last_seq IS NULL))
+);
+INSERT INTO memories_new (id, session_id, tenant, agent, first_seq, last_seq, entry_ids, kind,
+    extractor, digest, created_at, body, seal)
+    SELECT id, session_id, tenant, agent, first_seq, last_seq, entry_ids, kind, extractor,
+    digest, created_at, body, seal FROM memories;
+DROP TABLE memories;
+ALTER TABLE memories_new RENAME TO memories;
+CREATE INDEX memories_scope ON memories (tenant, agent, digest);
+CREATE INDEX memories_session ON memories (session_id, first_seq);
+CREATE TRIGGER memories_fts_forget AFTER DELETE ON memories BEGIN
+    DELETE FROM memories_fts WHERE rowid = old.id;
+END;
+"""
+_MEMORY_NOTES_POSTGRES = """
+ALTER TABLE memories ALTER COLUMN session_id DROP NOT NULL;
+ALTER TABLE memories ALTER COLUMN first_seq DROP NOT NULL;
+ALTER TABLE memories ALTER COLUMN last_seq DROP NOT NULL;
+ALTER TABLE memories ADD CONSTRAINT memories_note_or_flushed
+    CHECK ((session_id IS NULL) = (first_seq IS NULL) AND (first_seq IS NULL) = (last_seq IS NULL));
+"""
+# A forget is recorded, never a deletion: one row per forgotten memory (who, when, why, and
+# the digest of what was forgotten), keyed like the memory (its session; none for a note), so
+# deleting a session takes its memories' forgets with them. Search and listing leave a
+# forgotten memory out by its id; listing an agent's memories newest first is one index range.
+_MEMORY_FORGETS = """
+CREATE TABLE memory_forgets (
+    id {pk},
+    session_id {key} REFERENCES sessions(id),
+    memory_id {int} NOT NULL,
+    tenant {key} NOT NULL,
+    agent {key} NOT NULL,
+    digest TEXT NOT NULL,
+    forgotten_by TEXT NOT NULL,
+    why TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    seal TEXT NOT NULL
+);
+CREATE UNIQUE INDEX memory_forgets_memory ON memory_forgets (memory_id);
+CREATE INDEX memory_forgets_agent ON memory_forgets (tenant, agent, id);
+CREATE INDEX memories_agent ON memories (tenant, agent, id);
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_initial", _INITIAL, _INITIAL_SQLITE, _INITIAL_POSTGRES),
     Migration("0002_proxy_keys", KEYS_DDL),
@@ -439,5 +504,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("0009_session_locks", _SESSION_LOCKS),
     Migration("0010_search_backlog", "", "", _SEARCH_BACKLOG_POSTGRES),
     Migration("0011_sealed_identity", _SEALED_IDENTITY, backfill=seal_identity),
+    Migration("0012_memory_notes", "", _MEMORY_NOTES_SQLITE, _MEMORY_NOTES_POSTGRES),
+    Migration("0013_memory_forgets", _MEMORY_FORGETS),
 )
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -24,6 +24,7 @@ from ._dialect import Dialect
 from ._errors import BadSearchQuery, LedgerBadTarget, LedgerTimeout, MemorySearchTimeout
 from ._ledger import Store
 from ._locks import SessionLock, WriterGate, lock_holder, lock_path
+from ._memory_notes import LIVE
 from ._migrate import statements
 from ._model import Scope, log
 from ._schema import MIGRATIONS
@@ -205,7 +206,9 @@ class SQLiteDialect(Dialect):
         scoped = (
             "s.tenant = ? AND s.agent = ? AND e.session_id IS NOT ?"
             if table == "entries_fts"
-            else "m.tenant = ? AND m.agent = ? AND m.session_id IS NOT ?"
+            # A person's note has no session; a forgotten memory is never found (DRV-7).
+            else "m.tenant = ? AND m.agent = ? AND (m.session_id IS NULL OR m.session_id IS NOT ?)"
+            f" AND {LIVE}"
         )
         joins = " JOIN sessions s ON s.id = e.session_id" if table == "entries_fts" else ""
         sql = (

@@ -1,8 +1,10 @@
-"""The ``memory_search`` operation: what this agent remembers from its earlier sessions (MEM-2).
+"""The ``memory_search`` operation: what this agent remembers from its earlier sessions (MEM-2,
+DRV-7).
 
 Read-only, judged and receipted like every operation. It searches the memories of the calling
 session's (tenant, agent) — facts saved before anything was summarized, in any of its sessions
-— and the entries of its *other* sessions, ranked together (:func:`comal.memory.memory_search`);
+— and a person's notes, never a forgotten memory, and the entries of its *other* sessions,
+ranked together, exact matches first (:func:`comal.memory.memory_search`);
 never another agent's, never another tenant's: the scope is the house's session, not an
 argument, so the model cannot name another. This session's own history is ``ctx_search``'s
 (dag) and ``session_search``'s (pipeline). Every built-in engine offers it to the model.
@@ -23,8 +25,10 @@ __all__ = ["MemorySearchInput", "memory_search_operation"]
 _DESCRIPTION = (
     "Recall what you learned in earlier sessions with this user: facts remembered before "
     "older messages were summarized (names, dates, preferences, decisions, paths, "
-    "identifiers, commands and their exit codes) and the messages of your past sessions, "
-    "best first. query is words to look for (any of them may match)."
+    "identifiers, commands and their exit codes), notes the user asked you to remember, and "
+    "the messages of your past sessions. query is words to look for (any of them may match); "
+    "results whose text holds the query exactly (a file name like hello.txt) come first, and "
+    "each says why it matched: [exact], [phrase] or [words: ...], the match marked «so»."
 )
 
 
@@ -44,7 +48,11 @@ def _memory_search(args: MemorySearchInput, ctx: CallContext) -> ToolOutput:
         )  # fmt: skip
     except ComalError as exc:  # its code leads, as the other recall tools' refusals do
         raise ToolFailure(f"[{exc.code}] {exc}") from exc
-    observed = [{"kind": r.kind, "id": r.id, "session": r.session} for r in found]
+    observed = [
+        {"kind": r.kind, "id": r.id, "session": r.session,
+         "match": r.match.how if r.match is not None else None}
+        for r in found
+    ]  # fmt: skip
     return ToolOutput(render_recalled(args.query, found), observations={"results": observed})
 
 

@@ -39,6 +39,7 @@ from ..ledger import LedgerBackend, SessionInfo
 from ._api import STATUS, ApiError, _error, _human, handled
 from ._views import find_session
 from ._web_events import live_stream
+from ._web_memory import memory_routes
 from ._web_sessions import WebSessions
 from ._web_views import queued_view, transcript_view, work_tree
 
@@ -159,6 +160,7 @@ def web_router(gate: Gate, sessions: WebSessions) -> APIRouter:
     web = _Web(gate, sessions)
     _steering_routes(router, web)
     _reading_routes(router, web)
+    memory_routes(router, web)  # the page's # TEXT, /memory and /forget (DRV-7)
     return router
 
 

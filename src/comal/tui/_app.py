@@ -43,6 +43,7 @@ from ..errors import ComalError
 from ..ops import Actor, ApprovalRequest, CallbackApprover, Rule
 from ..providers import StreamDone, StreamEvent, TextDelta, catalog_specs
 from ..safe_text import safe
+from ._memory import tui_memory
 from ._screens import ALWAYS, DENY, ONCE, ApprovalScreen, PickerScreen
 from ._transcript import (
     LIVE_TAIL,
@@ -65,6 +66,9 @@ _OWN = {
     "/resume": "Continue another session: pick one, or /resume ID.",
     "/exit": "Leave comal (ctrl+q).",
     "/help": "This list.",
+    "# TEXT": "Remember TEXT for this agent (a note every session of it can recall).",
+    "/memory": "This agent's memories, newest first; /memory WORDS searches them.",
+    "/forget": "Forget a memory: /forget ID [why].",
 }
 
 
@@ -111,7 +115,7 @@ class ComalApp(App[None]):
         yield VerticalScroll(id="transcript")
         yield Vertical(id="queued")
         yield Static("", id="status")
-        yield Input(placeholder="Ask, or /help")
+        yield Input(placeholder="Ask, # to remember, or /help")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -178,7 +182,7 @@ class ComalApp(App[None]):
         event.input.value = ""
         if not text:
             return
-        if text.startswith("/"):
+        if text.startswith(("/", "#")):  # "#": a note for the agent's memory, never sent (DRV-7)
             self.slash(text)
             return
         if self.busy:
@@ -203,7 +207,9 @@ class ComalApp(App[None]):
     def action_queue(self) -> None:
         box = self.query_one(Input)
         text, box.value = box.value.strip(), ""
-        if text:
+        if text.startswith("#"):  # a note is never a message, queued or not (DRV-7)
+            self.slash(text)
+        elif text:
             self.queue(text, "queue")
 
     def queue(self, text: str, mode: QueueMode) -> None:
@@ -368,7 +374,9 @@ class ComalApp(App[None]):
         name, _, arg = text[1:].partition(" ")
         value = arg.strip()
         try:
-            if name == "help":
+            if text.startswith("#"):  # tui/_memory.py, as the memory commands below
+                self.write(tui_memory(self.runtime, "remember", text))
+            elif name == "help":
                 self.help()
             elif name in ("exit", "quit"):
                 self.exit()
@@ -384,6 +392,8 @@ class ComalApp(App[None]):
                 self.human(name, {})
             elif name in ("model", "effort", "mode", "name"):
                 self.control(name, value)
+            elif name in ("memory", "forget"):
+                self.write(tui_memory(self.runtime, name, value))
             else:
                 self.note(f"unknown command /{name}; /help lists them")
         except ComalError as exc:

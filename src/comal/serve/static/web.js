@@ -321,10 +321,34 @@ async function follow(sid) {
 }
 
 // The modes are the operator's (serve.modes): a page cannot widen them.
-const help = () => `commands: /model ID, /effort LEVEL, /mode ${(web.info ? web.info.modes : ["read-only", "ask"]).join("|")}, /name TEXT, /context, /state, /compact, /cost, /resume (continue without a new prompt), /help; anything else is a prompt`;
+const help = () => `commands: /model ID, /effort LEVEL, /mode ${(web.info ? web.info.modes : ["read-only", "ask"]).join("|")}, /name TEXT, /context, /state, /compact, /cost, /resume (continue without a new prompt), # TEXT (remember it for this agent), /memory [WORDS], /forget ID [why], /help; anything else is a prompt`;
+
+// Memory a person manages (DRV-7), as the TUI's: "# TEXT" remembers a note for this session's
+// agent instead of sending a prompt; /memory lists the agent's memories (/memory WORDS searches
+// them), /forget ID [why] forgets one. The server says back where the note went.
+const MEMORY = /^(#|\/memory(\s|$)|\/forget(\s|$))/;
+async function memory(text) {
+  add(el("div", { class: "line said you" }, el("b", {}, "you: "), text));
+  const base = `/api/sessions/${web.sid}/memories`;
+  let done;
+  if (text.startsWith("#")) {
+    const fact = text.slice(1).trim();
+    if (!fact) { note("# needs the fact to remember, e.g. # deploys go through scripts/ship.sh"); return; }
+    done = await post(base, { text: fact });
+  } else if (text.startsWith("/forget")) {
+    const [id, ...why] = text.slice("/forget".length).trim().split(/\s+/);
+    if (!/^\d+$/.test(id)) { note("/forget needs a memory's id, e.g. /forget 42 it moved (/memory lists them)"); return; }
+    done = await post(`${base}/${id}/forget`, { why: why.join(" ") });
+  } else {
+    const words = text.slice("/memory".length).trim();
+    done = await api(words ? `${base}?q=${encodeURIComponent(words)}` : base);
+  }
+  add(el("pre", { class: "line command-output memory" }, done.text));
+}
 
 async function send(text, queue = false) {
   if (text === "/help") { note(help()); return; }
+  if (MEMORY.test(text)) { await memory(text); return; }
   if (text === "/resume") { await post(`/api/sessions/${web.sid}/prompts`, {}); return; }
   if (text.startsWith("/")) {
     const [name, ...rest] = text.slice(1).split(" ");
@@ -356,7 +380,7 @@ async function chatView(sid) {
     models.value = "";
   });
   const input = el("textarea", { id: "prompt", rows: "2",
-    placeholder: "Ask, or /help (while it works: Enter steers, Tab queues for after the run)" });
+    placeholder: "Ask, # to remember, or /help (while it works: Enter steers, Tab queues for after the run)" });
   const problem = el("p", { class: "problem", id: "problem" });
   const form = el("form", { id: "prompt-form" }, input,
     el("div", { class: "buttons" }, el("button", { type: "submit", class: "approve" }, "Send"),
