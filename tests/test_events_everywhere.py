@@ -65,10 +65,11 @@ def test_the_event_and_the_stand_in_are_one_transaction(
     def fail(self: LedgerBackend, *args: Any, **kw: Any) -> Any:
         raise OSError("disk full (a test)")
 
-    monkeypatch.setattr(SQLiteLedger, "add_record", fail)
-    result = runner.invoke(app, ["--ledger", str(db), "compact", session, "--json"])
+    # Only this patch is undone after: the isolated user dirs (and the ledger's key) stay.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(SQLiteLedger, "add_record", fail)
+        result = runner.invoke(app, ["--ledger", str(db), "compact", session, "--json"])
     assert result.exit_code != 0
-    monkeypatch.undo()
     with open_ledger(db) as led:
         assert led.checkpoints(led.resolve(session)) == []  # no stand-in without its event
 
