@@ -60,6 +60,10 @@ SCENARIO: list[dict[str, Any]] = [
 ]
 
 
+# The replies the first model answers before the scenario's /model.
+_SWITCHED_AT = 4
+
+
 @dataclass
 class Site:
     root: Path
@@ -77,9 +81,12 @@ def site(tmp_path: Path, script: list[dict[str, Any]] = SCENARIO, **extra: Any) 
     work.mkdir()
     (work / "notes.txt").write_text(NOTES)
     specs = []
-    for name in ("first", "second"):
+    # The second model is switched to with /model after the scenario's first answer: a new
+    # script starts at its own first reply (the requests it answered), so it holds the rest.
+    later = script[_SWITCHED_AT:] if script is SCENARIO else script
+    for name, replies in (("first", script), ("second", later)):
         path = tmp_path / f"{name}.jsonl"
-        path.write_text("".join(json.dumps(r) + "\n" for r in script))
+        path.write_text("".join(json.dumps(r) + "\n" for r in replies))
         specs.append(f"script:{path}")
     serve = {"workspaces": [str(work)], "models": [specs[1]]} | extra.pop("serve", {})
     config = {"model": specs[0], "mode": "ask", "serve": serve} | extra
