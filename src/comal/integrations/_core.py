@@ -381,7 +381,7 @@ class LedgerSession:
             return made
 
     # -- assemble ------------------------------------------------------------------------------
-    def assemble(
+    def prepare(
         self, *, system: Sequence[Message] = (), tools: Sequence[Mapping[str, Any]] = ()
     ) -> Assembled:
         """The active memory for the next model call, under the window less ``system`` and

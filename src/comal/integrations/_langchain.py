@@ -137,7 +137,7 @@ class ComalMiddleware(AgentMiddleware):
             ids = self.comal.sync(list(zip([_key(m) for m in messages], to_comal(messages),
                                            strict=True)))  # fmt: skip
             system = request.system_message
-            assembled = self.comal.assemble(
+            assembled = self.comal.prepare(
                 system=to_comal([system]) if isinstance(system, SystemMessage) else (),
                 tools=_tool_specs(request.tools),
             )

@@ -255,7 +255,7 @@ class ComalSession:
             with self.comal.ledger.atomic():
                 self._turn()
                 self._settle()
-            assembled = self.comal.assemble(system=self._system, tools=self._specs)
+            assembled = self.comal.prepare(system=self._system, tools=self._specs)
         if assembled.verbatim:
             # Nothing compacted: the model gets the Runner's own input, item for item.
             return ModelInputData(input=list(data.model_data.input), instructions=instructions)

@@ -237,7 +237,7 @@ class ComalHistory:
             {"name": t.name, "description": t.description, "parameters": t.parameters}
             for t in self.comal.recall_tools()
         ]  # fmt: skip
-        assembled = self.comal.assemble(
+        assembled = self.comal.prepare(
             system=[Message.system(text) for text in instructions], tools=specs
         )
         if assembled.verbatim and whole:
