@@ -235,3 +235,72 @@ def test_compare_needs_transcripts_and_sane_windows(tmp_path: Path) -> None:
     small = _transcript(tmp_path / "run.json")
     result = runner.invoke(app, ["bench", "compare", str(small), "--windows", "12", "--json"])
     assert result.exit_code == 2
+
+
+def _timed_transcript(path: Path, pause_after: int, pause_s: float) -> Path:
+    """A mini-swe-agent run whose messages carry their times (``extra.timestamp``): 5 s between
+    steps, and ``pause_s`` before the call after step ``pause_after``."""
+    at = 1_760_000_000.0
+    messages: list[dict[str, object]] = [
+        {"role": "system", "content": "You fix bugs.", "extra": {"timestamp": at}},
+        {"role": "user", "content": "Fix the failing test.", "extra": {"timestamp": at}},
+    ]
+    for i in range(STEPS):
+        at += 5.0
+        call = {
+            "id": f"call_{i}",
+            "type": "function",
+            "function": {"name": "bash", "arguments": json.dumps({"command": f"cat {i}.py"})},
+        }
+        messages.append(
+            {"role": "assistant", "content": None, "tool_calls": [call], "extra": {"timestamp": at}}
+        )
+        at += pause_s if i == pause_after else 1.0
+        messages.append(
+            {
+                "role": "tool",
+                "tool_call_id": f"call_{i}",
+                "content": _output(i),
+                "extra": {"timestamp": at},
+            }
+        )
+    messages.append({"role": "assistant", "content": "Done.", "extra": {"timestamp": at + 5}})
+    path.write_text(json.dumps({"messages": messages}), encoding="utf-8")
+    return path
+
+
+def test_a_transcripts_own_times_expire_the_cache_for_every_strategy(tmp_path: Path) -> None:
+    # covers: CCH-2, ENG-1
+    paused = _timed_transcript(tmp_path / "paused.traj.json", pause_after=6, pause_s=600.0)
+    steady = _timed_transcript(tmp_path / "steady.traj.json", pause_after=6, pause_s=1.0)
+    args = ["bench", "compare", str(paused), str(steady), "--windows", "128000", "--json"]
+    result = runner.invoke(app, [*args, "--strategies", "full,comal-limit,comal-dag"])
+    assert result.exit_code == 0, result.output
+    runs = json.loads(result.stdout)["runs"]
+    cold = {(r["transcript"].split("/")[-1], r["strategy"]): r["cold_requests"] for r in runs}
+    # The ten-minute tool run leaves the next request with nothing cached, whatever sent it.
+    assert cold == {
+        ("paused.traj.json", "full"): 1,
+        ("paused.traj.json", "comal-limit"): 1,
+        ("paused.traj.json", "comal-dag"): 1,
+        ("steady.traj.json", "full"): 0,
+        ("steady.traj.json", "comal-limit"): 0,
+        ("steady.traj.json", "comal-dag"): 0,
+    }
+    cost = {(r["transcript"].split("/")[-1], r["strategy"]): r["cost_usd"] for r in runs}
+    assert (
+        cost[("paused.traj.json", "full")]["anthropic"]
+        > cost[("steady.traj.json", "full")]["anthropic"]
+    )
+
+
+def test_a_transcript_without_times_is_priced_with_a_warm_cache(tmp_path: Path) -> None:
+    # covers: CCH-2
+    small = _transcript(tmp_path / "run.json")  # no times: every call follows at once
+    result = runner.invoke(
+        app,
+        ["bench", "compare", str(small), "--windows", "128000", "--strategies", "full", "--json"],
+    )
+    assert result.exit_code == 0, result.output
+    (run,) = json.loads(result.stdout)["runs"]
+    assert run["cold_requests"] == 0

@@ -124,3 +124,38 @@ def test_a_run_of_requests_is_metered_against_the_previous_request() -> None:
     assert meter.usd["gemini"] == pytest.approx(
         sum(r.usd["gemini"] for r in (first, second, third))
     )
+
+
+def test_the_cache_expires_when_its_lifetime_passed_since_the_previous_request() -> None:
+    # covers: CCH-2, ENG-1
+    tables = load_prices()
+    pricer = Pricer(CharCounter())
+    system, task = Message.system("s" * 100), Message.user("u" * 200)
+    grown = [system, task, Message.assistant("a" * 50)]
+    meter = CostMeter(tables)
+    meter.add(pricer.units([system, task]), at=0.0)
+    warm = meter.add(pricer.units(grown), at=299.0)  # inside 5 minutes: read from the cache
+    assert (warm.cold, warm.cached) == (False, 308)
+    cold = meter.add(pricer.units([*grown, Message.user("x")]), at=299.0 + 301.0)
+    # More than 5 minutes after the one before: nothing is cached, everything is written.
+    assert (cold.cold, cold.cached) == (True, 0)
+    assert cold.usd["anthropic"] == pytest.approx(cold.tokens * 3.75 / 1e6)
+    assert meter.cold == 1
+    # A request whose time is unknown (a transcript without times) finds the cache warm.
+    untimed = CostMeter(tables)
+    untimed.add(pricer.units([system, task]))
+    assert untimed.add(pricer.units(grown), at=10_000.0).cached == 308
+
+
+def test_a_one_hour_cache_lives_an_hour_and_its_writes_cost_the_hour_rate() -> None:
+    # covers: CCH-2, CCH-4
+    tables = load_prices()
+    pricer = Pricer(CharCounter())
+    system, task = Message.system("s" * 100), Message.user("u" * 200)
+    meter = CostMeter(tables, "1h")
+    first = meter.add(pricer.units([system, task]), at=0.0)
+    assert first.usd["anthropic"] == pytest.approx(first.tokens * 6.0 / 1e6)
+    later = meter.add(pricer.units([system, task, Message.assistant("a")]), at=30 * 60.0)
+    assert (later.cold, later.cached) == (False, 308)
+    gone = meter.add(pricer.units([system, task, Message.assistant("a")]), at=30 * 60.0 + 3_601)
+    assert (gone.cold, gone.cached) == (True, 0)

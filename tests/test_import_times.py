@@ -148,3 +148,63 @@ def test_an_untitled_transcript_is_named_by_its_first_words_not_its_path(tmp_pat
     sessions = _imported(tmp_path, "chat.json", json.dumps({"messages": messages}))
     assert list(sessions) == ["Why does the build fail?"]
     assert sessions["Why does the build fail?"]["source"].endswith("chat.json")
+
+
+def test_each_imported_step_keeps_the_transcripts_own_time(tmp_path: Path) -> None:
+    # covers: LED-1, ENG-1
+    from comal.ledger import open_ledger
+
+    lines = [
+        _claude(
+            type="user",
+            uuid="u1",
+            parentUuid=None,
+            timestamp="2025-03-01T10:00:00Z",
+            message={"role": "user", "content": "list the files"},
+        ),
+        _claude(
+            type="assistant",
+            uuid="a1",
+            parentUuid="u1",
+            timestamp="2025-03-01T10:00:05Z",
+            message={
+                "id": "m1",
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {}}],
+            },
+        ),
+        _claude(
+            type="user",
+            uuid="u2",
+            parentUuid="a1",
+            timestamp="2025-03-01T10:12:00Z",
+            message={
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "a.py"}],
+            },
+        ),
+        _claude(
+            type="assistant",
+            uuid="a2",
+            parentUuid="u2",
+            timestamp="2025-03-01T10:12:04Z",
+            message={
+                "id": "m2",
+                "role": "assistant",
+                "content": [{"type": "text", "text": "a.py"}],
+            },
+        ),
+    ]
+    sessions = _imported(tmp_path, "s.jsonl", "\n".join(lines) + "\n")
+    led = open_ledger(tmp_path / "l.db")
+    scope = led.resolve(sessions["list the files"]["session"])
+    times = [e.created_at for e in led.entries(scope)]
+    # One time per step, its last message's: the task; the call with its result, in twelve
+    # minutes later (when the next request went out); the answer.
+    assert times == [
+        "2025-03-01T10:00:00.000000+00:00",
+        "2025-03-01T10:12:00.000000+00:00",
+        "2025-03-01T10:12:00.000000+00:00",
+        "2025-03-01T10:12:04.000000+00:00",
+    ]
+    led.close()

@@ -13,7 +13,7 @@ from ._cost import PROVIDERS, CostMeter, Pricer, PriceTable, cached_prefix, load
 from ._integrity import PairCheck, PairLedger
 from ._ledger import LedgerBench, run_ledger_bench, synthetic_steps
 from ._ledger_scale import SizeRow, WriterRow, run_size_bench, run_writer_bench
-from ._report import markdown_report, totals, write_report
+from ._report import LONG_CALLS, long_runs, markdown_report, totals, write_report
 from ._retention import Fate, classify_retention, read_back, retention_counts
 from ._strategies import (
     ComalEngine,
@@ -28,6 +28,7 @@ from ._strategies import (
 from ._turn import TurnBench, run_turn_bench
 
 __all__ = [
+    "LONG_CALLS",
     "PROVIDERS",
     "ComalEngine",
     "CompareReport",
@@ -55,6 +56,7 @@ __all__ = [
     "find_transcripts",
     "load_prices",
     "load_sessions",
+    "long_runs",
     "make_strategy",
     "markdown_report",
     "read_back",

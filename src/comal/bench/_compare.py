@@ -64,6 +64,7 @@ class TurnStat:
     empty: bool = False  # nothing but instructions: no provider accepts a request without messages
     error: str | None = None
     uncached_usd: dict[str, float] = field(default_factory=dict)  # the same with no caching
+    cold: bool = False  # the cache had expired since the previous request (its lifetime passed)
 
 
 def percentile(ordered: Sequence[float], q: float) -> float:
@@ -113,6 +114,11 @@ class RunResult:
         return self.cached / self.tokens_sent if self.tokens_sent else 0.0
 
     @property
+    def cold(self) -> int:
+        """Requests that found the cache expired (priced as written in full)."""
+        return sum(1 for t in self.turns if t.cold)
+
+    @property
     def assembly_ms(self) -> dict[str, float]:
         times = [t.ms for t in self.turns]
         ordered = sorted(times)
@@ -133,6 +139,7 @@ class RunResult:
             "peak_input": self.peak_input,
             "cost_usd": {p: round(v, 6) for p, v in self.cost_usd.items()},
             "cache_hit": round(self.cache_hit, 6),
+            "cold_requests": self.cold,
             "saved_vs_uncached_usd": {p: round(v, 6) for p, v in self.saved_vs_uncached.items()},
             "split_pairs": sum(t.split for t in self.turns),
             "orphans": sum(t.orphans for t in self.turns),
@@ -161,6 +168,7 @@ class RunResult:
             "split_pairs": [t.split for t in self.turns],
             "orphans": [t.orphans for t in self.turns],
             "empty": [t.empty for t in self.turns],
+            "cold": [t.cold for t in self.turns],
             "error": [t.error for t in self.turns],
         }
         return out
@@ -202,7 +210,7 @@ def run_strategy(
 ) -> RunResult:
     """Replay ``session`` through ``strategy``; see the module docstring."""
     peak_kb = _peak_kb(strategy, session, budget) if memory else 0.0
-    meter = CostMeter(tables)
+    meter = CostMeter(tables, session.ttl)
     history = [e.message for e in session.entries]
     pairs = PairLedger()
     turns: list[TurnStat] = []
@@ -218,13 +226,13 @@ def run_strategy(
             )
             continue
         pairs.extend(history[:index])
-        cost = meter.add(pricer.units(sent.messages))
+        cost = meter.add(pricer.units(sent.messages), session.sent_at(index))
         check = pairs.check(sent.messages)
         over = cost.tokens > budget.input_limit
         empty = all(m.role in _INSTRUCTIONS for m in sent.messages)
         stat = TurnStat(
             n, seq, cost.tokens, cost.cached, cost.usd, ms, over, check.split, check.orphans,
-            empty, uncached_usd=cost.uncached_usd,
+            empty, uncached_usd=cost.uncached_usd, cold=cost.cold,
         )  # fmt: skip
         turns.append(stat)
         last = sent.messages

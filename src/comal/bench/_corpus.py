@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..errors import ComalError, UserError
 from ..importers import detect_format, load, store
-from ..ledger import SQLiteLedger, open_ledger
+from ..ledger import Scope, SQLiteLedger, open_ledger
 from ..tokens import TokenCounter
 from ._strategies import Session
 
@@ -61,12 +61,25 @@ def load_sessions(
             originals = tuple(imp.messages)
             if len(originals) != len(entries):
                 raise RuntimeError(f"{name}: {len(originals)} messages but {len(entries)} entries")
-            session = Session(name, scope, entries, originals, ledger)
+            timed, ttl = bool(imp.times), _ttl(ledger, scope)
+            session = Session(name, scope, entries, originals, ledger, timed, ttl)
             if len(session.turns) < min_calls:
                 notes.append(f"{name}: skipped, {len(session.turns)} model call(s)")
                 continue
             sessions.append(session)
     return sessions, notes
+
+
+def _ttl(ledger: SQLiteLedger, scope: Scope) -> str:
+    """The cache lifetime the session's requests asked for: "1h" when any recorded usage
+    shows 1-hour cache writes (Anthropic's ``cache_creation.ephemeral_1h_input_tokens``)."""
+    for record in ledger.requests(scope):
+        raw = record.meta.get("raw")
+        made = raw.get("cache_creation") if isinstance(raw, dict) else None
+        hour = made.get("ephemeral_1h_input_tokens") if isinstance(made, dict) else None
+        if isinstance(hour, int) and hour > 0:
+            return "1h"
+    return "5m"
 
 
 @contextmanager

@@ -14,14 +14,22 @@ The measure (docs/bench.md repeats it with a worked example):
    the tokens of every leading unit whose bytes equal the unit at the same position before, plus,
    for the first unit that differs, its tokens times the share of its bytes that the two
    encodings have in common from the start (rounded down). The rest of the request is uncached.
-4. Each provider's reference table (:func:`comal.tokens.load_prices`: the data in
+4. The cache expires: when the time since the previous request of the run is over the cache's
+   lifetime (:data:`TTL_SECONDS`: 5 minutes, or 1 hour for a session whose requests asked
+   for the 1-hour cache), nothing is cached and the whole request is written again. A
+   request's time is the transcript's time of the newest entry it carries (the agent sent it
+   right after); where the transcript recorded no times, or either of the two requests has
+   none, the cache is taken as warm, as if each call followed the previous one at once.
+5. Each provider's reference table (:func:`comal.tokens.load_prices`: the data in
    ``comal/tokens/prices.json`` that the agent prices its measured usage with too) prices the
-   cached part at its cache-read rate and the rest at its cache-write rate, or at the base
-   input rate where the provider charges no write premium.
+   cached part at its cache-read rate and the rest at its cache-write rate (the 1-hour rate
+   for a 1-hour cache), or at the base input rate where the provider charges no write
+   premium.
 
 Simplifications, the same for every strategy: every request is assumed to mark a cache
-breakpoint at its end (so everything uncached is written), caches never expire between turns,
-and there is no minimum cacheable length.
+breakpoint at its end (so everything uncached is written), every provider's cache lives as
+long as Anthropic's (OpenAI documents 5 to 10 minutes of inactivity, Gemini's implicit cache
+no lifetime), and there is no minimum cacheable length.
 """
 
 from __future__ import annotations
@@ -47,6 +55,7 @@ from ..tokens import REPLY_PRIMING, PriceTable, TokenCounter, count_message, loa
 
 __all__ = [
     "PROVIDERS",
+    "TTL_SECONDS",
     "CostMeter",
     "PriceTable",
     "Pricer",
@@ -59,6 +68,8 @@ __all__ = [
 ]
 
 PROVIDERS = ("anthropic", "openai", "gemini")
+# How long a cached prefix lives after its last use, by the cache lifetime a request asked for.
+TTL_SECONDS = {"5m": 300.0, "1h": 3_600.0}
 _SYSTEM = (Role.SYSTEM, Role.DEVELOPER)
 _ENGINE_PARTS = (EvidenceRef, Summary, Checkpoint)
 
@@ -182,37 +193,59 @@ def cached_prefix(previous: Sequence[Unit], current: Sequence[Unit]) -> int:
 
 @dataclass(frozen=True, slots=True)
 class RequestCost:
-    """One request: its tokens, how many were cache reads, dollars with caching and without."""
+    """One request: its tokens, how many were cache reads, dollars with caching and without,
+    and whether it found the cache expired (``cold``)."""
 
     tokens: int
     cached: int
     usd: dict[str, float]
     uncached_usd: dict[str, float]
+    cold: bool = False
 
 
 @dataclass(slots=True)
 class CostMeter:
-    """Prices the requests of one run in order; each is compared with the one before it."""
+    """Prices the requests of one run in order; each is compared with the one before it, and
+    finds nothing cached when more than the cache's lifetime (``ttl``) passed since it."""
 
     tables: dict[str, PriceTable]
+    ttl: str = "5m"
     previous: tuple[Unit, ...] = ()
+    previous_at: float | None = None
     tokens: int = 0
     cached: int = 0
+    cold: int = 0
     usd: dict[str, float] = field(default_factory=dict)
 
-    def add(self, units: tuple[Unit, ...]) -> RequestCost:
+    def expired(self, at: float | None) -> bool:
+        """Whether a request at ``at`` (seconds) finds the previous one's cache gone."""
+        if at is None or self.previous_at is None or not self.previous:
+            return False
+        return at - self.previous_at > TTL_SECONDS[self.ttl]
+
+    def add(self, units: tuple[Unit, ...], at: float | None = None) -> RequestCost:
         total = Pricer.request_tokens(units)
-        cached = min(cached_prefix(self.previous, units), total)
-        usd = {p: t.cost(cached, total) for p, t in self.tables.items()}
+        cold = self.expired(at)
+        cached = 0 if cold else min(cached_prefix(self.previous, units), total)
+        usd = {p: _cost(t, cached, total, self.ttl) for p, t in self.tables.items()}
         plain = {p: t.uncached(total) for p, t in self.tables.items()}
         self.previous = units
+        self.previous_at = at
         self.tokens += total
         self.cached += cached
+        self.cold += cold
         for p, v in usd.items():
             self.usd[p] = self.usd.get(p, 0.0) + v
-        return RequestCost(total, cached, usd, plain)
+        return RequestCost(total, cached, usd, plain, cold)
 
     @property
     def hit(self) -> float:
         """Share of all input tokens that were cache reads."""
         return self.cached / self.tokens if self.tokens else 0.0
+
+
+def _cost(table: PriceTable, cached: int, total: int, ttl: str) -> float:
+    """Dollars for ``total`` prompt tokens of which ``cached`` were read and the rest written
+    with a ``ttl`` lifetime."""
+    _, read, write = table.rates(total, ttl)
+    return (cached * read + (total - cached) * write) / table.per_tokens

@@ -10,9 +10,20 @@ from pathlib import Path
 from ._compare import CompareReport, RunResult, percentile
 from ._cost import PROVIDERS
 
-__all__ = ["Totals", "markdown_report", "summary_table", "totals", "write_report"]
+__all__ = [
+    "LONG_CALLS",
+    "Totals",
+    "long_runs",
+    "markdown_report",
+    "summary_table",
+    "totals",
+    "write_report",
+]
 
 _FATES = ("verbatim", "referenced", "recoverable", "lost")
+# The long, tool-heavy runs reported apart: at least this many model calls and tool outputs
+# (the kind of transcript a window must be managed for; short ones fit as they are).
+LONG_CALLS = 20
 # Strategies often send identical requests (every one does while the history fits), so their
 # lines lie on top of each other: distinct dashes and widths keep each one visible.
 _STYLES = (("-", 3.0), ("--", 2.0), ("-.", 1.6), (":", 1.6), ("-", 0.8))
@@ -34,6 +45,7 @@ class Totals:
     peak_input: int
     cost_usd: dict[str, float]
     cache_hit: float
+    cold: int
     split_pairs: int
     orphans: int
     over_window: int
@@ -64,6 +76,7 @@ def totals(runs: Sequence[RunResult]) -> list[Totals]:
                 peak_input=max(r.peak_input for r in group),
                 cost_usd={p: sum(r.cost_usd[p] for r in group) for p in PROVIDERS},
                 cache_hit=sum(r.cached for r in group) / sent if sent else 0.0,
+                cold=sum(r.cold for r in group),
                 split_pairs=sum(s["split_pairs"] for s in summaries),
                 orphans=sum(s["orphans"] for s in summaries),
                 over_window=sum(s["over_window"] for s in summaries),
@@ -78,6 +91,14 @@ def totals(runs: Sequence[RunResult]) -> list[Totals]:
     return out
 
 
+def long_runs(runs: Sequence[RunResult]) -> list[RunResult]:
+    """The runs of long, tool-heavy transcripts: at least :data:`LONG_CALLS` model calls and
+    as many tool outputs."""
+    return [
+        r for r in runs if len(r.turns) >= LONG_CALLS and sum(r.retention.values()) >= LONG_CALLS
+    ]
+
+
 def _table(head: Sequence[str], rows: Sequence[Sequence[str]], right_from: int) -> str:
     align = ["---" if i < right_from else "--:" for i in range(len(head))]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join(align) + "|"]
@@ -89,21 +110,27 @@ def _usd(value: float) -> str:
     return f"${value:,.2f}" if value >= 1 else f"${value:.4f}"
 
 
-def summary_table(report: CompareReport) -> str:
-    """The corpus totals per window and strategy, as a markdown table."""
+def summary_table(report: CompareReport, runs: Sequence[RunResult] | None = None) -> str:
+    """The totals per window and strategy over ``runs`` (all of the report's by default), as
+    a markdown table; ``× full`` is the Anthropic cost against the ``full`` row's."""
     head = [
-        "window", "strategy", "calls", "tokens sent", "peak input", "$ Anthropic", "$ OpenAI",
-        "$ Gemini", "cache hit", "split pairs", "orphans", "over window", "empty",
-        "verbatim", "referenced", "recoverable", "lost", "p50 ms", "p99 ms", "peak KB",
+        "window", "strategy", "calls", "tokens sent", "peak input", "$ Anthropic", "× full",
+        "$ OpenAI", "$ Gemini", "cache hit", "cold", "split pairs", "orphans", "over window",
+        "empty", "verbatim", "referenced", "recoverable", "lost", "p50 ms", "p99 ms", "peak KB",
     ]  # fmt: skip
     rows = []
-    for t in totals(report.runs):
+    made = totals(report.runs if runs is None else runs)
+    full = {t.window: t.cost_usd["anthropic"] for t in made if t.strategy == "full"}
+    for t in made:
+        base = full.get(t.window)
+        ratio = f"{t.cost_usd['anthropic'] / base:.2f}" if base else "—"
         row = [
             f"{t.window // 1000}k", t.strategy, f"{t.calls:,}", f"{t.tokens_sent:,}",
-            f"{t.peak_input:,}", *(_usd(t.cost_usd[p]) for p in PROVIDERS),
-            f"{t.cache_hit:.1%}", str(t.split_pairs), str(t.orphans), str(t.over_window),
-            str(t.empty), *(f"{t.retention[f]:,}" for f in _FATES), f"{t.p50_ms:.3f}",
-            f"{t.p99_ms:.3f}", f"{t.peak_memory_kb:,.0f}",
+            f"{t.peak_input:,}", _usd(t.cost_usd["anthropic"]), ratio,
+            *(_usd(t.cost_usd[p]) for p in PROVIDERS[1:]),
+            f"{t.cache_hit:.1%}", str(t.cold), str(t.split_pairs), str(t.orphans),
+            str(t.over_window), str(t.empty), *(f"{t.retention[f]:,}" for f in _FATES),
+            f"{t.p50_ms:.3f}", f"{t.p99_ms:.3f}", f"{t.peak_memory_kb:,.0f}",
         ]  # fmt: skip
         rows.append(row)
     return _table(head, rows, 2)
@@ -159,12 +186,24 @@ def markdown_report(
         "Prices (list, per million input tokens):\n\n" + prices,
         "How each column is measured: docs/bench.md.",
         "## Totals over all transcripts\n\n" + summary_table(report),
+        _long_section(report),
         "\n".join(f"![{_PLOT_TITLES.get(name, name)}]({name})" for name in plots),
         "## Per transcript\n\n" + runs_table(report.runs),
     ]
     if report.notes:
         parts.append("## Notes\n\n" + "\n".join(f"- {n}" for n in report.notes))
     return "\n\n".join(p for p in parts if p) + "\n"
+
+
+def _long_section(report: CompareReport) -> str:
+    long = long_runs(report.runs)
+    if not long:
+        return ""
+    names = len({r.transcript for r in long})
+    return (
+        f"## Long, tool-heavy transcripts ({names} with at least {LONG_CALLS} model calls and "
+        f"{LONG_CALLS} tool outputs)\n\n" + summary_table(report, long)
+    )
 
 
 def _featured(report: CompareReport) -> str | None:

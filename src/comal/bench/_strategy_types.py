@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Protocol
 
 from ..evidence import EvidenceSource
@@ -29,6 +30,12 @@ class Session:
     entries: tuple[Entry, ...]
     originals: tuple[Message, ...]
     store: EvidenceSource
+    # Whether the transcript recorded when its messages were written (the entries keep those
+    # times); without them every call is priced as if it followed the previous one at once.
+    timed: bool = False
+    # The cache lifetime its requests asked for: "1h" when a recorded usage shows 1-hour cache
+    # writes, else "5m".
+    ttl: str = "5m"
 
     @property
     def turns(self) -> tuple[int, ...]:
@@ -36,6 +43,20 @@ class Session:
         return tuple(
             i for i, e in enumerate(self.entries) if i > 0 and e.role == Role.ASSISTANT.value
         )
+
+    def sent_at(self, index: int) -> float | None:
+        """When the model call at ``index`` was sent (seconds): the transcript's time of the
+        newest entry before it; None for a transcript without times."""
+        if not self.timed or index <= 0:
+            return None
+        return _seconds(self.entries[index - 1].created_at)
+
+
+def _seconds(text: str) -> float | None:
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -353,19 +354,13 @@ def compare_bench(
     if as_json:
         emit_json(report.summary())
         return
-    table = Table(
-        "window", "strategy", "calls", "tokens sent", "peak", *(f"$ {p}" for p in _b().PROVIDERS),
-        "cache hit", "split", "over", "empty", "verbatim/ref/recov/lost", "p50 ms",
-        title=f"{len(report.transcripts)} transcript(s), counter {report.counter}",
-    )  # fmt: skip
-    for t in _b().totals(report.runs):
-        table.add_row(
-            f"{t.window:,}", t.strategy, f"{t.calls:,}", f"{t.tokens_sent:,}",
-            f"{t.peak_input:,}", *(f"{t.cost_usd[p]:.2f}" for p in _b().PROVIDERS),
-            f"{t.cache_hit:.1%}", str(t.split_pairs), str(t.over_window), str(t.empty),
-            "/".join(str(v) for v in t.retention.values()), f"{t.p50_ms:.3f}",
-        )  # fmt: skip
-    out.print(table)
+    long = _b().long_runs(report.runs)
+    groups = [(f"{len(report.transcripts)} transcript(s)", report.runs)]
+    if long and len(long) < len(report.runs):
+        count = len({r.transcript for r in long})
+        groups.append((f"{count} long, tool-heavy transcript(s)", long))
+    for title, runs in groups:
+        out.print(_compare_table(f"{title}, counter {report.counter}", runs))
     for rate in report.survival:
         out.print(
             f"comal-dag exact-value survival at {rate['window']:,}: {rate['values']:,} values in "
@@ -374,6 +369,27 @@ def compare_bench(
         )
     for note in report.notes:
         err.print(f"note: {note}", markup=False, highlight=False)
+
+
+def _compare_table(title: str, runs: Sequence[Any]) -> Table:
+    table = Table(
+        "window", "strategy", "calls", "tokens sent", "peak", *(f"$ {p}" for p in _b().PROVIDERS),
+        "× full", "cache hit", "cold", "split", "over", "empty", "verbatim/ref/recov/lost",
+        "p50 ms", "p99 ms", title=title,
+    )  # fmt: skip
+    made = _b().totals(runs)
+    full = {t.window: t.cost_usd["anthropic"] for t in made if t.strategy == "full"}
+    for t in made:
+        base = full.get(t.window)
+        table.add_row(
+            f"{t.window:,}", t.strategy, f"{t.calls:,}", f"{t.tokens_sent:,}",
+            f"{t.peak_input:,}", *(f"{t.cost_usd[p]:.2f}" for p in _b().PROVIDERS),
+            f"{t.cost_usd['anthropic'] / base:.2f}" if base else "—",
+            f"{t.cache_hit:.1%}", str(t.cold), str(t.split_pairs), str(t.over_window),
+            str(t.empty), "/".join(str(v) for v in t.retention.values()), f"{t.p50_ms:.3f}",
+            f"{t.p99_ms:.3f}",
+        )  # fmt: skip
+    return table
 
 
 @app.command("proxy")

@@ -55,6 +55,9 @@ class ImportedSession:
     meta: Mapping[str, Any]
     parent_key: str | None = None
     warnings: tuple[str, ...] = ()
+    # The transcript's own time of each message (ISO text, parallel to ``messages``), or None
+    # where the format records none: kept as the entries' ``created_at``.
+    times: tuple[str | None, ...] = ()
 
 
 class RecordError(Exception):
@@ -180,6 +183,7 @@ class _Draft:
     parts: list[Part]
     name: str | None
     at: At
+    when: str | None = None
 
 
 @dataclass
@@ -191,12 +195,15 @@ class SessionBuilder:
     _usage: dict[int, tuple[str, Mapping[str, Any], str | None]] = field(default_factory=dict)
     _unattached: list[dict[str, Any]] = field(default_factory=list)
     _call_at: dict[int, At] = field(default_factory=dict)  # id(call part) -> where written
+    # The time of the record being read (ISO text), set by a parser before it adds what the
+    # record holds: each message keeps the time of the record that first wrote it.
+    when: str | None = None
 
     def __len__(self) -> int:
         return len(self._drafts)
 
     def add(self, role: Role, parts: list[Part], *, at: At = None, name: str | None = None) -> int:
-        self._drafts.append(_Draft(role, list(parts), name, at))
+        self._drafts.append(_Draft(role, list(parts), name, at, self.when))
         self._note_calls(parts, at)
         return len(self._drafts) - 1
 
@@ -236,6 +243,7 @@ class SessionBuilder:
     ) -> ImportedSession:
         order, closing, reordered, renamed = self._settle()
         messages: list[Message] = []
+        times: list[str | None] = []
         new_index: dict[int, int] = {}
         for item in order:
             if isinstance(item, int):
@@ -248,8 +256,10 @@ class SessionBuilder:
                     continue
                 new_index[item] = len(messages)
                 messages.append(Message(d.role, tuple(d.parts), d.name))
+                times.append(d.when)
             else:
                 messages.append(Message(Role.TOOL, (item,)))
+                times.append(None)  # a result written by the import: no time of its own
         usages = tuple(
             UsageRecord(new_index[i], protocol, raw, model)
             for i, (protocol, raw, model) in sorted(self._usage.items())
@@ -277,6 +287,7 @@ class SessionBuilder:
             meta=out_meta,
             parent_key=parent_key,
             warnings=warnings,
+            times=tuple(times) if any(t is not None for t in times) else (),
         )
 
     def _settle(self) -> tuple[list[int | ToolResult], list[str], int, int]:

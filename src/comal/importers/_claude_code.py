@@ -125,6 +125,7 @@ def _build(faults: Faults, chain: list[_Entry]) -> tuple[SessionBuilder, Counter
     models: Counter[str] = Counter()
     for e in chain:
         assert e.role is not None and e.parts is not None
+        b.when = e.stamp
         try:
             if e.role is Role.ASSISTANT and e.msg_id in by_msg_id:
                 index = by_msg_id[e.msg_id]

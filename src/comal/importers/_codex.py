@@ -127,6 +127,7 @@ class _Rollout:
 
     def line(self, lineno: int, rec: dict[str, Any]) -> None:
         stamp = rec.get("timestamp")
+        self.b.when = stamp if isinstance(stamp, str) else None
         if isinstance(stamp, str) and "started_at" not in self.meta:
             self.meta["started_at"] = stamp  # the session starts when its transcript did
         kind = req(rec, "type", str)

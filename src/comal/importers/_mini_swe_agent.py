@@ -48,15 +48,16 @@ def _usage(msg: dict[str, Any]) -> tuple[dict[str, Any], str | None] | None:
     return (usage, opt(response, "model", str, "extra.response")) if usage else None
 
 
-def _created(msg: dict[str, Any]) -> str | None:
-    """When the provider answered this message (``extra.response.created``, else
-    ``extra.timestamp``: Unix seconds), as an ISO time; None when neither is a time."""
+def _stamps(msg: dict[str, Any]) -> tuple[object, object]:
+    """``(extra.response.created, extra.timestamp)`` of a message (Unix seconds, or absent)."""
     extra = msg.get("extra")
     if not isinstance(extra, dict):
-        return None
+        return None, None
     response = extra.get("response")
-    stamps = [response.get("created") if isinstance(response, dict) else None]
-    stamps.append(extra.get("timestamp"))
+    return (response.get("created") if isinstance(response, dict) else None), extra.get("timestamp")
+
+
+def _iso(stamps: tuple[object, ...]) -> str | None:
     for stamp in stamps:
         if isinstance(stamp, int | float) and not isinstance(stamp, bool):
             try:
@@ -64,6 +65,18 @@ def _created(msg: dict[str, Any]) -> str | None:
             except (OverflowError, OSError, ValueError):
                 continue
     return None
+
+
+def _created(msg: dict[str, Any]) -> str | None:
+    """When the provider answered this message (``extra.response.created``, else
+    ``extra.timestamp``: Unix seconds), as an ISO time; None when neither is a time."""
+    return _iso(_stamps(msg))
+
+
+def _when(msg: dict[str, Any]) -> str | None:
+    """When the run wrote this message (``extra.timestamp``, else the response's
+    ``created``): the time an entry keeps; None when the run recorded neither."""
+    return _iso(_stamps(msg)[::-1])
 
 
 def _one(path: Path, faults: Faults, doc: JsonDoc, n: int) -> ImportedSession:
@@ -100,6 +113,7 @@ def _one(path: Path, faults: Faults, doc: JsonDoc, n: int) -> ImportedSession:
             msg = as_dict(raw, "")
             role = req(msg, "role", str)
             content = msg.get("content")
+            b.when = _when(msg)
             if role == "assistant":
                 # Some runs keep the reasoning only in the stored provider response.
                 has_own = "reasoning_content" in msg or "thinking_blocks" in msg

@@ -67,6 +67,7 @@ class _Stream:
 
     def event(self, ev: dict[str, Any], at: At) -> None:
         stamp = ev.get("timestamp")
+        self.b.when = stamp if isinstance(stamp, str) else None
         if isinstance(stamp, str) and "started_at" not in self.meta:
             self.meta["started_at"] = stamp  # the session starts when its events did
         if "action" in ev:

@@ -134,6 +134,8 @@ class _Run:
             raise
 
     def event(self, ev: dict[str, Any], where: str, position: str) -> None:
+        stamp = ev.get("timestamp")
+        self.b.when = stamp if isinstance(stamp, str) else None
         if "action" in ev:
             kind = req(ev, "action", str)
             if kind in _BOOKKEEPING_ACTIONS:

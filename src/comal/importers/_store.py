@@ -6,7 +6,7 @@ import hashlib
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 from ..ledger import LedgerBackend, Scope, StepInput, UsageInput
@@ -164,10 +164,45 @@ def _steps(imp: ImportedSession) -> list[StepInput]:
                 meta={"raw": dict(rec.raw)},
             )
         )
+    times = _times(imp)
     steps: list[StepInput] = []
     for group in group_messages(imp.messages):
         usages: list[UsageInput] = []
         for i in range(group.start, group.start + len(group.messages)):
             usages.extend(by_index.get(i, ()))
-        steps.append(StepInput(group.messages, tuple(usages)))
+        # The step's time is its last message's: when its results were in, which is when the
+        # agent sent its next request.
+        when = times[group.start + len(group.messages) - 1] if times else None
+        steps.append(StepInput(group.messages, tuple(usages), when))
     return steps
+
+
+def _times(imp: ImportedSession) -> list[str | None]:
+    """Each message's time in the transcript as fixed-width UTC text, or none at all.
+
+    A message the transcript gave no time of its own (a result the import wrote, a record
+    without one) takes the time of the message before it, the leading ones the first time
+    there is: a step's time never falls between two import clocks, so the gaps between an
+    imported session's steps are the transcript's own (what ``comal bench compare`` prices a
+    cache expiry by). A transcript with no time at all keeps the import's own."""
+    parsed = [_utc(t) for t in imp.times]
+    if len(parsed) != len(imp.messages) or not any(parsed):
+        return []
+    first = next(t for t in parsed if t is not None)
+    out: list[str | None] = []
+    last = first
+    for t in parsed:
+        last = t if t is not None else last
+        out.append(last)
+    return out
+
+
+def _utc(value: str | None) -> str | None:
+    if value is None:
+        return None
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    when = when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
+    return when.isoformat(timespec="microseconds")
