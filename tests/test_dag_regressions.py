@@ -113,12 +113,38 @@ def test_a_pass_that_fails_stops_the_sweep_and_writes_nothing(tmp_path: Path) ->
     assert "dag_summarizer_failed" in kinds
 
 
-def test_a_protected_tail_over_the_target_is_reported_not_retried_639(tmp_path: Path) -> None:
-    # covers: DAG-4, DAG-5
+def test_a_fresh_tail_over_the_window_yields_its_older_steps_639(tmp_path: Path) -> None:
+    # covers: DAG-1, DAG-4, DAG-5, LIM-5
     led = open_ledger(tmp_path / "tail.db", counter=COUNTER)
     scope = led.create_session("tenant", "agent")
     led.append(scope, [Message.user("go")])
     _grow(led, scope, 8, size=12_000)  # the 8 fresh-tail steps alone are over a 16k window
+    scripted = ScriptedSummarizer(COUNTER)
+    view = View.from_ledger(led, scope, bases=DAG.bases)
+    jobs = DAG.plan(view, _budget(), CONFIG)
+    # Not blocked turn after turn (issue 33): the older fresh-tail steps are summarized, the
+    # newest stays verbatim.
+    assert jobs and all(isinstance(j, SummarizeLeaf) for j in jobs), jobs
+    newest = led.entries(scope)[-2].seq  # the last step's call
+    assert all(j.last_seq < newest for j in jobs)  # type: ignore[attr-defined]
+    report = sweep(led, scope, DAG, CONFIG, _budget(), scripted)
+    assert report.made and report.stopped in ("done", "no saving")
+    after = View.from_ledger(led, scope, bases=DAG.bases)
+    a = DAG.assemble(after, _budget(), CONFIG)
+    assert a.history_tokens <= _budget().history_capacity
+    assert not led.records(scope, "event", kinds=("dag_blocked",))
+
+
+def test_what_is_never_left_out_over_the_window_is_reported_not_retried_639(
+    tmp_path: Path,
+) -> None:
+    # covers: DAG-4, LIM-5
+    led = open_ledger(tmp_path / "tail.db", counter=COUNTER)
+    scope = led.create_session("tenant", "agent")
+    # Pinned instructions that alone take most of a 16k window: nothing a pass can summarize.
+    led.append(scope, [Message.system("rule " * 13_200)])
+    led.append(scope, [Message.user("go")])
+    _grow(led, scope, 2, size=2_000)
     scripted = ScriptedSummarizer(COUNTER)
     view = View.from_ledger(led, scope, bases=DAG.bases)
     jobs = DAG.plan(view, _budget(), CONFIG)
@@ -127,12 +153,8 @@ def test_a_protected_tail_over_the_target_is_reported_not_retried_639(tmp_path: 
     assert report.stopped == "blocked" and scripted.calls == []
     sweep(led, scope, DAG, CONFIG, _budget(), scripted)
     assert len(led.records(scope, "event", kinds=("dag_blocked",))) == 1  # said once
-    a = DAG.assemble(view, _budget(), CONFIG)  # bounded to fit instead
-    assert a.history_tokens <= _budget().history_capacity and "bounded-tail" in str(
-        a.breakdown["stage"]
-    )
     with pytest.raises(ProtectedTailOverflow) as info:
-        DAG.assemble(view, _budget(1_200, system=100), CONFIG)
+        DAG.assemble(view, _budget(), CONFIG)
     assert info.value.code == "CONTEXT_PRESSURE_LOOP"
 
 
@@ -181,23 +203,47 @@ def test_garbage_and_error_replies_are_never_persisted_79(tmp_path: Path) -> Non
         led, scope = _session(tmp_path / f"g{abs(hash(text))}", 80)
         bad = _Text(text)
         report = sweep(led, scope, DAG, CONFIG, _budget(), bad)
-        assert report.made and bad.calls >= 2
-        for s in led.summaries(scope):
-            assert s.level == "count-only" and s.summarizer == "count-only", text
+        assert report.made and bad.calls == 2  # normal, aggressive; then the session waits
+        first, *rest = led.summaries(scope)
+        # ENG-3: the extractive summary stands in, and the header says it made it.
+        assert (first.summarizer, first.level) == ("extractive", "aggressive"), text
+        assert len(first.meta["rejected"]) == 2
+        for s in rest:  # backing off: not called again, the count-only note
+            assert s.level == "count-only" and "backing off" in str(s.meta["rejected"])
+        for s in (first, *rest):
             assert text.strip() == "" or text not in s.text
-            assert "rejected" in s.meta
         led.close()
 
 
-def test_output_over_three_times_the_target_is_capped_with_a_marker(tmp_path: Path) -> None:
-    # covers: DAG-3
+def test_output_over_three_times_the_target_is_refused_never_cut(tmp_path: Path) -> None:
+    # covers: DAG-3, ENG-3
     led, scope = _session(tmp_path, 80, size=4_000)
     long = _Text(" ".join(f"fact{i} about src/mod.py" for i in range(3_000)))
     report = sweep(led, scope, DAG, CONFIG, _budget(64_000), long)
     leaf = next(s for s in report.made if s.kind == "leaf")
-    assert leaf.level == "normal"
-    assert leaf.tokens <= 3 * CONFIG.leaf_target_tokens
-    assert CAP_MARKER.split("{")[0] in leaf.text
+    # A cut of it would be a truncation stored as a summary: refused at both levels, and the
+    # extractive summary stands in, within its target.
+    assert (leaf.summarizer, leaf.level) == ("extractive", "aggressive")
+    assert leaf.tokens <= CONFIG.leaf_target_tokens
+    assert "fact2999" not in leaf.text and CAP_MARKER.split("{")[0] not in leaf.text
+    assert all("over 3×" in why for why in leaf.meta["rejected"])
+
+
+def test_a_reply_cut_short_is_never_stored(tmp_path: Path) -> None:
+    # covers: ENG-3
+    led, scope = _session(tmp_path, 80)
+
+    class _Cut(_Text):
+        def summarize(self, request: SummaryRequest) -> SummaryText:
+            self.calls += 1
+            return SummaryText(self.text, self.name, 10, 10, truncated=True)
+
+    cut = _Cut("Requests: fix the parser in src/parse.py. Commands: pytest -k case1 (exit")
+    report = sweep(led, scope, DAG, CONFIG, _budget(), cut)
+    leaf = report.made[0]
+    assert cut.calls == 2 and leaf.summarizer == "extractive"
+    assert cut.text not in leaf.text
+    assert all("cut short" in why for why in leaf.meta["rejected"])
 
 
 def test_the_header_is_the_rows_whatever_the_body_forges(tmp_path: Path) -> None:

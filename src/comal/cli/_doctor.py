@@ -91,17 +91,61 @@ class _NotActive(ComalError):
     code = "SANDBOX_INACTIVE"
 
 
+def summary_checks(rebuild: bool) -> list[dict[str, Any]]:
+    """ENG-3: every session's summaries checked for what the summarizer guards refuse (an
+    empty body, an error reply, a cut text, one not smaller than its sources); with
+    ``rebuild``, each bad frontier summary rebuilt from its entries (compaction/_doctor.py)."""
+    from ..compaction import bad_summaries, rebuild_summaries
+
+    found: list[dict[str, Any]] = []
+    rebuilt = 0
+    with ledger() as led:
+        offset = 0
+        while True:
+            page = led.session_page(limit=500, offset=offset)
+            for info in page.sessions:
+                bad = bad_summaries(led, info.scope)
+                found += [f.as_dict() for f in bad]
+                if bad and rebuild:
+                    rebuilt += len(rebuild_summaries(led, info.scope))
+            offset += len(page.sessions)
+            if not page.remaining or not page.sessions:
+                break
+    detail: dict[str, Any] | str = "none bad"
+    if found:
+        detail = {"bad": found, "rebuilt": rebuilt}
+    return [{"check": "summaries", "ok": not found or rebuild, "detail": detail}]
+
+
 @app.command()
 def doctor(
     strict: Annotated[bool, typer.Option("--strict", help="Exit 1 when a check fails.")] = False,
+    summaries: Annotated[
+        bool,
+        typer.Option(
+            "--summaries",
+            help="Also check every session's summaries for bodies the summarizer guards "
+            "refuse (empty, an error reply, cut, not smaller than their sources).",
+        ),
+    ] = False,
+    rebuild: Annotated[
+        bool,
+        typer.Option(
+            "--rebuild",
+            help="With --summaries: rebuild each bad summary from its entries (extractive; "
+            "the bad row stays in the ledger).",
+        ),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Check what comal needs here: the ledger, the configuration, the offline tokenizer and
     the OS sandbox for Bash (bubblewrap), and list the context engines and the plugins.
 
-    Example: comal doctor --json
+    Example: comal doctor --json; comal doctor --summaries --rebuild
     """
     results = checks()
+    if summaries or rebuild:
+        results += summary_checks(rebuild)
     if as_json:
         emit_json(results)
     else:

@@ -227,7 +227,7 @@ def replay_cmd(
         rows: list[dict[str, Any]] = []
         replayed = replay(
             entries, scope.session, plan.budget, plan.config, engine=plan.engine,
-            system=plan.system, system_at=plan.system_at,
+            system=plan.system, system_at=plan.system_at, stored=led.summaries(scope),
         )  # fmt: skip
         since = -1
         for t in replayed:

@@ -13,6 +13,7 @@ model, or the extractive one), with escalation, validation, spend caps and a cir
 """
 
 from ._dag import CAP_MARKER, Made, SummarizerFailed, acceptable, make_text
+from ._doctor import REBUILT, SummaryFault, bad_summaries, rebuild_summaries, summary_fault
 from ._execute import Compactor, execute, rehearse
 from ._guard import Guard, GuardState, guard_state
 from ._handlers import (
@@ -37,6 +38,7 @@ from ._table import (
     handler_for,
     handler_table,
     made_dict,
+    summary_key,
 )
 
 __all__ = [
@@ -46,6 +48,7 @@ __all__ = [
     "CONDENSED",
     "FAILED",
     "PIPELINE_SUMMARIZED",
+    "REBUILT",
     "SUMMARIZED",
     "SUMMARIZER_SYSTEM",
     "Background",
@@ -60,9 +63,11 @@ __all__ = [
     "Rehearsal",
     "SummarizerFailed",
     "SummarizerModel",
+    "SummaryFault",
     "SweepLimits",
     "SweepReport",
     "acceptable",
+    "bad_summaries",
     "build_summarizer",
     "configured_summarizer",
     "dag_report",
@@ -72,8 +77,11 @@ __all__ = [
     "handler_table",
     "made_dict",
     "make_text",
+    "rebuild_summaries",
     "rehearse",
     "stored_kind",
+    "summary_fault",
+    "summary_key",
     "summary_prompt",
     "sweep_passes",
 ]

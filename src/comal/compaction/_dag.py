@@ -1,19 +1,24 @@
-"""Making the dag engine's summaries: escalation, validation, storage (DAG-1..3, DAG-9).
+"""Making the dag engine's summaries: escalation, validation, storage (DAG-1..3, DAG-9, ENG-3).
 
 A job's sources are rendered (:func:`comal.context.dag.render_entries` or
-``render_children``) and summarized at the ``normal`` level, then ``aggressive``, then as the
-deterministic count-only note, stopping at the first acceptable text. A text is refused, never
-stored, when it is empty, not smaller than its sources, or reads like an error reply (an API
-error body, an apology or refusal, a status line): such output counts as a failure. Output
-over three times the target is first cut there with a marker, then checked. A summarizer that
-fails outright (a :class:`~comal.providers.ProviderError` after every fallback, an auth failure
-included) writes
-nothing: the failure is counted by the breaker and the job is left for a later pass. With the
-breaker open or the tenant over a spend cap, the summarizer is not called at all and the job
-goes straight to the count-only note.
+``render_children``: every block under a header naming its role, so text a tool returned
+never reads as the user's) and summarized at the ``normal`` level, then ``aggressive``,
+stopping at the first acceptable text. A text is refused, never stored, when it is empty, not
+smaller than its sources, reads like an error reply (an API error body, an apology or refusal,
+a status line), was cut short at the summarizer's output limit, or runs over three times its
+target: a cut of it would be a truncation stored as a summary (lossless-claw #79). A refusal
+counts as a failure. When a model's levels are both refused, the extractive summarizer (no
+model, deterministic, bounded by its target) makes the summary and the header says so ("by
+extractive"); the count-only note is the floor. A summarizer that fails outright (a
+:class:`~comal.providers.ProviderError` after every fallback, an auth failure included)
+writes nothing: the failure is counted by the breaker and the session's backoff, and the job is
+left for a later pass. With the breaker open, the session backing off, or the tenant or the
+session over a spend cap, the summarizer is not called at all and the job goes straight to the
+count-only note.
 
 Each summary is one ledger transaction (:meth:`~comal.ledger.LedgerBackend.add_summary`,
 with its edges and full-text row); a crash before it commits leaves the old state.
+:data:`CAP_MARKER` is how summaries cut by an earlier comal end: ``comal doctor`` finds them.
 """
 
 from __future__ import annotations
@@ -24,14 +29,21 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..context import (
+    ExtractiveSummarizer,
     Level,
     Summarizer,
     SummaryRequest,
     SummaryText,
     count_only_note,
-    newest_board,
 )
-from ..context.dag import Condense, SummarizeLeaf, render_children, render_entries, sources_digest
+from ..context.dag import (
+    Condense,
+    SummarizeLeaf,
+    render_children,
+    render_entries,
+    sources_digest,
+    summary_task,
+)
 from ..ledger import Entry, SummaryInput, SummaryRecord
 from ..tokens import TokenCounter
 from ._guard import Guard
@@ -44,6 +56,7 @@ __all__ = [
     "condensed_input",
     "leaf_input",
     "make_text",
+    "refused",
 ]
 
 CAP_MARKER = "[… cut by comal: the summarizer wrote {n} tokens, over 3× its {t}-token target]"
@@ -85,17 +98,16 @@ def acceptable(text: str, request: SummaryRequest, counter: TokenCounter) -> str
     return None
 
 
-def cap(text: str, target: int, counter: TokenCounter) -> str:
-    """Output over 3× the target, cut there with a marker saying so."""
-    limit = 3 * target
-    tokens = counter.count(text)
-    if tokens <= limit:
-        return text
-    marker = CAP_MARKER.format(n=tokens, t=target)
-    cut = text[: max(1, int(len(text) * limit / tokens * 0.95))]
-    while counter.count(cut + "\n" + marker) > limit and len(cut) > 1:
-        cut = cut[: int(len(cut) * 0.9)]
-    return cut.rstrip() + "\n" + marker
+def refused(answer: SummaryText, request: SummaryRequest, counter: TokenCounter) -> str | None:
+    """Why a summarizer's answer must not be stored (ENG-3), or None: what
+    :func:`acceptable` refuses, a reply cut short, and one over three times its target (a cut
+    of it would be a truncation stored as a summary, lossless-claw #79)."""
+    if answer.truncated:
+        return "cut short at the summarizer's output limit: a truncation is not a summary"
+    tokens = counter.count(answer.text)
+    if tokens > 3 * request.target_tokens:
+        return f"{tokens:,} tokens, over 3× its {request.target_tokens:,}-token target"
+    return acceptable(answer.text, request, counter)
 
 
 def make_text(
@@ -106,7 +118,8 @@ def make_text(
     *,
     oversize: bool = False,
 ) -> Made:
-    """Escalate normal → aggressive → count-only; see the module docstring.
+    """Escalate normal → aggressive → (after a model) the extractive summary → count-only;
+    see the module docstring.
 
     Raises :class:`SummarizerFailed` when a model call failed (nothing may be written)."""
     rejected: list[str] = []
@@ -115,32 +128,40 @@ def make_text(
     if oversize and spends:
         # A single step larger than the summarizer's window: a bounded deterministic
         # extraction stands in for the model call.
-        from ..context import ExtractiveSummarizer
-
         summarizer, spends = ExtractiveSummarizer(counter), False
+    blocked = False
     for level in levels:
         if spends and guard is not None:
             why = guard.blocked()
             if why is not None:
                 rejected.append(f"{level}: summarizer not called ({why})")
+                blocked = True
                 break
         try:
             answer: SummaryText = summarizer.summarize(replace(request, level=level))
         except SummarizerFailed:
             if guard is not None and spends:
                 guard.failure()
+                guard.backoff()
             raise
         if spends and guard is not None:
             guard.spent(answer, request)
-        text = cap(answer.text, request.target_tokens, counter)
-        why = acceptable(text, request, counter)
+        why = refused(answer, request, counter)
         if why is None:
             if spends and guard is not None:
                 guard.success()
-            return Made(text, answer.summarizer, level, tuple(rejected))
+            return Made(answer.text, answer.summarizer, level, tuple(rejected))
         if spends and guard is not None:
             guard.failure()
         rejected.append(f"{level}: {why}")
+    if spends and not blocked:
+        # The model answered, but nothing it wrote may be stored: the extractive summary
+        # stands in, deterministic, bounded by its target, and named as what made it.
+        if guard is not None:
+            guard.backoff()
+        plain = ExtractiveSummarizer(counter).summarize(replace(request, level="aggressive"))
+        if refused(plain, request, counter) is None:
+            return Made(plain.text, plain.summarizer, "aggressive", tuple(rejected))
     note = count_only_note(replace(request, level="count-only"), counter)
     return Made(note, "count-only", "count-only", tuple(rejected))
 
@@ -161,15 +182,23 @@ def leaf_request(
 
 
 def leaf_input(
-    job: SummarizeLeaf, entries: Sequence[Entry], sources: str, made: Made
+    job: SummarizeLeaf,
+    entries: Sequence[Entry],
+    sources: str,
+    made: Made,
+    previous: Sequence[SummaryRecord] = (),
 ) -> SummaryInput:
     meta: dict[str, Any] = {"v": 1, "engine": "comal.dag"}
     if job.request_seq is not None:
         meta["request_seq"] = job.request_seq
-    board = newest_board(entries)
-    if board is not None:
-        # BRD-2: the board the chunk last showed stays beside the summary standing for it.
-        meta["board"] = board
+    # ENG-2 / BRD-2: the task's state through this chunk (goal, board, work steps, drafts),
+    # folded onto the one the summary before it carries, stays beside the summary.
+    before = max(previous, key=lambda s: s.last_seq, default=None)
+    task = summary_task(before).fold(entries)
+    if not task.empty:
+        meta["task"] = task.to_dict()
+    if task.board is not None:
+        meta["board"] = task.board
     if made.rejected:
         meta["rejected"] = list(made.rejected)
     return SummaryInput(
@@ -216,6 +245,9 @@ def condensed_input(
     boards = [c.meta["board"] for c in children if isinstance(c.meta.get("board"), dict)]
     if boards:
         meta["board"] = max(boards, key=lambda b: int(b["seq"]))
+    task = summary_task(children[-1])
+    if not task.empty:
+        meta["task"] = task.to_dict()  # the newest child's state holds every older one's
     if made.rejected:
         meta["rejected"] = list(made.rejected)
     return SummaryInput(

@@ -7,7 +7,13 @@ breaker is one row (consecutive failures, when it opened, when a half-open trial
 The breaker: closed until ``breaker_failure_threshold`` consecutive failures; then open for
 ``breaker_reset_ms``, when the summarizer is not called at all; then half-open: one trial call
 may go (another caller waits while the trial is younger than ``breaker_half_open_ms``); the
-trial's success closes it, its failure opens it again. Over a cap or with the breaker open the
+trial's success closes it, its failure opens it again.
+
+Per session (ENG-3): a cap on its own summarizer spend (``spend_max_tokens_per_session``), and
+a backoff after each failure in a row (``backoff_base_s``, doubled each time, at most
+``backoff_max_s``; a success ends it), kept as ``dag_summarizer_backoff`` events of the
+session, so one session whose summarizer keeps failing neither spends the tenant's cap nor
+calls the model every turn. Over a cap, with the breaker open or the session backing off, the
 job degrades to the count-only note; ``comal context`` shows which and why.
 """
 
@@ -26,6 +32,7 @@ __all__ = ["Guard", "GuardState", "guard_state"]
 
 HOUR = 3_600.0
 DAY = 86_400.0
+BACKOFF = "dag_summarizer_backoff"
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +46,9 @@ class GuardState:
     breaker: str  # closed | open | half-open
     failures: int
     blocked: str | None
+    spent_session: int = 0
+    cap_session: int = 0
+    backoff_until: float | None = None  # the session waits until then (epoch seconds)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -49,6 +59,9 @@ class GuardState:
             "breaker": self.breaker,
             "failures": self.failures,
             "blocked": self.blocked,
+            "spent_session": self.spent_session,
+            "cap_session": self.cap_session,
+            "backoff_until": self.backoff_until,
         }
 
 
@@ -81,11 +94,25 @@ class Guard:
             return "half-open (trial running)", row.failures
         return "half-open", row.failures
 
+    def _backoff(self) -> tuple[int, float | None]:
+        """The session's failures in a row and when its backoff ends (None: no backoff)."""
+        found = self.ledger.records(self.scope, "event", kinds=(BACKOFF,))
+        if not found:
+            return 0, None
+        body = found[-1].body
+        failures = int(body.get("failures", 0))
+        until = body.get("until")
+        return failures, float(until) if failures and isinstance(until, int | float) else None
+
     def state(self) -> GuardState:
         now = self.clock()
         breaker, failures = self._breaker(now)
-        hour = self.ledger.summarizer_spend(self.scope.tenant, since=now - HOUR)
-        day = self.ledger.summarizer_spend(self.scope.tenant, since=now - DAY)
+        tenant = self.scope.tenant
+        hour = self.ledger.summarizer_spend(tenant, since=now - HOUR)
+        day = self.ledger.summarizer_spend(tenant, since=now - DAY)
+        mine = self.ledger.summarizer_spend(tenant, since=0.0, session=self.scope.session)
+        streak, until = self._backoff()
+        why = self._why(breaker, hour, day) or self._session_why(mine, streak, until, now)
         return GuardState(
             hour,
             day,
@@ -93,7 +120,10 @@ class Guard:
             self.config.spend_max_tokens_per_day,
             breaker,
             failures,
-            self._why(breaker, hour, day),
+            why,
+            mine,
+            self.config.spend_max_tokens_per_session,
+            until if until is not None and until > now else None,
         )
 
     def _why(self, breaker: str, hour: int, day: int) -> str | None:
@@ -105,6 +135,17 @@ class Guard:
             return f"tenant over its hourly summarizer cap ({hour:,} of {hourly:,} tokens)"
         if daily and day >= daily:
             return f"tenant over its daily summarizer cap ({day:,} of {daily:,} tokens)"
+        return None
+
+    def _session_why(self, spent: int, streak: int, until: float | None, now: float) -> str | None:
+        cap = self.config.spend_max_tokens_per_session
+        if cap and spent >= cap:
+            return f"session over its summarizer cap ({spent:,} of {cap:,} tokens)"
+        if until is not None and now < until:
+            return (
+                f"session backing off after {streak} summarizer failure(s) in a row "
+                f"({until - now:,.0f} s left)"
+            )
         return None
 
     def blocked(self) -> str | None:
@@ -125,6 +166,20 @@ class Guard:
         self.ledger.set_breaker(
             self.scope.tenant, failures=0, opened_at=None, trial_at=None, now=self.clock()
         )
+        if self._backoff()[0]:
+            body = {"v": 1, "failures": 0, "until": self.clock()}
+            self.ledger.add_record(self.scope, "event", BACKOFF, body)
+
+    def backoff(self) -> None:
+        """A job's summarizer failed, or wrote nothing that may be stored: the session waits
+        before calling it again (once per job, however many levels it tried)."""
+        base = self.config.backoff_base_s
+        if not base:
+            return
+        streak = self._backoff()[0] + 1
+        wait = min(self.config.backoff_max_s, base * 2 ** (streak - 1))
+        body = {"v": 1, "failures": streak, "until": self.clock() + wait}
+        self.ledger.add_record(self.scope, "event", BACKOFF, body)
 
     def failure(self) -> None:
         now = self.clock()

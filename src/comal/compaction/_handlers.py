@@ -30,7 +30,7 @@ from ..context.dag import Blocked, Condense, DagConfig, SummarizeLeaf
 from ..context.pipeline import PIPELINE_ENGINE, PipelineSummarize
 from ..ledger import CheckpointRecord, Entry, SummaryInput, SummaryRecord
 from ..memory import Extracted, remember
-from ..messages import sha256_hex
+from ..messages import canonical_json, load_json, sha256_hex
 from ..tokens import TokenCounter
 from ._dag import condense_request, condensed_input, leaf_input, leaf_request, make_text
 from ._guard import Guard
@@ -152,7 +152,8 @@ def _summarizer(run: JobRun) -> Any:
 def _leaf(run: JobRun, job: SummarizeLeaf) -> object:
     ledger, scope = run.ledger, run.scope
     entries = ledger.entries(scope, start_seq=job.first_seq, end_seq=job.last_seq)
-    request, sources = leaf_request(job, entries, _earlier(run, job.first_seq))
+    earlier = _earlier(run, job.first_seq)
+    request, sources = leaf_request(job, entries, earlier)
     span = f"{job.first_seq}..{job.last_seq}"
     run.probe("summarizing", span)
     made = make_text(request, _summarizer(run), run.counter, _guard(run), oversize=job.oversize)
@@ -163,7 +164,7 @@ def _leaf(run: JobRun, job: SummarizeLeaf) -> object:
     if not job.oversize:
         extra = model_facts(ledger, scope, job.first_seq, job.last_seq, run.summarizer(),
                             entries=entries, guard=_guard(run))  # fmt: skip
-    draft = leaf_input(job, entries, sources, made)
+    draft = leaf_input(job, entries, sources, made, earlier)
     body = {"first_seq": job.first_seq, "last_seq": job.last_seq}
     return _store_summary(run, draft, SUMMARIZED, body, entries, extra)
 
@@ -233,7 +234,7 @@ def _memory_summary(
         digest=sha256_hex(draft.text),
         created_at=datetime.fromtimestamp(0, UTC).isoformat(),
         text=draft.text,
-        meta=dict(draft.meta),
+        meta=load_json(canonical_json(dict(draft.meta))),  # as the ledger stores it
         sources_digest=draft.sources_digest,
     )
 
@@ -248,12 +249,16 @@ def _memory_summarizer(r: Rehearsal) -> Any:
 
 def _rehearse_leaf(r: Rehearsal, job: SummarizeLeaf) -> object:
     frontier = list(r.bases.summaries)
+    live = r.recorded("leaf", job.first_seq, job.last_seq)
+    if live is not None:
+        r.bases = Bases(r.bases.checkpoint, (*frontier, live))
+        return live
     previous = [s for s in frontier if s.last_seq < job.first_seq]
     entries = [e for e in r.view.entries if job.first_seq <= e.seq <= job.last_seq]
     request, sources = leaf_request(job, entries, previous)
     text = make_text(request, _memory_summarizer(r), r.counter, None, oversize=job.oversize)
     record = _memory_summary(
-        r.number(), r.session, leaf_input(job, entries, sources, text), r.counter
+        r.number(), r.session, leaf_input(job, entries, sources, text, previous), r.counter
     )
     r.bases = Bases(r.bases.checkpoint, (*frontier, record))
     return record
@@ -265,11 +270,13 @@ def _rehearse_condense(r: Rehearsal, job: Condense) -> object | None:
     if any(i not in by_id for i in job.children):
         return None
     children = [by_id[i] for i in job.children]
-    previous = [s for s in frontier if s.last_seq < job.first_seq]
-    request, sources = condense_request(job, children, previous)
-    made = make_text(request, _memory_summarizer(r), r.counter, None)
-    draft = condensed_input(job, children, sources, made)
-    record = _memory_summary(r.number(), r.session, draft, r.counter)
+    record = r.recorded("condensed", tuple(job.children))
+    if record is None:
+        previous = [s for s in frontier if s.last_seq < job.first_seq]
+        request, sources = condense_request(job, children, previous)
+        made = make_text(request, _memory_summarizer(r), r.counter, None)
+        draft = condensed_input(job, children, sources, made)
+        record = _memory_summary(r.number(), r.session, draft, r.counter)
     first = frontier.index(children[0])
     folded = (*frontier[:first], record, *frontier[first + len(children) :])
     r.bases = Bases(r.bases.checkpoint, folded)

@@ -11,6 +11,7 @@ with the pipeline's meta and its event (one transaction), or a replay keeps it i
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..context import (
@@ -56,6 +57,8 @@ def _attempt(
         out = summarizer.summarize(request)
     except Exception as exc:  # a summarizer failing is what the fallback is for
         return None, f"{request.level}: {type(exc).__name__}: {exc}"[:300]
+    if out.truncated:
+        return None, f"{request.level}: cut short at the summarizer's output limit"
     text = out.text.strip()
     tokens = counter.count(text)
     too_big = tokens > max(request.target_tokens * 3 // 2, 64) or tokens >= request.source_tokens
@@ -90,7 +93,16 @@ def summarize_pipeline(
             level = attempt_level  # type: ignore[assignment]
             break
         failures.append(why)
+    if made is None and getattr(chosen, "spends", False):
+        # ENG-3: a model whose texts may not be stored: the extractive summary stands in,
+        # bounded by the target and named as what made it; the count-only note is the floor.
+        request = replace(request, sources=render_sources(sources, limit=600), level="aggressive")
+        made, why = _attempt(PipelineExtractive(counter), request, counter)
+        level = "aggressive"
+        if made is None:
+            failures.append(f"extractive: {why}")
     if made is None:
+        level = "count-only"
         made = SummaryText(_count_only(job, len(sources)), "count-only")
     covered = len(sources) + (1 if job.previous else 0)
     message, offset, chars = summary_message(job, made.text, level, made.summarizer, covered)

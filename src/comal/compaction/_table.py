@@ -43,6 +43,7 @@ __all__ = [
     "SweepReport",
     "handler_for",
     "handler_table",
+    "summary_key",
 ]
 
 Probe = Callable[[str, str], None]
@@ -138,6 +139,10 @@ class Rehearsal:
     counter: TokenCounter
     summarizer: Summarizer | None = None
     numbers: Iterator[int] = field(default_factory=lambda: itertools.count(1_000_001))
+    # The summaries the live run stored, by what they stand for: a rehearsed job the live run
+    # made too is answered with the stored row (its id, its text), so a replay of a live
+    # session sends what the live turns sent, byte for byte.
+    stored: Mapping[tuple[object, ...], SummaryRecord] = field(default_factory=dict)
 
     @property
     def session(self) -> str:
@@ -145,6 +150,18 @@ class Rehearsal:
 
     def number(self) -> int:
         return next(self.numbers)
+
+    def recorded(self, *key: object) -> SummaryRecord | None:
+        """The live run's summary for ``key`` (``("leaf", first_seq, last_seq)`` or
+        ``("condensed", children)``), if it stored one."""
+        return self.stored.get(key)
+
+
+def summary_key(record: SummaryRecord) -> tuple[object, ...]:
+    """What a stored summary stands for, as :meth:`Rehearsal.recorded` looks it up."""
+    if record.kind == "leaf":
+        return ("leaf", record.first_seq, record.last_seq)
+    return ("condensed", tuple(record.children))
 
 
 @dataclass(frozen=True, slots=True)

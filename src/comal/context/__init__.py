@@ -49,10 +49,12 @@ from ._extractive import (
     exact_values,
     exit_code,
 )
+from ._recall import WithinHit, entry_text, search_within, values_of
 from ._registry import ENGINES, engine_names, get_engine
 from ._render import EngineCache, error_excerpt
 from ._replay import Bases, ReplayTurn, action_dict, proposal_record, split_view
 from ._summarizer import LEVELS, Level, Summarizer, SummaryRequest, SummaryText
+from ._task import TaskState, task_note
 from ._view import View, store_checkpoint
 from .limit import (
     EngineConfig,
@@ -97,8 +99,10 @@ __all__ = [
     "Summarizer",
     "SummaryRequest",
     "SummaryText",
+    "TaskState",
     "UnknownEngine",
     "View",
+    "WithinHit",
     "WorkState",
     "action_dict",
     "assemble",
@@ -110,6 +114,7 @@ __all__ = [
     "count_only_note",
     "engine_config",
     "engine_names",
+    "entry_text",
     "error_excerpt",
     "exact_values",
     "exit_code",
@@ -117,8 +122,11 @@ __all__ = [
     "newest_board",
     "proposal_record",
     "render_state",
+    "search_within",
     "split_view",
     "step_groups",
     "store_checkpoint",
+    "task_note",
+    "values_of",
     "work_state",
 ]

@@ -69,7 +69,9 @@ def proposal_record(
         digest=sha256_hex(body),
         created_at=datetime.fromtimestamp(0, UTC).isoformat(),
         message=proposal.message,
-        meta=dict(proposal.meta),
+        # As the ledger stores it (canonical JSON: keys sorted), so nothing the next assembly
+        # derives from it can differ between a replay and the live run.
+        meta=load_json(canonical_json(dict(proposal.meta))),
     )
 
 

@@ -48,6 +48,9 @@ class SummaryText:
     summarizer: str
     input_tokens: int | None = None
     output_tokens: int | None = None
+    # The reply was cut short (the model hit its output limit, or stopped for another reason
+    # than the end of its answer): a truncation is never stored as a summary (ENG-3).
+    truncated: bool = False
 
 
 @runtime_checkable

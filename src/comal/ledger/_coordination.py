@@ -130,13 +130,15 @@ class Coordination(StoreBase):
                 (scope.tenant, scope.session, at, tokens, summarizer),
             )
 
-    def summarizer_spend(self, tenant: str, *, since: float) -> int:
-        """Summarizer tokens the tenant spent at or after ``since`` (epoch seconds)."""
+    def summarizer_spend(self, tenant: str, *, since: float, session: str | None = None) -> int:
+        """Summarizer tokens the tenant (one of its sessions, when ``session`` is given)
+        spent at or after ``since`` (epoch seconds)."""
+        where, args = "tenant = ? AND at >= ?", [tenant, since]
+        if session is not None:
+            where, args = where + " AND session_id = ?", [*args, session]
         with self._reading() as c:
             row = c.execute(
-                "SELECT coalesce(sum(tokens), 0) FROM summarizer_spend"
-                " WHERE tenant = ? AND at >= ?",
-                (tenant, since),
+                f"SELECT coalesce(sum(tokens), 0) FROM summarizer_spend WHERE {where}", tuple(args)
             ).fetchone()
         return int(row[0])
 

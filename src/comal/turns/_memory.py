@@ -17,9 +17,9 @@ from collections.abc import Callable, Iterator, Sequence
 
 from pydantic import BaseModel
 
-from ..compaction import Rehearsal, SweepLimits, handler_for, rehearse
+from ..compaction import Rehearsal, SweepLimits, handler_for, rehearse, summary_key
 from ..context import Assembly, Bases, Job, Summarizer, View, config_counter, proposal_record
-from ..ledger import CheckpointRecord, Entry
+from ..ledger import CheckpointRecord, Entry, SummaryRecord
 from ..messages import Message
 from ..tokens import TokenCounter
 
@@ -29,8 +29,17 @@ __all__ = ["MemoryStore"]
 class MemoryStore:
     """A session's entries in memory, given turn by turn (see the module docstring)."""
 
-    def __init__(self, entries: Sequence[Entry], session: str, config: BaseModel) -> None:
+    def __init__(
+        self,
+        entries: Sequence[Entry],
+        session: str,
+        config: BaseModel,
+        stored: Sequence[SummaryRecord] = (),
+    ) -> None:
         self.all = tuple(entries)
+        # The summaries a live run of this session stored: jobs it made too are answered
+        # with them (:meth:`comal.compaction.Rehearsal.recorded`).
+        self.stored = {summary_key(s): s for s in stored}
         self.session = session
         self.counter: TokenCounter = config_counter(config)
         self.bases = Bases()
@@ -92,7 +101,9 @@ class MemoryStore:
             jobs = plan(view, force)
             if not any(j.actionable for j in jobs):
                 break
-            r = Rehearsal(view, self.bases, config, self.counter, summarizer, self.numbers)
+            r = Rehearsal(
+                view, self.bases, config, self.counter, summarizer, self.numbers, self.stored
+            )
             done = rehearse(r, jobs)
             self.bases = r.bases
             made += done

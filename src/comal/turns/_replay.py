@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from ..context import Engine, EngineCache, ReplayTurn, Summarizer, get_engine
 from ..errors import BudgetError
-from ..ledger import Entry, Scope
+from ..ledger import Entry, Scope, SummaryRecord
 from ..messages import Message, Role
 from ..tokens import REPLY_PRIMING, Budget
 from ._memory import MemoryStore
@@ -37,6 +37,7 @@ def replay(
     cache: EngineCache | None = None,
     system: Sequence[Message] = (),
     system_at: Callable[[int], tuple[Sequence[Message], Budget]] | None = None,
+    stored: Sequence[SummaryRecord] = (),
 ) -> Iterator[ReplayTurn]:
     """Assemble before every assistant entry; yields one :class:`ReplayTurn` per model call.
 
@@ -45,14 +46,16 @@ def replay(
     requests byte for byte; ``system_at(seq)``, when given, is the system prompt and budget of
     the model call that wrote entry ``seq`` (a session whose instruction files changed sent
     another system prompt from then on, DRV-1). ``summarizer`` makes the summaries of the
-    summarizing engines (their offline default when ``None``).
+    summarizing engines (their offline default when ``None``); ``stored`` are the summaries a live
+    run of the session stored: a summary the replay plans that the live run made too is that
+    stored one (its id and text, what the live turns sent).
 
     A coded error (CONTEXT_PRESSURE_LOOP, CONTEXT_OVERHEAD) ends that turn with ``error`` set and
     nothing sent; the replay goes on, as a user who raised the window would.
     """
     engine = get_engine(engine) if isinstance(engine, str) else engine
     config = config if config is not None else engine.config_type()
-    store = MemoryStore(entries, session, config)
+    store = MemoryStore(entries, session, config, stored)
     service = ContextSession(
         store,
         Scope("replay", "replay", session or "replay"),

@@ -20,11 +20,12 @@ from .._engine import Base, Job
 from .._render import EngineCache
 from .._view import View
 from ._assemble import assemble, steps_of
-from ._config import DagConfig, DagLimits
+from ._config import DagConfig, DagLimits, protected_steps
 from ._jobs import Blocked, Carried, Condense, Evicted, SummarizeLeaf
 from ._plan import plan
 from ._present import FOOTER_PREFIX, HEADER_PREFIX, SYSTEM_CLAUSE, expand_call, present
 from ._sources import render_children, render_entries, sources_digest
+from ._task import summary_task, task_message
 
 __all__ = [
     "FOOTER_PREFIX",
@@ -43,10 +44,13 @@ __all__ = [
     "expand_call",
     "plan",
     "present",
+    "protected_steps",
     "render_children",
     "render_entries",
     "sources_digest",
     "steps_of",
+    "summary_task",
+    "task_message",
 ]
 
 RECALL_TOOLS = ("ctx_search", "ctx_inspect", "ctx_expand")

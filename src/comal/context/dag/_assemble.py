@@ -2,8 +2,9 @@
 
 The active memory is the pinned system entries, the summary frontier (each rendered honestly,
 :mod:`._present`), the latest user request a summary covers (sent verbatim: a user turn is never
-replaced by a summary), the task's board as the summarized steps last showed it (BRD-2: kept in
-the summaries' meta), and every step after the frontier verbatim. A message too large
+replaced by a summary), the task's state as the summarized and evicted steps left it (goal,
+board, work steps, drafts: ENG-2, BRD-2, :mod:`._task`), and every step after the frontier
+verbatim. A message too large
 for the window alone is bounded head + tail around an honest marker (DAG-5).
 
 When that is over the history capacity (compaction has not caught up: it is deferred, the
@@ -33,13 +34,13 @@ from .._assembly import (
     ProtectedTailOverflow,
     utilization,
 )
-from .._board import board_note
 from .._bound import bound_message, message_chars
 from .._render import EngineCache, message_tokens
 from .._view import View
-from ._config import DagConfig, DagLimits
+from ._config import DagConfig, DagLimits, protected_steps
 from ._jobs import Carried, Evicted
 from ._present import presented
+from ._task import task_message
 
 __all__ = ["Step", "assemble", "steps_of"]
 
@@ -107,17 +108,6 @@ def _carried(view: View) -> Entry | None:
     return view.carried[-1] if view.carried else None
 
 
-def board_message(view: View) -> Message | None:
-    """BRD-2: the newest board the frontier's summaries stand over, restored beside them.
-    Like the carried request it changes only when the frontier does, so the cached prefix
-    holds between two compactions."""
-    boards = [s.meta["board"] for s in view.summaries if isinstance(s.meta.get("board"), dict)]
-    if not boards:
-        return None
-    newest = max(boards, key=lambda b: int(b["seq"]))
-    return Message(Role.USER, (Text(board_note(newest)),))
-
-
 def carried_message(entry: Entry) -> Message:
     note = (
         f"[comal: the latest user request the summaries above cover (seq {entry.seq}, "
@@ -162,7 +152,10 @@ def _evict(
         if step.has_user:
             user_step = j
         if fit.total > room:
-            cut(n_s + max(0, j - tail + 1), step.entries[-1].seq)
+            # The fresh tail, shorter when it alone would not fit the window.
+            sizes_now = [s.tokens for s in steps[: j + 1]]
+            kept = protected_steps(sizes_now, tail, room - base)
+            cut(n_s + max(0, j - kept + 1), step.entries[-1].seq)
     return fit
 
 
@@ -243,11 +236,11 @@ def assemble(
     carried = _carried(view)
     carried_msg = carried_message(carried) if carried is not None else None
     carried_tokens = message_tokens(counter, carried_msg) if carried_msg is not None else 0
-    board_msg = board_message(view)
-    carried_tokens += message_tokens(counter, board_msg) if board_msg is not None else 0
+    task_msg = task_message(view)
+    task_tokens = message_tokens(counter, task_msg) if task_msg is not None else 0
     shown = [presented(s, counter, cache) for s in view.summaries]
     steps = steps_of(view.entries, limits, counter, cache)
-    base = pinned + carried_tokens + REPLY_PRIMING
+    base = pinned + carried_tokens + task_tokens + REPLY_PRIMING
     fit = _evict([t for _, t in shown], steps, base, limits, config.fresh_tail_turns)
     gone = set(fit.evicted)
     n_s = len(shown)
@@ -257,6 +250,11 @@ def assemble(
     out_entries = [e for j, st in enumerate(steps) if n_s + j in gone for e in st.entries]
     note = _note(out_summaries, out_entries) if gone else None
     note_tokens = message_tokens(counter, note) if note is not None else 0
+    if out_entries:
+        # ENG-2: what the evicted steps did to the task stays in the context.
+        task_msg = task_message(view, out_entries)
+        grown = message_tokens(counter, task_msg) if task_msg is not None else 0
+        note_tokens += grown - task_tokens
     fixed_part = base + note_tokens + sum(shown[i][1] for i in kept_summaries)
     history = fixed_part + sum(s.tokens for s in kept_steps)
     squeezed = False
@@ -285,8 +283,8 @@ def assemble(
         messages.append(carried_msg)
         ids.append(carried.id)
         actions.append(Carried(carried.id, carried.seq))
-    if board_msg is not None:
-        messages.append(board_msg)
+    if task_msg is not None:
+        messages.append(task_msg)
         ids.append(None)
     for step in kept_steps:
         messages += step.messages

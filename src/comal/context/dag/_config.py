@@ -7,6 +7,7 @@ limit engine; the engine works in history tokens (input − instructions − too
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated, Literal, Self
 
@@ -15,7 +16,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from ...tokens import Budget, TokenCounter, default_counter
 
-__all__ = ["DagConfig", "DagLimits"]
+__all__ = ["DagConfig", "DagLimits", "protected_steps"]
 
 # What a summarizer prompt adds around the sources (instructions, previous summaries' headers).
 TEMPLATE_TOKENS = 600
@@ -57,6 +58,13 @@ class DagConfig(BaseModel):
     summarizer_window_tokens: int = Field(default=0, ge=0)
     spend_max_tokens_per_hour: int = Field(default=500_000, ge=0, description="0 disables.")
     spend_max_tokens_per_day: int = Field(default=5_000_000, ge=0, description="0 disables.")
+    # ENG-3: one session's own summarizer spend, whatever the tenant's caps leave it.
+    spend_max_tokens_per_session: int = Field(default=2_000_000, ge=0, description="0 disables.")
+    # After a session's summarizer fails (or answers what may not be stored), it waits this
+    # long before calling the model again, doubling with each failure in a row, up to
+    # backoff_max_s; a success ends it. 0 disables.
+    backoff_base_s: float = Field(default=30.0, ge=0, le=3_600)
+    backoff_max_s: float = Field(default=1_800.0, ge=1, le=86_400)
     breaker_failure_threshold: int = Field(default=5, ge=1, le=100)
     breaker_reset_ms: int = Field(default=60_000, ge=1_000, le=3_600_000)
     breaker_half_open_ms: int = Field(default=30_000, ge=1_000, le=3_600_000)
@@ -98,6 +106,10 @@ class DagLimits:
     chunk_cap: int  # the most a leaf's sources may take
     single_bound: int  # a message above this many tokens is bounded head + tail (DAG-5)
     single_chars: int  # ... or above this many characters
+    # A leaf's and a condensed summary's target: the configured ones, smaller in a window
+    # where a summary that size would take most of what history may use.
+    leaf_target: int = 1_200
+    condensed_target: int = 1_500
 
     @classmethod
     def of(cls, budget: Budget, config: DagConfig) -> DagLimits:
@@ -125,4 +137,21 @@ class DagLimits:
             chunk_cap=cap,
             single_bound=max(1, math.floor(config.max_single_message_ratio * capacity)),
             single_chars=chars,
+            leaf_target=min(config.leaf_target_tokens, max(96, capacity // 8)),
+            condensed_target=min(config.condensed_target_tokens, max(96, capacity // 6)),
         )
+
+
+def protected_steps(sizes: Sequence[int], fresh: int, room: int) -> int:
+    """How many of the newest steps (their ``sizes``, oldest first) stay verbatim: the fresh
+    tail (``fresh`` steps), fewer while they alone hold more than ``room`` tokens (what the
+    window leaves history beside what is never left out), never fewer than the newest one.
+    A fresh tail over the window by itself would otherwise leave nothing to summarize and the
+    assembly bounding its messages turn after turn (CONTEXT_PRESSURE_LOOP, lossless-claw
+    #639): its older steps are summarized and evicted instead, exact in the ledger."""
+    count = min(fresh, len(sizes))
+    held = sum(sizes[len(sizes) - count :])
+    while count > 1 and held > room:
+        held -= sizes[len(sizes) - count]
+        count -= 1
+    return count

@@ -23,10 +23,11 @@ from ...tokens import REPLY_PRIMING, Budget
 from .._engine import Job
 from .._render import EngineCache, message_tokens
 from .._view import View
-from ._assemble import _carried, board_message, carried_message
-from ._config import DagConfig, DagLimits
+from ._assemble import _carried, carried_message
+from ._config import DagConfig, DagLimits, protected_steps
 from ._jobs import Blocked, Condense, SummarizeLeaf
 from ._present import presented
+from ._task import task_message
 
 __all__ = ["plan"]
 
@@ -34,7 +35,9 @@ __all__ = ["plan"]
 PRESENTATION_TOKENS = 110
 
 
-def _condense(summaries: tuple[SummaryRecord, ...], config: DagConfig) -> list[Job]:
+def _condense(
+    summaries: tuple[SummaryRecord, ...], config: DagConfig, limits: DagLimits
+) -> list[Job]:
     fanout = config.condensed_min_fanout
     run: list[SummaryRecord] = []
     for s in summaries:
@@ -50,7 +53,7 @@ def _condense(summaries: tuple[SummaryRecord, ...], config: DagConfig) -> list[J
                     first_seq=run[0].first_seq,
                     last_seq=run[-1].last_seq,
                     source_tokens=sum(r.tokens for r in run),
-                    target_tokens=config.condensed_target_tokens,
+                    target_tokens=limits.condensed_target,
                 )
             ]
     return []
@@ -73,8 +76,8 @@ def plan(
     cache = cache if cache is not None else EngineCache(64)
     carried = _carried(view)
     carried_tokens = message_tokens(counter, carried_message(carried)) if carried else 0
-    board = board_message(view)
-    carried_tokens += message_tokens(counter, board) if board is not None else 0
+    task = task_message(view)
+    carried_tokens += message_tokens(counter, task) if task is not None else 0
     fixed = sum(e.tokens for e in view.pinned) + carried_tokens + REPLY_PRIMING
     summaries = sum(presented(s, counter, cache)[1] for s in view.summaries)
     # Step boundaries from the ledger; a message over the single bound is sent bounded.
@@ -86,7 +89,11 @@ def plan(
     sizes = [sum(min(view.entries[i].tokens, limits.single_bound) for i in st) for st in steps]
     history = fixed + summaries + sum(sizes)
     jobs: list[Job] = []
-    tail = max(0, len(steps) - config.fresh_tail_turns)
+    kept = protected_steps(sizes, config.fresh_tail_turns, limits.capacity - fixed)
+    tail = len(steps) - kept
+    # A chunk too small to be worth a pass, scaled down for a small window (where a step alone
+    # may be a quarter of what fits).
+    min_chunk = min(config.leaf_min_chunk_tokens, max(1, limits.capacity // 4))
     request = view.summaries[-1].meta.get("request_seq") if view.summaries else None
     if history > limits.trigger or force:
         estimate = history
@@ -97,8 +104,8 @@ def plan(
                 tokens += sizes[k]
                 raw += _raw(view, steps[k])
                 k += 1
-            target = config.leaf_target_tokens
-            if raw < config.leaf_min_chunk_tokens and not force:
+            target = limits.leaf_target
+            if raw < min_chunk and not force:
                 break
             if tokens <= target + PRESENTATION_TOKENS:
                 break  # a summary of this would not be smaller than what it replaces
@@ -119,23 +126,26 @@ def plan(
                 )
             )
             estimate -= tokens - target - PRESENTATION_TOKENS
-        if not jobs and history > limits.capacity:
-            protected = fixed + summaries + sum(sizes[tail:])
+        # Over the capacity, the assembly leaves the oldest summaries and steps out (DAG-4);
+        # only what it never leaves out (instructions, the task's state, the fresh tail) over
+        # the capacity is a pressure loop no pass can end.
+        protected = fixed + sum(sizes[tail:])
+        if not jobs and protected > limits.capacity:
             jobs.append(
                 Blocked(
                     code="CONTEXT_PRESSURE_LOOP",
                     message=(
                         f"cannot get smaller: {history:,} history tokens against a capacity of "
                         f"{limits.capacity:,}, and the {tail} out-of-tail steps hold too little "
-                        f"to summarize (the protected tail, instructions and summaries take "
-                        f"{protected:,}). The assembly evicts and bounds instead; lower "
-                        "fresh_tail_turns or use a larger window."
+                        f"to summarize (the newest step, the instructions and the task's state "
+                        f"take {protected:,}). The assembly bounds the newest step instead; "
+                        "shorten the instructions or tool schemas, or use a larger window."
                     ),
                     history_tokens=history,
                     protected_tokens=protected,
                 )
             )
-    jobs += _condense(view.summaries, config)
+    jobs += _condense(view.summaries, config, limits)
     return tuple(jobs)
 
 

@@ -28,6 +28,7 @@ from ...safe_text import one_line, quote_lines
 from ...tokens import TokenCounter
 from .._assembly import CheckpointProposal
 from .._render import message_tokens
+from .._task import draft_lines, step_lines
 from ._config import EngineConfig
 from ._state import ENGINE_NAME, ENGINE_VERSION
 from ._workstate import WorkState
@@ -35,7 +36,10 @@ from ._workstate import WorkState
 __all__ = ["derive_checkpoint", "previous_state", "previous_streak"]
 
 # Trimmed first to last when the text is over its reserve; requests are the last to go.
-_TRIM_ORDER = ("refs", "commands", "files", "plan", "errors", "open", "prior", "board", "requests")
+_TRIM_ORDER = (
+    "refs", "commands", "files", "plan", "errors", "open", "prior", "drafts", "steps", "board",
+    "requests",
+)  # fmt: skip
 _PRIOR_CHARS = 2_000
 _DIGEST_SHOWN = 16
 _HEADER = "Deterministic checkpoint derived by comal"
@@ -49,9 +53,10 @@ _FRAME = (
     "Commands run",
     "Last errors",
     "Tool calls without a recorded result",
+    "Work steps (",
+    "Drafts (",
     "Outputs it replaces",
     "Earlier checkpoint",
-    "[… checkpoint cut",
 )
 
 
@@ -119,7 +124,10 @@ def _requests(state: WorkState, keep: int) -> list[str]:
 
 
 def _files(state: WorkState, keep: int) -> list[str]:
-    paths = _newest(list(state.files.items()), keep)
+    # By the seq of the last touch, not the mapping's order: a state read back from the ledger
+    # has its keys sorted, and a replay's in-memory one has not; both must render alike.
+    ordered = sorted(state.files.items(), key=lambda kv: (kv[1]["seq"], kv[0]))
+    paths = _newest(ordered, keep)
     if not paths:
         return []
     verbs = {"read": "read", "write": "written", "edit": "edited"}
@@ -152,6 +160,12 @@ def _sections(state: WorkState, keep: dict[str, int]) -> list[list[str]]:
             f"Board (from {one_line(board['tool'])} at seq {board['seq']}; BoardList shows it now):"
         )
         out.append([head, _quoted(board["text"])])
+    if state.work_steps and keep["steps"]:
+        # ENG-2: every step the covered history started, with its status and answer's read.
+        newest = sorted(state.work_steps, key=int)[-keep["steps"] :]
+        out.append(step_lines({k: state.work_steps[k] for k in newest}))
+    if state.drafts and keep["drafts"]:
+        out.append(draft_lines(state.drafts[-keep["drafts"] :]))
     out.append(_files(state, keep["files"]))
     commands = _newest(state.commands, keep["commands"])
     if commands:
@@ -216,6 +230,8 @@ def _fit(state: WorkState, counter: TokenCounter, max_tokens: int) -> tuple[Mess
         "refs": len(state.refs),
         "prior": 1,
         "board": 1,
+        "steps": len(state.work_steps),
+        "drafts": len(state.drafts),
     }
     first, last = state.first_seq or 0, state.last_seq or 0
 
@@ -225,16 +241,26 @@ def _fit(state: WorkState, counter: TokenCounter, max_tokens: int) -> tuple[Mess
 
     message, tokens = build(_render(state, keep))
     for section in _TRIM_ORDER:
-        floor = 1 if section == "requests" else 0
+        floor = _floor(state, section)
         while tokens > max_tokens and keep[section] > floor:
             keep[section] = max(floor, keep[section] // 2)
             message, tokens = build(_render(state, keep))
-    text = _render(state, keep)
-    while tokens > max_tokens and len(text) > 200:
-        # Even the newest request alone is too long for the reserve: cut the text itself.
-        text = text[: int(len(text) * max_tokens / tokens * 0.9)]
-        message, tokens = build(text + "\n[… checkpoint cut to fit its reserve]")
+    # What is left is the task itself (ENG-2): the first and newest requests (each bounded),
+    # the board, the work steps and the drafts. It is never cut to fit the reserve: a
+    # checkpoint over its reserve is priced as it is, and the tail makes room for it.
     return message, tokens
+
+
+def _floor(state: WorkState, section: str) -> int:
+    """How much of a section trimming keeps: the first request (the goal) and the newest one,
+    the board, every work step and draft; nothing of the rest."""
+    if section == "requests":
+        return min(2, len(state.requests))
+    if section == "steps":
+        return len(state.work_steps)
+    if section == "drafts":
+        return len(state.drafts)
+    return 1 if section == "board" else 0
 
 
 def derive_checkpoint(

@@ -18,6 +18,7 @@ from ...ledger import Entry
 from ...messages import Role, ToolCall, sha256_hex, user_words
 from .._board import board_in
 from .._render import error_excerpt
+from .._task import made_draft, started_step, waited_steps
 from ._config import EngineConfig
 
 __all__ = ["WorkState"]
@@ -33,6 +34,7 @@ _REQUEST_HEAD = 300
 _OPEN_CALLS = 10
 _PLAN_ITEMS = 30
 _ITEM_CHARS = 200
+_DRAFTS = 16
 
 
 def _args(call: ToolCall) -> dict[str, Any]:
@@ -87,6 +89,10 @@ class WorkState:
     errors: list[dict[str, Any]] = field(default_factory=list)
     errors_total: int = 0
     open_calls: list[dict[str, Any]] = field(default_factory=list)
+    # ENG-2: the work steps (by number, as text) and drafts the covered steps started, collected
+    # and made (:mod:`comal.context._task`).
+    work_steps: dict[str, dict[str, Any]] = field(default_factory=dict)
+    drafts: list[dict[str, Any]] = field(default_factory=list)
     refs: list[dict[str, Any]] = field(default_factory=list)
     refs_total: int = 0
     prior_text: str | None = None
@@ -110,7 +116,7 @@ class WorkState:
         results = {
             e.message.tool_result.call_id: e for e in entries if e.message.tool_result is not None
         }
-        names = {c.id: c.name for e in entries for c in e.message.tool_calls}
+        calls = {c.id: c for e in entries for c in e.message.tool_calls}
         for entry in entries:
             message = entry.message
             if message.role is Role.USER:
@@ -119,7 +125,9 @@ class WorkState:
                 self._call(entry, call, results.get(call.id), config)
             result = message.tool_result
             if result is not None:
-                self._result(entry, result.name or names.get(result.call_id), config)
+                made = calls.get(result.call_id)
+                self._result(entry, result.name or (made.name if made else None), config)
+                self._work(entry, made)
         if entries[0].message.role is Role.ASSISTANT:
             self.steps += 1
 
@@ -183,7 +191,8 @@ class WorkState:
                     digest = sha256_hex(content)
                 self._touch(path.strip(), op, name, entry, digest)
             while len(self.files) > 2 * config.checkpoint_max_files:
-                del self.files[next(iter(self.files))]
+                oldest = min(self.files, key=lambda p: (self.files[p]["seq"], p))
+                del self.files[oldest]
         if name in config.command_tools:
             command = args.get("command", args.get("cmd"))
             if isinstance(command, list):
@@ -214,6 +223,20 @@ class WorkState:
         if not items:
             plan["text"] = _cut(raw if isinstance(raw, str) else call.arguments, 4 * _ITEM_CHARS)
         return plan
+
+    def _work(self, entry: Entry, call: ToolCall | None) -> None:
+        """ENG-2: what a work operation's result says of a step or a draft."""
+        name = entry.message.tool_result.name if entry.message.tool_result else None
+        if name == "WorkStepRun" and (started := started_step(entry, call)) is not None:
+            known = self.work_steps.get(str(started["n"]), {})
+            self.work_steps[str(started["n"])] = known | started
+        elif name == "WorkStepWait":
+            for said in waited_steps(entry):
+                known = self.work_steps.get(str(said["n"]), {"n": said["n"]})
+                self.work_steps[str(said["n"])] = known | said
+        elif name == "WorkDraft" and (draft := made_draft(entry)) is not None:
+            self.drafts.append(draft)
+            del self.drafts[:-_DRAFTS]
 
     def _result(self, entry: Entry, tool: str | None, config: EngineConfig) -> None:
         result = entry.message.tool_result

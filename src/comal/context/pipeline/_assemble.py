@@ -19,8 +19,8 @@ from ...ledger import Entry
 from ...messages import Role, Text, ToolCall
 from ...tokens import REPLY_PRIMING, Budget
 from .._assembly import Action, Assembly, Metrics, utilization
-from .._board import newest_board
 from .._render import EngineCache
+from .._task import TaskState
 from .._view import View
 from ._config import PipelineConfig
 from ._context import Context
@@ -307,8 +307,18 @@ def _restore_data(
     request = quote_request(quote, _REQUEST_QUOTE_CHARS) if quote is not None else None
     if request is None and stored is not None and stored.restore.request is not None:
         request = stored.restore.request
-    board = newest_board(middle) or (stored.restore.board if stored is not None else None)
-    return RestoreData(tuple(newest[: ctx.config.restore_recent_files]), request, action, board)
+    # ENG-2: the task's state through the summarized steps, folded onto the previous
+    # summary's (the first summary folds the head the summary keeps verbatim too).
+    if stored is not None and stored.restore.task is not None:
+        task = TaskState.from_dict(stored.restore.task)
+    elif stored is not None:
+        task = TaskState(board=dict(stored.restore.board) if stored.restore.board else None)
+    else:
+        task = TaskState().fold(ctx.head)
+    task.fold(middle)
+    board = task.board
+    restore = RestoreData(tuple(newest[: ctx.config.restore_recent_files]), request, action, board)
+    return replace(restore, task=None if task.empty else task.to_dict())
 
 
 def _raw_under(view: View, budget: Budget, config: PipelineConfig) -> bool:
@@ -341,7 +351,11 @@ def plan_summary(
     over_capacity = history > capacity
     over = budget.fixed + history > config.compaction_trigger_ratio * budget.input_limit
     cooled = _turns_since(view, ctx.summary) >= config.compaction_cooldown_turns
-    if not (force or over_capacity or (over and cooled)):
+    # The cooldown holds over the window too once a summary stands: until it has passed, the
+    # fit layer leaves the oldest tail steps out (their task state kept in the restored
+    # context), rather than a new summary rewriting the cached prefix every turn.
+    unsummarized = ctx.summary is None and over_capacity
+    if not (force or unsummarized or (over and cooled)):
         return None
     tail = ctx.tail
     if not tail:

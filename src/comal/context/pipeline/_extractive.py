@@ -33,11 +33,16 @@ class PipelineExtractive:
         for previous in request.previous:
             body = " ".join(previous.split())
             lines.append((True, f"Earlier summary: {body[: width * 4]}"))
+        user = False
         for raw in request.sources.splitlines():
             line = raw.strip()
             if not line:
                 continue
-            is_request = "] " in line and line.split("] ", 1)[0].endswith(" user")
+            # Only a line that starts with comal's own head names a role (its further lines are
+            # indented): a quoted "[seq 9 user] ..." inside a tool output is that output's.
+            if raw.startswith("[seq "):
+                user = raw.split("] ", 1)[0].endswith(" user")
+            is_request = user
             if request.level == "aggressive" and not is_request:
                 continue
             cut = line if len(line) <= width else line[: width - 1] + "…"

@@ -39,7 +39,7 @@ from .._bound import bound_message
 from .._render import message_tokens
 from ._context import Context
 from ._forms import offloaded, placeholder, recovery_call, tags_stripped, without_thinking
-from ._restore import restore_message
+from ._restore import refold_restore, restore_message
 from ._timeline import Aging
 from ._work import (
     Cut,
@@ -452,6 +452,7 @@ def fit(work: Work, ctx: Context) -> LayerResult:
             "prefix_anchor_max_ratio, shorten the instructions, or use a larger window."
         )
     after, actions = _cut(work, ctx, room)
+    after = refold_restore(work, after, ctx.summary, ctx)
     if history_tokens(after) > room:
         after, bounds = _squeeze(after, ctx, room)
         actions += bounds

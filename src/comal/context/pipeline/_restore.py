@@ -9,13 +9,38 @@ that passes for comal's."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ...messages import Message, Role, Text
 from ...safe_text import one_line
 from .._board import board_note
+from .._render import message_tokens
+from .._task import TaskState, task_note
 from ._config import PipelineConfig
+from ._context import Context
 from ._summary import StoredSummary
+from ._work import Work
 
-__all__ = ["restore_message"]
+__all__ = ["refold_restore", "restore_message"]
+
+
+def refold_restore(before: Work, after: Work, stored: StoredSummary | None, ctx: Context) -> Work:
+    """ENG-2: when the fit layer leaves tail steps out (over the window between two summaries,
+    within the cooldown), what they did to the task is folded into the restored context, so the
+    task's state stays in the request while they are out of it (until the next summary covers
+    them)."""
+    if stored is None or stored.restore.task is None:
+        return after
+    kept = {id(s) for s in after}
+    cut = [s.entry for s in before if s.zone == "tail" and id(s) not in kept and s.entry]
+    at = next((k for k, s in enumerate(after) if s.zone == "restore"), None)
+    if not cut or at is None:
+        return after
+    task = TaskState.from_dict(stored.restore.task).fold(cut)
+    data = replace(stored.restore, task=task.to_dict())
+    message, _ = restore_message(replace(stored, restore=data), ctx.config)
+    slot = after[at].with_message(message, message_tokens(ctx.counter, message), "restore")
+    return (*after[:at], slot, *after[at + 1 :])
 
 
 def restore_message(stored: StoredSummary, config: PipelineConfig) -> tuple[Message, int]:
@@ -52,7 +77,12 @@ def restore_message(stored: StoredSummary, config: PipelineConfig) -> tuple[Mess
     if data.request is not None:
         q = data.request
         blocks.append(f"The current request (seq {q.seq}), quoted exactly:\n{q.text}")
-    if data.board is not None:
+    if data.task is not None:
+        # ENG-2: the goal, board, work steps and drafts as the summarized steps left them.
+        note = task_note(TaskState.from_dict(data.task))
+        if note is not None:
+            blocks.append(note)
+    elif data.board is not None:
         blocks.append(board_note(data.board))
     action = one_line(data.last_action)
     last = f" The last action before the summary: {action}." if action else ""
