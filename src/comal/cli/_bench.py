@@ -365,7 +365,8 @@ def compare_bench(
         out.print(
             f"comal-dag exact-value survival at {rate['window']:,}: {rate['values']:,} values in "
             f"{rate['chunks']} summarized chunks; {rate['in_summary']:.1%} in the summary, "
-            f"{rate['reachable']:.1%} of {rate['searched']:,} looked up reachable with ctx_search"
+            f"{rate['reachable']:.1%} of {rate['searched']:,} looked up reachable with one "
+            f"ctx_search within the summary ({rate['reachable_session']:.1%} session-wide)"
         )
     for note in report.notes:
         err.print(f"note: {note}", markup=False, highlight=False)

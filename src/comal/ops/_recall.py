@@ -84,6 +84,12 @@ class CtxSearchInput(BaseModel):
     )
     kind: Literal["all", "messages", "summaries"] = Field("all", description="What to search.")
     limit: int = Field(10, ge=1, le=50, description="Most results.")
+    within: int | None = Field(
+        None,
+        description="A summary id (from its header): search only the messages it stands for, "
+        "their calls' arguments included; an exact match of the query (a path, an id, a "
+        "number, a command) ranks first. For an exact value a summary left out.",
+    )
 
 
 class CtxInspectInput(BaseModel):
@@ -137,7 +143,33 @@ def expand_text(ledger: LedgerBackend, scope: Scope, summary: SummaryRecord) -> 
     return text
 
 
+def _search_within(args: CtxSearchInput, ctx: CallContext, within: int) -> ToolOutput:
+    """ENG-4: the entries one summary stands for, exact text first, each hit showing it."""
+    from ..context import search_within
+
+    if args.mode == "regex":
+        raise ToolFailure("within= searches text as written, not a regex; drop mode or within")
+    s = _summary(ctx.ledger, ctx.scope, within)
+    entries = ctx.ledger.entries(ctx.scope, start_seq=s.first_seq, end_seq=s.last_seq)
+    hits = search_within(entries, args.query, args.limit)
+    what = f"in summary {s.id} (seq {s.first_seq}..{s.last_seq})"
+    if not hits:
+        return ToolOutput(f"[ctx_search: no match for {args.query!r} {what}]")
+    lines = [f"[ctx_search: {len(hits)} results for {args.query!r} {what}, exact first]"]
+    for n, h in enumerate(hits, start=1):
+        e = h.entry
+        how = "exact" if h.exact else f"words {h.score:.2f}"
+        lines.append(
+            f"{n}. entry {e.id} (seq {e.seq}, {e.role}), {how}: {h.snippet} — "
+            f"ctx_expand(entry={e.id})"
+        )
+    seen = {"hits": [{"kind": "entry", "id": h.entry.id} for h in hits], "within": s.id}
+    return ToolOutput("\n".join(lines), observations=seen)
+
+
 def _search(args: CtxSearchInput, ctx: CallContext) -> ToolOutput:
+    if args.within is not None:
+        return _search_within(args, ctx, args.within)
     narrow = "search fewer, more distinctive words (or a phrase), or fix the regex"
     with bounded_search(ctx, narrow):
         hits = ctx.ledger.recall_search(
@@ -244,7 +276,9 @@ def recall_operations() -> list[Operation]:
             "ctx_search",
             "Search this session's messages and summaries for text (any of its words ranked by "
             "BM25, or an exact phrase) or a regex; each result names the entry or summary and "
-            "the ctx_expand call that returns it exactly.",
+            "the ctx_expand call that returns it exactly. With within=SUMMARY_ID it searches "
+            "only what that summary stands for, an exact match first: the way to an exact "
+            "path, id, number or command the summary left out.",
             CtxSearchInput,
             _search,
             effects=(Effect("read"),),

@@ -59,7 +59,8 @@ def present(summary: SummaryRecord) -> Message:
     footer = (
         f"{FOOTER_PREFIX} {s.descendant_count} messages (seq {s.first_seq}..{s.last_seq}, "
         f"depth {s.depth}, {t0} → {t1}) are compressed above and kept losslessly in the "
-        f"ledger; {expand_call(s.id)} returns them.]"
+        f"ledger; {expand_call(s.id)} returns them, ctx_search(query=..., within={s.id}) "
+        "finds an exact value in them.]"
     )
     return Message(Role.USER, (Text(f"{header}\n{body}\n{footer}"),))
 
