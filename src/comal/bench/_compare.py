@@ -82,6 +82,9 @@ class RunResult:
     turns: tuple[TurnStat, ...]
     retention: dict[str, int]
     peak_memory_kb: float
+    # Time the strategy spent on work a live agent runs off its turns (a deferred compaction's
+    # summaries): not in the assembly times.
+    background_ms: float = 0.0
 
     @property
     def tokens_sent(self) -> int:
@@ -148,6 +151,7 @@ class RunResult:
             "errors": sum(1 for t in self.turns if t.error),
             "retention": dict(self.retention),
             "assembly_ms": {k: round(v, 4) for k, v in self.assembly_ms.items()},
+            "background_ms": round(self.background_ms, 3),
             "peak_memory_kb": round(self.peak_memory_kb, 1),
         }
 
@@ -216,9 +220,12 @@ def run_strategy(
     turns: list[TurnStat] = []
     last: tuple[Message, ...] | None = None
     indices = session.turns
+    background = 0.0
     sent_iter = _timed(strategy.requests(session, budget))
-    for n, (index, (sent, ms)) in enumerate(zip(indices, sent_iter, strict=False), 1):
+    for n, (index, (sent, took)) in enumerate(zip(indices, sent_iter, strict=False), 1):
         seq = session.entries[index].seq
+        ms = max(0.0, took - sent.background_ms)  # what the live turn pays
+        background += sent.background_ms
         if sent.messages is None:
             zero = dict.fromkeys(PROVIDERS, 0.0)
             turns.append(
@@ -261,6 +268,7 @@ def run_strategy(
         tuple(turns),
         retention,
         peak_kb,
+        background,
     )
 
 

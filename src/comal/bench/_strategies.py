@@ -122,9 +122,9 @@ class ComalEngine:
         )
         for turn in turns:
             if turn.assembly is None:
-                yield Sent(None, turn.error)
+                yield Sent(None, turn.error, turn.background_ms)
             else:
-                yield Sent(turn.assembly.messages)
+                yield Sent(turn.assembly.messages, background_ms=turn.background_ms)
 
 
 def masking_placeholder(result: ToolResult) -> ToolResult:

@@ -65,6 +65,9 @@ class Sent:
 
     messages: tuple[Message, ...] | None
     error: str | None = None
+    # Of the time this request took to make, what a live agent runs off its turn (a deferred
+    # compaction's summaries): the harness leaves it out of the assembly time.
+    background_ms: float = 0.0
 
 
 class Strategy(Protocol):

@@ -188,7 +188,9 @@ def leaf_input(
     made: Made,
     previous: Sequence[SummaryRecord] = (),
 ) -> SummaryInput:
-    meta: dict[str, Any] = {"v": 1, "engine": "comal.dag"}
+    meta: dict[str, Any] = {"v": 1, "engine": "comal.dag", "reason": job.reason}
+    # ENG-1: the model calls it covers (what the cache timing counts a session's calls by).
+    meta["calls"] = sum(1 for e in entries if e.role == "assistant")
     if job.request_seq is not None:
         meta["request_seq"] = job.request_seq
     # ENG-2 / BRD-2: the task's state through this chunk (goal, board, work steps, drafts),
@@ -242,6 +244,8 @@ def condensed_input(
     )
     if request_seq is not None:
         meta["request_seq"] = request_seq
+    calls = [c.meta.get("calls") for c in children]
+    meta["calls"] = sum(c if isinstance(c, int) else 0 for c in calls)
     boards = [c.meta["board"] for c in children if isinstance(c.meta.get("board"), dict)]
     if boards:
         meta["board"] = max(boards, key=lambda b: int(b["seq"]))

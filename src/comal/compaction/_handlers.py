@@ -26,7 +26,7 @@ from ..context import (
     proposal_record,
     store_checkpoint,
 )
-from ..context.dag import Blocked, Condense, DagConfig, SummarizeLeaf
+from ..context.dag import Blocked, Condense, DagConfig, Deferred, SummarizeLeaf
 from ..context.pipeline import PIPELINE_ENGINE, PipelineSummarize
 from ..ledger import CheckpointRecord, Entry, SummaryInput, SummaryRecord
 from ..memory import Extracted, remember
@@ -42,6 +42,7 @@ __all__ = [
     "BLOCKED",
     "CHECKPOINTED",
     "CONDENSED",
+    "DEFERRED",
     "FAILED",
     "PIPELINE_SUMMARIZED",
     "SUMMARIZED",
@@ -52,6 +53,7 @@ __all__ = [
 SUMMARIZED = "dag_summarized"
 CONDENSED = "dag_condensed"
 BLOCKED = "dag_blocked"
+DEFERRED = "dag_deferred"
 FAILED = "dag_summarizer_failed"
 # The kind an assembly's own checkpoint is recorded under (comal.turns' EVENT_KINDS).
 CHECKPOINTED = "checkpointed"
@@ -214,6 +216,24 @@ def _blocked(run: JobRun, job: Blocked) -> None:
     return None
 
 
+def _deferred(run: JobRun, job: Deferred) -> None:
+    """ENG-1: the debt recorded, once per frontier (the next compaction pays it)."""
+    events = run.ledger.records(run.scope, "event", kinds=(DEFERRED,))
+    if events and events[-1].body.get("frontier_seq") == job.frontier_seq:
+        return None
+    body = {
+        "v": 1,
+        "history_tokens": job.history_tokens,
+        "trigger_tokens": job.trigger_tokens,
+        "hard_tokens": job.hard_tokens,
+        "pays_back_after": job.pays_back_after,
+        "calls": job.calls,
+        "frontier_seq": job.frontier_seq,
+    }
+    run.ledger.add_record(run.scope, "event", DEFERRED, body)
+    return None
+
+
 def _memory_summary(
     number: int, session: str, draft: SummaryInput, counter: TokenCounter
 ) -> SummaryRecord:
@@ -302,4 +322,5 @@ def builtin_handlers() -> tuple[JobHandler, ...]:
         JobHandler(SummarizeLeaf, _leaf, _rehearse_leaf, lease=True),
         JobHandler(Condense, _condense, _rehearse_condense, lease=True),
         JobHandler(Blocked, _blocked, lambda r, job: None, lease=True),
+        JobHandler(Deferred, _deferred, None),
     )

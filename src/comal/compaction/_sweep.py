@@ -115,7 +115,7 @@ def sweep_passes(
                 jobs = plan(force and n == 0)
                 if not any(j.actionable for j in jobs):
                     compactor.run(jobs, report)
-                    report.stopped = "blocked" if jobs else "done"
+                    report.stopped = jobs[0].stop_reason if jobs else "done"
                     break
                 report.passes += 1
                 if compactor.run(jobs, report) == 0:

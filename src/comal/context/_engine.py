@@ -60,6 +60,8 @@ class Job:
     as a pass."""
 
     actionable: ClassVar[bool] = True
+    # What a sweep that met only jobs that are not actionable says it stopped at.
+    stop_reason: ClassVar[str] = "blocked"
 
     @property
     def kind(self) -> str:

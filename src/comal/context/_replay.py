@@ -47,6 +47,9 @@ class ReplayTurn:
     state: object = field(default=None, compare=False)
     # Records the planned maintenance made before this call (summaries, checkpoints).
     made: tuple[object, ...] = field(default=(), compare=False)
+    # Milliseconds of this call's maintenance a live turn runs off its path (deferred
+    # summaries on the background thread): not what the turn pays.
+    background_ms: float = field(default=0.0, compare=False)
 
 
 def split_view(entries: Sequence[Entry], session: str, checkpoint: CheckpointRecord | None) -> View:

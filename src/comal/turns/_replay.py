@@ -84,7 +84,7 @@ def replay(
                 view = service.view()
                 yield ReplayTurn(
                     turn, entry.seq, unmanaged, 0, False, (), None, exc.code, None, view, given,
-                    store.made,
+                    store.made, store.background_ms,
                 )  # fmt: skip
             else:
                 assembly = prepared.assembly
@@ -103,5 +103,6 @@ def replay(
                     prepared.view,
                     given,
                     prepared.maintained,
+                    store.background_ms,
                 )
         full += entry.tokens

@@ -368,12 +368,14 @@ class ContextSession:
         jobs = self.plan(view if view is not None else self.view(), budget)
         if not jobs:
             return ()
-        if any(j.actionable for j in jobs):
+        acting = any(j.actionable for j in jobs)
+        if acting:
             pre_compact(self.ledger, self.scope, "auto", self.host)
         if not self._leased(jobs):
             report = SweepReport(self.scope.session)
             self._compactor().run(jobs, report)
-            post_compact(self.ledger, self.scope, "auto", report.made, self.host)
+            if acting:  # a job that only records (a deferred compaction) compacts nothing
+                post_compact(self.ledger, self.scope, "auto", report.made, self.host)
             return tuple(report.made)
         deferred = bool(getattr(self.config, "defer_compaction", False)) if defer is None else defer
 
@@ -441,6 +443,7 @@ class ContextSession:
             self.config,
             self.summarizer(),
             force=force,
+            deferred=not force and bool(getattr(self.config, "defer_compaction", False)),
         )
 
     def _compactor(self) -> Compactor:

@@ -21,11 +21,12 @@ from .._render import EngineCache
 from .._view import View
 from ._assemble import assemble, steps_of
 from ._config import DagConfig, DagLimits, protected_steps
-from ._jobs import Blocked, Carried, Condense, Evicted, SummarizeLeaf
+from ._jobs import Blocked, Carried, Condense, Deferred, Evicted, SummarizeLeaf
 from ._plan import plan
 from ._present import FOOTER_PREFIX, HEADER_PREFIX, SYSTEM_CLAUSE, expand_call, present
 from ._sources import render_children, render_entries, sources_digest
 from ._task import summary_task, task_message
+from ._timing import cache_state, calls_seen, timing
 
 __all__ = [
     "FOOTER_PREFIX",
@@ -38,9 +39,12 @@ __all__ = [
     "DagConfig",
     "DagEngine",
     "DagLimits",
+    "Deferred",
     "Evicted",
     "SummarizeLeaf",
     "assemble",
+    "cache_state",
+    "calls_seen",
     "expand_call",
     "plan",
     "present",
@@ -51,6 +55,7 @@ __all__ = [
     "steps_of",
     "summary_task",
     "task_message",
+    "timing",
 ]
 
 RECALL_TOOLS = ("ctx_search", "ctx_inspect", "ctx_expand")

@@ -1,8 +1,8 @@
 """The dag engine's assembly (DAG-4, DAG-5, DAG-6): pure, deterministic, no I/O.
 
-The active memory is the pinned system entries, the summary frontier (each rendered honestly,
-:mod:`._present`), the latest user request a summary covers (sent verbatim: a user turn is never
-replaced by a summary), the task's state as the summarized and evicted steps left it (goal,
+The active memory is the pinned system entries, the latest user request a summary covers (sent
+verbatim: a user turn is never replaced by a summary), the summary frontier (each rendered
+honestly, :mod:`._present`), the task's state as the summarized and evicted steps left it (goal,
 board, work steps, drafts: ENG-2, BRD-2, :mod:`._task`), and every step after the frontier
 verbatim. A message too large
 for the window alone is bounded head + tail around an honest marker (DAG-5).
@@ -102,6 +102,16 @@ def steps_of(
     return steps
 
 
+def priced(message: Message | None, counter: TokenCounter, cache: EngineCache) -> int:
+    """The tokens of a message the engine writes (the carried request, the task's state, the
+    eviction note), remembered: each is the same from one compaction to the next, and
+    counting a long request again every turn was most of a turn's time (issue 33, item 2)."""
+    if message is None:
+        return 0
+    key = ("dag-message", message, counter.name)
+    return cache.facts.get(key, lambda: message_tokens(counter, message))
+
+
 def _carried(view: View) -> Entry | None:
     # Carried until the frontier changes, even once a newer request is in the entries: it
     # changes only when a compaction does, so it never breaks the cached prefix between two.
@@ -110,7 +120,7 @@ def _carried(view: View) -> Entry | None:
 
 def carried_message(entry: Entry) -> Message:
     note = (
-        f"[comal: the latest user request the summaries above cover (seq {entry.seq}, "
+        f"[comal: the latest user request the summaries below cover (seq {entry.seq}, "
         f"{entry.created_at}), repeated verbatim]"
     )
     return Message(Role.USER, (Text(note), *entry.message.parts), entry.message.name)
@@ -235,9 +245,9 @@ def assemble(
     pinned = sum(e.tokens for e in view.pinned)
     carried = _carried(view)
     carried_msg = carried_message(carried) if carried is not None else None
-    carried_tokens = message_tokens(counter, carried_msg) if carried_msg is not None else 0
-    task_msg = task_message(view)
-    task_tokens = message_tokens(counter, task_msg) if task_msg is not None else 0
+    carried_tokens = priced(carried_msg, counter, cache)
+    task_msg = task_message(view, carried=carried)
+    task_tokens = priced(task_msg, counter, cache)
     shown = [presented(s, counter, cache) for s in view.summaries]
     steps = steps_of(view.entries, limits, counter, cache)
     base = pinned + carried_tokens + task_tokens + REPLY_PRIMING
@@ -249,11 +259,11 @@ def assemble(
     out_summaries = [view.summaries[i] for i in range(n_s) if i in gone]
     out_entries = [e for j, st in enumerate(steps) if n_s + j in gone for e in st.entries]
     note = _note(out_summaries, out_entries) if gone else None
-    note_tokens = message_tokens(counter, note) if note is not None else 0
+    note_tokens = priced(note, counter, cache)
     if out_entries:
         # ENG-2: what the evicted steps did to the task stays in the context.
-        task_msg = task_message(view, out_entries)
-        grown = message_tokens(counter, task_msg) if task_msg is not None else 0
+        task_msg = task_message(view, out_entries, carried=carried)
+        grown = priced(task_msg, counter, cache)
         note_tokens += grown - task_tokens
     fixed_part = base + note_tokens + sum(shown[i][1] for i in kept_summaries)
     history = fixed_part + sum(s.tokens for s in kept_steps)
@@ -272,17 +282,20 @@ def assemble(
         )
     messages: list[Message] = [*view.system, *(e.message for e in view.pinned)]
     ids: list[int | None] = [None] * len(view.system) + [e.id for e in view.pinned]
+    actions: list[Action] = []
+    if carried is not None and carried_msg is not None:
+        # Before the summaries: it changes only when a newer request is covered, so a new leaf
+        # appended to the frontier leaves it in the cached prefix (issue 33: it was written
+        # again at every compaction).
+        messages.append(carried_msg)
+        ids.append(carried.id)
+        actions.append(Carried(carried.id, carried.seq))
     if note is not None:
         messages.append(note)
         ids.append(None)
     for i in kept_summaries:
         messages.append(shown[i][0])
         ids.append(None)
-    actions: list[Action] = []
-    if carried is not None and carried_msg is not None:
-        messages.append(carried_msg)
-        ids.append(carried.id)
-        actions.append(Carried(carried.id, carried.seq))
     if task_msg is not None:
         messages.append(task_msg)
         ids.append(None)

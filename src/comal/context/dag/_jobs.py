@@ -8,7 +8,7 @@ from typing import ClassVar
 from .._assembly import Action
 from .._engine import Job
 
-__all__ = ["Blocked", "Carried", "Condense", "Evicted", "SummarizeLeaf"]
+__all__ = ["Blocked", "Carried", "Condense", "Deferred", "Evicted", "SummarizeLeaf"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +25,9 @@ class SummarizeLeaf(Job):
     target_tokens: int
     oversize: bool = False
     request_seq: int | None = None
+    # Why now (ENG-1): "trigger" (over context_threshold, and it pays back), "cold" (the
+    # cache expired anyway), "debt" (a deferred compaction paid at hard_threshold), "forced".
+    reason: str = "trigger"
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +54,23 @@ class Blocked(Job):
     message: str
     history_tokens: int
     protected_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class Deferred(Job):
+    """ENG-1: the history is over ``context_threshold`` but the cache is warm and a pass would
+    not pay back what it rewrites within the calls the session has made: the compaction is
+    deferred (the debt), to be paid when the cache goes cold or at ``hard_threshold``."""
+
+    actionable: ClassVar[bool] = False
+    stop_reason: ClassVar[str] = "deferred"
+
+    history_tokens: int
+    trigger_tokens: int
+    hard_tokens: int
+    pays_back_after: float
+    calls: int
+    frontier_seq: int  # the last seq the frontier covers (-1: none): one record per frontier
 
 
 @dataclass(frozen=True, slots=True)

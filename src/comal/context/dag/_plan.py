@@ -1,8 +1,10 @@
 """What maintenance the dag engine asks for after a turn (DAG-1, DAG-2): pure, no I/O.
 
-- Leaves: when the history would cross the trigger (``context_threshold`` of the input limit),
+- Leaves: when a pass is due (:mod:`._timing`, ENG-1: over ``context_threshold`` and paying
+  back what it rewrites, or the cache cold anyway, or a deferred debt at ``hard_threshold``),
   the oldest out-of-tail whole steps are cut into chunks of at most the chunk cap, oldest first,
   until the history, counting each new leaf at its target, is down to the compaction target.
+  A pass that would not pay back yet is a :class:`Deferred` job: recorded, not run.
   A chunk under ``leaf_min_chunk_tokens`` is not worth a pass (it would fire every turn and
   rewrite the cached prefix each time, lossless-claw #282) unless ``force`` (``/compact``).
 - Condensing: the oldest run of ``condensed_min_fanout`` adjacent frontier summaries of one
@@ -21,13 +23,14 @@ from ...ledger import SummaryRecord
 from ...messages import Role
 from ...tokens import REPLY_PRIMING, Budget
 from .._engine import Job
-from .._render import EngineCache, message_tokens
+from .._render import EngineCache
 from .._view import View
-from ._assemble import _carried, carried_message
+from ._assemble import _carried, carried_message, priced
 from ._config import DagConfig, DagLimits, protected_steps
-from ._jobs import Blocked, Condense, SummarizeLeaf
+from ._jobs import Blocked, Condense, Deferred, SummarizeLeaf
 from ._present import presented
 from ._task import task_message
+from ._timing import timing
 
 __all__ = ["plan"]
 
@@ -75,9 +78,9 @@ def plan(
     counter = config.token_counter
     cache = cache if cache is not None else EngineCache(64)
     carried = _carried(view)
-    carried_tokens = message_tokens(counter, carried_message(carried)) if carried else 0
-    task = task_message(view)
-    carried_tokens += message_tokens(counter, task) if task is not None else 0
+    carried_tokens = priced(carried_message(carried), counter, cache) if carried else 0
+    task = task_message(view, carried=carried)
+    carried_tokens += priced(task, counter, cache)
     fixed = sum(e.tokens for e in view.pinned) + carried_tokens + REPLY_PRIMING
     summaries = sum(presented(s, counter, cache)[1] for s in view.summaries)
     # Step boundaries from the ledger; a message over the single bound is sent bounded.
@@ -95,7 +98,22 @@ def plan(
     # may be a quarter of what fits).
     min_chunk = min(config.leaf_min_chunk_tokens, max(1, limits.capacity // 4))
     request = view.summaries[-1].meta.get("request_seq") if view.summaries else None
-    if history > limits.trigger or force:
+    when = timing(
+        view, config, history, trigger=limits.trigger, target=limits.target, hard=limits.hard,
+        min_chunk=min_chunk, force=force,
+    )  # fmt: skip
+    if when.reason == "deferred":
+        jobs.append(
+            Deferred(
+                history_tokens=history,
+                trigger_tokens=limits.trigger,
+                hard_tokens=limits.hard,
+                pays_back_after=when.pays_back_after or 0.0,
+                calls=when.calls,
+                frontier_seq=max((s.last_seq for s in view.summaries), default=-1),
+            )
+        )
+    if when.due:
         estimate = history
         k = 0
         while k < tail and (estimate > limits.target or force):
@@ -123,6 +141,7 @@ def plan(
                     target_tokens=target,
                     oversize=k - start == 1 and raw > limits.chunk_cap,
                     request_seq=request if isinstance(request, int) else None,
+                    reason=when.reason,
                 )
             )
             estimate -= tokens - target - PRESENTATION_TOKENS

@@ -31,12 +31,16 @@ def summary_task(summary: SummaryRecord | None) -> TaskState:
     return TaskState(board=dict(board)) if isinstance(board, dict) else TaskState()
 
 
-def task_message(view: View, evicted: Sequence[Entry] = ()) -> Message | None:
+def task_message(
+    view: View, evicted: Sequence[Entry] = (), *, carried: Entry | None = None
+) -> Message | None:
     """The block sent after the summaries: the newest summary's state, with the evicted
-    entries folded on."""
+    entries folded on; without the goal when the carried request is the goal (it is sent
+    verbatim already)."""
     newest = max(view.summaries, key=lambda s: s.last_seq, default=None)
     state = summary_task(newest)
     if evicted:
         state.fold(evicted)
-    note = task_note(state)
+    goal = state.goal
+    note = task_note(state, goal=not (goal and carried is not None and goal["seq"] == carried.seq))
     return None if note is None else Message(Role.USER, (Text(note),))
