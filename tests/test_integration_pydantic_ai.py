@@ -77,9 +77,12 @@ class Script:
             word = output(1).split("\n")[1].split()[3]
             return _call("ctx_search", {"query": word, "kind": "messages"}, "s1")
         if k == JOBS + 3:
-            found = re.search(r"entry (\d+) \(seq \d+, tool\)", _returned(messages, "s1"))
-            assert found, _returned(messages, "s1")
-            self.entry = int(found.group(1))
+            # The job's own output (the earliest hit), not the ctx_expand page that quotes it
+            # among its sources.
+            said = _returned(messages, "s1")
+            hits = re.findall(r"entry (\d+) \(seq (\d+), tool\)", said)
+            assert hits, said
+            self.entry = int(min(hits, key=lambda h: int(h[1]))[0])
             return _call("EvidenceRead", {"entry": self.entry}, "r1")
         return ModelResponse(parts=[TextPart("six jobs ran")])
 

@@ -26,7 +26,8 @@ def _session(tmp_path: Path) -> tuple[LedgerBackend, Scope]:
     scope = led.create_session("t", "a")
     led.append(scope, [Message.user("why does the build fail?")])
     for n in range(40):
-        call = ToolCall(f"c{n}", "Bash", json.dumps({"command": f"make build-{n}"}))
+        command = f"make build-{n}" if n != 3 else 'grep -n "def main" cli.py\nmake all'
+        call = ToolCall(f"c{n}", "Bash", json.dumps({"command": command}))
         if n == 2:  # the one line that matters, deep in a long output
             out = "\n".join(f"compiling unit_{i}.c ok" for i in range(120)) + "\nexit status 37"
         elif n >= 20:
@@ -68,3 +69,7 @@ def test_ctx_search_within_a_summary_finds_its_exact_value_first(tmp_path: Path)
     # The command a call ran is searched too (its arguments), exactly.
     ran = _call(house, query="make build-2", within=leaf.id)
     assert ran.splitlines()[1].startswith(f"1. entry {wanted.id} ")
+    # As it was written, quotes and newline included (not as its JSON arguments escape them).
+    quoted = _call(house, query='grep -n "def main" cli.py\nmake all', within=leaf.id)
+    third = next(e for e in every if any(c.id == "c3" for c in e.message.tool_calls))
+    assert quoted.splitlines()[1].startswith(f"1. entry {third.id} "), quoted

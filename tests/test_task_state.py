@@ -125,3 +125,11 @@ def test_every_request_after_a_compaction_holds_the_task(
     for n, sent in enumerate(after):
         missing = [e for e in expected if e not in sent]
         assert not missing, f"request {n} after the compaction lacks {missing}"
+    events = r.ledger.records(r.scope, "event")
+    # covers: LIM-5, PIP-1
+    # The dag's fresh tail over the window yields its older steps instead of a pressure loop
+    # reported turn after turn, and the pipeline keeps its 5-turn cooldown over the window (it
+    # had summarized 13 times in 14 turns at 8k).
+    assert not [e for e in events if e.kind == "dag_blocked"]
+    summaries = [e for e in events if e.kind == "pipeline_summarized"]
+    assert len(summaries) <= 1 + len(provider.calls) // 5

@@ -285,12 +285,16 @@ class CompareReport:
     transcripts: tuple[str, ...] = field(default=())
     # The dag engine's exact-value survival rate per window (bench/_survival.py), when it ran.
     survival: tuple[dict[str, Any], ...] = ()
+    # Whether the task survives each engine's compaction (bench/_task_state.py), when one ran.
+    task_state: tuple[dict[str, Any], ...] = ()
 
     def summary(self) -> dict[str, Any]:
         """The ``--json`` output."""
         out = {"counter": self.counter, "runs": [r.summary() for r in self.runs]}
         if self.survival:
             out["survival"] = list(self.survival)
+        if self.task_state:
+            out["task_state"] = list(self.task_state)
         return out
 
     def as_dict(self) -> dict[str, Any]:
@@ -317,6 +321,7 @@ class CompareReport:
             "notes": list(self.notes),
             "runs": [r.as_dict() for r in self.runs],
             "survival": list(self.survival),
+            "task_state": list(self.task_state),
         }
 
 
@@ -380,6 +385,14 @@ def run_compare(
             for window in windows:
                 rate = survival(led, sessions, window, counter, progress=progress)
                 rates.append(rate.as_dict())
+    engines = sorted({s.name.split(":")[0].removeprefix("comal-") for s in made
+                      if s.name.startswith("comal-")} & {"limit", "dag", "pipeline"})  # fmt: skip
+    checks: list[dict[str, Any]] = []
+    if engines:
+        from ._task_state import task_checks
+
+        progress("task state: a scripted coordinator under each engine")
+        checks = [c.as_dict() for c in task_checks(engines)]
     return CompareReport(
         counter=counter.name,
         windows=tuple(windows),
@@ -391,4 +404,5 @@ def run_compare(
         quick=quick,
         transcripts=tuple(s.name for s in sessions),
         survival=tuple(rates),
+        task_state=tuple(checks),
     )

@@ -190,6 +190,27 @@ def markdown_report(
         "\n".join(f"![{_PLOT_TITLES.get(name, name)}]({name})" for name in plots),
         "## Per transcript\n\n" + runs_table(report.runs),
     ]
+    if report.survival:
+        parts.append(
+            "## Exact values of summarized chunks (comal-dag)\n\n"
+            + "\n".join(
+                f"- {r['window']:,}: {r['values']:,} values in {r['chunks']} chunks; "
+                f"{r['in_summary']:.1%} in the summary; of {r['searched']:,} looked up, "
+                f"{r['reachable']:.1%} one ctx_search within the summary away "
+                f"({r.get('reachable_session', 0):.1%} session-wide)"
+                for r in report.survival
+            )
+        )
+    if report.task_state:
+        parts.append(
+            "## The task after compaction (a scripted coordinator, docs/long-work.md)\n\n"
+            + "\n".join(
+                f"- comal-{c['engine']} at {c['window']:,}: {c['held_everything']} of "
+                f"{c['requests_after_compaction']} requests after the first compaction held "
+                f"all of it; lacking: {', '.join(c['missing']) or 'nothing'}"
+                for c in report.task_state
+            )
+        )
     if report.notes:
         parts.append("## Notes\n\n" + "\n".join(f"- {n}" for n in report.notes))
     return "\n\n".join(p for p in parts if p) + "\n"

@@ -368,6 +368,14 @@ def compare_bench(
             f"{rate['reachable']:.1%} of {rate['searched']:,} looked up reachable with one "
             f"ctx_search within the summary ({rate['reachable_session']:.1%} session-wide)"
         )
+    for check in report.task_state:
+        lacks = ", ".join(check["missing"]) or "nothing"
+        out.print(
+            f"task state under comal-{check['engine']} at {check['window']:,}: "
+            f"{check['held_everything']} of {check['requests_after_compaction']} requests after "
+            f"the first compaction held all of it (lacking: {lacks})",
+            markup=False,
+        )
     for note in report.notes:
         err.print(f"note: {note}", markup=False, highlight=False)
 

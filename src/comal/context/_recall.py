@@ -14,6 +14,7 @@ reads the entries (a summary's range is bounded by its chunks).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -40,7 +41,9 @@ class WithinHit:
 
 
 def entry_text(entry: Entry) -> str:
-    """What a summarizer read of ``entry``: its text (a tool's output) and its calls."""
+    """What a summarizer read of ``entry``: its text (a tool's output) and its calls, each
+    with its exact arguments and, for JSON arguments, each text value as written (a command
+    with its quotes and newlines, not as JSON escapes them)."""
     m = entry.message
     result = m.tool_result
     text = (
@@ -48,8 +51,21 @@ def entry_text(entry: Entry) -> str:
         if result is not None
         else "".join(p.text for p in m.parts if isinstance(p, Text))
     )
-    calls = [f"{c.name} {c.arguments}" for c in m.tool_calls]
+    calls: list[str] = []
+    for c in m.tool_calls:
+        calls.append(f"{c.name} {c.arguments}")
+        calls += _values(c.arguments)
     return "\n".join([text, *calls]) if calls else text
+
+
+def _values(arguments: str) -> list[str]:
+    try:
+        found = json.loads(arguments)
+    except (ValueError, RecursionError):
+        return []
+    if not isinstance(found, dict):
+        return []
+    return [v for v in found.values() if isinstance(v, str) and v]
 
 
 def _snippet(text: str, at: int, width: int) -> str:
