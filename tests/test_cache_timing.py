@@ -8,6 +8,7 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from comal.compaction import dag_report
 from comal.context import View, get_engine
 from comal.context.dag import DagConfig, DagLimits, Deferred, SummarizeLeaf, cache_state
 from comal.ledger import LedgerBackend, Scope, open_ledger
@@ -85,6 +86,9 @@ def test_a_warm_compaction_that_would_not_pay_back_is_deferred_and_recorded(
     events = led.records(scope, "event", kinds=("dag_deferred",))
     assert len(events) == 1 and events[0].body["calls"] == debt.calls  # once per frontier
     assert led.summaries(scope) == []  # nothing was compacted
+    # comal context shows the debt with what is pending.
+    pending = dag_report(led, scope, jobs, config)["pending"]
+    assert [p["kind"] for p in pending] == ["deferred"]
     # At the price of a cache write that pays back at once, the same history is compacted.
     cheap = config.model_copy(update={"cache_write_cost": 1})
     jobs, _, _ = _plan(led, scope, cheap)

@@ -58,7 +58,7 @@ def test_ctx_search_within_a_summary_finds_its_exact_value_first(tmp_path: Path)
     every = led.entries(scope)
     wanted = next(e for e in every if any(c.id == "c2" for c in e.message.tool_calls))
     result = next(e for e in every if e.message.tool_result and e.seq == wanted.seq + 1)
-    house = House(led, scope, default_registry(), Policy(mode="trusted"))
+    house = House.of(led, scope, default_registry(), Policy(mode="trusted"))
     wide = _call(house, query="37")
     assert f"entry {result.id} " not in wide  # session-wide, shorter messages crowd it out
     within = _call(house, query="37", within=leaf.id)

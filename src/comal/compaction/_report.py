@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..context import Job
-from ..context.dag import Blocked, Condense, DagConfig, SummarizeLeaf
+from ..context.dag import Blocked, Condense, DagConfig, Deferred, SummarizeLeaf
 from ..ledger import LedgerBackend, Scope
 from ._guard import guard_state
 
@@ -40,6 +40,12 @@ def dag_report(
             pending.append({"kind": "condense", "children": list(job.children), "depth": job.depth})
         elif isinstance(job, Blocked):
             pending.append({"kind": "blocked", "code": job.code, "message": job.message})
+        elif isinstance(job, Deferred):
+            # ENG-1: the debt, paid when the cache goes cold or at the hard threshold.
+            pending.append(
+                {"kind": "deferred", "history_tokens": job.history_tokens,
+                 "hard_tokens": job.hard_tokens, "pays_back_after": job.pays_back_after}
+            )  # fmt: skip
     lease = ledger.lease(scope)
     state = guard_state(ledger, scope, config)
     degraded = None
