@@ -156,3 +156,26 @@ def test_leaf_chunks_are_clamped_to_the_summarizers_window(tmp_path: Path) -> No
     assert limits.chunk_cap == min(CONFIG.leaf_chunk_tokens, window - 2 * 1_200 - 600)
     small = DagConfig(counter=COUNTER, summarizer="provider", summarizer_window_tokens=2_000)
     assert DagLimits.of(_budget(), small).chunk_cap == 512  # never below the floor
+
+
+def test_any_engines_configuration_names_its_summarizer_as_data() -> None:
+    # covers: DAG-9
+    # An engine comal does not know (a plugin's) gets the summarizer its settings plan, with
+    # the session's model through the session's provider: nothing checks which engine it is.
+    from pydantic import BaseModel
+
+    from comal.compaction import configured_summarizer
+    from comal.compaction._provider import ProviderSummarizer
+    from comal.context import SummarizerPlan
+    from comal.testing import ScriptedProvider
+
+    class OtherConfig(BaseModel):
+        def summarizer_plan(self) -> SummarizerPlan:
+            return SummarizerPlan(("",))
+
+    made = configured_summarizer(
+        OtherConfig(), COUNTER, session_model="anthropic:claude-x",
+        session_provider=ScriptedProvider([]),
+    )  # fmt: skip
+    assert isinstance(made, ProviderSummarizer)
+    assert configured_summarizer(BaseModel(), COUNTER) is None  # names none: the default runs

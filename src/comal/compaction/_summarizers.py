@@ -1,46 +1,66 @@
-"""Which summarizer a dag configuration names (offline by default)."""
+"""The summarizer an engine's configuration names, built where the providers are.
+
+Each engine's configuration says which summarizer it wants as data
+(``summarizer_plan() -> SummarizerPlan | None``, :class:`~comal.context.SummarizerPlan`) and,
+when it clamps its chunks to the summarizer's window, takes that window
+(``with_summarizer_window(tokens)``); this module builds the summarizer from the plan for any
+engine, so no code here names an engine's settings.
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import Any
 
 from pydantic import BaseModel
 
-from ..context import ExtractiveSummarizer, Summarizer
-from ..context.dag import DagConfig
+from ..context import ExtractiveSummarizer, Summarizer, SummarizerPlan
 from ..providers import ModelSpec, Provider, provider_from_spec
 from ..tokens import TokenCounter
 from ._provider import ProviderSummarizer, SummarizerModel
 
-__all__ = ["build_summarizer", "configured_summarizer", "with_summarizer_window"]
+__all__ = [
+    "build_summarizer",
+    "configured_summarizer",
+    "summarizer_plan",
+    "with_summarizer_window",
+]
+
+
+def summarizer_plan(config: object) -> SummarizerPlan | None:
+    """What ``config`` names (``None``: it names none, the engine's offline default runs)."""
+    plan = getattr(config, "summarizer_plan", None)
+    made = plan() if callable(plan) else None
+    return made if isinstance(made, SummarizerPlan) else None
 
 
 def build_summarizer(
-    config: DagConfig,
+    plan: SummarizerPlan | BaseModel,
     counter: TokenCounter,
     *,
     session_model: str | None = None,
     session_provider: Provider | None = None,
     env: Mapping[str, str] = os.environ,
 ) -> Summarizer:
-    """``extractive`` (the default: no model, works offline) or ``provider``: the
-    ``summarizer_model`` (empty: the session's model through the session's provider) then
-    each of ``summarizer_fallbacks`` in order."""
-    if config.summarizer == "extractive":
-        return ExtractiveSummarizer(counter)
+    """``plan``'s models in order (``""``: the session's model through the session's
+    provider), each called with the plan's timeout; none usable: the extractive summarizer.
+    An engine's configuration stands for the plan it names."""
+    if not isinstance(plan, SummarizerPlan):
+        plan = summarizer_plan(plan) or SummarizerPlan()
     chain: list[SummarizerModel] = []
-    if config.summarizer_model:
-        spec = ModelSpec.parse(config.summarizer_model)
-        provider = provider_from_spec(spec, env=env, timeout=config.call_timeout_s)
-        chain.append(SummarizerModel(provider, spec.model, str(spec)))
-    elif session_provider is not None and session_model:
-        model = session_model.partition(":")[2] or session_model
-        chain.append(SummarizerModel(session_provider, model, session_model))
-    for name in config.summarizer_fallbacks:
-        spec = ModelSpec.parse(name)
-        provider = provider_from_spec(spec, env=env, timeout=config.call_timeout_s)
-        chain.append(SummarizerModel(provider, spec.model, str(spec)))
+    for name in plan.models:
+        if name:
+            spec = ModelSpec.parse(name)
+            provider = (
+                provider_from_spec(spec, env=env)
+                if plan.timeout_s is None
+                else provider_from_spec(spec, env=env, timeout=plan.timeout_s)
+            )
+            chain.append(SummarizerModel(provider, spec.model, str(spec)))
+        elif session_provider is not None and session_model:
+            model = session_model.partition(":")[2] or session_model
+            chain.append(SummarizerModel(session_provider, model, session_model))
     if not chain:
         return ExtractiveSummarizer(counter)
     return ProviderSummarizer(chain)
@@ -54,33 +74,27 @@ def configured_summarizer(
     session_provider: Provider | None = None,
     env: Mapping[str, str] = os.environ,
 ) -> Summarizer | None:
-    """The summarizer an engine's configuration names, whatever the engine: the dag's
-    ``summarizer`` settings, the pipeline's ``compaction_model``; ``None`` when it names none
-    (the engine's own offline default runs)."""
-    if isinstance(config, DagConfig):
-        return build_summarizer(
-            config, counter, session_model=session_model, session_provider=session_provider,
-            env=env,
-        )  # fmt: skip
-    model = getattr(config, "compaction_model", "")
-    if isinstance(model, str) and model:
-        spec = ModelSpec.parse(model)
-        provider = provider_from_spec(spec, env=env)
-        return ProviderSummarizer([SummarizerModel(provider, spec.model, str(spec))])
-    return None
+    """The summarizer an engine's configuration names, whatever the engine; ``None`` when it
+    names none (the engine's own offline default runs)."""
+    plan = summarizer_plan(config)
+    if plan is None:
+        return None
+    return build_summarizer(
+        plan, counter, session_model=session_model, session_provider=session_provider, env=env
+    )
 
 
 def with_summarizer_window(config: BaseModel, session_model: str | None) -> BaseModel:
-    """A model summarizer's window from the model catalog, so leaf chunks are clamped to it
-    (DAG-1), unless the configuration gives one."""
-    if not isinstance(config, DagConfig) or config.summarizer != "provider":
+    """``config`` with its model summarizer's window from the model catalog, for an engine
+    that clamps its chunks to it (DAG-1), unless the configuration gives one."""
+    take: Any = getattr(config, "with_summarizer_window", None)
+    plan = summarizer_plan(config)
+    if not callable(take) or plan is None or not plan.models or plan.window_tokens:
         return config
-    if config.summarizer_window_tokens:
-        return config
-    model = config.summarizer_model or session_model
+    model = plan.models[0] or session_model
     if not model:
         return config
     from ..tokens import resolve_window
 
-    window = resolve_window(model).window
-    return config.model_copy(update={"summarizer_window_tokens": window})
+    made: BaseModel = take(resolve_window(model).window)
+    return made

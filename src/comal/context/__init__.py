@@ -53,7 +53,7 @@ from ._recall import WithinHit, entry_text, search_within, values_of
 from ._registry import ENGINES, engine_names, get_engine
 from ._render import EngineCache, error_excerpt
 from ._replay import Bases, ReplayTurn, action_dict, proposal_record, split_view
-from ._summarizer import LEVELS, Level, Summarizer, SummaryRequest, SummaryText
+from ._summarizer import LEVELS, Level, Summarizer, SummarizerPlan, SummaryRequest, SummaryText
 from ._task import TaskState, task_note
 from ._view import View, store_checkpoint
 from .limit import (
@@ -97,6 +97,7 @@ __all__ = [
     "ReplayTurn",
     "StoreCheckpoint",
     "Summarizer",
+    "SummarizerPlan",
     "SummaryRequest",
     "SummaryText",
     "TaskState",

@@ -16,7 +16,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
-__all__ = ["LEVELS", "Level", "Summarizer", "SummaryRequest", "SummaryText"]
+__all__ = [
+    "LEVELS",
+    "Level",
+    "Summarizer",
+    "SummarizerPlan",
+    "SummaryRequest",
+    "SummaryText",
+]
 
 # Escalation, in order: a structured summary, a compact one, then a deterministic count-only
 # note that always fits and is always smaller than its source (DAG-3).
@@ -59,3 +66,19 @@ class Summarizer(Protocol):
     def name(self) -> str: ...
 
     def summarize(self, request: SummaryRequest) -> SummaryText: ...
+
+
+@dataclass(frozen=True, slots=True)
+class SummarizerPlan:
+    """Which summarizer an engine's configuration names, as data: each engine's configuration
+    says it (``summarizer_plan()``), and the layer that holds the providers builds it, so no
+    code outside an engine needs to know that engine's settings.
+
+    ``models``: model specs tried in order, ``""`` for the session's own model through the
+    session's provider; none: the extractive summarizer (offline). ``timeout_s``: each call's
+    bound (``None``: the provider's). ``window_tokens``: the first model's window when the
+    configuration gives it (0: read it from the model catalog)."""
+
+    models: tuple[str, ...] = ()
+    timeout_s: float | None = None
+    window_tokens: int = 0

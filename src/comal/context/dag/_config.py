@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from ...tokens import Budget, TokenCounter, default_counter
+from .._summarizer import SummarizerPlan
 
 __all__ = ["DagConfig", "DagLimits", "protected_steps"]
 
@@ -108,6 +109,22 @@ class DagConfig(BaseModel):
     @property
     def token_counter(self) -> TokenCounter:
         return self.counter if self.counter is not None else default_counter()
+
+    def summarizer_plan(self) -> SummarizerPlan:
+        """The summarizer these settings name: none to build (``extractive``: the engine's
+        offline default runs), or ``summarizer_model`` (empty: the session's own model) then
+        each of ``summarizer_fallbacks``."""
+        if self.summarizer == "extractive":
+            return SummarizerPlan()
+        models = (self.summarizer_model, *self.summarizer_fallbacks)
+        return SummarizerPlan(models, self.call_timeout_s, self.summarizer_window_tokens)
+
+    def with_summarizer_window(self, window: int) -> Self:
+        """These settings with a model summarizer's window (DAG-1: leaf chunks are clamped to
+        it), unless they give one or name no model summarizer."""
+        if self.summarizer != "provider" or self.summarizer_window_tokens:
+            return self
+        return self.model_copy(update={"summarizer_window_tokens": window})
 
 
 @dataclass(frozen=True, slots=True)

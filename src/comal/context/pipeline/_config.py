@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from ...tokens import TokenCounter, default_counter
+from .._summarizer import SummarizerPlan
 
 __all__ = ["PipelineConfig", "ToolNames"]
 
@@ -198,6 +199,11 @@ class PipelineConfig(BaseModel):
     @property
     def token_counter(self) -> TokenCounter:
         return self.counter if self.counter is not None else default_counter()
+
+    def summarizer_plan(self) -> SummarizerPlan | None:
+        """The summarizer these settings name: ``compaction_model``, or none (the engine's
+        extractive default)."""
+        return SummarizerPlan((self.compaction_model,)) if self.compaction_model else None
 
     @property
     def turns_kept(self) -> int:
