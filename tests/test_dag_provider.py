@@ -178,4 +178,7 @@ def test_any_engines_configuration_names_its_summarizer_as_data() -> None:
         session_provider=ScriptedProvider([]),
     )  # fmt: skip
     assert isinstance(made, ProviderSummarizer)
-    assert configured_summarizer(BaseModel(), COUNTER) is None  # names none: the default runs
+    class Plain(BaseModel):
+        pass
+
+    assert configured_summarizer(Plain(), COUNTER) is None  # names none: the default runs
