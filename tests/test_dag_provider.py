@@ -178,6 +178,7 @@ def test_any_engines_configuration_names_its_summarizer_as_data() -> None:
         session_provider=ScriptedProvider([]),
     )  # fmt: skip
     assert isinstance(made, ProviderSummarizer)
+
     class Plain(BaseModel):
         pass
 
