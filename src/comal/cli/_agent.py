@@ -218,14 +218,17 @@ def _times(n: int) -> str:
     return f" ({n} calls)" if n > 1 else ""
 
 
-def _same_terminal() -> bool:
-    """stdout and stderr are one terminal (a pipe or a file on either keeps the answer)."""
+def _same_destination() -> bool:
+    """stdout and stderr reach the same place: one terminal, or one pipe or file (``2>&1``,
+    a capture of both), where the streamed answer was already said. Apart (a pipe or a file
+    on one of them only), each keeps its own copy."""
     try:
         out, err = os.fstat(sys.stdout.fileno()), os.fstat(sys.stderr.fileno())
-        both = sys.stdout.isatty() and sys.stderr.isatty()
     except (OSError, ValueError, io.UnsupportedOperation):  # replaced streams (tests)
         return False
-    return both and (out.st_rdev, out.st_ino) == (err.st_rdev, err.st_ino)
+    if sys.stdout.isatty() and sys.stderr.isatty():
+        return (out.st_rdev, out.st_ino) == (err.st_rdev, err.st_ino)
+    return (out.st_dev, out.st_ino) == (err.st_dev, err.st_ino)
 
 
 def _report(result: RunResult, as_json: bool, progress: _Progress) -> None:
@@ -238,8 +241,8 @@ def _report(result: RunResult, as_json: bool, progress: _Progress) -> None:
         )
         emit_json(value)  # such characters as JSON escapes: the same value
         return
-    # Streamed to stderr already, on the terminal stdout shares: the same words, once.
-    said = _same_terminal() and progress.streamed.strip() == (result.answer or "").strip()
+    # Streamed to stderr already, where stdout goes too: the same words, once.
+    said = _same_destination() and progress.streamed.strip() == (result.answer or "").strip()
     if result.answer and result.status != "error" and not said:
         sys.stdout.write(_shown(result.answer.rstrip("\n")) + "\n")
         sys.stdout.flush()
