@@ -71,6 +71,16 @@ def ledger_target() -> str:
     return STATE.ledger_path if STATE.ledger_path else default_ledger_target()
 
 
+def no_ledger_yet() -> str | None:
+    """The per-user default ledger's path when none was named and it does not exist yet (a
+    fresh install: nothing has been written), else None. A ledger named with ``--ledger`` or
+    ``COMAL_LEDGER`` that is missing stays an error: that is a typo, not a fresh start."""
+    if STATE.ledger_path:
+        return None
+    target = ledger_target()
+    return None if os.path.lexists(target) else target
+
+
 @contextmanager
 def ledger(*, create: bool = False, strict: bool = True) -> Iterator[LedgerBackend]:
     """The ledger, opened for one command. Only commands that write pass ``create``: a

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ..messages.wire import WireProtocol
 from ..errors import UserError
 from ..safe_text import encodable, safe, safe_json
-from ._common import JsonOpt, coded_errors, emit_json, err, ledger, out
+from ._common import JsonOpt, coded_errors, emit_json, err, ledger, no_ledger_yet, out
 
 app = typer.Typer()
 
@@ -75,6 +75,18 @@ def sessions(
 
     with coded_errors(as_json):
         chosen = listing(limit, page, every, since)
+        fresh = no_ledger_yet()
+        if fresh is not None:  # nothing written yet: an empty list, not an error
+            if as_json:
+                emit_json([])
+            else:
+                out.print(
+                    escape(
+                        f"no sessions yet: the ledger {fresh} is created by the first "
+                        "comal -p, comal import or comal serve"
+                    )
+                )
+            return
         with ledger() as led:
             found = led.session_page(
                 tenant=tenant,

@@ -1,0 +1,31 @@
+"""The small things a first day with ``comal`` trips on (issue 32, item 11), each run as a
+person runs it: ``comal`` in a process, in a home of its own."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from _home_support import User, real_user
+
+
+@pytest.fixture
+def user() -> Iterator[User]:
+    yield from real_user()
+
+
+def test_sessions_on_a_fresh_install_is_an_empty_list(user: User) -> None:
+    # covers: LED-3
+    shown = user.comal("sessions")
+    assert shown.returncode == 0, shown.stderr
+    assert "no sessions yet" in shown.stdout and str(user.ledger_path) in shown.stdout
+    listed = user.comal("sessions", "--json")
+    assert listed.returncode == 0 and json.loads(listed.stdout) == [], listed.stderr
+    assert not user.ledger_path.exists()  # listing creates nothing
+    # A ledger the person named and mistyped is still said to be missing.
+    typo = user.comal("sessions", "--ledger", str(user.base / "typo.db"))
+    assert typo.returncode == 2 and "LEDGER_NOT_FOUND" in typo.stderr, typo.stderr
+    env_typo = user.comal("sessions", COMAL_LEDGER=str(user.base / "typo.db"))
+    assert env_typo.returncode == 2 and "LEDGER_NOT_FOUND" in env_typo.stderr
