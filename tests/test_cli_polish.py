@@ -29,3 +29,24 @@ def test_sessions_on_a_fresh_install_is_an_empty_list(user: User) -> None:
     assert typo.returncode == 2 and "LEDGER_NOT_FOUND" in typo.stderr, typo.stderr
     env_typo = user.comal("sessions", COMAL_LEDGER=str(user.base / "typo.db"))
     assert env_typo.returncode == 2 and "LEDGER_NOT_FOUND" in env_typo.stderr
+
+
+def _long_session(user: User) -> str:
+    from comal.messages import Message
+
+    with user.ledger() as led:
+        scope = led.create_session("local", "comal", title="wide")
+        led.append(scope, [Message.user("read the parser " * 30)])
+        return scope.session
+
+
+def test_show_through_a_pipe_is_laid_out_at_columns(user: User) -> None:
+    # covers: LED-1
+    session = _long_session(user)
+    narrow = user.comal("show", session[:8], COLUMNS="72")
+    assert narrow.returncode == 0, narrow.stderr
+    widths = [len(line) for line in narrow.stdout.splitlines()]
+    assert max(widths) <= 72 and "read the parser" in narrow.stdout, narrow.stdout
+    # Unset, a pipe is still wide (a CI log), not rich's 80.
+    wide = user.comal("show", session[:8])
+    assert max(len(line) for line in wide.stdout.splitlines()) > 80, wide.stdout

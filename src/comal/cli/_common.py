@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -25,8 +26,12 @@ from ..safe_text import encodable, safe, safe_json
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-# Pipes get a wide console: rich would otherwise wrap tables at 80 columns in CI logs.
-out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+# A pipe is laid out at ``COLUMNS`` when it is set (``COLUMNS=100 comal show 3f2a | less``),
+# else wide: rich would otherwise wrap tables at 80 columns in CI logs.
+out = Console(
+    highlight=False,
+    width=None if sys.stdout.isatty() else shutil.get_terminal_size(fallback=(160, 24)).columns,
+)
 err = Console(stderr=True, highlight=False)
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]
