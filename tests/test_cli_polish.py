@@ -50,3 +50,23 @@ def test_show_through_a_pipe_is_laid_out_at_columns(user: User) -> None:
     # Unset, a pipe is still wide (a CI log), not rich's 80.
     wide = user.comal("show", session[:8])
     assert max(len(line) for line in wide.stdout.splitlines()) > 80, wide.stdout
+
+
+def test_search_finds_the_text_as_written_and_marks_it(user: User) -> None:
+    # covers: LED-5
+    from comal.messages import Message
+
+    texts = ["x y are two words", "call x.y() now", "ax.y() is another name", "X.Y()  twice"]
+    far = "noise " * 2000 + "then x.y() at last"
+    with user.ledger() as led:
+        scope = led.create_session("local", "comal")
+        for text in [*texts, far]:
+            led.append(scope, [Message.user(text)])
+    found = user.comal("search", "--json", "--", "x.y()")
+    assert found.returncode == 0, found.stderr
+    hits = json.loads(found.stdout)
+    assert sorted(h["seq"] for h in hits) == [1, 3, 4], hits  # not "x y", not "ax.y()"
+    for h in hits:
+        assert [h["snippet"][a:b].lower() for a, b in h["marks"]] == ["x.y()"], h
+    shown = user.comal("search", "--", "x.y()", COLUMNS="200")
+    assert shown.stdout.count("⟦x.y()⟧") == 2 and "⟦X.Y()⟧" in shown.stdout, shown.stdout

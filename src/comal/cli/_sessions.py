@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 if TYPE_CHECKING:
     from ..ledger import LedgerBackend, Scope, SearchHit, SessionInfo
@@ -321,7 +322,20 @@ def _hit_dict(scope: Scope, hit: SearchHit) -> dict[str, Any]:
         "seq": hit.seq,
         "role": hit.role,
         "snippet": hit.snippet,
+        "marks": [list(m) for m in hit.marks],  # each match in the snippet: [start, end)
     }
+
+
+def _marked(hit: SearchHit) -> Text:
+    """The snippet with each match between ⟦ ⟧ (and bold where the terminal shows it), so it
+    reads in a pipe or a log too; the text around it escaped."""
+    shown, at = Text(), 0
+    for start, end in hit.marks:
+        shown.append(safe(hit.snippet[at:start]))
+        shown.append("⟦" + safe(hit.snippet[start:end]) + "⟧", style="bold")
+        at = end
+    shown.append(safe(hit.snippet[at:]))
+    return shown
 
 
 @app.command()
@@ -344,9 +358,10 @@ def search(
     limit: Annotated[int, typer.Option(help="At most this many hits.", min=1, max=1000)] = 20,
     as_json: JsonOpt = False,
 ) -> None:
-    """Search the ledger's messages and tool outputs for text, as written: its words in order,
-    punctuation only separating them (`django.setup()`, `create-next-app`). --fts reads the query
-    as FTS5 syntax, --regex as a regular expression.
+    """Search the ledger's messages and tool outputs for text as written (case aside, any white
+    space for white space, whole words at its ends): `django.setup()` finds django.setup(), not
+    "django setup". Each match is shown between ⟦ ⟧. --fts reads the query as FTS5 syntax,
+    --regex as a regular expression.
 
     Example: comal search "ModuleNotFoundError" --session 3f2a
     """
@@ -368,8 +383,7 @@ def search(
         return
     table = Table("session", "entry", "seq", "role", "snippet", title=f"{len(hits)} hit(s)")
     for scope, hit in hits:
-        snippet = safe(hit.snippet.replace("\n", "⏎ "))
-        table.add_row(scope.session[:8], str(hit.entry_id), str(hit.seq), hit.role, escape(snippet))
+        table.add_row(scope.session[:8], str(hit.entry_id), str(hit.seq), hit.role, _marked(hit))
     out.print(table)
 
 
