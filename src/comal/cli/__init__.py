@@ -25,6 +25,7 @@ from ._root import agent_app, is_agent_invocation, normalize_argv
 _FLAT = (
     "_import",
     "_sessions",
+    "_export",
     "_context",
     "_replay",
     "_engine",
@@ -44,8 +45,9 @@ _GROUPS = {
 COMMAND_MODULES = {
     "import": "_import",
     **dict.fromkeys(
-        ("sessions", "show", "export", "search", "events", "rename", "rm", "verify"), "_sessions"
+        ("sessions", "show", "search", "events", "rename", "rm", "verify"), "_sessions"
     ),
+    "export": "_export",
     "context": "_context",
     "replay": "_replay",
     **dict.fromkeys(("state", "compact", "evidence"), "_engine"),
