@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -70,3 +71,55 @@ def test_search_finds_the_text_as_written_and_marks_it(user: User) -> None:
         assert [h["snippet"][a:b].lower() for a, b in h["marks"]] == ["x.y()"], h
     shown = user.comal("search", "--", "x.y()", COLUMNS="200")
     assert shown.stdout.count("⟦x.y()⟧") == 2 and "⟦X.Y()⟧" in shown.stdout, shown.stdout
+
+
+def _filled(path: Path, sessions: int = 30) -> list[str]:
+    from comal.ledger import open_ledger
+    from comal.messages import Message
+
+    made = []
+    with open_ledger(path) as led:
+        for k in range(sessions):
+            scope = led.create_session("local", "comal")
+            for i in range(20):
+                led.append(scope, [Message.user(f"step {k}.{i} " * 40)])
+            made.append(scope.session)
+    return made
+
+
+def test_verify_reports_a_ledger_cut_short_instead_of_failing_to_open_it(user: User) -> None:
+    # covers: LED-1, OBS-2
+    path = user.base / "cut.db"
+    _filled(path)
+    size = path.stat().st_size
+    with path.open("r+b") as f:
+        f.truncate(size // 2)
+    # Other commands cannot read it: a coded error, as before.
+    shown = user.comal("--ledger", str(path), "show", "x")
+    assert shown.returncode == 2 and "LEDGER_CORRUPT" in shown.stderr, shown.stderr
+    # verify says what it can: exit 1 (faults), never the open error's exit 2.
+    said = user.comal("--ledger", str(path), "verify")
+    assert said.returncode == 1, (said.stdout, said.stderr)
+    assert "Traceback" not in said.stderr and "error [" not in said.stderr
+    assert "pages are missing" in said.stdout and "cut mid-write" in said.stdout, said.stdout
+    report = json.loads(user.comal("--ledger", str(path), "verify", "--json").stdout)
+    kinds = {(f["table"], f["kind"]) for f in report["faults"]}
+    assert {("ledger", "open"), ("database", "truncated")} <= kinds, kinds
+    assert not report["ok"] and report["sealing"].startswith("not checked")
+    assert "seq -1" not in said.stdout and "None" not in said.stdout
+
+
+def test_verify_says_a_session_lost_its_entries_in_words(user: User) -> None:
+    # covers: LED-1
+    import sqlite3
+
+    path = user.base / "tail.db"
+    first, second = _filled(path, sessions=2)
+    with sqlite3.connect(path) as db:  # the tail is gone, as a restore of an old copy leaves it
+        db.execute("DELETE FROM entries WHERE session_id = ?", (first,))
+        db.execute("DELETE FROM entries WHERE session_id = ? AND seq >= 10", (second,))
+    said = user.comal("--ledger", str(path), "verify")
+    assert said.returncode == 1, said.stderr
+    assert "seq -1" not in said.stdout and "None" not in said.stdout, said.stdout
+    assert f"session {first}: truncated" in said.stdout and "no entry is stored" in said.stdout
+    assert f"session {second}: truncated" in said.stdout and "stored is seq 9" in said.stdout

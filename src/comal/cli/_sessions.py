@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 if TYPE_CHECKING:
-    from ..ledger import LedgerBackend, Scope, SearchHit, SessionInfo
+    from ..ledger import Fault, LedgerBackend, Scope, SearchHit, SessionInfo, VerifyReport
     from ..messages import Message
 from ..errors import UserError
 from ..safe_text import encodable, safe
@@ -394,19 +394,28 @@ def verify_cmd(
     as_json: JsonOpt = False,
     accept_restore: Annotated[bool, typer.Option("--accept-restore", help=_ACCEPT_HELP)] = False,
 ) -> None:
-    """Re-hash every stored entry and check every step is whole; exit 1 on any fault.
+    """Re-hash every stored entry and check every step is whole; exit 1 on any fault. A
+    ledger that does not open (a file cut short) is reported too: what its file and SQLite's
+    own check say, and each table read up to its first unreadable page.
 
     Example: comal verify --json
     """
-    from ..ledger import verify
+    from ..ledger import LedgerCorrupt, verify
+    from ..ledger._salvage import verify_unopened
+    from ._common import ledger_target
 
     accepted = None
-    with coded_errors(as_json), ledger(strict=False) as led:
-        report = verify(led)
-        older = [f for f in report.faults if f.kind == "rolled-back"]
-        if accept_restore and older and len(older) == len(report.faults):
-            accepted = led.accept_restore(by=_user())
-            report = verify(led)
+    older: list[Fault] = []
+    with coded_errors(as_json):
+        try:
+            with ledger(strict=False) as led:
+                report = verify(led)
+                older = [f for f in report.faults if f.kind == "rolled-back"]
+                if accept_restore and older and len(older) == len(report.faults):
+                    accepted = led.accept_restore(by=_user())
+                    report = verify(led)
+        except LedgerCorrupt as exc:  # verify is how one finds where: report, do not stop
+            report = verify_unopened(ledger_target(), exc)
     if as_json:
         found = report.as_dict(checks=True)
         if accept_restore:
@@ -421,18 +430,30 @@ def verify_cmd(
         elif accept_restore:
             why = "other faults must be fixed first" if older else "it is not older than seen"
             out.print(escape(f"no restore accepted: {why}"))
-        status = "[green]ok[/]" if report.ok else f"[red]{len(report.faults)} fault(s)[/]"
-        rows = sum(report.rows.values())
-        out.print(f"verified {report.entries:,} entries ({rows:,} rows in all): {status}")
-        out.print(escape(f"  database: {report.database}"))
-        out.print(escape(f"  seals: {report.sealing}"))
-        for f in report.faults[:50]:
-            where = f"{f.table} row {f.row}" if f.row is not None else f.table
-            seq = f" seq {f.seq}" if f.seq is not None else ""
-            line = f"  {f.session or '(database)'} {where}{seq}: {f.kind}: {safe(f.detail)}"
-            out.print(escape(str(encodable(line))))
-        if report.paused:
-            paused = str(encodable(", ".join(report.paused)))
-            out.print(escape(f"  paused (ending in open tool calls): {paused}"))
+        _say_report(report)
     if not report.ok:
         raise typer.Exit(1)
+
+
+def _say_report(report: VerifyReport) -> None:
+    status = "[green]ok[/]" if report.ok else f"[red]{len(report.faults)} fault(s)[/]"
+    rows = sum(report.rows.values())
+    out.print(f"verified {report.entries:,} entries ({rows:,} rows in all): {status}")
+    out.print(escape(f"  database: {report.database}"))
+    out.print(escape(f"  seals: {report.sealing}"))
+    for f in report.faults[:50]:
+        where = [f"session {f.session}"] if f.session else []
+        # A session's own row is the session: its id is said once.
+        if f.row is not None and f.row != f.session:
+            where.append(f"{f.table} row {f.row}")
+        elif not f.session or f.table != "sessions":
+            where.append(f.table)
+        if f.seq is not None and f.seq >= 0:
+            where.append(f"seq {f.seq}")
+        line = f"  {' '.join(where)}: {f.kind}: {safe(f.detail)}"
+        out.print(escape(str(encodable(line))))
+    if len(report.faults) > 50:
+        out.print(f"  … {len(report.faults) - 50:,} more (comal verify --json lists them all)")
+    if report.paused:
+        paused = str(encodable(", ".join(report.paused)))
+        out.print(escape(f"  paused (ending in open tool calls): {paused}"))
