@@ -123,3 +123,39 @@ def test_verify_says_a_session_lost_its_entries_in_words(user: User) -> None:
     assert "seq -1" not in said.stdout and "None" not in said.stdout, said.stdout
     assert f"session {first}: truncated" in said.stdout and "no entry is stored" in said.stdout
     assert f"session {second}: truncated" in said.stdout and "stored is seq 9" in said.stdout
+
+
+def test_ctrl_c_in_import_says_what_was_imported_then_exits_130(user: User) -> None:
+    # covers: LED-1
+    import signal
+    import subprocess
+    import sys
+
+    folder = user.base / "transcripts"
+    folder.mkdir()
+    for i in range(3000):
+        messages = [
+            {"role": "user", "content": f"task {i}"},
+            {"role": "assistant", "content": "ok"},
+        ]
+        (folder / f"t{i:04d}.json").write_text(json.dumps(messages))
+    path = user.base / "l.db"
+    args = [sys.executable, "-m", "comal", "--ledger", str(path), "import", str(folder)]
+    env = user.env(PYTHONUNBUFFERED="1")
+    with subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True) as proc:  # fmt: skip
+        assert proc.stdout is not None
+        seen = [proc.stdout.readline() for _ in range(5)]  # a few files are in
+        assert all(line.startswith("imported") for line in seen), seen
+        proc.send_signal(signal.SIGINT)
+        rest, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, (rest[-2000:], stderr[-2000:])
+    summary = rest.strip().splitlines()[-1]
+    assert "interrupted" in summary and "not imported" in summary, summary
+    imported = sum(line.startswith("imported") for line in [*seen, *rest.splitlines()])
+    assert f"3000 files: {imported} imported" in summary, summary
+    assert "Traceback" not in stderr, stderr
+    from comal.ledger import open_ledger
+
+    with open_ledger(path, create=False) as led:  # what it said it stored is stored, whole
+        assert len(led.sessions()) == imported
