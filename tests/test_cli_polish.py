@@ -159,3 +159,15 @@ def test_ctrl_c_in_import_says_what_was_imported_then_exits_130(user: User) -> N
 
     with open_ledger(path, create=False) as led:  # what it said it stored is stored, whole
         assert len(led.sessions()) == imported
+
+
+def test_export_to_an_unknown_format_is_a_coded_error_listing_the_formats(user: User) -> None:
+    # covers: INT-2
+    session = _long_session(user)
+    said = user.comal("export", session[:8], "--format", "bogus")
+    assert said.returncode == 2 and "[EXPORT_FORMAT]" in said.stderr, said.stderr
+    for name in ("openai", "openai-responses", "anthropic", "markdown"):
+        assert name in said.stderr, said.stderr
+    as_json = user.comal("export", session[:8], "--format", "bogus", "--json")
+    error = json.loads(as_json.stdout)["error"]
+    assert as_json.returncode == 2 and error["code"] == "EXPORT_FORMAT", as_json.stdout

@@ -15,10 +15,17 @@ if TYPE_CHECKING:
     from ..ledger import SessionInfo
     from ..messages import Message
     from ..messages.wire import WireProtocol
+from ..errors import UserError
 from ..safe_text import safe, safe_json
 from ._common import JsonOpt, coded_errors, ledger
 
 app = typer.Typer()
+
+
+class ExportFormatError(UserError):
+    """``comal export --format`` names no format it writes; the message lists those it does."""
+
+    code = "EXPORT_FORMAT"
 
 
 @app.command()
@@ -41,15 +48,19 @@ def export(
 
     Example: comal export 3f2a --format anthropic > session.json
     """
-    if format not in (None, "markdown", *_exports()):
-        raise typer.BadParameter(f"unknown format {format!r}", param_hint="--format")
-    with coded_errors(as_json), ledger() as led:
-        scope = led.resolve(session)
-        info = led.session(scope)
-        messages = [e.message for e in led.iter_entries(scope)]
-        # Inside coded_errors: a session a format cannot carry is a coded error, not a traceback.
-        chosen = format or _came_in(info)
-        text = _exported(info, messages, chosen, as_json)
+    with coded_errors(as_json):
+        known = [*_exports(), "markdown"]
+        if format is not None and format not in known:  # said before any ledger is opened
+            raise ExportFormatError(
+                f"--format {format!r} is not an export format; give one of: {', '.join(known)}"
+            )
+        with ledger() as led:
+            scope = led.resolve(session)
+            info = led.session(scope)
+            messages = [e.message for e in led.iter_entries(scope)]
+            # Inside coded_errors: a session a format cannot carry is a coded error.
+            chosen = format or _came_in(info)
+            text = _exported(info, messages, chosen, as_json)
     typer.echo(text, nl=chosen != "markdown")
 
 
