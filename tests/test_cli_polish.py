@@ -171,3 +171,30 @@ def test_export_to_an_unknown_format_is_a_coded_error_listing_the_formats(user: 
     as_json = user.comal("export", session[:8], "--format", "bogus", "--json")
     error = json.loads(as_json.stdout)["error"]
     assert as_json.returncode == 2 and error["code"] == "EXPORT_FORMAT", as_json.stdout
+
+
+def test_markdown_export_shows_every_body_fenced_and_renders_none(user: User) -> None:
+    # covers: LED-1, INT-2
+    from markdown_it import MarkdownIt
+
+    from comal.messages import Message, ToolCall
+
+    said = "# Not a heading\n<img src=x onerror=alert(1)>\n![t](http://tracker/t.png)\n```\nout"
+    answer = "**bold** [link](http://x) <script>x()</script>"
+    call = ToolCall("c1", "Bash", json.dumps({"command": "echo '```'"}))
+    output = "</details>\n## forged heading\n````\n<b>x</b>"
+    with user.ledger() as led:
+        scope = led.create_session("local", "comal", title="![t](http://x/t.png) <b>hi</b> #")
+        led.append(scope, [Message.user(said)])
+        led.append(scope, [Message.assistant(answer, call), Message.tool("c1", output)])
+        session = scope.session
+    text = user.comal("export", session[:8], "--format", "markdown").stdout
+    tokens = MarkdownIt("commonmark").parse(text)
+    headings = [tokens[i + 1].content for i, t in enumerate(tokens) if t.type == "heading_open"]
+    assert headings[1:] == ["user", "assistant", "tool"], headings
+    inline = [c for t in tokens if t.type == "inline" for c in (t.children or [])]
+    rendered = {t.type for t in [*tokens, *inline]}
+    assert not rendered & {"html_block", "html_inline", "image", "link_open"}, rendered
+    fenced = [t.content.rstrip("\n") for t in tokens if t.type == "fence"]
+    for body in (said, answer, call.arguments, output):
+        assert body in fenced, (body, fenced)

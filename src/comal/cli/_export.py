@@ -7,6 +7,7 @@ ledger keeps the exact bytes, the terminal sees them escaped.
 from __future__ import annotations
 
 import json
+import re
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -98,38 +99,53 @@ def _fence(text: str) -> str:
     return "`" * max(3, longest + 1)
 
 
+def _fenced(text: str, info: str = "text") -> list[str]:
+    """``text`` as a fenced block: read as it is, never as Markdown or HTML (a heading, an
+    image that loads a URL, a tag), and no line of it can close the fence."""
+    body = safe(text)
+    fence = _fence(body)
+    return [fence + info, body, fence, ""]
+
+
+# What can open markup inside a line: emphasis, code, links and images, HTML and entities,
+# tables, a heading's closing #, and the escape itself.
+_MARKUP = re.compile(r"([\\`*_\[\]<>!&|~#])")
+
+
+def _inline(text: str) -> str:
+    """Text from the ledger inside a line of Markdown (a title, a name): each character that
+    could open markup backslash-escaped, as CommonMark allows, so it stays text."""
+    return _MARKUP.sub(r"\\\1", " ".join(safe(text).split()))
+
+
 def markdown(info: SessionInfo | None, messages: list[Message]) -> str:
-    """A session to read: each message under a heading, calls and outputs in code fences
-    (fenced so no output can close them), control characters escaped."""
+    """A session to read: each message under a heading, every body (what was said, a call's
+    arguments, an output) in a code fence no body can close, names and the title escaped, so
+    what the ledger holds is shown and never rendered; control characters escaped."""
     from ..messages import preamble_lines, user_words
 
     title = (info.title if info is not None else None) or "session"
-    lines = [f"# {safe(title)}", ""]
+    lines = [f"# {_inline(title)}", ""]
     if info is not None:
-        lines += [f"session `{info.id}` · {info.tenant}/{info.agent} · {info.created_at}", ""]
+        where = f"{info.id} · {info.tenant}/{info.agent} · {info.created_at}"
+        lines += [f"session {_inline(where)}", ""]
     for message in messages:
-        lines.append(f"## {message.role.value}")
-        lines.append("")
+        lines += [f"## {message.role.value}", ""]
         result = message.tool_result
         if result is not None:
-            body = safe(result.text)
-            fence = _fence(body)
             flag = " (error)" if result.is_error else ""
             # A call id is the model's too.
-            lines += [f"output of `{safe(result.call_id)}`{flag}:", "", fence, body, fence, ""]
+            lines += [f"output of {_inline(result.call_id)}{flag}:", "", *_fenced(result.text)]
             continue
         words = user_words(message)[0]
         context = preamble_lines(message)
         if context:  # the house's preamble: when and where, not the user's words
-            lines += [f"_{safe(' · '.join(context))}_", ""]
+            lines += [f"_{_inline(' · '.join(context))}_", ""]
         if words:
-            lines += [safe(words), ""]
+            lines += _fenced(words)
         elif not message.tool_calls and message.text:  # a checkpoint, a summary
-            lines += [safe(message.text), ""]
+            lines += _fenced(message.text)
         for call in message.tool_calls:
-            body = safe(call.arguments)
-            fence = _fence(body)
-            head = f"call `{safe(call.id)}` **{safe(call.name)}**:"
-            lines += [head, "", fence + "json", body, fence]
-            lines.append("")
+            head = f"call {_inline(call.id)} **{_inline(call.name)}**:"
+            lines += [head, "", *_fenced(call.arguments, "json")]
     return "\n".join(lines)
