@@ -40,7 +40,7 @@ from ..agent._queue import Queued, QueueMode, enqueue, pending
 from ..agent._steering import always_rule
 from ..agent._transcript import board_note as shared_board_note
 from ..errors import ComalError
-from ..ops import Actor, ApprovalRequest, CallbackApprover, Rule
+from ..ops import MODES, Actor, ApprovalRequest, CallbackApprover, Rule
 from ..providers import StreamDone, StreamEvent, TextDelta, catalog_specs
 from ..safe_text import safe
 from ._memory import tui_memory
@@ -94,6 +94,7 @@ class ComalApp(App[None]):
         self.runtime = runtime
         self.busy = False
         self.turn_note = ""
+        self._turns = 0  # model calls of the prompt being worked on
         # Approvals the worker waits on; answered "deny" if the app closes first.
         self._waiting: set[threading.Event] = set()
         # Escape stops the run at its next safe phase (the web page's interrupt, the same way).
@@ -157,20 +158,23 @@ class ComalApp(App[None]):
 
     # -- status line --------------------------------------------------------------------------
     def status_text(self) -> str:
+        """One line: the context gauge once, the engine, the model, the permission mode (and
+        the effort when one is set), then whether the agent works and the board."""
         rt = self.runtime
-        state = "working…" if self.busy else "ready"
-        model = rt.spec or "model ?"
+        state = f"working…{self.turn_note}" if self.busy else "ready"
+        effort = f" · effort {rt.host.effort}" if rt.host.effort else ""
+        settings = f"{rt.spec or 'model ?'} · mode {rt.host.mode}{effort}"
         if rt.scope is None:
-            return f"new session · {model} · {state}"
+            return f"new session · {settings} · {state}"
         try:
             # The same function /context runs, without a receipt per refresh.
             report = context_report(rt, rt.proposer().preview())
         except ComalError as exc:
-            return f"[{exc.code}] · {model} · {state}"
+            return f"[{exc.code}] · {settings} · {state}"
         mark = "" if report["measured"] else " ~"
         return (
             f"ctx {report['utilization']:.0%}{mark} · {report['input']:,}/{report['window']:,} "
-            f"tokens · {report['engine']} · {model} · {state}{board_note(rt)}{self.turn_note}"
+            f"tokens · {report['engine']} · {settings} · {state}{board_note(rt)}"
         )
 
     def refresh_status(self) -> None:
@@ -193,7 +197,7 @@ class ComalApp(App[None]):
 
     def start(self, prompt: str | None) -> None:
         self.busy = True
-        self._streamed = ""
+        self._streamed, self._turns = "", 0
         self.refresh_status()
         self.run_agent(prompt)
 
@@ -328,7 +332,9 @@ class ComalApp(App[None]):
     def _said(self, kind: str, text: str) -> None:
         self._end_stream()
         if kind == "turn":
-            self.turn_note = f" · {text}"
+            # The turn's own words repeat the gauge and the model the line already shows.
+            self._turns += 1
+            self.turn_note = f" turn {self._turns}"
             self.refresh_status()  # the status bar follows each turn
         elif kind == "call":
             name, _, arguments = text.partition(" ")
@@ -402,11 +408,24 @@ class ComalApp(App[None]):
 
     def control(self, name: str, value: str) -> None:
         if not value:
-            self.note(f"/{name} needs a value, e.g. /{name} {_EXAMPLE[name]}")
+            self.note(self.current(name))
             return
         if name == "model":
             self.runtime.check_model(value)  # a coded error now, not at the next prompt
         self.human(name, {name: value})
+
+    def current(self, name: str) -> str:
+        """``/mode``, ``/effort`` or ``/name`` alone: what it is now and what it may be."""
+        host = self.runtime.host
+        if name == "mode":
+            return f"mode: {host.mode}; choices: {', '.join(MODES)} (/mode NAME)"
+        if name == "effort":
+            now = host.effort or "default (the provider's)"
+            return f"effort: {now}; choices: low, medium, high (/effort NAME)"
+        rt = self.runtime
+        info = rt.ledger.session(rt.scope) if rt.scope is not None else None
+        title = info.title if info is not None and info.title else "(untitled)"
+        return f"name: {title} (/name TEXT)"
 
     def human(self, name: str, args: dict[str, Any]) -> None:
         rt = self.runtime
@@ -489,6 +508,3 @@ def board_note(rt: Runtime) -> str:
     """The board in the status line (BRD-2); /state shows it whole."""
     shown = shared_board_note(rt.ledger, rt.scope)
     return f" · {shown}" if shown else ""
-
-
-_EXAMPLE = {"model": "anthropic:claude-sonnet-4-6", "effort": "high", "mode": "ask", "name": "x"}
