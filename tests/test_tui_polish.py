@@ -1,6 +1,7 @@
 """The TUI's small things from a first day with it (issue 32, item 11), through textual's pilot
 on the one agent factory: the status line says the mode and the gauge once, /mode and /effort
-alone say what they are and may be, and a control changed from its default says "default"."""
+alone say what they are and may be, a control changed from its default says "default", and
+/compact never grows a small context."""
 
 from __future__ import annotations
 
@@ -90,3 +91,18 @@ def test_the_status_line_and_the_controls_say_what_is_true(tmp_path: Path) -> No
     assert "mode: ask; choices: read-only, ask, trusted" in said, said
     assert "effort: default (the provider's); choices: low, medium, high" in said, said
     assert "effort: default -> high" in said and "None" not in said, said
+
+
+def test_compact_never_grows_a_small_context(tmp_path: Path) -> None:
+    # covers: LIM-7
+    rt = _runtime(tmp_path)
+    try:
+        assert rt.scope is None
+        seen = _drive(rt, ("/compact",))
+        assert rt.scope is not None
+        checkpoints = rt.ledger.checkpoints(rt.scope)
+    finally:
+        rt.close()
+        rt.ledger.close()
+    # A two-step session is smaller than any checkpoint of it: /compact stores none.
+    assert "nothing to compact" in seen["texts"] and checkpoints == [], seen["texts"]

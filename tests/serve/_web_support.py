@@ -59,6 +59,15 @@ SCENARIO: list[dict[str, Any]] = [
     {"content": [say("All done after the restart.")]},
 ]
 
+# Two reads, the older of a long log, before SCENARIO: /compact then has more before the
+# protected tail (the newest step, the five newest outputs) than a checkpoint of it would take,
+# and stores one (it stores none that would not make the context smaller).
+READS: list[dict[str, Any]] = [
+    {"content": [tool("r0", "Read", path="log.txt")]},
+    {"content": [tool("r1", "Read", path="notes.txt")]},
+]
+LOG = "".join(f"line {i}: all went well\n" for i in range(400))
+
 
 # The replies the first model answers before the scenario's /model.
 _SWITCHED_AT = 4
@@ -80,6 +89,7 @@ def site(tmp_path: Path, script: list[dict[str, Any]] = SCENARIO, **extra: Any) 
     work = tmp_path / "work"
     work.mkdir()
     (work / "notes.txt").write_text(NOTES)
+    (work / "log.txt").write_text(LOG)
     specs = []
     # The second model is switched to with /model after the scenario's first answer: a new
     # script starts at its own first reply (the requests it answered), so it holds the rest.

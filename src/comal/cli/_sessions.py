@@ -444,7 +444,7 @@ def _say_report(report: VerifyReport) -> None:
     for f in report.faults[:50]:
         where = [f"session {f.session}"] if f.session else []
         # A session's own row is the session: its id is said once.
-        if f.row is not None and f.row != f.session:
+        if f.row is not None and str(f.row) != f.session:
             where.append(f"{f.table} row {f.row}")
         elif not f.session or f.table != "sessions":
             where.append(f.table)
