@@ -198,3 +198,22 @@ def test_markdown_export_shows_every_body_fenced_and_renders_none(user: User) ->
     fenced = [t.content.rstrip("\n") for t in tokens if t.type == "fence"]
     for body in (said, answer, call.arguments, output):
         assert body in fenced, (body, fenced)
+
+
+def test_rm_answered_no_says_nothing_was_removed(user: User) -> None:
+    # covers: LED-1
+    import subprocess
+    import sys
+
+    session = _long_session(user)
+    args = [sys.executable, "-m", "comal", "rm", session[:8]]
+    kept = subprocess.run(args, input="n\n", capture_output=True, text=True, env=user.env(),
+                          timeout=120)  # fmt: skip
+    assert kept.returncode == 0, (kept.stdout, kept.stderr)
+    assert f"nothing removed: {session} is kept" in kept.stdout, kept.stdout
+    as_json = subprocess.run([*args, "--json"], input="n\n", capture_output=True, text=True,
+                             env=user.env(), timeout=120)  # fmt: skip
+    assert as_json.returncode == 0, as_json.stderr
+    assert json.loads(as_json.stdout.splitlines()[-1]) == {"session": session, "deleted": False}
+    with user.ledger() as led:
+        assert [s.id for s in led.sessions()] == [session]

@@ -342,8 +342,9 @@ def rm(
     as_json: JsonOpt = False,
 ) -> None:
     """Delete a session and everything stored for it: the only deletion comal has. It asks
-    first (or --yes), waits for no agent (a session an agent holds is refused), and leaves a
-    tombstone naming who deleted what and when, so `comal verify` stays clean.
+    first (or --yes; answered no, it says nothing was removed and exits 0), waits for no agent
+    (a session an agent holds is refused), and leaves a tombstone naming who deleted what and
+    when, so `comal verify` stays clean.
 
     Example: comal rm 3f2a --yes
     """
@@ -355,8 +356,13 @@ def rm(
         if not yes:
             what = f"{scope.session} ({info.entries if info else 0:,} entries"
             what += f", {safe(info.title)!r})" if info and info.title else ")"
-            if not typer.confirm(f"delete session {what}?", default=False):
-                raise typer.Exit(1)
+            if not typer.confirm(f"delete session {what}?", default=False, err=True):
+                # Answered no: nothing went wrong, and the person is told nothing changed.
+                if as_json:
+                    emit_json({"session": scope.session, "deleted": False})
+                else:
+                    out.print(f"nothing removed: {scope.session} is kept")
+                return
         with lock_session(led, scope):
             gone = led.delete_session(scope, by=_user(), children=children)
     if as_json:
