@@ -217,3 +217,16 @@ def test_rm_answered_no_says_nothing_was_removed(user: User) -> None:
     assert json.loads(as_json.stdout.splitlines()[-1]) == {"session": session, "deleted": False}
     with user.ledger() as led:
         assert [s.id for s in led.sessions()] == [session]
+
+
+def test_a_missing_key_on_the_command_line_says_what_to_export_and_which_models(
+    user: User,
+) -> None:
+    # covers: CFG-1
+    for args in (("-p", "hi"), ("-p", "hi", "--json"), ()):  # () opens the TUI: it stops first
+        said = user.comal(*args, "--model", "anthropic:claude-sonnet-4-6")
+        assert said.returncode == 2, (args, said.stdout, said.stderr)
+        text = " ".join((said.stdout + said.stderr).split())
+        assert "PROVIDER_MISSING_KEY" in text and "export ANTHROPIC_API_KEY=..." in text, text
+        assert "--model" in text and "openai-compat:URL#MODEL" in text, text
+        assert "api_key=" not in text, text

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from ..providers import StreamEvent
 from ..errors import ComalError
 from ..safe_text import safe
-from ._common import emit_json, ledger
+from ._common import emit_json, ledger, said
 
 __all__ = ["EXIT_CODES", "run_prompt"]
 
@@ -169,7 +169,7 @@ def run_prompt(
                 for line in _sandbox_failures(result, box, led, runtime.scope):
                     progress.say("warn", line)
     except ComalError as exc:
-        error = {"code": exc.code, "message": str(exc)}
+        error = {"code": exc.code, "message": said(exc)}
         result = RunResult(session or "", "error", "", 0, error=error)
     result = result.denying()
     if result.error is not None:

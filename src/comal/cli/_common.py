@@ -177,6 +177,26 @@ def emit_json(value: Any, *, escaped: bool = True) -> None:
     sys.stdout.flush()
 
 
+# What --model takes, for a message that sends a person there.
+MODEL_FORMS = (
+    "anthropic:MODEL, openai:MODEL, openai-responses:MODEL, openai-compat:URL#MODEL or script:PATH"
+)
+
+
+def said(exc: ComalError) -> str:
+    """A coded error's message on the command line. A missing API key's own message is for a
+    program (pass ``api_key=`` to the provider); a person at a shell is told the variable to
+    export and the other models ``--model`` takes."""
+    variable = getattr(exc, "variable", None)
+    if exc.code == "PROVIDER_MISSING_KEY" and isinstance(variable, str):
+        provider = getattr(exc, "provider", "this")
+        return (
+            f"{variable} is not set, so the {provider} provider has no API key: export "
+            f"{variable}=... and run again, or choose another model with --model ({MODEL_FORMS})"
+        )
+    return str(exc)
+
+
 @contextmanager
 def coded_errors(as_json: bool) -> Iterator[None]:
     """Turn comal errors into a message (or a JSON error object) and exit code 2."""
@@ -184,8 +204,8 @@ def coded_errors(as_json: bool) -> Iterator[None]:
         yield
     except ComalError as exc:
         if as_json:
-            emit_json({"error": {"code": exc.code, "message": str(exc)}})
+            emit_json({"error": {"code": exc.code, "message": said(exc)}})
         else:
-            shown = escape(f"[{exc.code}] {safe(str(exc))}")
+            shown = escape(f"[{exc.code}] {safe(said(exc))}")
             err.print(f"[bold red]error[/] {shown}", highlight=False)
         raise typer.Exit(2) from exc
