@@ -230,3 +230,37 @@ def test_a_missing_key_on_the_command_line_says_what_to_export_and_which_models(
         assert "PROVIDER_MISSING_KEY" in text and "export ANTHROPIC_API_KEY=..." in text, text
         assert "--model" in text and "openai-compat:URL#MODEL" in text, text
         assert "api_key=" not in text, text
+
+
+def test_fakeserver_runs_as_an_upstream_of_its_own(user: User) -> None:
+    # covers: INT-2
+    import signal
+    import socket
+    import subprocess
+    import sys
+
+    script = user.script({"content": [{"type": "text", "text": "Hello from the fake upstream."}]})
+    with socket.socket() as probe:  # a port free now
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    args = [sys.executable, "-m", "comal.testing", str(script), "--port", str(port)]
+    with subprocess.Popen(args, env=user.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True) as fake:  # fmt: skip
+        assert fake.stdout is not None
+        listening = fake.stdout.readline()
+        assert f"FakeServer on http://127.0.0.1:{port}: 1 scripted replies" in listening
+        # The same port again: said plainly, exit 2.
+        taken = subprocess.run(args, env=user.env(), capture_output=True, text=True, timeout=60)
+        assert taken.returncode == 2 and "pick another --port" in taken.stderr, taken.stderr
+        base = f"http://127.0.0.1:{port}"
+        answered = user.comal("-p", "hi", "--model", "anthropic:claude-sonnet-4-6",
+                              ANTHROPIC_BASE_URL=base, ANTHROPIC_API_KEY="fake")  # fmt: skip
+        fake.send_signal(signal.SIGTERM)
+        out, err = fake.communicate(timeout=60)
+    assert answered.returncode == 0, answered.stderr
+    assert answered.stdout.strip() == "Hello from the fake upstream.", answered.stdout
+    assert fake.returncode == 0, err
+    assert "1: POST /v1/messages" in err and "stopped: 1 requests, 0 replies left" in out
+    no_script = [sys.executable, "-m", "comal.testing", str(user.base / "no.jsonl")]
+    missing = subprocess.run(no_script, env=user.env(), capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 2 and "cannot read the script" in missing.stderr
