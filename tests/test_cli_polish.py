@@ -13,8 +13,11 @@ from _home_support import User, real_user
 
 
 @pytest.fixture
-def user() -> Iterator[User]:
-    yield from real_user()
+def user(monkeypatch: pytest.MonkeyPatch) -> Iterator[User]:
+    for person in real_user():
+        # A ledger a test writes in process keeps its key where that person's comal looks.
+        monkeypatch.setenv("XDG_STATE_HOME", str(person.home / ".local" / "state"))
+        yield person
 
 
 def test_sessions_on_a_fresh_install_is_an_empty_list(user: User) -> None:
@@ -93,7 +96,7 @@ def test_verify_reports_a_ledger_cut_short_instead_of_failing_to_open_it(user: U
     _filled(path)
     size = path.stat().st_size
     with path.open("r+b") as f:
-        f.truncate(size // 2)
+        f.truncate(size // 2 // 4096 * 4096 + 1000)  # half its pages, and a piece of one
     # Other commands cannot read it: a coded error, as before.
     shown = user.comal("--ledger", str(path), "show", "x")
     assert shown.returncode == 2 and "LEDGER_CORRUPT" in shown.stderr, shown.stderr
