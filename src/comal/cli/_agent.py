@@ -242,8 +242,8 @@ def _report(result: RunResult, as_json: bool, progress: _Progress) -> None:
         emit_json(value)  # such characters as JSON escapes: the same value
         return
     # Streamed to stderr already, where stdout goes too: the same words, once.
-    said = _same_destination() and progress.streamed.strip() == (result.answer or "").strip()
-    if result.answer and result.status != "error" and not said:
+    once = _same_destination() and progress.streamed.strip() == (result.answer or "").strip()
+    if result.answer and result.status != "error" and not once:
         sys.stdout.write(_shown(result.answer.rstrip("\n")) + "\n")
         sys.stdout.flush()
     if result.blocked:
