@@ -33,18 +33,18 @@ from textual.containers import Vertical, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Footer, Input, Static
 
-from ..agent import Runtime, Watch, context_report, render_report, resumable
+from ..agent import Runtime, Watch, render_report, resumable
 from ..agent._interrupt import Interrupter
 from ..agent._liveness import liveness
 from ..agent._queue import Queued, QueueMode, enqueue, pending
 from ..agent._steering import always_rule
-from ..agent._transcript import board_note as shared_board_note
 from ..errors import ComalError
-from ..ops import MODES, Actor, ApprovalRequest, CallbackApprover, Rule
+from ..ops import Actor, ApprovalRequest, CallbackApprover, Rule
 from ..providers import StreamDone, StreamEvent, TextDelta, catalog_specs
 from ..safe_text import safe
 from ._memory import tui_memory
 from ._screens import ALWAYS, DENY, ONCE, ApprovalScreen, PickerScreen
+from ._status import control_now, status_line
 from ._transcript import (
     LIVE_TAIL,
     call_line,
@@ -158,24 +158,7 @@ class ComalApp(App[None]):
 
     # -- status line --------------------------------------------------------------------------
     def status_text(self) -> str:
-        """One line: the context gauge once, the engine, the model, the permission mode (and
-        the effort when one is set), then whether the agent works and the board."""
-        rt = self.runtime
-        state = f"working…{self.turn_note}" if self.busy else "ready"
-        effort = f" · effort {rt.host.effort}" if rt.host.effort else ""
-        settings = f"{rt.spec or 'model ?'} · mode {rt.host.mode}{effort}"
-        if rt.scope is None:
-            return f"new session · {settings} · {state}"
-        try:
-            # The same function /context runs, without a receipt per refresh.
-            report = context_report(rt, rt.proposer().preview())
-        except ComalError as exc:
-            return f"[{exc.code}] · {settings} · {state}"
-        mark = "" if report["measured"] else " ~"
-        return (
-            f"ctx {report['utilization']:.0%}{mark} · {report['input']:,}/{report['window']:,} "
-            f"tokens · {report['engine']} · {settings} · {state}{board_note(rt)}"
-        )
+        return status_line(self.runtime, busy=self.busy, turn_note=self.turn_note)
 
     def refresh_status(self) -> None:
         self.query_one("#status", Static).update(RichText(safe(self.status_text())))
@@ -408,24 +391,11 @@ class ComalApp(App[None]):
 
     def control(self, name: str, value: str) -> None:
         if not value:
-            self.note(self.current(name))
+            self.note(control_now(self.runtime, name))
             return
         if name == "model":
             self.runtime.check_model(value)  # a coded error now, not at the next prompt
         self.human(name, {name: value})
-
-    def current(self, name: str) -> str:
-        """``/mode``, ``/effort`` or ``/name`` alone: what it is now and what it may be."""
-        host = self.runtime.host
-        if name == "mode":
-            return f"mode: {host.mode}; choices: {', '.join(MODES)} (/mode NAME)"
-        if name == "effort":
-            now = host.effort or "default (the provider's)"
-            return f"effort: {now}; choices: low, medium, high (/effort NAME)"
-        rt = self.runtime
-        info = rt.ledger.session(rt.scope) if rt.scope is not None else None
-        title = info.title if info is not None and info.title else "(untitled)"
-        return f"name: {title} (/name TEXT)"
 
     def human(self, name: str, args: dict[str, Any]) -> None:
         rt = self.runtime
@@ -502,9 +472,3 @@ class ComalApp(App[None]):
                 lines.append(f"  {slash:<10} {op.description}")
         lines += [f"  {slash:<10} {what}" for slash, what in _OWN.items()]
         self.write("\n".join(lines))
-
-
-def board_note(rt: Runtime) -> str:
-    """The board in the status line (BRD-2); /state shows it whole."""
-    shown = shared_board_note(rt.ledger, rt.scope)
-    return f" · {shown}" if shown else ""
