@@ -93,7 +93,8 @@ def site(tmp_path: Path, script: list[dict[str, Any]] = SCENARIO, **extra: Any) 
     specs = []
     # The second model is switched to with /model after the scenario's first answer: a new
     # script starts at its own first reply (the requests it answered), so it holds the rest.
-    later = script[_SWITCHED_AT:] if script is SCENARIO else script
+    lead = len(script) - len(SCENARIO)  # READS before the scenario switch that much later
+    later = script[lead + _SWITCHED_AT :] if lead >= 0 and script[lead:] == SCENARIO else script
     for name, replies in (("first", script), ("second", later)):
         path = tmp_path / f"{name}.jsonl"
         path.write_text("".join(json.dumps(r) + "\n" for r in replies))
