@@ -45,3 +45,23 @@ def test_status_pills_stay_on_one_line_beside_long_titles(tmp_path: Path) -> Non
         for text, boxes, height in lines:
             assert boxes == 1 and height < 30, (text, boxes, height)
 
+
+def test_the_approvals_page_shows_the_diff_and_the_command(tmp_path: Path) -> None:
+    # covers: SRF-1, OPS-2
+    s = site(tmp_path)  # SCENARIO: an Edit of notes.txt asks first
+    with in_thread(s) as (url, _), chromium() as browser:
+        web = Web(url)
+        sid = web.post("/api/sessions", {"prompt": "greet the web"}).json()["session"]
+        web.approval(sid)
+        page = browser.new_page(viewport=WIDE)
+        page.goto(f"{url}/#/approvals")
+        _ready(page, ".approval pre.diff", "+hello web")
+        card = page.inner_text(".approval")
+        assert "-hello" in card and "old_string" not in card, card
+        button = page.locator(".approval button.approve").bounding_box()
+        assert button is not None and button["y"] + button["height"] <= WIDE["height"]
+        page.click(".approval button.approve")  # answered from here, as before
+        web.wait("the Bash ask", lambda: web.approval(sid)["operation"] == "Bash")
+        page.goto(f"{url}/#/approvals")
+        _ready(page, ".approval pre.command", "$ rm -rf build")
+

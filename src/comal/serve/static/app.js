@@ -244,30 +244,29 @@ async function turnView(id, n) {
 }
 
 // -- approvals ------------------------------------------------------------------------------
+// Each pending ask as the chat shows it (web.js): a Write's or Edit's diff, a command, else the
+// arguments; the answer's buttons beside its title.
 async function approvalsView() {
   const data = await api("/api/approvals");
-  const rows = data.approvals.map((a) => `
-    <div class="card approval" data-id="${esc(a.id)}">
-      <div class="what"><b>${esc(a.operation)}</b> <code>${esc(JSON.stringify(a.arguments))}</code>
-        <div class="muted">session <a href="#/s/${esc(a.session)}">${short(a.session)}</a> ·
-          proposed by ${esc(a.actor.kind)} ${esc(a.actor.id)} · rule ${esc(a.rule)}${a.reason ? ` (${esc(a.reason)})` : ""} ·
-          effects ${esc(a.effects.map((e) => e.kind).join(", "))}</div></div>
-      <button class="approve" data-answer="true">Approve</button>
-      <button class="deny" data-answer="false">Deny</button>
-    </div>`).join("");
-  main.innerHTML = `<h1>Approvals</h1>
-    <p class="muted">A running agent's calls that its policy sends to a human. Your answer is
-      recorded with your identity as this server authenticated it.</p>
-    ${rows || `<p class="muted" id="no-approvals">Nothing is waiting for an answer.</p>`}`;
-  for (const button of main.querySelectorAll("button[data-answer]")) {
-    button.onclick = async () => {
-      const card = button.closest(".approval");
-      const a = data.approvals.find((x) => x.id === card.dataset.id);
+  const cards = data.approvals.map((a) => {
+    const answer = async (granted) => {
       // post() (web.js) sends the server's CSRF token with the answer.
-      await post(`/api/approvals/${a.session}/${a.id}`, { granted: button.dataset.answer === "true" });
+      await post(`/api/approvals/${a.session}/${a.id}`, { granted });
       render();
     };
-  }
+    const path = a.arguments && typeof a.arguments.path === "string" ? " " + a.arguments.path : "";
+    return el("div", { class: "card approval", "data-id": a.id },
+      el("div", { class: "approval-head" },
+        el("div", { class: "what" }, el("b", {}, `${a.operation}${path}`), " · session ",
+          el("a", { href: `#/s/${a.session}` }, a.session.slice(0, 8))),
+        el("button", { class: "approve", "data-answer": "true", onclick: () => answer(true) }, "Approve"),
+        el("button", { class: "deny", "data-answer": "false", onclick: () => answer(false) }, "Deny")),
+      approvalWhat(a),
+      el("div", { class: "muted" }, `proposed by ${a.actor.kind} ${a.actor.id} · rule ${a.rule}${a.reason ? ` (${a.reason})` : ""} · effects ${a.effects.map((e) => e.kind).join(", ")}`));
+  });
+  main.replaceChildren(el("h1", {}, "Approvals"),
+    el("p", { class: "muted" }, "A running agent's calls that its policy sends to a human. Your answer is recorded with your identity as this server authenticated it."),
+    ...(cards.length ? cards : [el("p", { class: "muted", id: "no-approvals" }, "Nothing is waiting for an answer.")]));
 }
 
 // -- the API's schema -----------------------------------------------------------------------

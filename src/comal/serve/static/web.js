@@ -122,10 +122,7 @@ function diff(text) {
 
 function approvalCard(a) {
   if (document.querySelector(`.ask[data-id="${a.id}"]`)) return;
-  const command = a.arguments && typeof a.arguments.command === "string" ? a.arguments.command : null;
-  const what = a.change ? diff(a.change)
-    : command !== null ? el("pre", { class: "command" }, "$ " + command)
-    : el("pre", {}, JSON.stringify(a.arguments, null, 1));
+  const what = approvalWhat(a);
   const answer = async (granted, always = false) => {
     card.querySelectorAll("button").forEach((b) => { b.disabled = true; });
     try {
@@ -143,6 +140,15 @@ function approvalCard(a) {
       a.always ? el("button", { class: "always", onclick: () => answer(true, true) }, "Always") : null,
       el("button", { class: "deny", onclick: () => answer(false) }, "Deny")));
   document.getElementById("asks").append(card);
+}
+
+// What an approval would do, as the person reads it: a Write's or Edit's diff, a command, else
+// the arguments. The dashboard's Approvals page shows the same.
+function approvalWhat(a) {
+  const command = a.arguments && typeof a.arguments.command === "string" ? a.arguments.command : null;
+  return a.change ? diff(a.change)
+    : command !== null ? el("pre", { class: "command" }, "$ " + command)
+    : el("pre", { class: "arguments" }, JSON.stringify(a.arguments, null, 1));
 }
 
 async function gauge() {
