@@ -65,3 +65,23 @@ def test_the_approvals_page_shows_the_diff_and_the_command(tmp_path: Path) -> No
         page.goto(f"{url}/#/approvals")
         _ready(page, ".approval pre.command", "$ rm -rf build")
 
+
+def test_the_run_page_starts_sessions_with_the_servers_engine(tmp_path: Path) -> None:
+    # covers: SRF-1, CFG-1
+    s = site(tmp_path, [{"content": [say("Nothing to change.")]}])
+    server = Process(s, None, "--engine", "dag")
+    server.start()
+    try:
+        with chromium() as browser:
+            page = browser.new_page(viewport=WIDE)
+            page.goto(server.url + "/#/run")
+            _ready(page, "#new-session")
+            assert page.input_value("#new-engine") == "dag"
+            page.fill("#new-prompt", "Say nothing.")
+            page.click("#new-session button[type=submit]")
+            _ready(page, "#transcript .line")
+            sid = page.url.rsplit("/", 1)[-1]
+        assert Web(server.url).get(f"/api/sessions/{sid}").json()["engine"] == "dag"
+    finally:
+        server.kill()
+

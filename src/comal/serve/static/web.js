@@ -65,6 +65,8 @@ async function runView() {
     el("label", {}, "Mode", select("new-mode", info.modes)),
     prompt, el("button", { type: "submit", class: "approve" }, "Start"), problem);
   form.querySelector("#new-mode").value = info.mode;
+  // The engine comal serve runs (--engine, else the configuration's), not the list's first.
+  if (info.engine) form.querySelector("#new-engine").value = info.engine;
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     try {
