@@ -85,3 +85,21 @@ def test_the_run_page_starts_sessions_with_the_servers_engine(tmp_path: Path) ->
     finally:
         server.kill()
 
+
+def test_the_page_has_an_icon_and_asks_for_nothing_missing(tmp_path: Path) -> None:
+    # covers: SRF-1
+    s = site(tmp_path, [{"content": [say("Nothing to change.")]}])
+    with in_thread(s) as (url, _), chromium() as browser:
+        page = browser.new_page(viewport=WIDE)
+        missing: list[str] = []
+        page.on("response", lambda r: missing.append(r.url) if r.status == 404 else None)
+        page.goto(url + "/#/run")
+        _ready(page, "#new-session")
+        icon_link = page.get_attribute("link[rel=icon]", "href")
+        assert missing == [] and icon_link, (missing, icon_link)
+        # What a browser asks for whatever the page links, and what the page links.
+        for path in ("/favicon.ico", icon_link):
+            icon = Web(url).get(path)
+            assert icon.status_code == 200, path
+            assert icon.headers["content-type"].startswith("image/svg+xml"), icon.headers
+
