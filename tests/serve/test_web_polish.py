@@ -103,3 +103,33 @@ def test_the_page_has_an_icon_and_asks_for_nothing_missing(tmp_path: Path) -> No
             assert icon.status_code == 200, path
             assert icon.headers["content-type"].startswith("image/svg+xml"), icon.headers
 
+
+def test_an_output_shows_once_when_the_page_opened_mid_run(tmp_path: Path) -> None:
+    # covers: SRF-1
+    script = [{"content": [tool("r1", "Read", path="notes.txt")]}, {"content": [say("Read.")]}]
+    s = site(tmp_path, script)
+    with in_thread(s) as (url, led), chromium() as browser:
+        web = Web(url)
+        sid = web.post("/api/sessions", {"prompt": "read the notes"}).json()["session"]
+        web.idle(sid)
+        page = browser.new_page(viewport=WIDE)
+        page.goto(f"{url}/#/chat/{sid}")
+        _ready(page, "#transcript .line.output")
+        # What the worker writes just after the transcript the page read: the same call's
+        # events, as when the page opens between a result stored and its events written.
+        scope = next(i.scope for i in led.sessions() if i.id == sid)
+        live = LiveEvents(led, scope)
+        live.emit("call", name="Read", arguments=json.dumps({"path": "notes.txt"}))
+        live.emit("judged", call_id="r1")
+        live.emit("executed", call_id="r1")
+        live.emit("result", text="Read: ok (allow by mode:ask)")
+        live.emit("output", text=NOTES_READ)
+        _ready(page, "#transcript .line.result", "Read: ok")
+        page.wait_for_timeout(300)  # events are drawn in order: nothing of them is left
+        outputs = page.locator("#transcript .line.output").count()
+        calls = page.locator("#transcript .line.call").count()
+        assert (outputs, calls) == (1, 1), page.inner_text("#transcript")
+
+
+NOTES_READ = "1\thello\n"
+
