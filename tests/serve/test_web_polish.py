@@ -133,3 +133,35 @@ def test_an_output_shows_once_when_the_page_opened_mid_run(tmp_path: Path) -> No
 
 NOTES_READ = "1\thello\n"
 
+
+def test_the_per_turn_chart_keeps_every_bar_and_its_last_label(tmp_path: Path) -> None:
+    # covers: OBS-1
+    s = site(tmp_path, [{"content": [say("Nothing to change.")]}])
+    turns = 150
+    with open_ledger(s.ledger_path) as led:
+        scope = led.create_session("local", "comal", title="many turns")
+        steps = [StepInput([Message.user("go")])]
+        for i in range(turns):
+            used = Usage(
+                new_input=1_000 + 10 * i, cache_read=0, cache_write=0, output=5, reasoning=None
+            )
+            usage = UsageInput(used, model="m")
+            call = ToolCall(f"c{i}", "Bash", json.dumps({"command": f"echo {i}"}))
+            reply = [Message.assistant("", call), Message.tool(f"c{i}", str(i))]
+            steps.append(StepInput(reply, usages=[usage]))
+        led.append_steps(scope, steps)
+        sid = scope.session
+    with in_thread(s) as (url, _), chromium() as browser:
+        page = browser.new_page(viewport=WIDE)
+        page.goto(f"{url}/#/s/{sid}")
+        _ready(page, "#turns-chart rect.sent")
+        outside = page.locator("#turns-chart").evaluate(
+            "(svg) => { const w = svg.viewBox.baseVal.width;"
+            " return [...svg.querySelectorAll('rect, text')].map((e) => e.getBBox())"
+            ".filter((b) => b.x < 0 || b.x + b.width > w + 0.5).length; }"
+        )
+        labels = page.locator("#turns-chart text").evaluate_all(
+            "(els) => els.map((e) => e.textContent)"
+        )
+        assert outside == 0 and str(turns - 1) in labels, (outside, labels[-5:])
+

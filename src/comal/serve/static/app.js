@@ -106,13 +106,18 @@ async function sessionsView() {
 // -- one session ----------------------------------------------------------------------------
 function turnsChart(sessionId, turns) {
   if (!turns.length) return `<p class="muted">No model requests recorded yet.</p>`;
-  const width = 1180, height = 220, pad = 44;
+  // Room on the right for the last label; bars narrow (to 1 px, no gap) before they overflow.
+  const width = 1180, height = 220, pad = 44, right = 28;
   // What reached the model, measured: the proxy's own count of what it sent, else the usage the
   // provider reported (an imported transcript records only that: nothing was assembled).
   const measured = (t) => t.input_tokens ?? (t.usage.new_input ?? 0) + (t.usage.cache_read ?? 0) + (t.usage.cache_write ?? 0);
   const imported = turns.every((t) => t.session_tokens == null && t.stage == null);
   const top = Math.max(...turns.map((t) => Math.max(t.session_tokens || 0, measured(t), t.window || 0)), 1);
-  const bar = Math.max(4, Math.min(36, (width - pad) / turns.length - 4));
+  const step = (width - pad - right) / turns.length;
+  const gap = step >= 8 ? 4 : step >= 3 ? 1 : 0;
+  const bar = Math.max(1, Math.min(36, step - gap));
+  // One label every `every` turns, at least 30 px apart, always the last one too.
+  const every = Math.max(1, Math.ceil(30 / step));
   const y = (v) => height - 24 - ((v || 0) / top) * (height - 44);
   const parts = [];
   const windowLine = turns.find((t) => t.window);
@@ -122,7 +127,7 @@ function turnsChart(sessionId, turns) {
     parts.push(`<text x="${pad + 4}" y="${wy - 4}">window ${fmt(windowLine.window)}</text>`);
   }
   turns.forEach((t, i) => {
-    const x = pad + i * (bar + 4);
+    const x = pad + i * step;
     const sent = measured(t);
     const full = t.session_tokens ?? sent;
     // A checkpoint derived at this turn or one still standing in for older history: either
@@ -131,7 +136,10 @@ function turnsChart(sessionId, turns) {
     parts.push(`<a href="#/s/${esc(sessionId)}/t/${t.turn}">
       <rect x="${x}" y="${y(full)}" width="${bar}" height="${height - 24 - y(full)}" fill="var(--full)"><title>turn ${t.turn}: full history ${fmt(full)}</title></rect>
       <rect class="sent" x="${x + bar * 0.2}" y="${y(sent)}" width="${bar * 0.6}" height="${height - 24 - y(sent)}" fill="${color}"><title>turn ${t.turn}: sent ${fmt(sent)} (${esc(t.stage || "")})</title></rect></a>`);
-    if (turns.length <= 40 || i % 5 === 0) parts.push(`<text x="${x}" y="${height - 8}">${t.turn}</text>`);
+    const last = i === turns.length - 1;
+    if (last || (i % every === 0 && turns.length - 1 - i >= every / 2)) {
+      parts.push(`<text x="${x + bar / 2}" y="${height - 8}" text-anchor="middle">${t.turn}</text>`);
+    }
   });
   parts.push(`<text x="0" y="${y(top) + 4}">${fmt(top)}</text><text x="0" y="${height - 24}">0</text>`);
   const legend = imported
