@@ -165,3 +165,25 @@ def test_the_per_turn_chart_keeps_every_bar_and_its_last_label(tmp_path: Path) -
         )
         assert outside == 0 and str(turns - 1) in labels, (outside, labels[-5:])
 
+
+def test_approval_buttons_are_on_screen_at_1400_by_900(tmp_path: Path) -> None:
+    # covers: SRF-1, OPS-2
+    script = [
+        {"content": [say("Writing the long file."), tool("w1", "Write", path="long.txt",
+                                                          content=LONG)]},
+        *SCENARIO[3:4],
+    ]  # fmt: skip
+    s = site(tmp_path, script)
+    with in_thread(s) as (url, _), chromium() as browser:
+        web = Web(url)
+        sid = web.post("/api/sessions", {"prompt": "write it"}).json()["session"]
+        web.approval(sid)
+        page = browser.new_page(viewport=WIDE)
+        page.goto(f"{url}/#/chat/{sid}")
+        _ready(page, ".ask pre.diff", "+line 119")
+        for name in ("approve", "deny"):
+            box = page.locator(f".ask button.{name}").bounding_box()
+            assert box is not None and 0 <= box["y"] and box["y"] + box["height"] <= 900, box
+        page.click(".ask button.approve")
+        web.idle(sid)
+        assert (s.work / "long.txt").read_text() == LONG

@@ -133,15 +133,19 @@ function approvalCard(a) {
     } catch (error) { card.append(el("p", { class: "problem" }, error.message)); }
   };
   const path = a.arguments && typeof a.arguments.path === "string" ? " " + a.arguments.path : "";
+  // The answer first, under the title: a long diff scrolls in its own box below it, so the
+  // buttons stay on screen (1400 x 900 and up).
   const card = el("div", { class: "card ask", "data-id": a.id },
-    el("div", { class: "asktitle" }, `Approve ${a.operation}${path}?`), what,
-    el("div", { class: "muted" }, `${a.actor.kind} ${a.actor.id} proposes it · effects: ${(a.effects || []).map((e) => e.kind).join(", ") || "none"} · asked by rule ${a.rule}${a.reason ? ` (${a.reason})` : ""}`),
-    a.always ? el("div", { class: "muted" }, `always: adds the rule allow ${a.always}`) : null,
+    el("div", { class: "asktitle" }, `Approve ${a.operation}${path}?`),
     el("div", { class: "buttons" },
       el("button", { class: "approve", onclick: () => answer(true) }, "Allow once"),
       a.always ? el("button", { class: "always", onclick: () => answer(true, true) }, "Always") : null,
-      el("button", { class: "deny", onclick: () => answer(false) }, "Deny")));
+      el("button", { class: "deny", onclick: () => answer(false) }, "Deny")),
+    what,
+    el("div", { class: "muted" }, `${a.actor.kind} ${a.actor.id} proposes it · effects: ${(a.effects || []).map((e) => e.kind).join(", ") || "none"} · asked by rule ${a.rule}${a.reason ? ` (${a.reason})` : ""}`),
+    a.always ? el("div", { class: "muted" }, `always: adds the rule allow ${a.always}`) : null);
   document.getElementById("asks").append(card);
+  card.scrollIntoView({ block: "nearest" });
 }
 
 // What an approval would do, as the person reads it: a Write's or Edit's diff, a command, else
