@@ -386,7 +386,10 @@ def test_a_postgres_url_never_becomes_a_file_and_its_password_never_shows(
     assert list(tmp_path.iterdir()) == []  # no SQLite file named after the URL
 
 
-@pytest.mark.skipif(not os.environ.get("COMAL_TEST_PG"), reason="needs COMAL_TEST_PG")
+@pytest.mark.skipif(
+    not os.environ.get("COMAL_TEST_PG"),
+    reason='COMAL_TEST_PG not set; run `eval "$(.ci/run postgres)"` to test PostgreSQL',
+)
 def test_a_postgres_session_lock_holds_across_connections() -> None:
     # covers: RES-2, LED-4
     import uuid
