@@ -3,6 +3,7 @@ person runs it: ``comal`` in a process, in a home of its own."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -267,3 +268,35 @@ def test_fakeserver_runs_as_an_upstream_of_its_own(user: User) -> None:
     no_script = [sys.executable, "-m", "comal.testing", str(user.base / "no.jsonl")]
     missing = subprocess.run(no_script, env=user.env(), capture_output=True, text=True, timeout=60)
     assert missing.returncode == 2 and "cannot read the script" in missing.stderr
+
+
+def _early_breaks(shown: str, width: int) -> list[str]:
+    """Lines of the help's text and of its Commands panel that end well before the width
+    although their paragraph goes on: a sentence broken where the source wrapped it."""
+    lines = shown.splitlines()
+    found = []
+    in_commands = False
+    for line, after in itertools.pairwise(lines):
+        if line.startswith("╭─ Commands"):
+            in_commands = True
+            continue
+        if line.startswith("╰"):
+            in_commands = False
+        if in_commands:
+            text, going_on = line.strip("│ ").rstrip(), after.startswith("│" + " " * 11)
+        elif line.startswith(" ") and not line.lstrip().startswith(("Usage:", "│", "╭", "╰")):
+            text, going_on = line.strip(), bool(after.strip()) and after.startswith(" ")
+        else:
+            continue
+        if going_on and text and len(text) < width * 0.6:
+            found.append(line)
+    return found
+
+
+def test_help_flows_its_sentences_and_shows_no_bool(user: User) -> None:
+    # covers: OPS-1
+    for args in (("--help",), ("sessions", "--help"), ("agent", "--help"), ("rm", "--help")):
+        shown = user.comal(*args, COLUMNS="100")
+        assert shown.returncode == 0, shown.stderr
+        assert "<bool>" not in shown.stdout, (args, shown.stdout)
+        assert _early_breaks(shown.stdout, 100) == [], (args, shown.stdout)
