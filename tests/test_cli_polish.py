@@ -300,3 +300,15 @@ def test_help_flows_its_sentences_and_shows_no_bool(user: User) -> None:
         assert shown.returncode == 0, shown.stderr
         assert "<bool>" not in shown.stdout, (args, shown.stdout)
         assert _early_breaks(shown.stdout, 100) == [], (args, shown.stdout)
+
+
+def test_show_json_names_the_entry_as_the_table_does(user: User) -> None:
+    # covers: LED-1
+    session = _long_session(user)
+    table = user.comal("show", session[:8], COLUMNS="200").stdout
+    rows = json.loads(user.comal("show", session[:8], "--json").stdout)
+    header = next(line for line in table.splitlines() if "seq" in line and "role" in line)
+    assert "entry" in header and "id" not in header.split(), header
+    assert [set(r) & {"entry", "id"} for r in rows] == [{"entry"}], rows
+    found = json.loads(user.comal("search", "--json", "parser").stdout)
+    assert found[0]["entry"] == rows[0]["entry"]  # one name for one thing, on every command

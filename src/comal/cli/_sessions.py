@@ -153,7 +153,8 @@ def show(
     rows = []
     for e in entries:
         row: dict[str, Any] = {
-            "id": e.id,
+            # "entry", as the table's column, search --json and comal evidence --entry name it
+            "entry": e.id,
             "seq": e.seq,
             "step": e.step,
             "role": e.role,
