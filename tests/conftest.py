@@ -18,7 +18,7 @@ def corpus_dir() -> Path:
     if not CORPUS.is_dir():
         if os.environ.get("CI") == "true":
             pytest.fail(f"corpus missing at {CORPUS} (CI must run beside ../shared)")
-        pytest.skip(f"corpus not found at {CORPUS}")
+        pytest.skip(f"the shared corpus is not at {CORPUS} (it lives beside the repository)")
     return CORPUS
 
 

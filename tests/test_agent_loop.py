@@ -305,7 +305,9 @@ def test_the_cached_prefix_holds_across_turns(tmp_path: Path) -> None:
 def test_compact_requested_waits_for_the_next_turn(tmp_path: Path) -> None:
     # covers: LIM-7
     r = rig(tmp_path)
-    script = [reply(tool(f"b{i}", "Bash", command=f"echo {i}")) for i in range(7)]
+    # Outputs long enough that a checkpoint is smaller than they are (one that is not, is
+    # not stored).
+    script = [reply(tool(f"b{i}", "Bash", command=f"seq {i} 400")) for i in range(7)]
     agent = r.agent(ScriptedProvider([*script, reply(text("done"))]))
     agent.request_compact()
     assert r.ledger.checkpoints(r.scope) == []  # nothing happens while no turn runs

@@ -65,7 +65,10 @@ def test_a_queued_message_outlives_its_process_and_goes_in_once(tmp_path: Path) 
         rt.ledger.close()
 
 
-@pytest.mark.skipif(not sandbox_status().available, reason="Bash runs in the OS sandbox")
+@pytest.mark.skipif(
+    not sandbox_status().available,
+    reason=f"Bash runs in the OS sandbox, not usable here: {sandbox_status().reason}",
+)
 def test_a_stop_answers_the_calls_that_never_started(tmp_path: Path) -> None:
     # covers: DRV-2, RES-4
     # The model proposes two commands; the first is stopped while it runs: the second never

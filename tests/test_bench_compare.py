@@ -141,7 +141,10 @@ def test_masking_keeps_the_newest_results_and_rewrites_the_older_ones(
 
 
 def test_langchain_trim_runs_the_real_package(ledger: SQLiteLedger) -> None:
-    pytest.importorskip("langchain_core")
+    pytest.importorskip(
+        "langchain_core",
+        reason="the langchain extra is not installed (make installs it)",
+    )
     session = _session(ledger)
     trim = make_strategy("langchain-trim", default_counter())
     budget = Budget.for_window(16_000, system_tokens=0, tools_tokens=0)

@@ -33,7 +33,10 @@ def _session(ledger: SQLiteLedger) -> Session:
 
 
 def test_langchain_summarization_runs_the_real_middleware(ledger: SQLiteLedger) -> None:
-    pytest.importorskip("langchain.agents.middleware")
+    pytest.importorskip(
+        "langchain.agents.middleware",
+        reason="the langchain extra is not installed (make installs it)",
+    )
     session = _session(ledger)
     strategy = make_strategy("langchain-summarization", default_counter())
     budget = Budget.for_window(16_000, system_tokens=0, tools_tokens=0)
@@ -60,7 +63,10 @@ def test_langchain_summarization_runs_the_real_middleware(ledger: SQLiteLedger) 
 
 
 def test_langchain_summarization_takes_a_trigger_fraction() -> None:
-    pytest.importorskip("langchain.agents.middleware")
+    pytest.importorskip(
+        "langchain.agents.middleware",
+        reason="the langchain extra is not installed (make installs it)",
+    )
     counter = default_counter()
     assert make_strategy("langchain-summarization:trigger=0.5", counter).name.endswith("0.5")
     for bad in ("langchain-summarization:trigger=2", "langchain-summarization:keep=3"):

@@ -27,7 +27,9 @@ runner = CliRunner()
 def test_the_litellm_config_points_an_anthropic_model_at_the_fake_server_offline() -> None:
     # covers: SCL-2
     text = litellm_config("http://127.0.0.1:4242", master_key="sk-test")
-    yaml = pytest.importorskip("yaml")
+    yaml = pytest.importorskip(
+        "yaml", reason="PyYAML is not installed (the bench extra: make installs it)"
+    )
     config = yaml.safe_load(text)
     (model,) = config["model_list"]
     assert model["model_name"] == "claude-sonnet-4-5"
@@ -94,7 +96,7 @@ def test_litellm_row_reaches_the_fake_server() -> None:
     # covers: SCL-2
     program, why = find_litellm()
     if program is None:
-        pytest.skip(f"{why}")
+        pytest.skip(f"the LiteLLM row cannot run here: {why}")
     report = run_proxy_comparison(concurrency=(1,), turns=2, workers=1)
     rows = {r.path: r for r in report.rows}
     litellm: PathRow = rows["litellm"]

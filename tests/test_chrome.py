@@ -20,9 +20,13 @@ from comal.ledger import open_ledger
 from comal.ops import receipts
 from comal.plugins import reset_plugins
 
-pytest.importorskip("playwright")
+pytest.importorskip(
+    "playwright",
+    reason="playwright is not installed: the chrome extra (make installs it)",
+)
 pytestmark = pytest.mark.skipif(
-    not Path("/usr/bin/chromium").exists(), reason="Debian's chromium is not installed"
+    not Path("/usr/bin/chromium").exists(),
+    reason="Debian's chromium is not installed (apt-get install chromium; .ci/run does)",
 )
 
 

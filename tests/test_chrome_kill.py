@@ -28,10 +28,16 @@ from _fork_server import Zygote
 from comal.ledger import LedgerBackend, Scope, open_ledger
 from comal.ops import receipts
 
-pytest.importorskip("playwright")
+pytest.importorskip(
+    "playwright",
+    reason="playwright is not installed: the chrome extra (make installs it)",
+)
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="no Debian chromium"),
+    pytest.mark.skipif(
+        not Path("/usr/bin/chromium").exists(),
+        reason="Debian's chromium is not installed (apt-get install chromium; .ci/run does)",
+    ),
 ]
 
 DRIVER = Path(__file__).with_name("_chrome_kill_driver.py")

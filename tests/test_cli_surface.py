@@ -95,7 +95,7 @@ def test_every_operation_on_the_cli_surface_has_a_command_that_runs_it(
     made = json.loads(_cli(db, "compact", sid, "--engine", "dag", "--json"))["made"]
     summary = next(m["id"] for m in made if "id" in m) if made else 1
     rows = json.loads(_cli(db, "show", sid, "--json"))
-    entry = next(r["id"] for r in rows if r["role"] == "tool")
+    entry = next(r["entry"] for r in rows if r["role"] == "tool")
     examples = _example_args(entry, summary, os.environ["COMAL_TEST_PAGE"])
     for name in names:
         if name in OWN_COMMAND:

@@ -92,9 +92,9 @@ def test_show_prints_the_ids_evidence_takes(tmp_path: Path) -> None:
     _s, entry, record, _note = _session(tmp_path)
     db = tmp_path / "ledger.db"
     rows = json.loads(_cli(db, "show", "sess-ev", "--json")[1])
-    (result,) = [r for r in rows if r["id"] == entry]
+    (result,) = [r for r in rows if r["entry"] == entry]
     assert result["record"] == record
-    assert all("record" not in r for r in rows if r["id"] != entry)
+    assert all("record" not in r for r in rows if r["entry"] != entry)
     _code, table = _cli(db, "show", "sess-ev")
     line = next(x for x in table.splitlines() if f"record {record}" in x)
     assert re.search(rf"\b{entry}\b", line), table

@@ -40,7 +40,8 @@ def test_the_fourth_engine_runs_everywhere_the_others_do(tmp_path: Path, fold: N
     r = rig(tmp_path)
     config = engine.config_type.model_validate({"counter": EstimatingCounter()})
     settings = settings_for(engine=config, engine_name="fold")
-    steps = [reply(tool(f"b{i}", "Bash", command=f"echo {i}")) for i in range(8)]
+    # Outputs a checkpoint is smaller than (/compact stores none that is not smaller).
+    steps = [reply(tool(f"b{i}", "Bash", command=f"seq {i} 400")) for i in range(8)]
     r.agent(ScriptedProvider([*steps, reply(text("done"))]), settings=settings).run("go")
     # The maintenance after a turn planned the plugin's job; its handler stored the fold.
     folded = r.ledger.records(r.scope, "event", kinds=(plugin.FOLDED,))

@@ -155,7 +155,7 @@ def test_file_reads_get_the_larger_cap(s: Setup) -> None:
     assert receipt.output.stored is not None
 
 
-@pytest.mark.skipif(not HAS_EVIDENCE, reason="comal.evidence is not installed")
+@pytest.mark.skipif(not HAS_EVIDENCE, reason="comal.evidence is missing from this install of comal")
 def test_evidence_read_pages_a_stored_output_back_exactly(s: Setup) -> None:
     # covers: EVI-1, EVI-2, PIP-3
     text = "".join(f"row {i} ünïcødé 🐍\n" for i in range(2000))
@@ -187,7 +187,7 @@ def test_evidence_read_pages_a_stored_output_back_exactly(s: Setup) -> None:
     assert bad.status == "error"
 
 
-@pytest.mark.skipif(not HAS_EVIDENCE, reason="comal.evidence is not installed")
+@pytest.mark.skipif(not HAS_EVIDENCE, reason="comal.evidence is missing from this install of comal")
 def test_evidence_read_of_an_entry(s: Setup) -> None:
     # covers: EVI-1
     (s.root / "a.txt").write_text("hello\n")

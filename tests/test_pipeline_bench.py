@@ -15,7 +15,10 @@ from comal.ledger import SQLiteLedger, open_ledger
 from comal.messages import Message, Role, ToolCall
 from comal.tokens import Budget, default_counter
 
-pytest.importorskip("langchain.agents.middleware")
+pytest.importorskip(
+    "langchain.agents.middleware",
+    reason="the langchain extra is not installed (make installs it)",
+)
 
 
 def _session(ledger: SQLiteLedger, steps: int = 12) -> Session:

@@ -50,3 +50,20 @@ def test_the_answer_shows_once_in_a_terminal(tmp_path: Path) -> None:
 def test_a_pipe_still_gets_the_answer(tmp_path: Path) -> None:
     shown, piped = _run(tmp_path, stdout_tty=False)
     assert piped.strip() == ANSWER and shown.count(ANSWER) == 1, (shown, piped)
+
+
+def test_the_answer_shows_once_when_both_streams_are_captured(tmp_path: Path) -> None:
+    """``comal -p ... 2>&1 | tee log`` and ``> out 2>&1``: stdout and stderr are one pipe or
+    one file, where the streamed answer was already written; it is not written again."""
+    script = write_script(tmp_path / "s.jsonl", [reply(text(ANSWER))])
+    args = [sys.executable, "-m", "comal", "--ledger", str(tmp_path / "l.db"),
+            "-p", "hello", "--model", f"script:{script}"]  # fmt: skip
+    piped = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=True)
+    assert piped.stdout.decode().count(ANSWER) == 1, piped.stdout.decode()
+    log = tmp_path / "out.txt"
+    with log.open("wb") as both:
+        subprocess.run(args, stdout=both, stderr=both, check=True)
+    assert log.read_text().count(ANSWER) == 1, log.read_text()
+    # Apart, each stream keeps its own copy: stdout alone still has the answer.
+    apart = subprocess.run(args, capture_output=True, check=True)
+    assert apart.stdout.decode().strip() == ANSWER, apart

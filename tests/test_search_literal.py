@@ -208,6 +208,25 @@ def test_the_models_recall_tools_read_queries_as_text(any_ledger: LedgerBackend)
     assert receipt.status != "ok" and outcome.result.is_error
 
 
+def test_text_is_found_as_written_past_its_words_in_order(any_ledger: LedgerBackend) -> None:
+    # covers: LED-5, LED-4
+    # "x.y()" is the text x.y(), not the words x and y: the index finds its words in order,
+    # the text then decides, and a rare text behind common words is still found, in a
+    # bounded number of index reads.
+    decoys = ["x y", "x, y", "ax.y()", "x.yz()", "x. y()"] * 12
+    scope = _session(any_ledger, [*decoys, "call x.y() now", "X.Y()"])
+    statements: list[str] = []
+    with any_ledger.trace(lambda sql, _args: statements.append(sql)):
+        hits = any_ledger.search(scope, "x.y()", limit=5)
+    assert sorted(h.seq for h in hits) == [len(decoys), len(decoys) + 1], hits
+    assert sorted(h.snippet[a:b] for h in hits for a, b in h.marks) == ["X.Y()", "x.y()"]
+    ranked = [s for s in statements if "MATCH" in s or "@@" in s]
+    assert 1 < len(ranked) <= 5, ranked  # batches growing fourfold up to MAX_HITS
+    # White space is any white space; a word is whole at the text's ends.
+    scope = _session(any_ledger, ["run  the\ttests", "rerun the tests", "run the testsuite"])
+    assert [h.seq for h in any_ledger.search(scope, "run the tests")] == [0]
+
+
 def test_queries_over_the_limits_are_refused_before_they_run(any_ledger: LedgerBackend) -> None:
     # covers: LED-5
     scope = _session(any_ledger, ["alpha beta gamma"])

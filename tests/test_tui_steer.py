@@ -26,7 +26,8 @@ from comal.testing import ScriptedProvider
 from comal.tui import ComalApp
 
 pytestmark = pytest.mark.skipif(
-    not sandbox_status().available, reason="Bash runs in the OS sandbox (bubblewrap)"
+    not sandbox_status().available,
+    reason=f"Bash runs in the OS sandbox, not usable here: {sandbox_status().reason}",
 )
 
 

@@ -216,7 +216,7 @@ def test_state_shows_the_board_on_every_surface(
     info = r.ledger.session(r.scope)
     assert info is not None
     assert session_view(r.ledger, info)["work"]["board"]["items"][0]["status"] == "pending"
-    from comal.tui._app import board_note
+    from comal.tui._status import board_note
 
     assert board_note(runtime) == " · board 0/1 verified, 1 open"
 

@@ -53,7 +53,8 @@ Packages add leaves where they raise them, each also under the class a caller al
   ``IntegrationInput`` (an option or a framework value an adapter cannot use) (UserError);
 - ``comal.cli``: ``OutputPathError`` (UserError), a file or folder a command cannot write;
   ``ListingError`` (UserError, ``SESSIONS_OPTION``), a ``comal sessions`` page or time it cannot
-  read;
+  read; ``ExportFormatError`` (UserError, ``EXPORT_FORMAT``), a ``comal export --format`` it
+  does not write, said with those it does;
 - ``comal.serve``: ``RequestRefused`` (UserError) → ``HostNotAllowed``, ``OriginNotAllowed``,
   ``KeyInURL``, ``RequestTimeout``, each with its HTTP status; ``JSONTooDeep``,
   ``ToolPairsBroken`` (InputError); ``CannotListen`` → ``AddressInUse`` (UserError), an address

@@ -32,7 +32,10 @@ def chromium(*args: str) -> Iterator[Any]:
     """Debian's chromium under Playwright (nothing downloaded); skips where it is missing."""
     if not CHROMIUM.exists() or shutil.which("chromium") is None:
         pytest.skip("Debian's chromium is missing: `.ci/run` installs it (apt-get install)")
-    sync_api = pytest.importorskip("playwright.sync_api")
+    sync_api = pytest.importorskip(
+        "playwright.sync_api",
+        reason="playwright is not installed: the chrome extra (make installs it)",
+    )
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), args=[*CHROMIUM_ARGS, *args])
         try:

@@ -39,7 +39,9 @@ def node_tool(name: str) -> Path:
     if not path.exists():
         pytest.skip(f"{path} is missing: run `make node` to install the real clients")
     if shutil.which("node") is None:
-        pytest.skip("node is not installed")
+        pytest.skip(
+            "node is not installed: the real Claude Code and Codex run on it (.ci/run installs it)"
+        )
     return path
 
 

@@ -59,6 +59,15 @@ SCENARIO: list[dict[str, Any]] = [
     {"content": [say("All done after the restart.")]},
 ]
 
+# Two reads, the older of a long log, before SCENARIO: /compact then has more before the
+# protected tail (the newest step, the five newest outputs) than a checkpoint of it would take,
+# and stores one (it stores none that would not make the context smaller).
+READS: list[dict[str, Any]] = [
+    {"content": [tool("r0", "Read", path="log.txt")]},
+    {"content": [tool("r1", "Read", path="notes.txt")]},
+]
+LOG = "".join(f"line {i}: all went well\n" for i in range(400))
+
 
 # The replies the first model answers before the scenario's /model.
 _SWITCHED_AT = 4
@@ -80,10 +89,12 @@ def site(tmp_path: Path, script: list[dict[str, Any]] = SCENARIO, **extra: Any) 
     work = tmp_path / "work"
     work.mkdir()
     (work / "notes.txt").write_text(NOTES)
+    (work / "log.txt").write_text(LOG)
     specs = []
     # The second model is switched to with /model after the scenario's first answer: a new
     # script starts at its own first reply (the requests it answered), so it holds the rest.
-    later = script[_SWITCHED_AT:] if script is SCENARIO else script
+    lead = len(script) - len(SCENARIO)  # READS before the scenario switch that much later
+    later = script[lead + _SWITCHED_AT :] if lead >= 0 and script[lead:] == SCENARIO else script
     for name, replies in (("first", script), ("second", later)):
         path = tmp_path / f"{name}.jsonl"
         path.write_text("".join(json.dumps(r) + "\n" for r in replies))
@@ -232,7 +243,10 @@ def chromium() -> Iterator[Any]:
     """Debian's chromium under Playwright (nothing downloaded); skips where it is missing."""
     if not CHROMIUM.exists() or shutil.which("chromium") is None:
         pytest.skip("Debian's chromium is missing: `.ci/run` installs it (apt-get install)")
-    sync_api = pytest.importorskip("playwright.sync_api")
+    sync_api = pytest.importorskip(
+        "playwright.sync_api",
+        reason="playwright is not installed: the chrome extra (make installs it)",
+    )
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         try:

@@ -46,7 +46,10 @@ def test_dashboard_pages_and_an_approval_in_chromium(tmp_path: Path) -> None:
         pytest.skip(
             "Debian's chromium is missing: `.ci/run` installs it (apt-get install chromium)"
         )
-    sync_api = pytest.importorskip("playwright.sync_api")
+    sync_api = pytest.importorskip(
+        "playwright.sync_api",
+        reason="playwright is not installed: the chrome extra (make installs it)",
+    )
     shots = _shots(tmp_path)
     work = tmp_path / "work"
     work.mkdir()
@@ -113,8 +116,13 @@ def test_imported_sessions_read_at_1400_px_and_on_a_phone(tmp_path: Path) -> Non
     # imported session's chart drew every bar full on a 0-1 axis (it read only what the proxy
     # records, which an import has not).
     if not CHROMIUM.exists() or shutil.which("chromium") is None:
-        pytest.skip("Debian's chromium is missing: `.ci/run` installs it")
-    sync_api = pytest.importorskip("playwright.sync_api")
+        pytest.skip(
+            "Debian's chromium is missing: `.ci/run` installs it (apt-get install chromium)"
+        )
+    sync_api = pytest.importorskip(
+        "playwright.sync_api",
+        reason="playwright is not installed: the chrome extra (make installs it)",
+    )
     runs = sorted((corpus_dir() / "mini-swe-agent").glob("deepseek-chat__*.json"))[:3]
     with proxy(tmp_path, []) as px:
         for run in runs:

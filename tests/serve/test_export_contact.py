@@ -110,7 +110,7 @@ def test_a_coded_error_after_a_commands_ledger_block_is_still_coded(
     def refuse(*args: Any) -> str:
         raise UserError("this session cannot be written as Markdown; try --format openai")
 
-    monkeypatch.setattr("comal.cli._sessions.markdown", refuse)
+    monkeypatch.setattr("comal.cli._export.markdown", refuse)
     for extra in ([], ["--json"]):
         result = runner.invoke(
             app, ["--ledger", str(db), "export", scope.session, "-f", "markdown", *extra]

@@ -22,7 +22,7 @@ from comal.ops import Actor
 from comal.serve import _web_sessions
 from comal.serve._web_sessions import WebRuntime
 
-from ._web_support import SCENARIO, Web, in_thread, say, site, tool
+from ._web_support import READS, SCENARIO, Web, in_thread, say, site, tool
 
 
 def _start(web: Web, **body: Any) -> str:
@@ -333,7 +333,7 @@ def test_the_events_say_what_the_tui_shows(tmp_path: Path) -> None:
 
     import httpx
 
-    s = site(tmp_path, SCENARIO[:4])
+    s = site(tmp_path, [*READS, *SCENARIO[:4]])  # READS: enough for /compact to store one
     with in_thread(s) as (url, _):
         web = Web(url)
         sid = _start(web)

@@ -15,7 +15,7 @@ from typing import Any
 
 from comal.ledger import open_ledger
 
-from ._web_support import Process, Web, chromium, in_thread, say, site, tool
+from ._web_support import READS, SCENARIO, Process, Web, chromium, in_thread, say, site, tool
 
 WAIT_FOR_GO = "while [ ! -f go ]; do sleep 0.05; done; echo went"
 
@@ -36,7 +36,7 @@ def _shows(page: Any, selector: str, text: str) -> None:
 
 def test_a_person_runs_steers_and_finishes_a_session_from_the_page(tmp_path: Path) -> None:
     # covers: SRF-1, OPS-2, OPS-6, RES-1, RES-2
-    s = site(tmp_path)
+    s = site(tmp_path, [*READS, *SCENARIO])  # READS: enough for /compact to store one
     shots = _shots(tmp_path)
     server = Process(s)
     server.start()

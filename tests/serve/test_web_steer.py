@@ -24,7 +24,8 @@ from comal.ops import sandbox_status
 from ._web_support import Process, Site, Web, say, site, tool
 
 pytestmark = pytest.mark.skipif(
-    not sandbox_status().available, reason="Bash runs in the OS sandbox (bubblewrap)"
+    not sandbox_status().available,
+    reason=f"Bash runs in the OS sandbox, not usable here: {sandbox_status().reason}",
 )
 
 WAIT_FOR_GO = "while [ ! -f go ]; do sleep 0.05; done; echo went"

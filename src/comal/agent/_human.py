@@ -340,7 +340,10 @@ def _compacted(report: SweepReport) -> ToolOutput:
     blocked = [{"code": b.code, "message": b.message} for b in report.blocked]
     stopped = report.stopped
     if not made:
-        text = "nothing to compact: only the protected tail follows the latest stand-in"
+        text = (
+            "nothing to compact: a stand-in for what precedes the protected tail (the newest "
+            "step and the recent outputs) would not make the context smaller"
+        )
         text += "".join(f"\n[{b['code']}] {b['message']}" for b in blocked)
         observed = {"queued": False, "made": [], "blocked": blocked, "stopped": stopped}
         return ToolOutput(text, observations=observed)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import inspect
 import sys
 from collections.abc import Callable, Iterable
 from typing import Annotated, Any
@@ -25,6 +26,7 @@ from ._root import agent_app, is_agent_invocation, normalize_argv
 _FLAT = (
     "_import",
     "_sessions",
+    "_export",
     "_context",
     "_replay",
     "_engine",
@@ -44,8 +46,9 @@ _GROUPS = {
 COMMAND_MODULES = {
     "import": "_import",
     **dict.fromkeys(
-        ("sessions", "show", "export", "search", "events", "rename", "rm", "verify"), "_sessions"
+        ("sessions", "show", "search", "events", "rename", "rm", "verify"), "_sessions"
     ),
+    "export": "_export",
     "context": "_context",
     "replay": "_replay",
     **dict.fromkeys(("state", "compact", "evidence"), "_engine"),
@@ -149,14 +152,32 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _flags_take_no_value(command: Any) -> Any:
-    """``--json``, not ``--json <bool>``: a flag's help shows no value to give it."""
+def _tidy_help(command: Any) -> Any:
+    """Help as a person reads it, for ``command`` and every command under it: ``--json``, not
+    ``--json <bool>`` (a flag, ``--help`` too, shows no value to give it); and a docstring's
+    paragraphs flowed to the terminal's width. Typer's rich help keeps each line break of a
+    docstring, so a sentence broke wherever the source wrapped it."""
+    import click
+
     for param in getattr(command, "params", []):
         if getattr(param, "is_flag", False):
             param.metavar = ""
+        if isinstance(getattr(param, "help", None), str):
+            param.help = _flowed(param.help)
+    helper = command.get_help_option(click.Context(command))
+    if helper is not None:
+        helper.metavar = ""
+    if isinstance(getattr(command, "help", None), str):
+        command.help = _flowed(command.help)
     for sub in getattr(command, "commands", {}).values():
-        _flags_take_no_value(sub)
+        _tidy_help(sub)
     return command
+
+
+def _flowed(text: str) -> str:
+    """Each paragraph of ``text`` on one line (paragraphs apart; click's ``\\b`` blocks kept)."""
+    paragraphs = inspect.cleandoc(text).split("\n\n")
+    return "\n\n".join(p if p.startswith("\b") else " ".join(p.split()) for p in paragraphs)
 
 
 def hoist_ledger(args: list[str]) -> list[str]:
@@ -218,7 +239,7 @@ def main(argv: list[str] | None = None) -> None:
         rest = hoist_ledger(args)
         module = COMMAND_MODULES.get(_command_of(rest) or "")
         target, name = build_app(None if module is None else [module]), "comal"
-    _flags_take_no_value(typer.main.get_command(target)).main(rest, prog_name=name)
+    _tidy_help(typer.main.get_command(target)).main(rest, prog_name=name)
 
 
 __all__ = ["COMMAND_MODULES", "app", "build_app", "main"]

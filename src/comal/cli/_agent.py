@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from ..providers import StreamEvent
 from ..errors import ComalError
 from ..safe_text import safe
-from ._common import emit_json, ledger
+from ._common import emit_json, ledger, said
 
 __all__ = ["EXIT_CODES", "run_prompt"]
 
@@ -169,7 +169,7 @@ def run_prompt(
                 for line in _sandbox_failures(result, box, led, runtime.scope):
                     progress.say("warn", line)
     except ComalError as exc:
-        error = {"code": exc.code, "message": str(exc)}
+        error = {"code": exc.code, "message": said(exc)}
         result = RunResult(session or "", "error", "", 0, error=error)
     result = result.denying()
     if result.error is not None:
@@ -218,14 +218,17 @@ def _times(n: int) -> str:
     return f" ({n} calls)" if n > 1 else ""
 
 
-def _same_terminal() -> bool:
-    """stdout and stderr are one terminal (a pipe or a file on either keeps the answer)."""
+def _same_destination() -> bool:
+    """stdout and stderr reach the same place: one terminal, or one pipe or file (``2>&1``,
+    a capture of both), where the streamed answer was already said. Apart (a pipe or a file
+    on one of them only), each keeps its own copy."""
     try:
         out, err = os.fstat(sys.stdout.fileno()), os.fstat(sys.stderr.fileno())
-        both = sys.stdout.isatty() and sys.stderr.isatty()
     except (OSError, ValueError, io.UnsupportedOperation):  # replaced streams (tests)
         return False
-    return both and (out.st_rdev, out.st_ino) == (err.st_rdev, err.st_ino)
+    if sys.stdout.isatty() and sys.stderr.isatty():
+        return (out.st_rdev, out.st_ino) == (err.st_rdev, err.st_ino)
+    return (out.st_dev, out.st_ino) == (err.st_dev, err.st_ino)
 
 
 def _report(result: RunResult, as_json: bool, progress: _Progress) -> None:
@@ -238,9 +241,9 @@ def _report(result: RunResult, as_json: bool, progress: _Progress) -> None:
         )
         emit_json(value)  # such characters as JSON escapes: the same value
         return
-    # Streamed to stderr already, on the terminal stdout shares: the same words, once.
-    said = _same_terminal() and progress.streamed.strip() == (result.answer or "").strip()
-    if result.answer and result.status != "error" and not said:
+    # Streamed to stderr already, where stdout goes too: the same words, once.
+    once = _same_destination() and progress.streamed.strip() == (result.answer or "").strip()
+    if result.answer and result.status != "error" and not once:
         sys.stdout.write(_shown(result.answer.rstrip("\n")) + "\n")
         sys.stdout.flush()
     if result.blocked:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -25,8 +26,12 @@ from ..safe_text import encodable, safe, safe_json
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-# Pipes get a wide console: rich would otherwise wrap tables at 80 columns in CI logs.
-out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+# A pipe is laid out at ``COLUMNS`` when it is set (``COLUMNS=100 comal show 3f2a | less``),
+# else wide: rich would otherwise wrap tables at 80 columns in CI logs.
+out = Console(
+    highlight=False,
+    width=None if sys.stdout.isatty() else shutil.get_terminal_size(fallback=(160, 24)).columns,
+)
 err = Console(stderr=True, highlight=False)
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]
@@ -69,6 +74,16 @@ def ledger_target() -> str:
     from ..ledger import default_ledger_target
 
     return STATE.ledger_path if STATE.ledger_path else default_ledger_target()
+
+
+def no_ledger_yet() -> str | None:
+    """The per-user default ledger's path when none was named and it does not exist yet (a
+    fresh install: nothing has been written), else None. A ledger named with ``--ledger`` or
+    ``COMAL_LEDGER`` that is missing stays an error: that is a typo, not a fresh start."""
+    if STATE.ledger_path:
+        return None
+    target = ledger_target()
+    return None if os.path.lexists(target) else target
 
 
 @contextmanager
@@ -162,6 +177,26 @@ def emit_json(value: Any, *, escaped: bool = True) -> None:
     sys.stdout.flush()
 
 
+# What --model takes, for a message that sends a person there.
+MODEL_FORMS = (
+    "anthropic:MODEL, openai:MODEL, openai-responses:MODEL, openai-compat:URL#MODEL or script:PATH"
+)
+
+
+def said(exc: ComalError) -> str:
+    """A coded error's message on the command line. A missing API key's own message is for a
+    program (pass ``api_key=`` to the provider); a person at a shell is told the variable to
+    export and the other models ``--model`` takes."""
+    variable = getattr(exc, "variable", None)
+    if exc.code == "PROVIDER_MISSING_KEY" and isinstance(variable, str):
+        provider = getattr(exc, "provider", "this")
+        return (
+            f"{variable} is not set, so the {provider} provider has no API key: export "
+            f"{variable}=... and run again, or choose another model with --model ({MODEL_FORMS})"
+        )
+    return str(exc)
+
+
 @contextmanager
 def coded_errors(as_json: bool) -> Iterator[None]:
     """Turn comal errors into a message (or a JSON error object) and exit code 2."""
@@ -169,8 +204,8 @@ def coded_errors(as_json: bool) -> Iterator[None]:
         yield
     except ComalError as exc:
         if as_json:
-            emit_json({"error": {"code": exc.code, "message": str(exc)}})
+            emit_json({"error": {"code": exc.code, "message": said(exc)}})
         else:
-            shown = escape(f"[{exc.code}] {safe(str(exc))}")
+            shown = escape(f"[{exc.code}] {safe(said(exc))}")
             err.print(f"[bold red]error[/] {shown}", highlight=False)
         raise typer.Exit(2) from exc

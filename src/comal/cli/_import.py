@@ -9,10 +9,13 @@ must import. ``--strict`` makes a skipped file a failure too.
 from __future__ import annotations
 
 import os
+import signal
+import threading
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from types import FrameType
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -53,6 +56,8 @@ class Summary:
     entries: int = 0  # entries this run wrote
     skipped: int = 0  # files found in a folder that are not transcripts
     failed: int = 0
+    not_reached: int = 0  # files left when the import was interrupted (Ctrl-C)
+    interrupted: bool = False
 
     def add(self, stored: list[StoredSession]) -> None:
         self.imported += 1
@@ -69,6 +74,12 @@ class Summary:
             f"{self.files} {files}: {self.imported} imported ({self.sessions} new sessions, "
             f"{self.entries} entries; {self.already_imported} sessions already imported), "
             f"{self.skipped} skipped, {self.failed} failed"
+            + (
+                f"; interrupted: {self.not_reached} not imported (import again to go on: the "
+                "files stored are found there, a file cut off stored nothing)"
+                if self.interrupted
+                else ""
+            )
         )
 
 
@@ -167,6 +178,33 @@ def _import_file(
             err.print(f"[yellow]warning[/] {escape(safe(w))}", soft_wrap=True)
 
 
+class _StopBetweenFiles:
+    """Ctrl-C ends the import between two files, so what it says it stored is what is stored
+    (a file is one transaction; stopped inside one, a print or the count could be cut in
+    half). A second Ctrl-C stops at once: the file being read rolls back whole."""
+
+    def __init__(self) -> None:
+        self.asked = False
+        self._previous: Any = None
+
+    def __call__(self) -> bool:
+        return self.asked
+
+    def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
+        if self.asked:
+            raise KeyboardInterrupt
+        self.asked = True
+
+    def __enter__(self) -> _StopBetweenFiles:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._on_sigint)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+
 @app.command("import")
 def import_cmd(
     paths: Annotated[
@@ -199,7 +237,8 @@ def import_cmd(
     """Import agent transcripts (Claude Code, Codex, SWE-agent, mini-swe-agent, OpenHands,
     OpenAI/Anthropic message lists), from files or every file under a folder. A file that
     fails imports nothing; exit 2 if any failed. --json prints one object per stored session
-    (or per failed or skipped file), then {"summary": ...}.
+    (or per failed or skipped file), then {"summary": ...}. Interrupted (Ctrl-C), it says what
+    it stored so far and exits 130; the file it was reading stored nothing.
 
     Example: comal import ~/.claude/projects --lenient
     """
@@ -209,6 +248,7 @@ def import_cmd(
         err.print(f"[yellow]warning[/] {escape(safe(str(folder)))}: no files in it", soft_wrap=True)
     with (
         coded_errors(as_json),
+        _StopBetweenFiles() as stop,
         ledger(create=True) as led,
         Progress(
             TextColumn("[progress.description]{task.description}"),
@@ -221,18 +261,31 @@ def import_cmd(
         ) as progress,
     ):
         task = progress.add_task("importing", total=len(files))
-        for path, walked in files:
-            progress.update(task, description=f"importing {escape(safe(path.name))}")
-            skip = not_a_transcript(path, format) if walked and not strict else None
-            if skip is not None:
-                summary.skipped += 1
-                _report_skipped(path, skip, as_json)
-            else:
-                _import_file(led, path, format, lenient, tenant, agent, summary, as_json)
-            progress.advance(task)
+        done = 0
+        try:
+            for path, walked in files:
+                if stop():
+                    break
+                progress.update(task, description=f"importing {escape(safe(path.name))}")
+                skip = not_a_transcript(path, format) if walked and not strict else None
+                if skip is not None:
+                    summary.skipped += 1
+                    _report_skipped(path, skip, as_json)
+                else:
+                    _import_file(led, path, format, lenient, tenant, agent, summary, as_json)
+                done += 1
+                progress.advance(task)
+        except KeyboardInterrupt:  # a second Ctrl-C: the file being read rolled back whole
+            stop.asked = True
+        summary.interrupted, summary.not_reached = stop.asked, len(files) - done
     if as_json:
-        emit_json({"summary": asdict(summary)})
+        said = asdict(summary)
+        if not summary.interrupted:  # the keys of an interrupted import only
+            del said["interrupted"], said["not_reached"]
+        emit_json({"summary": said})
     else:
         out.print(summary.line(), soft_wrap=True)
+    if summary.interrupted:
+        raise typer.Exit(130)
     if summary.failed:
         raise typer.Exit(2)

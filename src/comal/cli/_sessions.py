@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 if TYPE_CHECKING:
-    from ..ledger import LedgerBackend, Scope, SearchHit, SessionInfo
+    from ..ledger import Fault, LedgerBackend, Scope, SearchHit, SessionInfo, VerifyReport
     from ..messages import Message
-    from ..messages.wire import WireProtocol
 from ..errors import UserError
-from ..safe_text import encodable, safe, safe_json
-from ._common import JsonOpt, coded_errors, emit_json, err, ledger, out
+from ..safe_text import encodable, safe
+from ._common import JsonOpt, coded_errors, emit_json, err, ledger, no_ledger_yet, out
 
 app = typer.Typer()
 
@@ -75,6 +75,18 @@ def sessions(
 
     with coded_errors(as_json):
         chosen = listing(limit, page, every, since)
+        fresh = no_ledger_yet()
+        if fresh is not None:  # nothing written yet: an empty list, not an error
+            if as_json:
+                emit_json([])
+            else:
+                out.print(
+                    escape(
+                        f"no sessions yet: the ledger {fresh} is created by the first "
+                        "comal -p, comal import or comal serve"
+                    )
+                )
+            return
         with ledger() as led:
             found = led.session_page(
                 tenant=tenant,
@@ -141,7 +153,8 @@ def show(
     rows = []
     for e in entries:
         row: dict[str, Any] = {
-            "id": e.id,
+            # "entry", as the table's column, search --json and comal evidence --entry name it
+            "entry": e.id,
             "seq": e.seq,
             "step": e.step,
             "role": e.role,
@@ -199,109 +212,6 @@ def _stored_outputs(led: LedgerBackend, scope: Scope) -> dict[str, int]:
     return found
 
 
-@app.command()
-def export(
-    session: Annotated[str, typer.Argument(help="Session id (a unique prefix is enough).")],
-    format: Annotated[
-        str | None,
-        typer.Option(
-            "--format",
-            "-f",
-            help="openai | openai-responses | anthropic | markdown (default: the format a "
-            "session recorded by comal serve came in, else openai)",
-        ),
-    ] = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Print the whole session as a provider's message list (JSON; tool outputs exact), or as
-    Markdown to read. A session comal serve recorded exports in its client's own form (INT-2):
-    Anthropic system messages inside the conversation stay where they came.
-
-    Example: comal export 3f2a --format anthropic > session.json
-    """
-    if format not in (None, "markdown", *_exports()):
-        raise typer.BadParameter(f"unknown format {format!r}", param_hint="--format")
-    with coded_errors(as_json), ledger() as led:
-        scope = led.resolve(session)
-        info = led.session(scope)
-        messages = [e.message for e in led.iter_entries(scope)]
-        # Inside coded_errors: a session a format cannot carry is a coded error, not a traceback.
-        chosen = format or _came_in(info)
-        text = _exported(info, messages, chosen, as_json)
-    typer.echo(text, nl=chosen != "markdown")
-
-
-def _exports() -> dict[str, WireProtocol]:
-    """The export formats: every wire protocol that writes sessions, by its format name."""
-    from ..messages.wire import wire_protocols
-
-    return {p.export_name: p for p in wire_protocols().values() if p.export_name and p.export}
-
-
-def _came_in(info: SessionInfo | None) -> str:
-    recorded = info.meta.get("protocol") if info is not None and info.source == "proxy" else None
-    found = next((f for f, p in _exports().items() if p.name == recorded), None)
-    return found or "openai"
-
-
-def _exported(info: SessionInfo | None, messages: list[Message], format: str, as_json: bool) -> str:
-    if format == "markdown":
-        return markdown(info, messages)
-    write = _exports()[format].export
-    assert write is not None
-    # What the proxy recorded holds no top-level system prompt: each system message it stored
-    # came inside the conversation, and goes back there.
-    payload = write(messages, info is not None and info.source == "proxy")
-    # The same JSON value with what a terminal acts on written as escapes (issue 30).
-    return safe_json(json.dumps(payload, ensure_ascii=False, indent=None if as_json else 1))
-
-
-def _fence(text: str) -> str:
-    """A code fence longer than any run of backticks in ``text``."""
-    longest = run = 0
-    for ch in text:
-        run = run + 1 if ch == "`" else 0
-        longest = max(longest, run)
-    return "`" * max(3, longest + 1)
-
-
-def markdown(info: SessionInfo | None, messages: list[Message]) -> str:
-    """A session to read: each message under a heading, calls and outputs in code fences
-    (fenced so no output can close them), control characters escaped."""
-    from ..messages import preamble_lines, user_words
-
-    title = (info.title if info is not None else None) or "session"
-    lines = [f"# {safe(title)}", ""]
-    if info is not None:
-        lines += [f"session `{info.id}` · {info.tenant}/{info.agent} · {info.created_at}", ""]
-    for message in messages:
-        lines.append(f"## {message.role.value}")
-        lines.append("")
-        result = message.tool_result
-        if result is not None:
-            body = safe(result.text)
-            fence = _fence(body)
-            flag = " (error)" if result.is_error else ""
-            # A call id is the model's too.
-            lines += [f"output of `{safe(result.call_id)}`{flag}:", "", fence, body, fence, ""]
-            continue
-        words = user_words(message)[0]
-        context = preamble_lines(message)
-        if context:  # the house's preamble: when and where, not the user's words
-            lines += [f"_{safe(' · '.join(context))}_", ""]
-        if words:
-            lines += [safe(words), ""]
-        elif not message.tool_calls and message.text:  # a checkpoint, a summary
-            lines += [safe(message.text), ""]
-        for call in message.tool_calls:
-            body = safe(call.arguments)
-            fence = _fence(body)
-            head = f"call `{safe(call.id)}` **{safe(call.name)}**:"
-            lines += [head, "", fence + "json", body, fence]
-            lines.append("")
-    return "\n".join(lines)
-
-
 def _hit_dict(scope: Scope, hit: SearchHit) -> dict[str, Any]:
     return {
         "session": scope.session,
@@ -309,7 +219,20 @@ def _hit_dict(scope: Scope, hit: SearchHit) -> dict[str, Any]:
         "seq": hit.seq,
         "role": hit.role,
         "snippet": hit.snippet,
+        "marks": [list(m) for m in hit.marks],  # each match in the snippet: [start, end)
     }
+
+
+def _marked(hit: SearchHit) -> Text:
+    """The snippet with each match between ⟦ ⟧ (and bold where the terminal shows it), so it
+    reads in a pipe or a log too; the text around it escaped."""
+    shown, at = Text(), 0
+    for start, end in hit.marks:
+        shown.append(safe(hit.snippet[at:start]))
+        shown.append("⟦" + safe(hit.snippet[start:end]) + "⟧", style="bold")
+        at = end
+    shown.append(safe(hit.snippet[at:]))
+    return shown
 
 
 @app.command()
@@ -332,9 +255,10 @@ def search(
     limit: Annotated[int, typer.Option(help="At most this many hits.", min=1, max=1000)] = 20,
     as_json: JsonOpt = False,
 ) -> None:
-    """Search the ledger's messages and tool outputs for text, as written: its words in order,
-    punctuation only separating them (`django.setup()`, `create-next-app`). --fts reads the query
-    as FTS5 syntax, --regex as a regular expression.
+    """Search the ledger's messages and tool outputs for text as written (case aside, any white
+    space for white space, whole words at its ends): `django.setup()` finds django.setup(), not
+    "django setup". Each match is shown between ⟦ ⟧. --fts reads the query as FTS5 syntax,
+    --regex as a regular expression.
 
     Example: comal search "ModuleNotFoundError" --session 3f2a
     """
@@ -356,8 +280,7 @@ def search(
         return
     table = Table("session", "entry", "seq", "role", "snippet", title=f"{len(hits)} hit(s)")
     for scope, hit in hits:
-        snippet = safe(hit.snippet.replace("\n", "⏎ "))
-        table.add_row(scope.session[:8], str(hit.entry_id), str(hit.seq), hit.role, escape(snippet))
+        table.add_row(scope.session[:8], str(hit.entry_id), str(hit.seq), hit.role, _marked(hit))
     out.print(table)
 
 
@@ -420,8 +343,9 @@ def rm(
     as_json: JsonOpt = False,
 ) -> None:
     """Delete a session and everything stored for it: the only deletion comal has. It asks
-    first (or --yes), waits for no agent (a session an agent holds is refused), and leaves a
-    tombstone naming who deleted what and when, so `comal verify` stays clean.
+    first (or --yes; answered no, it says nothing was removed and exits 0), waits for no agent
+    (a session an agent holds is refused), and leaves a tombstone naming who deleted what and
+    when, so `comal verify` stays clean.
 
     Example: comal rm 3f2a --yes
     """
@@ -433,8 +357,13 @@ def rm(
         if not yes:
             what = f"{scope.session} ({info.entries if info else 0:,} entries"
             what += f", {safe(info.title)!r})" if info and info.title else ")"
-            if not typer.confirm(f"delete session {what}?", default=False):
-                raise typer.Exit(1)
+            if not typer.confirm(f"delete session {what}?", default=False, err=True):
+                # Answered no: nothing went wrong, and the person is told nothing changed.
+                if as_json:
+                    emit_json({"session": scope.session, "deleted": False})
+                else:
+                    out.print(f"nothing removed: {scope.session} is kept")
+                return
         with lock_session(led, scope):
             gone = led.delete_session(scope, by=_user(), children=children)
     if as_json:
@@ -472,19 +401,28 @@ def verify_cmd(
     as_json: JsonOpt = False,
     accept_restore: Annotated[bool, typer.Option("--accept-restore", help=_ACCEPT_HELP)] = False,
 ) -> None:
-    """Re-hash every stored entry and check every step is whole; exit 1 on any fault.
+    """Re-hash every stored entry and check every step is whole; exit 1 on any fault. A
+    ledger that does not open (a file cut short) is reported too: what its file and SQLite's
+    own check say, and each table read up to its first unreadable page.
 
     Example: comal verify --json
     """
-    from ..ledger import verify
+    from ..ledger import LedgerCorrupt, verify
+    from ..ledger._salvage import verify_unopened
+    from ._common import ledger_target
 
     accepted = None
-    with coded_errors(as_json), ledger(strict=False) as led:
-        report = verify(led)
-        older = [f for f in report.faults if f.kind == "rolled-back"]
-        if accept_restore and older and len(older) == len(report.faults):
-            accepted = led.accept_restore(by=_user())
-            report = verify(led)
+    older: list[Fault] = []
+    with coded_errors(as_json):
+        try:
+            with ledger(strict=False) as led:
+                report = verify(led)
+                older = [f for f in report.faults if f.kind == "rolled-back"]
+                if accept_restore and older and len(older) == len(report.faults):
+                    accepted = led.accept_restore(by=_user())
+                    report = verify(led)
+        except LedgerCorrupt as exc:  # verify is how one finds where: report, do not stop
+            report = verify_unopened(ledger_target(), exc)
     if as_json:
         found = report.as_dict(checks=True)
         if accept_restore:
@@ -499,18 +437,30 @@ def verify_cmd(
         elif accept_restore:
             why = "other faults must be fixed first" if older else "it is not older than seen"
             out.print(escape(f"no restore accepted: {why}"))
-        status = "[green]ok[/]" if report.ok else f"[red]{len(report.faults)} fault(s)[/]"
-        rows = sum(report.rows.values())
-        out.print(f"verified {report.entries:,} entries ({rows:,} rows in all): {status}")
-        out.print(escape(f"  database: {report.database}"))
-        out.print(escape(f"  seals: {report.sealing}"))
-        for f in report.faults[:50]:
-            where = f"{f.table} row {f.row}" if f.row is not None else f.table
-            seq = f" seq {f.seq}" if f.seq is not None else ""
-            line = f"  {f.session or '(database)'} {where}{seq}: {f.kind}: {safe(f.detail)}"
-            out.print(escape(str(encodable(line))))
-        if report.paused:
-            paused = str(encodable(", ".join(report.paused)))
-            out.print(escape(f"  paused (ending in open tool calls): {paused}"))
+        _say_report(report)
     if not report.ok:
         raise typer.Exit(1)
+
+
+def _say_report(report: VerifyReport) -> None:
+    status = "[green]ok[/]" if report.ok else f"[red]{len(report.faults)} fault(s)[/]"
+    rows = sum(report.rows.values())
+    out.print(f"verified {report.entries:,} entries ({rows:,} rows in all): {status}")
+    out.print(escape(f"  database: {report.database}"))
+    out.print(escape(f"  seals: {report.sealing}"))
+    for f in report.faults[:50]:
+        where = [f"session {f.session}"] if f.session else []
+        # A session's own row is the session: its id is said once.
+        if f.row is not None and str(f.row) != f.session:
+            where.append(f"{f.table} row {f.row}")
+        elif not f.session or f.table != "sessions":
+            where.append(f.table)
+        if f.seq is not None and f.seq >= 0:
+            where.append(f"seq {f.seq}")
+        line = f"  {' '.join(where)}: {f.kind}: {safe(f.detail)}"
+        out.print(escape(str(encodable(line))))
+    if len(report.faults) > 50:
+        out.print(f"  … {len(report.faults) - 50:,} more (comal verify --json lists them all)")
+    if report.paused:
+        paused = str(encodable(", ".join(report.paused)))
+        out.print(escape(f"  paused (ending in open tool calls): {paused}"))

@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     from ..agent import Flags
 from ..errors import ComalError
 from ..safe_text import safe
-from ._common import err, ledger
+from ._common import err, ledger, said
 
 
 def run_tui(flags: Flags, *, resume: str | None, latest: bool = False) -> int:
@@ -25,6 +25,6 @@ def run_tui(flags: Flags, *, resume: str | None, latest: bool = False) -> int:
             with runtime.closing():
                 ComalApp(runtime).run()
     except ComalError as exc:
-        err.print(f"[bold red]error[/] {escape(f'[{exc.code}] {safe(str(exc))}')}")
+        err.print(f"[bold red]error[/] {escape(f'[{exc.code}] {safe(said(exc))}')}")
         return 2
     return 0

@@ -11,7 +11,9 @@ import hashlib
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
+
+import re2
 
 from .._regex import PatternError, compile_linear, searchable
 from ..errors import UserError
@@ -24,7 +26,7 @@ from ..messages import (
 )
 from ..tokens import TokenCounter, count_message
 from ._bodies import pack, pack_many
-from ._errors import LedgerCorrupt
+from ._errors import LedgerCorrupt, SearchTooBroad
 from ._model import Entry, EntryHead, Scope, SearchHit
 from ._rows import damaged_index, whole
 
@@ -155,9 +157,9 @@ def regex_hits(entries: Iterable[Entry], pattern: str, limit: int) -> list[Searc
         raise UserError(str(exc)) from None
     hits: list[SearchHit] = []
     for e in entries:
-        found = [m.start() for m in compiled.finditer(searchable(e.message.text))]
+        found = [m.span() for m in compiled.finditer(searchable(e.message.text))]
         if found:
-            hits.append(hit(e, None, tuple(found)))
+            hits.append(hit(e, None, spans=tuple(found)))
             if len(hits) >= limit:
                 break
     return hits
@@ -167,11 +169,105 @@ def words(query: str) -> list[str]:
     return [w for w in re.findall(r"\w+", query) if w.upper() not in {"AND", "OR", "NOT", "NEAR"}]
 
 
-def hit(e: Entry, query_words: list[str] | None, offsets: tuple[int, ...] = ()) -> SearchHit:
+@dataclass(frozen=True)
+class LiteralText:
+    """A query read as written: case aside, any run of white space for one, and whole words
+    at its ends (``x.y()`` is found in ``call x.y()``, not in ``x y`` nor in ``ax.y()``).
+
+    The text runs on RE2 like every pattern (:mod:`comal._regex`): each character that is
+    not a letter or a digit is written as its code point, so nothing in the query is syntax.
+    RE2 has no lookaround, so the word boundaries at the ends are checked here, per match."""
+
+    pattern: re2._Regexp[str]
+    head: bool  # the query starts with a letter or a digit: none may come before it
+    tail: bool  # ... ends with one: none may come after it
+
+    MAX_SPANS: ClassVar[int] = 100  # matches marked per entry; finding one decides the hit
+
+    @classmethod
+    def of(cls, query: str) -> LiteralText | None:
+        chunks = searchable(query).split()
+        if not chunks:
+            return None
+        body = _SPACE.join("".join(map(_escaped, c)) for c in chunks)
+        try:
+            pattern = compile_linear(body, ignore_case=True)
+        except PatternError:
+            raise SearchTooBroad(
+                f"the text is {len(query):,} characters, too long to search as written: "
+                "search a shorter, distinctive part of it"
+            ) from None
+        return cls(pattern, _is_word(chunks[0][0]), _is_word(chunks[-1][-1]))
+
+    def spans(self, text: str) -> tuple[tuple[int, int], ...]:
+        text = searchable(text)
+        found: list[tuple[int, int]] = []
+        pos = 0
+        while len(found) < self.MAX_SPANS and (m := self.pattern.search(text, pos)) is not None:
+            a, b = m.span()
+            if (not self.head or a == 0 or not _is_word(text[a - 1])) and (
+                not self.tail or b == len(text) or not _is_word(text[b])
+            ):
+                found.append((a, b))
+                pos = b
+            else:  # inside a word: the next try starts one character on
+                pos = a + 1
+        return tuple(found)
+
+
+# What str.split() splits on (RE2's \s is ASCII only): any run of it stands for any other.
+_SPACE = r"[\x{9}-\x{d}\x{1c}-\x{1f}\x{85}\p{Z}]+"
+
+
+def _is_word(ch: str) -> bool:
+    # What the full-text indexes keep in a word: letters and digits (``_`` separates).
+    return ch.isalnum()
+
+
+def _escaped(ch: str) -> str:
+    return ch if ch.isalnum() else f"\\x{{{ord(ch):x}}}"
+
+
+def literal_hit(e: Entry, literal: LiteralText) -> SearchHit | None:
+    """The entry as a hit of a literal search, or None when its text does not hold it."""
+    spans = literal.spans(e.message.text)
+    return hit(e, None, spans=spans) if spans else None
+
+
+def hit(
+    e: Entry,
+    query_words: list[str] | None,
+    offsets: tuple[int, ...] = (),
+    *,
+    spans: tuple[tuple[int, int], ...] = (),
+) -> SearchHit:
+    """A hit on ``e``: its snippet around the first match, each match in it marked."""
     text = e.message.text
-    if not offsets and query_words:
-        offsets = found_at(text, query_words)
-    return SearchHit(e.id, e.seq, e.role, snippet(text, offsets), tuple(sorted(offsets)))
+    if spans:
+        offsets = tuple(s for s, _ in spans)
+    elif not offsets and query_words:
+        lowered = text.lower()
+        spans = tuple((i, i + len(w)) for w in query_words if (i := lowered.find(w.lower())) >= 0)
+        offsets = tuple(s for s, _ in spans)
+    start = _snippet_start(offsets)
+    shown = snippet(text, offsets)
+    marks = tuple(
+        (max(a - start, 0), min(b - start, len(shown)))
+        for a, b in sorted(spans)
+        if b > a and a < start + len(shown) and b > start
+    )
+    return SearchHit(e.id, e.seq, e.role, shown, tuple(sorted(offsets)), _disjoint(marks))
+
+
+def _disjoint(marks: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
+    """Sorted marks with overlaps merged (two words of one query can overlap)."""
+    merged: list[tuple[int, int]] = []
+    for a, b in marks:
+        if merged and a <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(b, merged[-1][1]))
+        else:
+            merged.append((a, b))
+    return tuple(merged)
 
 
 def found_at(text: str, query_words: list[str]) -> tuple[int, ...]:
@@ -179,9 +275,16 @@ def found_at(text: str, query_words: list[str]) -> tuple[int, ...]:
     return tuple(i for w in query_words if (i := lowered.find(w.lower())) >= 0)
 
 
+_BEFORE, _AFTER = 80, 160
+
+
+def _snippet_start(offsets: tuple[int, ...]) -> int:
+    return max(0, min(offsets) - _BEFORE) if offsets else 0
+
+
 def snippet(text: str, offsets: tuple[int, ...]) -> str:
     first = min(offsets) if offsets else 0
-    return text[max(0, first - 80) : first + 160].replace("\n", " ")
+    return text[_snippet_start(offsets) : first + _AFTER].replace("\n", " ")
 
 
 def in_order(

@@ -250,11 +250,16 @@ class Record:
 
 @dataclass(frozen=True, slots=True)
 class SearchHit:
+    """One entry a search found: ``offsets`` where each match starts in the entry's text,
+    ``marks`` the (start, end) of each match the ``snippet`` shows, in the snippet's own
+    characters."""
+
     entry_id: int
     seq: int
     role: str
     snippet: str
     offsets: tuple[int, ...] = ()
+    marks: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

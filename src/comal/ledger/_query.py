@@ -7,7 +7,8 @@ query, which PostgreSQL's dialect translates into a ``tsquery``):
   It is quoted whole, so the backend splits it into words exactly as it split the stored text,
   and those words must appear in that order. Punctuation separates words and means nothing
   else: ``django.setup()``, ``create-next-app``, ``AND`` or an unclosed quote are words to find,
-  never syntax. A text without a word finds nothing.
+  never syntax. A text without a word finds nothing. :meth:`~comal.ledger.SQLiteLedger.search`
+  then keeps only the entries holding the text itself (:class:`._common.LiteralText`).
 - ``words``: literal too, any of the text's words, ranked (BM25 / ``ts_rank``): a question need
   not match every word.
 - ``fts``: FTS5 query syntax (operators, ``"phrases"``, ``prefix*``, ``NEAR``), for a person who

@@ -21,7 +21,18 @@ from typing import Any, Literal
 
 from .._regex import PatternError, compile_linear, searchable
 from ..errors import UserError
-from ._common import found_at, heads_of, hit, in_order, regex_hits, snippet, tail_start, words
+from ._common import (
+    LiteralText,
+    found_at,
+    heads_of,
+    hit,
+    in_order,
+    literal_hit,
+    regex_hits,
+    snippet,
+    tail_start,
+    words,
+)
 from ._db import Db
 from ._model import Entry, EntryHead, Scope, SearchHit
 from ._query import MAX_HITS, TextMode, match_query
@@ -184,9 +195,10 @@ class Reads(StoreBase):
         fts: bool = False,
         limit: int = 50,
     ) -> list[SearchHit]:
-        """A session's messages that hold ``query`` (LED-5): literal words in order by default
-        (see :mod:`._query`), FTS5 syntax with ``fts``, a regex (RE2) with ``regex``; at most
-        ``limit`` (and :data:`MAX_HITS`) hits."""
+        """A session's messages that hold ``query`` (LED-5): the text as written by default
+        (:class:`._common.LiteralText`, its words found first as :mod:`._query`'s phrase),
+        FTS5 syntax with ``fts``, a regex (RE2) with ``regex``; at most ``limit`` (and
+        :data:`MAX_HITS`) hits."""
         check_int(limit=limit)
         mode = _search_mode(regex=regex, fts=fts)
         limit = min(limit, MAX_HITS)
@@ -197,11 +209,39 @@ class Reads(StoreBase):
         match = match_query(query, mode)
         if match is None:
             return []
+        if mode == "phrase":
+            literal = LiteralText.of(query)
+            return [] if literal is None else self._literal(scope, match, literal, limit)
         with self._reading() as c:
             ids = [i for i, _ in self._dialect.ranked(c, "entries_fts", scope, match, limit)]
             found = self._load(ids)
         query_words = words(query)
         return [hit(found[i], query_words) for i in ids if i in found]
+
+    def _literal(
+        self, scope: Scope, match: str, literal: LiteralText, limit: int
+    ) -> list[SearchHit]:
+        """The entries holding the text as written, best ranked first: the index finds its
+        words in order (``match``), each candidate's text is then read for the text itself.
+        Candidates are asked for in growing batches, at most :data:`MAX_HITS` in all, so a
+        phrase whose words are common but whose text is rare still costs a bounded read."""
+        hits: list[SearchHit] = []
+        seen: set[int] = set()
+        want = limit
+        while True:
+            with self._reading() as c:
+                ranked = [i for i, _ in self._dialect.ranked(c, "entries_fts", scope, match, want)]
+                fresh = [i for i in ranked if i not in seen]
+                found = self._load(fresh)
+            for i in fresh:
+                seen.add(i)
+                self._db.check_deadline()
+                h = literal_hit(found[i], literal) if i in found else None
+                if h is not None and len(hits) < limit:
+                    hits.append(h)
+            if len(hits) >= limit or len(ranked) < want or want >= MAX_HITS:
+                return hits
+            want = min(want * 4, MAX_HITS)
 
     def _scanned(self, scope: Scope) -> Iterator[Entry]:
         """The session's entries for a scan in Python, each checked against the time bound."""

@@ -259,21 +259,28 @@ def _counters(w: _Walk) -> None:
     """Each session's counters and chain head against the entries stored."""
     for sid, s in w.sessions.items():
         found: list[tuple[str, str]] = []
+        # Said in words when nothing is stored: a report never shows seq -1 or None.
+        last = f"seq {s.last_seq}" if s.last_seq >= 0 else "none: no entry is stored"
         if s.next_seq > s.last_seq + 1:
             if sid in w.paused:  # it ends in open calls because its tail is gone, not paused
                 w.paused.remove(sid)
             claims = f"the session claims entries up to seq {s.next_seq - 1}"
-            found.append(("truncated", f"{claims}, the last stored is {s.last_seq}"))
+            found.append(("truncated", f"{claims}, the last stored is {last}"))
         elif s.next_seq != s.last_seq + 1:
-            found.append(("counters", f"next_seq {s.next_seq}, entries end at {s.last_seq}"))
+            found.append(("counters", f"next_seq {s.next_seq}, the last stored entry is {last}"))
         if s.entry_count != s.entries or s.token_total != s.tokens:
             counts = f"counts {s.entry_count} entries / {s.token_total} tokens"
             found.append(("counters", f"{counts}, stored are {s.entries} / {s.tokens}"))
         if s.head != s.last_seal:
-            last = f"the head is not the seal of the last stored entry (seq {s.last_seq})"
-            found.append(("chain", last))
+            if s.last_seq >= 0:
+                head = f"the head is not the seal of the last stored entry (seq {s.last_seq})"
+            else:
+                head = "the head names an entry, and no entry is stored"
+            found.append(("chain", head))
         if s.last_step != s.step:
-            found.append(("counters", f"last_step {s.last_step}, the last stored step is {s.step}"))
+            step = "no step is stored" if s.step is None else f"the last stored step is {s.step}"
+            claims = "none" if s.last_step is None else str(s.last_step)
+            found.append(("counters", f"last_step {claims}, {step}"))
         for kind, detail in found:
             w.fault(sid, "sessions", sid, kind, detail)
 
@@ -407,7 +414,8 @@ def _checkpoint(w: _Walk, r: tuple[Any, ...]) -> None:
     if s is None:
         w.fault(sid, "checkpoints", row, "no-session", "a checkpoint of a session not stored")
     elif not 0 <= r[1] <= r[2] <= s.last_seq:
-        outside = f"range {r[1]}..{r[2]} is outside the session's entries 0..{s.last_seq}"
+        have = f"entries 0..{s.last_seq}" if s.last_seq >= 0 else "entries (it stores none)"
+        outside = f"range {r[1]}..{r[2]} is outside the session's {have}"
         w.fault(sid, "checkpoints", row, "range", outside)
 
 

@@ -60,8 +60,10 @@ def _set(field_name: str) -> Callable[[BaseModel, CallContext], ToolOutput]:
         value = getattr(args, field_name)
         before = getattr(ctx.settings, field_name)
         setattr(ctx.settings, field_name, value)
+        # Unset is the provider's (or the configuration's) default, said as such, not "None".
+        shown = "default" if before is None else before
         return ToolOutput(
-            f"{field_name}: {before} -> {value}", observations={"before": before, "after": value}
+            f"{field_name}: {shown} -> {value}", observations={"before": before, "after": value}
         )
 
     return handler

@@ -320,6 +320,12 @@ def create_app(
         async def docs() -> Response:
             return RedirectResponse("/#/api")
 
+        # Browsers ask for /favicon.ico whatever the page links: the page's icon, not a 404.
+        @app.get("/favicon.ico", include_in_schema=False)
+        async def favicon() -> Response:
+            icon = str(static.joinpath("favicon.svg"))
+            return FileResponse(icon, media_type="image/svg+xml", headers=_PAGE_HEADERS)
+
         @app.get("/static/{name}", include_in_schema=False)
         async def asset(name: str) -> Response:
             target = static.joinpath(name)

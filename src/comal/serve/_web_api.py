@@ -242,6 +242,8 @@ def _reading_routes(router: APIRouter, w: _Web) -> None:
             "workspaces": await _run(w.sessions.allowed.workspaces),
             "models": await _run(w.sessions.allowed.models),
             "engines": list(engine_names()),
+            # What a session started here runs unless the page picks another (serve --engine).
+            "engine": w.sessions.config.engine,
             "modes": list(await _run(w.sessions.allowed.modes)),
             "mode": await _run(w.sessions.allowed.default_mode),
         }

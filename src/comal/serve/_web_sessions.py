@@ -128,6 +128,9 @@ class WebSessions:
         workspace = self.allowed.check_workspace(flags.pop("workspace", None))
         spec = self.allowed.check_model(model)
         mode = self.allowed.check_mode(flags.pop("mode", None))
+        # Not named by the page: the engine this server runs (serve --engine, else the
+        # configuration's), as its proxy does.
+        flags["engine"] = flags.get("engine") or self.config.engine
         runtime = WebRuntime.open(
             self.ledger,
             Flags(model=spec, workspace=workspace, tenant=tenant, mode=mode, **flags),

@@ -8,7 +8,8 @@
   thread) that speaks the Anthropic Messages, OpenAI Chat Completions and OpenAI Responses wire
   formats, and any wire protocol a plugin registers, whole and streamed, from the same script,
   and records every request it receives. Point the real adapters (or any SDK client) at it to
-  test the whole path without the network.
+  test the whole path without the network; ``python -m comal.testing SCRIPT --port N`` runs
+  one as a process of its own (docs/usage.md, "A fake model for your own tests").
 - :func:`cache_prefix` / :func:`cache_serialization` show what Anthropic's prompt cache keys on,
   to assert that consecutive requests keep their cached prefix byte for byte (CCH-1).
 

@@ -169,8 +169,9 @@ class FakeServer:
 
     ``script`` is a sequence of entries or a script file (format in :mod:`comal.testing`);
     ``chunk`` is the length of the pieces streamed strings are cut into; ``models`` the names
-    ``GET /v1/models`` lists. Point clients at :attr:`anthropic_base_url` or
-    :attr:`openai_base_url`; read :attr:`requests` afterwards.
+    ``GET /v1/models`` lists; ``port`` where it listens (0: a free one, the default). Point
+    clients at :attr:`anthropic_base_url` or :attr:`openai_base_url`; read :attr:`requests`
+    afterwards. ``python -m comal.testing SCRIPT --port N`` runs one as a process of its own.
     """
 
     def __init__(
@@ -179,8 +180,10 @@ class FakeServer:
         *,
         chunk: int = 5,
         models: Iterable[str] = (),
+        port: int = 0,
     ) -> None:
         self.models = tuple(models)
+        self.port = port
         source = load_script(script) if isinstance(script, (str, Path)) else script
         self._entries: list[Entry] = [check_entry(e) for e in source]
         self._next = 0
@@ -195,7 +198,7 @@ class FakeServer:
     def start(self) -> None:
         if self._httpd is not None:
             return
-        httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
+        httpd = _HTTPServer(("127.0.0.1", self.port), _Handler)
         httpd.fake = self
         self._httpd = httpd
         self._thread = threading.Thread(

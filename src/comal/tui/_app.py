@@ -33,18 +33,18 @@ from textual.containers import Vertical, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Footer, Input, Static
 
-from ..agent import Runtime, Watch, context_report, render_report, resumable
+from ..agent import Runtime, Watch, render_report, resumable
 from ..agent._interrupt import Interrupter
 from ..agent._liveness import liveness
 from ..agent._queue import Queued, QueueMode, enqueue, pending
 from ..agent._steering import always_rule
-from ..agent._transcript import board_note as shared_board_note
 from ..errors import ComalError
 from ..ops import Actor, ApprovalRequest, CallbackApprover, Rule
 from ..providers import StreamDone, StreamEvent, TextDelta, catalog_specs
 from ..safe_text import safe
 from ._memory import tui_memory
 from ._screens import ALWAYS, DENY, ONCE, ApprovalScreen, PickerScreen
+from ._status import control_now, status_line
 from ._transcript import (
     LIVE_TAIL,
     call_line,
@@ -94,6 +94,7 @@ class ComalApp(App[None]):
         self.runtime = runtime
         self.busy = False
         self.turn_note = ""
+        self._turns = 0  # model calls of the prompt being worked on
         # Approvals the worker waits on; answered "deny" if the app closes first.
         self._waiting: set[threading.Event] = set()
         # Escape stops the run at its next safe phase (the web page's interrupt, the same way).
@@ -157,21 +158,7 @@ class ComalApp(App[None]):
 
     # -- status line --------------------------------------------------------------------------
     def status_text(self) -> str:
-        rt = self.runtime
-        state = "working…" if self.busy else "ready"
-        model = rt.spec or "model ?"
-        if rt.scope is None:
-            return f"new session · {model} · {state}"
-        try:
-            # The same function /context runs, without a receipt per refresh.
-            report = context_report(rt, rt.proposer().preview())
-        except ComalError as exc:
-            return f"[{exc.code}] · {model} · {state}"
-        mark = "" if report["measured"] else " ~"
-        return (
-            f"ctx {report['utilization']:.0%}{mark} · {report['input']:,}/{report['window']:,} "
-            f"tokens · {report['engine']} · {model} · {state}{board_note(rt)}{self.turn_note}"
-        )
+        return status_line(self.runtime, busy=self.busy, turn_note=self.turn_note)
 
     def refresh_status(self) -> None:
         self.query_one("#status", Static).update(RichText(safe(self.status_text())))
@@ -193,7 +180,7 @@ class ComalApp(App[None]):
 
     def start(self, prompt: str | None) -> None:
         self.busy = True
-        self._streamed = ""
+        self._streamed, self._turns = "", 0
         self.refresh_status()
         self.run_agent(prompt)
 
@@ -328,7 +315,9 @@ class ComalApp(App[None]):
     def _said(self, kind: str, text: str) -> None:
         self._end_stream()
         if kind == "turn":
-            self.turn_note = f" · {text}"
+            # The turn's own words repeat the gauge and the model the line already shows.
+            self._turns += 1
+            self.turn_note = f" turn {self._turns}"
             self.refresh_status()  # the status bar follows each turn
         elif kind == "call":
             name, _, arguments = text.partition(" ")
@@ -402,7 +391,7 @@ class ComalApp(App[None]):
 
     def control(self, name: str, value: str) -> None:
         if not value:
-            self.note(f"/{name} needs a value, e.g. /{name} {_EXAMPLE[name]}")
+            self.note(control_now(self.runtime, name))
             return
         if name == "model":
             self.runtime.check_model(value)  # a coded error now, not at the next prompt
@@ -483,12 +472,3 @@ class ComalApp(App[None]):
                 lines.append(f"  {slash:<10} {op.description}")
         lines += [f"  {slash:<10} {what}" for slash, what in _OWN.items()]
         self.write("\n".join(lines))
-
-
-def board_note(rt: Runtime) -> str:
-    """The board in the status line (BRD-2); /state shows it whole."""
-    shown = shared_board_note(rt.ledger, rt.scope)
-    return f" · {shown}" if shown else ""
-
-
-_EXAMPLE = {"model": "anthropic:claude-sonnet-4-6", "effort": "high", "mode": "ask", "name": "x"}

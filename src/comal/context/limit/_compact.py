@@ -35,7 +35,8 @@ def compact(
     view: View, budget: Budget, config: EngineConfig | None = None
 ) -> CheckpointProposal | None:
     """``/compact``: derive a checkpoint now, without an LLM, covering every whole step before
-    the protected tail (the newest step and the K newest tool results). None: nothing to cover.
+    the protected tail (the newest step and the K newest tool results). None: nothing to cover,
+    or a checkpoint that would not be smaller than what it stands for.
     """
     config = config if config is not None else EngineConfig()
     groups = step_groups(view.entries)
@@ -47,7 +48,7 @@ def compact(
     if protected <= 0:
         return None
     limits = Limits.of(budget, config)
-    return derive_checkpoint(
+    proposal = derive_checkpoint(
         view.checkpoint,
         groups[:protected],
         config,
@@ -55,6 +56,12 @@ def compact(
         limits.checkpoint_reserve,
         {"requested": "compact"},
     )
+    # A small history is already as small as a checkpoint of it: one that would not make the
+    # context smaller is not stored (it would grow what the model is sent).
+    covered = sum(e.tokens for group in groups[:protected] for e in group)
+    if view.checkpoint is not None:
+        covered += view.checkpoint.tokens
+    return proposal if proposal is not None and proposal.tokens < covered else None
 
 
 def step_groups(entries: Sequence[Entry]) -> list[list[Entry]]:

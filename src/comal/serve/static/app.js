@@ -106,13 +106,18 @@ async function sessionsView() {
 // -- one session ----------------------------------------------------------------------------
 function turnsChart(sessionId, turns) {
   if (!turns.length) return `<p class="muted">No model requests recorded yet.</p>`;
-  const width = 1180, height = 220, pad = 44;
+  // Room on the right for the last label; bars narrow (to 1 px, no gap) before they overflow.
+  const width = 1180, height = 220, pad = 44, right = 28;
   // What reached the model, measured: the proxy's own count of what it sent, else the usage the
   // provider reported (an imported transcript records only that: nothing was assembled).
   const measured = (t) => t.input_tokens ?? (t.usage.new_input ?? 0) + (t.usage.cache_read ?? 0) + (t.usage.cache_write ?? 0);
   const imported = turns.every((t) => t.session_tokens == null && t.stage == null);
   const top = Math.max(...turns.map((t) => Math.max(t.session_tokens || 0, measured(t), t.window || 0)), 1);
-  const bar = Math.max(4, Math.min(36, (width - pad) / turns.length - 4));
+  const step = (width - pad - right) / turns.length;
+  const gap = step >= 8 ? 4 : step >= 3 ? 1 : 0;
+  const bar = Math.max(1, Math.min(36, step - gap));
+  // One label every `every` turns, at least 30 px apart, always the last one too.
+  const every = Math.max(1, Math.ceil(30 / step));
   const y = (v) => height - 24 - ((v || 0) / top) * (height - 44);
   const parts = [];
   const windowLine = turns.find((t) => t.window);
@@ -122,7 +127,7 @@ function turnsChart(sessionId, turns) {
     parts.push(`<text x="${pad + 4}" y="${wy - 4}">window ${fmt(windowLine.window)}</text>`);
   }
   turns.forEach((t, i) => {
-    const x = pad + i * (bar + 4);
+    const x = pad + i * step;
     const sent = measured(t);
     const full = t.session_tokens ?? sent;
     // A checkpoint derived at this turn or one still standing in for older history: either
@@ -131,7 +136,10 @@ function turnsChart(sessionId, turns) {
     parts.push(`<a href="#/s/${esc(sessionId)}/t/${t.turn}">
       <rect x="${x}" y="${y(full)}" width="${bar}" height="${height - 24 - y(full)}" fill="var(--full)"><title>turn ${t.turn}: full history ${fmt(full)}</title></rect>
       <rect class="sent" x="${x + bar * 0.2}" y="${y(sent)}" width="${bar * 0.6}" height="${height - 24 - y(sent)}" fill="${color}"><title>turn ${t.turn}: sent ${fmt(sent)} (${esc(t.stage || "")})</title></rect></a>`);
-    if (turns.length <= 40 || i % 5 === 0) parts.push(`<text x="${x}" y="${height - 8}">${t.turn}</text>`);
+    const last = i === turns.length - 1;
+    if (last || (i % every === 0 && turns.length - 1 - i >= every / 2)) {
+      parts.push(`<text x="${x + bar / 2}" y="${height - 8}" text-anchor="middle">${t.turn}</text>`);
+    }
   });
   parts.push(`<text x="0" y="${y(top) + 4}">${fmt(top)}</text><text x="0" y="${height - 24}">0</text>`);
   const legend = imported
@@ -244,30 +252,29 @@ async function turnView(id, n) {
 }
 
 // -- approvals ------------------------------------------------------------------------------
+// Each pending ask as the chat shows it (web.js): a Write's or Edit's diff, a command, else the
+// arguments; the answer's buttons beside its title.
 async function approvalsView() {
   const data = await api("/api/approvals");
-  const rows = data.approvals.map((a) => `
-    <div class="card approval" data-id="${esc(a.id)}">
-      <div class="what"><b>${esc(a.operation)}</b> <code>${esc(JSON.stringify(a.arguments))}</code>
-        <div class="muted">session <a href="#/s/${esc(a.session)}">${short(a.session)}</a> ·
-          proposed by ${esc(a.actor.kind)} ${esc(a.actor.id)} · rule ${esc(a.rule)}${a.reason ? ` (${esc(a.reason)})` : ""} ·
-          effects ${esc(a.effects.map((e) => e.kind).join(", "))}</div></div>
-      <button class="approve" data-answer="true">Approve</button>
-      <button class="deny" data-answer="false">Deny</button>
-    </div>`).join("");
-  main.innerHTML = `<h1>Approvals</h1>
-    <p class="muted">A running agent's calls that its policy sends to a human. Your answer is
-      recorded with your identity as this server authenticated it.</p>
-    ${rows || `<p class="muted" id="no-approvals">Nothing is waiting for an answer.</p>`}`;
-  for (const button of main.querySelectorAll("button[data-answer]")) {
-    button.onclick = async () => {
-      const card = button.closest(".approval");
-      const a = data.approvals.find((x) => x.id === card.dataset.id);
+  const cards = data.approvals.map((a) => {
+    const answer = async (granted) => {
       // post() (web.js) sends the server's CSRF token with the answer.
-      await post(`/api/approvals/${a.session}/${a.id}`, { granted: button.dataset.answer === "true" });
+      await post(`/api/approvals/${a.session}/${a.id}`, { granted });
       render();
     };
-  }
+    const path = a.arguments && typeof a.arguments.path === "string" ? " " + a.arguments.path : "";
+    return el("div", { class: "card approval", "data-id": a.id },
+      el("div", { class: "approval-head" },
+        el("div", { class: "what" }, el("b", {}, `${a.operation}${path}`), " · session ",
+          el("a", { href: `#/s/${a.session}` }, a.session.slice(0, 8))),
+        el("button", { class: "approve", "data-answer": "true", onclick: () => answer(true) }, "Approve"),
+        el("button", { class: "deny", "data-answer": "false", onclick: () => answer(false) }, "Deny")),
+      approvalWhat(a),
+      el("div", { class: "muted" }, `proposed by ${a.actor.kind} ${a.actor.id} · rule ${a.rule}${a.reason ? ` (${a.reason})` : ""} · effects ${a.effects.map((e) => e.kind).join(", ")}`));
+  });
+  main.replaceChildren(el("h1", {}, "Approvals"),
+    el("p", { class: "muted" }, "A running agent's calls that its policy sends to a human. Your answer is recorded with your identity as this server authenticated it."),
+    ...(cards.length ? cards : [el("p", { class: "muted", id: "no-approvals" }, "Nothing is waiting for an answer.")]));
 }
 
 // -- the API's schema -----------------------------------------------------------------------

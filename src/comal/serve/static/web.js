@@ -10,7 +10,7 @@
 "use strict";
 
 const web = { info: null, sid: null, stream: null, cursor: null, bubble: null, streamed: "",
-  working: false, running: null };
+  working: false, running: null, call: null };
 const WEB_HIDDEN = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F-\u009F\u00AD\u061C\u180E\u200B\u200E\u200F\u2028-\u202E\u2060-\u2064\u2066-\u206F\uFEFF\uFFF9-\uFFFB]/g;
 const shown = (value) => String(value ?? "").replace(WEB_HIDDEN, (c) =>
   "[U+" + c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0") + "]");
@@ -65,6 +65,8 @@ async function runView() {
     el("label", {}, "Mode", select("new-mode", info.modes)),
     prompt, el("button", { type: "submit", class: "approve" }, "Start"), problem);
   form.querySelector("#new-mode").value = info.mode;
+  // The engine comal serve runs (--engine, else the configuration's), not the list's first.
+  if (info.engine) form.querySelector("#new-engine").value = info.engine;
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     try {
@@ -87,14 +89,14 @@ async function runView() {
 function line(item) {
   if (item.kind === "context") return el("div", { class: "line context" }, "· " + item.text);
   if (item.kind === "call") return el("div", { class: "line call", "data-call": item.call_id || "" }, item.text);
-  if (item.kind === "output") return output(item.name, item.text, item.is_error);
+  if (item.kind === "output") return output(item.name, item.text, item.is_error, item.call_id);
   return el("div", { class: `line said ${item.who === "you" ? "you" : "model"}` },
     el("b", {}, item.who + ": "), el("span", { class: "words" }, item.text));
 }
 
-function output(name, text, isError) {
+function output(name, text, isError, callId = "") {
   const lines = String(text).split("\n").length;
-  return el("details", { class: `line output${isError ? " err" : ""}` },
+  return el("details", { class: `line output${isError ? " err" : ""}`, "data-call": callId || "" },
     el("summary", {}, `${name || "tool"} output (${lines} line${lines === 1 ? "" : "s"})`),
     el("pre", {}, String(text).slice(0, 20000)));
 }
@@ -122,10 +124,7 @@ function diff(text) {
 
 function approvalCard(a) {
   if (document.querySelector(`.ask[data-id="${a.id}"]`)) return;
-  const command = a.arguments && typeof a.arguments.command === "string" ? a.arguments.command : null;
-  const what = a.change ? diff(a.change)
-    : command !== null ? el("pre", { class: "command" }, "$ " + command)
-    : el("pre", {}, JSON.stringify(a.arguments, null, 1));
+  const what = approvalWhat(a);
   const answer = async (granted, always = false) => {
     card.querySelectorAll("button").forEach((b) => { b.disabled = true; });
     try {
@@ -134,15 +133,28 @@ function approvalCard(a) {
     } catch (error) { card.append(el("p", { class: "problem" }, error.message)); }
   };
   const path = a.arguments && typeof a.arguments.path === "string" ? " " + a.arguments.path : "";
+  // The answer first, under the title: a long diff scrolls in its own box below it, so the
+  // buttons stay on screen (1400 x 900 and up).
   const card = el("div", { class: "card ask", "data-id": a.id },
-    el("div", { class: "asktitle" }, `Approve ${a.operation}${path}?`), what,
-    el("div", { class: "muted" }, `${a.actor.kind} ${a.actor.id} proposes it · effects: ${(a.effects || []).map((e) => e.kind).join(", ") || "none"} · asked by rule ${a.rule}${a.reason ? ` (${a.reason})` : ""}`),
-    a.always ? el("div", { class: "muted" }, `always: adds the rule allow ${a.always}`) : null,
+    el("div", { class: "asktitle" }, `Approve ${a.operation}${path}?`),
     el("div", { class: "buttons" },
       el("button", { class: "approve", onclick: () => answer(true) }, "Allow once"),
       a.always ? el("button", { class: "always", onclick: () => answer(true, true) }, "Always") : null,
-      el("button", { class: "deny", onclick: () => answer(false) }, "Deny")));
+      el("button", { class: "deny", onclick: () => answer(false) }, "Deny")),
+    what,
+    el("div", { class: "muted" }, `${a.actor.kind} ${a.actor.id} proposes it · effects: ${(a.effects || []).map((e) => e.kind).join(", ") || "none"} · asked by rule ${a.rule}${a.reason ? ` (${a.reason})` : ""}`),
+    a.always ? el("div", { class: "muted" }, `always: adds the rule allow ${a.always}`) : null);
   document.getElementById("asks").append(card);
+  card.scrollIntoView({ block: "nearest" });
+}
+
+// What an approval would do, as the person reads it: a Write's or Edit's diff, a command, else
+// the arguments. The dashboard's Approvals page shows the same.
+function approvalWhat(a) {
+  const command = a.arguments && typeof a.arguments.command === "string" ? a.arguments.command : null;
+  return a.change ? diff(a.change)
+    : command !== null ? el("pre", { class: "command" }, "$ " + command)
+    : el("pre", { class: "arguments" }, JSON.stringify(a.arguments, null, 1));
 }
 
 async function gauge() {
@@ -251,13 +263,19 @@ function onEvent(kind, data) {
     }
     web.bubble.textContent += shown(data.text);
   } else if (kind === "streamed") web.bubble = null;
-  else if (kind === "call") add(line({ kind: "call", text: callText(data.name, data.arguments), call_id: "" }));
-  else if (kind === "judged") markCall("running");
+  else if (kind === "call") {
+    web.call = null; // a new call: the next judgment names it
+    add(line({ kind: "call", text: callText(data.name, data.arguments), call_id: "" }));
+  }
+  else if (kind === "judged") { web.call = data.call_id; settleCall(data.call_id); markCall("running"); }
+  else if (kind === "executed") web.call = data.call_id;
   else if (kind === "result") { markCall("done"); note(data.text, "result"); }
   else if (kind === "output_delta") runningOutput(data);
   else if (kind === "output") {
     if (web.running) { web.running.remove(); web.running = null; }
-    add(output("", data.text, false));
+    // The transcript read when the page opened may hold this output already (the events
+    // after it are followed from a mark read first): shown once.
+    if (!shownAlready("output", web.call)) add(output("", data.text, false, web.call || ""));
   }
   else if (kind === "queued") queuedLine(data);
   else if (kind === "delivered") delivered(data);
@@ -288,6 +306,20 @@ function callText(name, args) {
     if (a && typeof a.path === "string") return `→ ${name}(${a.path})`;
   } catch (error) { /* arguments that are not JSON are shown as they are */ }
   return `→ ${name} ${String(args).slice(0, 300)}`;
+}
+
+function shownAlready(kind, callId) {
+  return !!callId && [...document.querySelectorAll(`#transcript .line.${kind}[data-call]`)]
+    .some((node) => node.dataset.call === callId);
+}
+
+// A call's line drawn by its live event (no id yet) takes the id its judgment names; when the
+// transcript already showed that call, the live line was the same call again and goes.
+function settleCall(callId) {
+  const fresh = [...document.querySelectorAll('#transcript .line.call[data-call=""]')].pop();
+  if (!fresh || !callId) return;
+  if (shownAlready("call", callId)) fresh.remove();
+  else fresh.dataset.call = callId;
 }
 
 function markCall(state) {

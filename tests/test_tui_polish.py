@@ -1,0 +1,108 @@
+"""The TUI's small things from a first day with it (issue 32, item 11), through textual's pilot
+on the one agent factory: the status line says the mode and the gauge once, /mode and /effort
+alone say what they are and may be, a control changed from its default says "default", and
+/compact never grows a small context."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from textual.widgets import Static
+
+from comal.agent import Config, Flags, Runtime
+from comal.ledger import open_ledger
+from comal.testing import ScriptedProvider
+from comal.tui import ApprovalScreen, ComalApp
+
+_WRITE = {
+    "type": "tool_use",
+    "id": "w1",
+    "name": "Write",
+    "input": {"path": "a.txt", "content": "x"},
+}
+_SCRIPT = [
+    {"content": [_WRITE], "stop_reason": "tool_use", "usage": {"input_tokens": 50}},
+    {"content": [{"type": "text", "text": "Written."}], "stop_reason": "end_turn"},
+]
+
+
+async def _until(pilot: Any, test: Any, tries: int = 200) -> None:
+    for _ in range(tries):  # the agent runs in a worker thread
+        await pilot.pause(0.05)
+        if test():
+            return
+    raise AssertionError("the TUI did not get there")
+
+
+def _texts(app: ComalApp) -> list[str]:
+    return [str(w.render()) for w in app.query("#transcript Static").results(Static)]
+
+
+def _runtime(tmp_path: Path) -> Runtime:
+    led = open_ledger(tmp_path / "tui.db")
+    flags = Flags(model="anthropic:claude-sonnet-4-6", context_window=32_000, workspace=tmp_path)
+    rt = Runtime.open(led, flags, config=Config(mode="ask"), provider=ScriptedProvider(_SCRIPT))
+    rt.user = "ana"
+    return rt
+
+
+def _drive(rt: Runtime, commands: tuple[str, ...]) -> dict[str, Any]:
+    """A prompt whose Write is approved, then ``commands``; the status line as it went."""
+    app = ComalApp(rt)
+    seen: dict[str, Any] = {}
+
+    async def drive() -> None:
+        async with app.run_test() as pilot:
+            status = lambda: str(app.query_one("#status").render())  # noqa: E731
+            await pilot.click("Input")
+            await pilot.press(*"write a", "enter")
+            await _until(pilot, lambda: isinstance(app.screen, ApprovalScreen))
+            seen["working"] = status()  # mid-turn: the turn's note does not repeat the gauge
+            await pilot.press("y")
+            await _until(pilot, lambda: not app.busy)
+            seen["ready"] = status()
+            for command in commands:
+                await pilot.press(*command, "enter")
+                await pilot.pause(0.2)
+            seen["after"] = status()
+            seen["texts"] = "\n".join(_texts(app))
+
+    asyncio.run(drive())
+    return seen
+
+
+def test_the_status_line_and_the_controls_say_what_is_true(tmp_path: Path) -> None:
+    # covers: OPS-6, DRV-4
+    rt = _runtime(tmp_path)
+    try:
+        seen = _drive(rt, ("/mode", "/effort", "/effort high"))
+    finally:
+        rt.close()
+        rt.ledger.close()
+    for name in ("working", "ready"):
+        line = seen[name]
+        assert line.count("ctx") == 1 and "mode ask" in line, (name, line)
+        assert line.count("claude-sonnet-4-6") == 1, (name, line)
+    assert "working… turn 1" in seen["working"], seen["working"]
+    assert "effort high" in seen["after"], seen["after"]
+    said = seen["texts"]
+    assert "mode: ask; choices: read-only, ask, trusted" in said, said
+    assert "effort: default (the provider's); choices: low, medium, high" in said, said
+    assert "effort: default -> high" in said and "None" not in said, said
+
+
+def test_compact_never_grows_a_small_context(tmp_path: Path) -> None:
+    # covers: LIM-7
+    rt = _runtime(tmp_path)
+    try:
+        assert rt.scope is None
+        seen = _drive(rt, ("/compact",))
+        assert rt.scope is not None
+        checkpoints = rt.ledger.checkpoints(rt.scope)
+    finally:
+        rt.close()
+        rt.ledger.close()
+    # A two-step session is smaller than any checkpoint of it: /compact stores none.
+    assert "nothing to compact" in seen["texts"] and checkpoints == [], seen["texts"]
