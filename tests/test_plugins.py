@@ -357,8 +357,8 @@ def test_a_plugin_that_fails_is_a_coded_error_naming_it(tmp_path: Path, mods: Pa
             assert f"named under plugins: in {config}" in str(info.value)
     # Nothing of a failed plugin stays registered.
     builtins = [
-        "comal-providers", "comal-script", "comal-engines", "comal-jobs", "comal-wire",
-        "comal-hooks", "comal-web",
+        "comal-providers", "comal-script", "comal-engines", "comal-dag-recall", "comal-jobs",
+        "comal-wire", "comal-hooks", "comal-web",
     ]  # fmt: skip
     assert [p.name for p in plugin_infos()] == builtins
     # Through the real CLI: a message with the code, no traceback.
@@ -454,3 +454,15 @@ def test_the_executor_table_is_built_once_per_plugin_set(mods: Path) -> None:
     enable_plugins(["another_job"])
     after = handler_table()
     assert after is not first and len(after) == len(first) + 1
+
+
+def test_the_dags_recall_tools_come_from_its_plugin_not_the_native_list() -> None:
+    # covers: PLG-1, DAG-7
+    from comal.ops import native_operations
+
+    recall = {"ctx_search", "ctx_inspect", "ctx_expand"}
+    assert not recall & {op.name for op in native_operations()}
+    by_plugin = {info.name: {op.name for op in info.operations} for info in plugin_infos()}
+    assert by_plugin["comal-dag-recall"] == recall
+    # The one registry every surface builds holds them, judged like the rest.
+    assert recall <= {op.name for op in default_registry()}

@@ -13,7 +13,6 @@ from ._evidence_op import evidence_operation
 from ._files import file_operations
 from ._memory_search import memory_search_operation
 from ._operation import Operation, Registry
-from ._recall import recall_operations
 from ._session_search import session_search_operation
 
 __all__ = ["default_registry", "native_operations"]
@@ -31,10 +30,10 @@ def native_operations() -> list[Operation]:
 
 
 def default_registry(*, login: Callable[[str], str] | None = None) -> Registry:
-    """Native operations, the dag engine's recall tools (offered to the model only under that
-    engine), the human controls (``login`` only with a host login flow) and the plugins'
-    operations."""
-    registry = Registry([*native_operations(), *recall_operations(), *human_controls(login)])
+    """Native operations, the human controls (``login`` only with a host login flow) and the
+    plugins' operations, the built-in ones included: the dag engine's recall tools come from its
+    plugin (``comal-dag-recall``) and are offered to the model only under that engine."""
+    registry = Registry([*native_operations(), *human_controls(login)])
     _add_plugin_operations(registry)
     return registry
 

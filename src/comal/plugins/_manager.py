@@ -74,6 +74,7 @@ BUILTINS: Final = (
     ("comal-providers", "comal.providers._plugin"),
     ("comal-script", "comal.providers.script._plugin"),
     ("comal-engines", "comal.context._plugin"),
+    ("comal-dag-recall", "comal.ops._recall_plugin"),
     ("comal-jobs", "comal.compaction._plugin"),
     ("comal-wire", "comal.messages.wire._plugin"),
     ("comal-hooks", "comal.hooks._plugin"),
