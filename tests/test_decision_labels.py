@@ -13,6 +13,7 @@ from textual.widgets import Static
 from typer.testing import CliRunner
 
 from _ops_support import call, make_setup, propose
+from _tui_support import until as _until
 from comal.agent import Config, Flags, Runtime
 from comal.cli._common import STATE
 from comal.cli._ops import app as ops_app
@@ -72,14 +73,6 @@ def _bash(call_id: str, command: str) -> dict[str, object]:
 
 def _turn(*blocks: dict[str, object]) -> dict[str, object]:
     return {"content": list(blocks), "stop_reason": "tool_use", "usage": {"input_tokens": 50}}
-
-
-async def _until(pilot: Any, test: Any, tries: int = 200) -> None:
-    for _ in range(tries):  # the agent runs in a worker thread
-        await pilot.pause(0.05)
-        if test():
-            return
-    raise AssertionError("the TUI did not get there")
 
 
 def test_the_tui_says_who_approved_and_always_covers_the_compound(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from textual.widgets import Static
 
 from _agent_support import reply, rig, text, tool
 from _pg_support import LedgerStore
+from _tui_support import until as _until
 from comal.agent import Config, Flags, Runtime
 from comal.errors import ScopeError, UserError
 from comal.ledger import (
@@ -251,14 +252,6 @@ def test_the_model_never_recalls_a_forgotten_memory(tmp_path: Path) -> None:
 
 
 # -- the TUI's # ----------------------------------------------------------------------------
-async def _until(pilot: Any, test: Any, tries: int = 200) -> None:
-    for _ in range(tries):
-        await pilot.pause(0.05)
-        if test():
-            return
-    raise AssertionError("the TUI did not get there")
-
-
 def test_the_tuis_hash_remembers_instead_of_sending(tmp_path: Path) -> None:
     # covers: DRV-7
     led = open_ledger(tmp_path / "tui.db")

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from textual.widgets import Collapsible, Static
 
+from _tui_support import until as _until
 from comal.agent import Config, Flags, Runtime
 from comal.ledger import open_ledger
 from comal.ops import receipts
@@ -49,14 +50,6 @@ def _script() -> list[dict[str, object]]:
         },
         {"content": [{"type": "text", "text": "v3"}], "stop_reason": "end_turn"},
     ]
-
-
-async def _until(pilot: Any, test: Any, tries: int = 200) -> None:
-    for _ in range(tries):  # the agent runs in a worker thread
-        await pilot.pause(0.05)
-        if test():
-            return
-    raise AssertionError("the TUI did not get there")
 
 
 def _texts(app: ComalApp) -> list[str]:

@@ -16,6 +16,7 @@ import pytest
 from textual.widgets import Collapsible, OptionList, Static
 from typer.testing import CliRunner
 
+from _tui_support import until as _until
 from comal.agent import Config, Flags, Runtime
 from comal.cli import app as cli_app
 from comal.ledger import open_ledger
@@ -30,14 +31,6 @@ def _tool(call_id: str, name: str, **args: Any) -> dict[str, Any]:
 
 def _text(value: str) -> dict[str, Any]:
     return {"type": "text", "text": value}
-
-
-async def _until(pilot: Any, test: Any, tries: int = 200) -> None:
-    for _ in range(tries):  # the agent runs in a worker thread
-        await pilot.pause(0.05)
-        if test():
-            return
-    raise AssertionError("the TUI did not get there")
 
 
 def _shown(app: ComalApp) -> list[str]:

@@ -11,6 +11,7 @@ from typing import Any
 
 from textual.widgets import Static
 
+from _tui_support import until as _until
 from comal.agent import Config, Flags, Runtime
 from comal.ledger import open_ledger
 from comal.testing import ScriptedProvider
@@ -26,14 +27,6 @@ _SCRIPT = [
     {"content": [_WRITE], "stop_reason": "tool_use", "usage": {"input_tokens": 50}},
     {"content": [{"type": "text", "text": "Written."}], "stop_reason": "end_turn"},
 ]
-
-
-async def _until(pilot: Any, test: Any, tries: int = 200) -> None:
-    for _ in range(tries):  # the agent runs in a worker thread
-        await pilot.pause(0.05)
-        if test():
-            return
-    raise AssertionError("the TUI did not get there")
 
 
 def _texts(app: ComalApp) -> list[str]:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from textual.widgets import Input, Static
 
+from _tui_support import until as _until
 from comal.agent import Config, Flags, Runtime
 from comal.agent._queue import pending
 from comal.ledger import open_ledger
@@ -38,14 +39,6 @@ def _bash(call_id: str, command: str) -> dict[str, Any]:
 
 def _say(text: str) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": text}], "stop_reason": "end_turn"}
-
-
-async def _until(pilot: Any, test: Any, tries: int = 200) -> None:
-    for _ in range(tries):  # the agent runs in a worker thread
-        await pilot.pause(0.05)
-        if test():
-            return
-    raise AssertionError("the TUI did not get there")
 
 
 def _texts(app: ComalApp, selector: str = "Static") -> list[str]:
