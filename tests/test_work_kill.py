@@ -168,16 +168,20 @@ def test_sigkill_anywhere_in_delegated_work_then_resume_finishes_it_once(
                     argv = ["--resume", scope.session, "-p", *flags]
                 cmd: dict[str, Any] = {"argv": argv, "env": env | {"COMAL_TENANT": tenant}}
                 kind = rng.choice(["phase", "phase", "phase", "delay"])
-                if run == 0 and forced:
+                if forced:
                     kind = "phase"
-                    cmd["pause_on"] = forced.pop(0)
+                    cmd["pause_on"] = forced[0]
                 elif kind == "phase":
                     cmd["pause_at"] = rng.randint(1, PAUSE_MAX)
                 pid = zygote.spawn(cmd)
                 totals["workers"] += 1
                 if kind == "phase":
                     event, code = zygote.until(pid, "paused")
-                    assert event == "paused" or "pause_on" not in cmd, (cmd, code)
+                    # The two steps run side by side: a phase of one may have passed before the
+                    # previous kill, so a forced phase is spent only where it paused, else it is
+                    # forced again in the next run (every one must land: `not forced` below).
+                    if "pause_on" in cmd and event == "paused":
+                        forced.pop(0)
                 else:
                     event, code = zygote.until(pid, "started")
                     time.sleep(rng.uniform(0.0, 0.6))
