@@ -78,7 +78,11 @@ def test_sigkill_at_random_points_then_resume_finishes_the_task(
         while task + 1 < TASKS or sum(kills.values()) < MIN_KILLS:
             task += 1
             assert task < 4 * TASKS, f"too few kills land: {kills}"
-            scope = led.create_session("t", "a", session_id=f"task-{task}")
+            # As `comal -p` creates it, its model recorded: the workers that resume through
+            # run_prompt read their script position from it (served_by), the others from the
+            # request count, and both must agree.
+            meta = {"model": f"script:{script}"}
+            scope = led.create_session("t", "a", session_id=f"task-{task}", meta=meta)
             root = tmp_path / f"ws{task}"
             root.mkdir()
             sessions.append((scope, root))

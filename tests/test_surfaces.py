@@ -22,6 +22,7 @@ from comal.ops import Actor, ApprovalRequest, Effect
 from comal.providers import ModelRequest, anthropic_params
 from comal.safe_text import safe, safe_command
 from comal.testing import FunctionProvider
+from conftest import corpus_dir
 
 runner = CliRunner()
 
@@ -127,7 +128,7 @@ def test_an_unknown_model_says_its_window_is_the_default(db: Path, tmp_path: Pat
 
 
 def test_a_format_mismatch_is_an_error(db: Path) -> None:
-    codex = next((Path(__file__).parents[2] / "shared/corpus/codex").glob("*"))
+    codex = next((corpus_dir() / "codex").glob("*"))
     result = _cli("import", "-f", "claude-code", str(codex), "--json")
     assert result.exit_code == 2, result.output
     assert "IMPORT_FORMAT" in result.output
