@@ -392,19 +392,7 @@ class Memories(MemoryCare):
         return faults + self.forget_faults()
 
     def _memory_pages(self) -> Any:
-        after = -1
-        while True:
-            with self._reading() as c, self._lenient():
-                rows = c.execute(
-                    f"SELECT {COLUMNS['memories']} FROM memories WHERE id > ? ORDER BY id"
-                    " LIMIT 500",
-                    (after,),
-                ).fetchall()
-            if rows:
-                yield rows
-            if len(rows) < 500:
-                return
-            after = int(rows[-1][11])
+        return self._id_pages("memories", 11)
 
     def _entry_owners(self, rows: Sequence[tuple[Any, ...]]) -> dict[int, tuple[str, int]]:
         ids: set[int] = set()

@@ -250,19 +250,23 @@ class MemoryCare(Reads):
         return faults
 
     def _forget_pages(self) -> Iterator[list[tuple[Any, ...]]]:
+        return self._id_pages("memory_forgets", 9)
+
+    def _id_pages(self, table: str, id_at: int) -> Iterator[list[tuple[Any, ...]]]:
+        """``table``'s rows (its sealed columns) in pages of 500 by id, one read each, so a
+        check of a large store holds no long read; ``id_at`` is the id's place in a row."""
         after = -1
         while True:
             with self._reading() as c, self._lenient():
                 rows = c.execute(
-                    f"SELECT {COLUMNS['memory_forgets']} FROM memory_forgets WHERE id > ?"
-                    " ORDER BY id LIMIT 500",
+                    f"SELECT {COLUMNS[table]} FROM {table} WHERE id > ? ORDER BY id LIMIT 500",
                     (after,),
                 ).fetchall()
             if rows:
                 yield rows
             if len(rows) < 500:
                 return
-            after = int(rows[-1][9])
+            after = int(rows[-1][id_at])
 
 
 def note_row_faults(store: Reads, r: Sequence[Any]) -> list[Fault]:
