@@ -57,7 +57,7 @@ from ..ledger import CheckpointRecord, LedgerBackend, Scope, UsageInput
 from ..memory import remember
 from ..messages import Message
 from ..providers import Provider
-from ..tokens import Budget, TokenCounter, Usage
+from ..tokens import Budget, TokenCounter
 from ._events import assembly_events
 from ._hooks import post_compact, pre_compact
 from ._memory import MemoryStore
@@ -219,20 +219,6 @@ class ContextSession:
         return Turn(
             view, given, assembly, since, stored, made, meta, committed=not preview, service=self
         )
-
-    def record_request(
-        self,
-        turn: Turn,
-        usage: Usage,
-        *,
-        model: str | None = None,
-        protocol: str | None = None,
-        fields: Mapping[str, Any] | None = None,
-        entry_id: int | None = None,
-    ) -> None:
-        """Record ``turn``'s request with no reply appended (a failure, an interruption, a
-        reply that was not kept), or anchored to ``entry_id``."""
-        self.record(turn.usage(usage, model=model, protocol=protocol, fields=fields), entry_id)
 
     def record(self, made: UsageInput, entry_id: int | None = None) -> None:
         """Write a request record built by :meth:`Turn.usage` (a replay records nothing)."""

@@ -129,11 +129,8 @@ class Turn:
     ) -> None:
         """Record this turn's request with no reply appended (a failure, an interruption, a
         reply that was not kept), or anchored to ``entry_id``: through its service."""
-        if self.service is None:
-            raise UserError("this turn was not prepared by a turn service: it cannot record")
-        self.service.record_request(
-            self, usage, model=model, protocol=protocol, fields=fields, entry_id=entry_id
-        )
+        made = self.usage(usage, model=model, protocol=protocol, fields=fields)
+        self.record_usage(made, entry_id=entry_id)
 
     def record_usage(self, made: UsageInput, *, entry_id: int | None = None) -> None:
         """Record ``made`` (built by :meth:`usage`) as this turn's request, through its
