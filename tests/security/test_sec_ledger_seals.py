@@ -212,8 +212,9 @@ def _forge_body(store: LedgerStore, entry: int, text: str) -> None:
                 f" output_digest = '{output}', size = {size} WHERE id = {entry}")  # fmt: skip
 
 
-def _refused(target: str, scope: Scope, entry: int, env: dict[str, str]) -> None:
-    """The forged body is never shown: reads exit with a coded error, verify with a fault."""
+def _refused(target: str, scope: Scope, entry: int, env: dict[str, str]) -> str:
+    """The forged body is never shown: reads exit with a coded error, verify with a fault.
+    Returns ``comal show``'s message."""
     shown = comal(target, "show", scope.session, env=env)
     assert shown.returncode == 2, shown.stdout + shown.stderr
     assert "nothing to see here" not in shown.stdout
@@ -225,6 +226,7 @@ def _refused(target: str, scope: Scope, entry: int, env: dict[str, str]) -> None
     assert checked.returncode == 1 and "nothing to see here" not in checked.stdout
     faults = json.loads(checked.stdout)["faults"]
     assert ("ledger", "secret") in {(f["table"], f["kind"]) for f in faults}
+    return shown.stderr
 
 
 def _audited(store: LedgerStore) -> tuple[Scope, int]:
@@ -250,9 +252,14 @@ def test_an_edited_ledger_id_makes_show_refuse_a_forged_body(tmp_path: Path) -> 
     # A new id names no key file, so no secret is found at all.
     _raw(store, f"UPDATE ledger_meta SET value = '{uuid.uuid4().hex}' WHERE name = 'id'")
     _forge_body(store, entry, "nothing to see here")
+    conn = sqlite3.connect(store.path)  # the attack landed in the file
+    body = conn.execute("SELECT body FROM entries WHERE id = ?", (entry,)).fetchone()[0]
+    conn.close()
+    assert "nothing to see here" in body and "AKIA-THE-REAL-SECRET" not in body
     env = dict(os.environ)
     env.pop(ENV)  # a real user's shell: the key file is all there is
-    _refused(str(store.path), scope, entry, env)
+    said = _refused(str(store.path), scope, entry, env)
+    assert "LEDGER_SECRET_MISSING" in said, said  # the new id names no key file
 
 
 # -- 4. the file and what SQLite makes beside it are private ---------------------------------------
