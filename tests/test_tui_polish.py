@@ -99,3 +99,31 @@ def test_compact_never_grows_a_small_context(tmp_path: Path) -> None:
         rt.ledger.close()
     # A two-step session is smaller than any checkpoint of it: /compact stores none.
     assert "nothing to compact" in seen["texts"] and checkpoints == [], seen["texts"]
+
+
+def test_a_crashed_session_opens_saying_so_and_naming_the_call_left_open(tmp_path: Path) -> None:
+    # covers: DRV-4, RES-1
+    from comal.messages import Message, ToolCall
+
+    led = open_ledger(tmp_path / "tui.db")
+    config = Config(mode="ask")
+    scope = led.create_session(config.tenant, config.agent, messages=[Message.user("sleep")])
+    # A run died while its Bash ran: the call has no result and no run recorded its end.
+    call = ToolCall("b2", "Bash", '{"command": "sleep 20"}')
+    led.append(scope, [Message.assistant("Sleeping.", call)])
+    flags = Flags(model="anthropic:claude-sonnet-4-6", context_window=32_000, workspace=tmp_path)
+    rt = Runtime.open(
+        led, flags, resume=scope.session, config=config, provider=ScriptedProvider(_SCRIPT)
+    )
+    app = ComalApp(rt)
+    texts: list[str] = []
+
+    async def drive() -> None:
+        async with app.run_test() as pilot:
+            await pilot.pause(0.2)
+            texts.extend(_texts(app))
+
+    asyncio.run(drive())
+    shown = "\n".join(texts)
+    assert f"session {scope.session} (crashed)" in shown, shown  # not the stored "active"
+    assert "Bash b2: no result (the session stopped while it ran)" in shown, shown

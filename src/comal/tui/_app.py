@@ -39,6 +39,7 @@ from ..agent._liveness import liveness
 from ..agent._queue import Queued, QueueMode, enqueue, pending
 from ..agent._steering import always_rule
 from ..errors import ComalError
+from ..messages import open_calls
 from ..ops import Actor, ApprovalRequest, CallbackApprover, Rule
 from ..providers import StreamDone, StreamEvent, TextDelta, catalog_specs
 from ..safe_text import safe
@@ -131,9 +132,19 @@ class ComalApp(App[None]):
             return
         info = rt.ledger.session(rt.scope)
         title = f" · {info.title}" if info is not None and info.title else ""
-        self.note(f"session {rt.scope.session} ({info.status if info else '?'}){title}")
-        for entry in rt.ledger.tail(rt.scope, n=_RESUME_TAIL):
+        # What `comal sessions` says of it (crashed, interrupted…), not the stored column.
+        state = liveness(rt.ledger, info) if info is not None else "?"
+        self.note(f"session {rt.scope.session} ({state}){title}")
+        tail = rt.ledger.tail(rt.scope, n=_RESUME_TAIL)
+        for entry in tail:
             self.show(*entry_widgets(entry, self._tools))
+        waiting = open_calls(e.message for e in tail)
+        if waiting:
+            names = ", ".join(f"{c.name} {c.id}" for c in waiting)
+            self.note(
+                f"{names}: no result (the session stopped while it ran); the next prompt "
+                "settles it first, and a call whose outcome is unknown is not run again unasked"
+            )
         for queued in pending(rt.ledger, rt.scope):
             self._show_queued(queued)
 
